@@ -1,0 +1,32 @@
+# briefd: the README's two commands, and a few more.
+#   make demo   venv + install + lab servers on loopback + the example brief, with real inference
+#   make test   venv with test extras + the whole suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-test
+
+.PHONY: demo test bench lab clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(PY) -m tests.lab.demo
+
+lab: $(STAMP)
+	$(PY) -m tests.lab.servers --workdir lab-run --driver llama
+
+bench: $(STAMP)
+	$(PY) -m tests.lab.bench
+
+clean:
+	rm -rf $(VENV) lab-run .pytest_cache

@@ -1,0 +1,3 @@
+"""briefd: an offline-first research daemon (see README.md)."""
+
+__version__ = "0.1.0"

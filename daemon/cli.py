@@ -1,0 +1,338 @@
+"""`briefd`: a thin command line over the daemon's modules (CONTRACT.md, "Commands").
+
+Exit codes: 0 success; 2 bad usage or invalid input; 3 a required service or path
+is unavailable (with the reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+from .brief import BriefError, load_schema, parse_brief
+
+EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
+
+SETTING_FLAGS = [
+    ("--inbox", "inbox", "drop folder for briefs (env BRIEFD_INBOX, default ./inbox)"),
+    ("--outbox", "outbox", "reports folder (env BRIEFD_OUTBOX, default ./outbox)"),
+    ("--db", "db", "SQLite store (env BRIEFD_DB, default ./briefd.db)"),
+    ("--ollama-host", "ollama_host", "Ollama server (env OLLAMA_HOST, default http://127.0.0.1:11434)"),
+    ("--model", "model", "Ollama model (env BRIEFD_MODEL)"),
+    ("--searxng-url", "searxng_url", "SearXNG base URL (env BRIEFD_SEARXNG_URL, default http://127.0.0.1:8888)"),
+    ("--workers", "workers", "briefs at once (env BRIEFD_WORKERS, default 1)"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("settings (flag > environment > briefd.toml > default)")
+    for flag, dest, help_ in SETTING_FLAGS:
+        group.add_argument(flag, dest=dest, default=None, help=help_,
+                           type=int if dest == "workers" else str)
+    group.add_argument("--config", dest="config", default=None,
+                       help="briefd.toml to read (env BRIEFD_CONFIG, default ./briefd.toml if present)")
+    group.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+    parser = argparse.ArgumentParser(
+        prog="briefd", parents=[common],
+        description="Offline-first research daemon: drop a JSON brief into the inbox, get a cited report.",
+    )
+    parser.add_argument("--version", action="version", version=f"briefd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", parents=[common], help="the daemon (foreground; --once for cron)")
+    run.add_argument("--once", action="store_true",
+                     help="take everything in the inbox, resume interrupted briefs, finish them all, exit 0")
+    submit = sub.add_parser("submit", parents=[common], help="validate briefs and put them into the inbox")
+    submit.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    status = sub.add_parser("status", parents=[common], help="queue counts and running briefs")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    show = sub.add_parser("show", parents=[common], help="a finished report, or a brief's event log")
+    show.add_argument("id")
+    show.add_argument("--events", action="store_true", help="print the event log instead of the report")
+    retry = sub.add_parser("retry", parents=[common], help="re-queue a failed or cancelled brief")
+    retry.add_argument("id")
+    cancel = sub.add_parser("cancel", parents=[common], help="stop a queued or running brief")
+    cancel.add_argument("id")
+    sub.add_parser("check", parents=[common], help="probe Ollama, SearXNG, folders and the database")
+    sub.add_parser("schema", parents=[common], help="print the brief JSON Schema")
+    return parser
+
+
+def load(args: argparse.Namespace):
+    from .settings import load_settings
+
+    flags = {dest: getattr(args, dest, None) for _flag, dest, _help in SETTING_FLAGS}
+    config = Path(args.config) if getattr(args, "config", None) else None
+    return load_settings(flags, os.environ, config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
+        format="%(asctime)s briefd %(levelname)s %(message)s", stream=sys.stderr,
+    )
+    for noisy in ("httpx", "httpcore", "watchdog"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    if args.command == "schema":
+        print(json.dumps(load_schema(), indent=2))
+        return EXIT_OK
+    from .settings import SettingsError
+
+    try:
+        settings = load(args)
+    except SettingsError as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    handler = {
+        "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
+        "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check,
+    }[args.command]
+    return handler(settings, args)
+
+
+def cmd_run(settings, args) -> int:
+    from .inbox import InboxLocked
+    from .worker import serve
+
+    try:
+        return serve(settings, once=args.once)
+    except InboxLocked as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except OSError as exc:
+        print(f"briefd: cannot use {exc.filename or 'a required path'}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+def cmd_submit(settings, args) -> int:
+    """Validate every file first; write nothing unless all are valid."""
+    prepared: list[tuple[Path, bytes]] = []
+    for path in args.files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            print(f"briefd: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            parse_brief(data, path.name)
+        except BriefError as exc:
+            print(f"briefd: {path}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        prepared.append((path, data))
+    inbox = Path(settings.inbox)
+    try:
+        inbox.mkdir(parents=True, exist_ok=True)
+        for path, data in prepared:
+            target = _free_name(inbox, path.name if path.name.lower().endswith(".json") else path.name + ".json")
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=inbox)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.rename(tmp, target)
+            print(target)
+    except OSError as exc:
+        print(f"briefd: cannot write into the inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    return EXIT_OK
+
+
+def _free_name(folder: Path, name: str) -> Path:
+    target = folder / name
+    stem, suffix = target.stem, target.suffix
+    n = 2
+    while target.exists():
+        target = folder / f"{stem}-{n}{suffix}"
+        n += 1
+    return target
+
+
+def _open_store(settings):
+    from store import Store
+
+    if not Path(settings.db).exists():
+        return None
+    return Store(settings.db)
+
+
+def status_data(settings) -> dict[str, Any]:
+    store = _open_store(settings)
+    if store is None:
+        return {"counts": {}, "running": [], "queued": [], "database": str(settings.db), "exists": False}
+    try:
+        from store import QUEUED, RUNNING
+
+        running = []
+        for row in store.briefs_in_state(RUNNING):
+            cp = store.load_checkpoint(row.run_id) or {}
+            running.append({
+                "id": row.brief_id, "run": row.run_id, "round": cp.get("round", 0),
+                "phase": cp.get("phase", "plan"), "next_action": cp.get("next_action"),
+                "why": cp.get("why"), "open_gaps": [g["text"] for g in cp.get("gaps", []) if g.get("answered_round") is None],
+                "waiting_for": row.waiting_for, "started_at": row.started_at, "attempts": row.attempts,
+                "estimate": None,
+            })
+        queued = [{"id": r.brief_id, "run": r.run_id, "accepted_at": r.accepted_at}
+                  for r in store.briefs_in_state(QUEUED)]
+        return {"counts": store.counts_by_state(), "running": running, "queued": queued,
+                "database": str(settings.db), "exists": True}
+    finally:
+        store.close()
+
+
+def cmd_status(settings, args) -> int:
+    data = status_data(settings)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    counts = data["counts"]
+    if not data["exists"]:
+        print(f"no database yet at {settings.db}: nothing has been accepted")
+        return EXIT_OK
+    print("  ".join(f"{state}: {n}" for state, n in counts.items()))
+    for run in data["running"]:
+        line = f"running {run['id']} (run {run['run']}): round {run['round']}, {run['phase']}"
+        if run["next_action"]:
+            line += f"; next: {run['next_action']} ({run['why']})"
+        if run["waiting_for"]:
+            line += f"; WAITING for {run['waiting_for']}"
+        print(line)
+    for run in data["queued"]:
+        print(f"queued  {run['id']} (run {run['run']}) since {run['accepted_at']}")
+    return EXIT_OK
+
+
+def cmd_show(settings, args) -> int:
+    from .report import safe_outdir
+
+    try:
+        outdir = safe_outdir(Path(settings.outbox), args.id)
+    except ValueError as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.events:
+        path = outdir / "events.ndjson"
+        if not path.exists():
+            print(f"briefd: no events for '{args.id}' in {outdir}", file=sys.stderr)
+            return EXIT_USAGE
+        sys.stdout.write(path.read_text(encoding="utf-8"))
+        return EXIT_OK
+    for name in ("report.md", "report.json", "error.json"):
+        path = outdir / name
+        if path.exists():
+            sys.stdout.write(path.read_text(encoding="utf-8"))
+            return EXIT_OK
+    state = ""
+    store = _open_store(settings)
+    if store is not None:
+        run = store.latest_run(args.id)
+        store.close()
+        if run is not None:
+            state = f" (it is {run.state})"
+    print(f"briefd: no report for '{args.id}' yet{state}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def cmd_retry(settings, args) -> int:
+    store = _open_store(settings)
+    if store is None:
+        print(f"briefd: no database at {settings.db}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        run = store.retry(args.id)
+    finally:
+        store.close()
+    if run is None:
+        print(f"briefd: '{args.id}' has no failed or cancelled run to retry", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{args.id}: re-queued (run {run.run_id}); it resumes from its last checkpoint")
+    return EXIT_OK
+
+
+def cmd_cancel(settings, args) -> int:
+    store = _open_store(settings)
+    if store is None:
+        print(f"briefd: no database at {settings.db}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        run = store.request_cancel(args.id)
+    finally:
+        store.close()
+    if run is None:
+        print(f"briefd: '{args.id}' is not queued or running", file=sys.stderr)
+        return EXIT_USAGE
+    what = "cancelled" if run.state == "cancelled" else "will stop at its next step"
+    print(f"{args.id}: {what}")
+    return EXIT_OK
+
+
+def cmd_check(settings, args) -> int:
+    problems = 0
+    for ok, message, fix in asyncio.run(_checks(settings)):
+        print(f"{'ok  ' if ok else 'FAIL'} {message}")
+        if not ok:
+            problems += 1
+            if fix:
+                print(f"     fix: {fix}")
+    return EXIT_OK if problems == 0 else EXIT_UNAVAILABLE
+
+
+async def _checks(settings) -> list[tuple[bool, str, str | None]]:
+    from . import llm, search
+
+    results: list[tuple[bool, str, str | None]] = []
+    probe = await llm.probe(settings.ollama_host, settings.model, 10.0)
+    results.append((probe.ok, probe.message, probe.fix))
+    sprobe = await search.probe(settings.searxng_url)
+    results.append((sprobe.ok, sprobe.message, sprobe.fix))
+    for name, folder in (("inbox", Path(settings.inbox)), ("outbox", Path(settings.outbox))):
+        results.append(_writable(name, folder))
+    results.append(_db_health(Path(settings.db)))
+    return results
+
+
+def _writable(name: str, folder: Path) -> tuple[bool, str, str | None]:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".briefd-check.", suffix=".tmp"):
+            pass
+    except OSError as exc:
+        return False, f"{name} {folder} is not writable: {exc.strerror or exc}", \
+            f"create it and give briefd's user write access, or set --{name}"
+    return True, f"{name} {folder} is writable", None
+
+
+def _db_health(path: Path) -> tuple[bool, str, str | None]:
+    from store import Store
+
+    try:
+        store = Store(path)
+    except Exception as exc:  # sqlite raises several types; all mean the same to the user
+        return False, f"database {path} cannot be opened: {exc}", "check the path and its permissions"
+    try:
+        result = store.integrity_check()
+    finally:
+        store.close()
+    if result != "ok":
+        return False, f"database {path} failed its integrity check: {result}", \
+            "restore from a backup made with VACUUM INTO"
+    return True, f"database {path} is healthy", None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""A brief's event log: one JSON object a line in outbox/<id>/events.ndjson, and in the store.
+
+The store is the record (seq numbers come from it, gap-free per run); the file is
+appended live so `tail -f` follows a brief. On resume after a crash the file is
+rewritten from the store first, so it never lacks an event the store has.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from store import Store
+
+from .files import atomic_write_text
+
+log = logging.getLogger("briefd")
+
+
+class EventLog:
+    def __init__(self, store: Store, run_id: int, brief_id: str, path: Path) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.brief_id = brief_id
+        self.path = Path(path)
+
+    def resync(self) -> None:
+        """Rewrite the file from the store (used when a run resumes)."""
+        lines = [json.dumps(e, ensure_ascii=False) for e in self.store.events(self.run_id)]
+        atomic_write_text(self.path, "".join(line + "\n" for line in lines))
+
+    def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
+        seq, at = self.store.add_event(self.run_id, type_, fields)
+        event = {"seq": seq, "at": at, "type": type_, **fields}
+        line = json.dumps(event, ensure_ascii=False)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+        except OSError as exc:  # the store has it; the file is a live view
+            log.warning("%s: could not append to %s: %s", self.brief_id, self.path, exc)
+        log.info("%s %s %s", self.brief_id, type_, _brief(fields))
+        return event
+
+
+def _brief(fields: dict[str, Any]) -> str:
+    text = json.dumps(fields, ensure_ascii=False)
+    return text if len(text) <= 300 else text[:297] + "..."

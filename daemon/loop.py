@@ -1,0 +1,579 @@
+"""The research loop: the story of one brief, top to bottom.
+
+plan → rounds of (search → pick URLs → fetch while the model reads → evidence →
+integrate → checkpoint) → synthesis → report. Decisions (which queries, which
+URLs, when to stop) are the pure functions of `decide`; prompts and answer
+parsing are `planner`'s; this file only sequences them and does the I/O.
+
+Crash safety: the loop state is checkpointed after the plan and after every
+round. A resumed run redoes at most the round it was in; that round's model
+calls are replayed from the answer cache, its searches from the search cache and
+its pages from the page cache, and rows it had written are cleared first, so
+nothing is paid for or counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, TypeVar
+
+import httpx
+import ollama
+
+from store import Store, utc_now
+
+from . import decide, planner
+from .brief import Brief
+from .citations import Source, renumber
+from .decide import Limits, LoopState, Usage
+from .events import EventLog
+from .extract import extract_page, split_passages
+from .fetch import FetchLimits, fetch_page
+from .llm import CallRecord, ModelConfig, ServiceDown, call_json, estimate_tokens, prompt_budget
+from .search import SearchHit, SearchParams, SearchRefused, SearchUnavailable, cache_key, search
+from .settings import Settings
+
+log = logging.getLogger("briefd")
+T = TypeVar("T")
+
+SEARCH_CACHE_S = 24 * 3600
+DISCLAIMER_MODEL_ONLY = (
+    "No usable sources were found for this brief: this answer rests on the model alone, "
+    "without evidence. Treat it as unverified."
+)
+
+
+@dataclass
+class Services:
+    """The clients and limits a brief's loop uses; built once by the worker."""
+
+    settings: Settings
+    store: Store
+    http: httpx.AsyncClient
+    fetch_client: httpx.AsyncClient
+    llm_client: ollama.AsyncClient
+    model: ModelConfig
+    fetch_limits: FetchLimits
+    fetch_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+
+
+class Cancelled(Exception):
+    """`briefd cancel` was asked for a running brief."""
+
+
+def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:
+    budget = brief.budget
+    return Limits(
+        max_rounds=brief.max_rounds,
+        max_searches_per_round=brief.max_searches_per_round,
+        pages_per_round=pages_per_round or max(3, 2 * brief.max_searches_per_round),
+        budget_tokens=getattr(budget, "llm_tokens", None) if budget else None,
+        budget_seconds=getattr(budget, "seconds", None) if budget else None,
+        budget_pages=getattr(budget, "pages", None) if budget else None,
+    )
+
+
+def search_params(brief: Brief) -> SearchParams:
+    opts = brief.search
+    if opts is None:
+        return SearchParams()
+    return SearchParams(
+        categories=tuple(opts.categories or ()), engines=tuple(opts.engines or ()),
+        language=opts.language, time_range=opts.time_range,
+        include_domains=tuple(opts.include_domains or ()),
+        exclude_domains=tuple(opts.exclude_domains or ()),
+    )
+
+
+def today() -> str:
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def _seconds_since(iso: str | None) -> float:
+    if not iso:
+        return 0.0
+    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
+
+
+class Research:
+    """One run of one brief. `await Research(...).run()` returns the report dict."""
+
+    def __init__(self, svc: Services, run_id: int, brief: Brief, started_at: str, events: EventLog) -> None:
+        self.svc = svc
+        self.store = svc.store
+        self.run_id = run_id
+        self.brief = brief
+        self.started_at = started_at
+        self.events = events
+        self.limits = limits_for(brief)
+        self.params = search_params(brief)
+        saved = self.store.load_checkpoint(run_id)
+        self.state = LoopState.from_dict(saved) if saved else LoopState()
+        self.total_results = sum(self.state.results_per_round)
+        self.search_refused: str | None = None
+
+    # ---- the story --------------------------------------------------------------------------
+
+    async def run(self) -> dict[str, Any]:
+        if self.state.phase == "plan":
+            await self.plan()
+        while self.state.phase == "rounds":
+            reason = self.stop_reason()
+            queries: list[str] = []
+            if reason is None:
+                queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
+                if not queries:
+                    reason = decide.EXHAUSTED
+            self.state.next_action, self.state.why = decide.next_action(self.state, reason)
+            if reason is not None:
+                self.state.stop_reason = reason
+                self.state.phase = "synthesis"
+                self.checkpoint()
+                break
+            await self.round(self.state.round + 1, queries)
+        summary, sources, disclaimer = await self.synthesize()
+        self.state.phase = "done"
+        self.checkpoint()
+        return self.report(summary, sources, disclaimer)
+
+    @property
+    def question(self) -> str:
+        return self.state.research_question or self.brief.question
+
+    async def plan(self) -> None:
+        self.events.emit("signal", message="planning")
+        result = await self.ask(
+            "plan", planner.plan_prompt(self.brief.question, self.brief.context or "", today()),
+            planner.PLAN_SCHEMA, planner.coerce_plan(self.brief.question),
+            lambda: planner.template_plan(self.brief.question),
+        )
+        plan = result
+        self.state.research_question = plan.research_question
+        self.state.angles = plan.angles
+        self.state.add_gaps(plan.gaps or [f"direct answer to: {self.brief.question}"])
+        self.state.add_queries(plan.queries)
+        self.state.phase = "rounds"
+        self.state.next_action, self.state.why = "search_more", "plan ready"
+        self.events.emit("signal", message="plan ready", research_question=plan.research_question,
+                         angles=plan.angles, queries=self.state.pending_queries,
+                         gaps=[g.text for g in self.state.gaps])
+        self.checkpoint()
+
+    async def round(self, round_no: int, queries: list[str]) -> None:
+        self.check_cancel()
+        self.store.reset_round(self.run_id, round_no)
+        evidence_before = self.store.evidence_count(self.run_id)
+        self.events.emit("round_started", round=round_no, queries=queries,
+                         open_gaps=[g.text for g in self.state.open_gaps()])
+        hits = await self.search_all(round_no, queries)
+        self.state.results_per_round.append(len(hits))
+        self.total_results += len(hits)
+        if self.brief.fetch_pages:
+            urls = decide.choose_urls([h.url for h in hits], self.state, {},
+                                      self.pages_allowed())
+            await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
+        else:
+            ids = [self.store.save_snippet(h.url, h.content) for h in hits if h.content]
+            titles = {h.url: h.title for h in hits}
+            await self.read_passages(round_no, ids, titles)
+        new = self.store.evidence_count(self.run_id) - evidence_before
+        self.state.round = round_no
+        self.state.new_evidence_per_round.append(new)
+        self.events.emit("signal", message=f"round {round_no} done", new_evidence=new,
+                         open_gaps=len(self.state.open_gaps()),
+                         tokens_so_far=self.tokens_used())
+        self.checkpoint()
+
+    # ---- search -------------------------------------------------------------------------------
+
+    async def search_all(self, round_no: int, queries: list[str]) -> list[SearchHit]:
+        """Run the round's queries; interleave their hits by rank so every query contributes."""
+        responses = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
+        self.state.asked.extend(queries)
+        merged: list[SearchHit] = []
+        seen: set[str] = set()
+        depth = max((len(r) for r in responses), default=0)
+        for rank in range(depth):
+            for hits in responses:
+                if rank < len(hits) and hits[rank].url not in seen:
+                    seen.add(hits[rank].url)
+                    merged.append(hits[rank])
+        return merged
+
+    async def search_one(self, round_no: int, query: str) -> list[SearchHit]:
+        self.events.emit("search_query", round=round_no, query=query)
+        key = cache_key(query, self.params)
+        cached = self.store.cached_search(key, SEARCH_CACHE_S)
+        error: str | None = None
+        hits: list[SearchHit] = []
+        if cached is not None:
+            hits = [SearchHit(**h) for h in cached["hits"]]
+        elif self.search_refused:
+            error = self.search_refused
+        else:
+            try:
+                response = await self.with_retries(
+                    "searxng", lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
+                                              self.params, self.svc.settings.search_timeout_s),
+                    (SearchUnavailable,))
+                hits = response.hits
+                self.store.cache_search(key, query, self.params.query_string(),
+                                        {"hits": [h.as_dict() for h in hits],
+                                         "unresponsive_engines": response.unresponsive_engines})
+                if response.unresponsive_engines:
+                    self.events.emit("signal", message="unresponsive search engines",
+                                     engines=response.unresponsive_engines)
+            except SearchRefused as exc:
+                self.search_refused = str(exc)
+                error = str(exc)
+                self.state.count_fallback("search_failed")
+                self.events.emit("signal", message="search refused", error=str(exc), fix=exc.fix)
+            except SearchUnavailable as exc:
+                error = str(exc)
+                self.state.count_fallback("search_failed")
+                self.events.emit("signal", message="search failed", error=str(exc))
+        self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in hits],
+                                from_cache=cached is not None, error=error)
+        self.events.emit("search_result", round=round_no, query=query, results=len(hits),
+                         from_cache=cached is not None,
+                         urls=[h.url for h in hits[:10]], error=error)
+        return hits
+
+    # ---- fetch while the model reads ------------------------------------------------------------
+
+    def pages_allowed(self) -> int:
+        n = self.limits.pages_per_round
+        if self.limits.budget_pages is not None:
+            n = min(n, max(0, self.limits.budget_pages - self.pages_read()))
+        return n
+
+    def pages_read(self) -> int:
+        return self.state.pages_fetched + self.state.page_cache_hits
+
+    async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
+        """Fetch concurrently; the model reads batches of whatever pages are ready meanwhile."""
+        ready: asyncio.Queue[tuple[str, str, list[int]] | None] = asyncio.Queue()
+
+        async def fetch_all() -> None:
+            try:
+                await asyncio.gather(*(self.fetch_one(round_no, u, hits.get(u), ready) for u in urls))
+            finally:
+                await ready.put(None)
+
+        fetcher = asyncio.create_task(fetch_all())
+        try:
+            await self.reader(round_no, ready)
+        finally:
+            if not fetcher.done():
+                await fetcher
+
+    async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None,
+                        ready: asyncio.Queue[tuple[str, str, list[int]] | None]) -> None:
+        settings = self.svc.settings
+        cached = self.store.get_page(url, settings.page_ttl_hours * 3600)
+        if url not in self.state.visited:
+            self.state.visited.append(url)
+        if cached is not None and cached.ok:
+            self.state.page_cache_hits += 1
+            self.events.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
+                             status=cached.status, title=cached.title, chars=len(cached.text),
+                             from_cache=True)
+            await ready.put((url, cached.title, self.store.passage_ids(url, "page")))
+            return
+        async with self.svc.fetch_slots:
+            result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
+        self.state.pages_fetched += 1
+        if not result.ok:
+            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=_transient(result.error))
+            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+                             status=result.status, ok=False, error=result.error,
+                             seconds=round(result.elapsed_s, 3))
+            return
+        extracted = await asyncio.to_thread(extract_page, result.body, result.final_url, result.content_type)
+        if extracted is None or not extracted.text.strip():
+            reason = f"no readable text ({result.content_type or 'unknown type'})"
+            self.mark_bad(url, reason, transient=False)
+            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+                             status=result.status, ok=False, error=reason)
+            return
+        title = extracted.title or (hit.title if hit else "") or result.final_url
+        passages = split_passages(extracted.text)
+        self.store.save_page(
+            url=url, final_url=result.final_url, status=result.status,
+            content_type=result.content_type, title=title, text=extracted.text,
+            size=len(result.body), extraction=extracted.method, error=None,
+            passages=[(p.seq, p.start, p.end, p.text) for p in passages],
+        )
+        self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+                         status=result.status, title=title, chars=len(extracted.text),
+                         passages=len(passages), from_cache=False, truncated=result.truncated,
+                         seconds=round(result.elapsed_s, 3))
+        await ready.put((url, title, self.store.passage_ids(url, "page")))
+
+    def mark_bad(self, url: str, reason: str, transient: bool) -> None:
+        self.state.bad[url] = reason
+        if not transient:
+            self.store.mark_bad_url(url, reason)
+
+    async def reader(self, round_no: int,
+                     ready: asyncio.Queue[tuple[str, str, list[int]] | None]) -> None:
+        """Read batches as pages arrive: the model never waits for the slowest fetch."""
+        pool: list[int] = []
+        titles: dict[str, str] = {}
+        finished = False
+        batches = 0
+        while not finished or pool:
+            if not finished:
+                item = await ready.get()
+                await asyncio.sleep(0.05)  # let pages finishing together join one batch
+                while True:
+                    if item is None:
+                        finished = True
+                    else:
+                        titles[item[0]] = item[1]
+                        pool.extend(i for i in item[2] if i not in pool)
+                    try:
+                        item = ready.get_nowait()
+                    except asyncio.QueueEmpty:
+                        break
+            if not pool:
+                continue
+            if batches >= self.max_batches():
+                if finished:
+                    break
+                continue  # keep draining fetches so their pages land in the cache
+            read = await self.read_batch(round_no, pool, titles)
+            batches += 1
+            pool = [i for i in pool if i not in read]
+            if not read:
+                pool = []
+
+    def max_batches(self) -> int:
+        return {"quick": 2, "standard": 3, "deep": 4}.get(self.brief.depth, 3)
+
+    async def read_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> None:
+        pool = list(ids)
+        for _ in range(self.max_batches()):
+            if not pool:
+                break
+            read = await self.read_batch(round_no, pool, titles)
+            if not read:
+                break
+            pool = [i for i in pool if i not in read]
+
+    async def read_batch(self, round_no: int, pool: list[int], titles: dict[str, str]) -> list[int]:
+        """Rank the pool by BM25 against the question and open gaps; the model reads the top ones."""
+        focus = " ".join([self.question, *[g.text for g in self.state.open_gaps()]])
+        ranked = self.store.rank_passages(pool, focus, limit=16, matching_only=True)
+        if not ranked:
+            return []
+        rows = self.store.passages(ranked)
+        passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
+                                      origin=r.origin, text=r.text) for r in rows]
+        prompt = planner.evidence_prompt(self.question, today(), self.state.open_gaps(), passages,
+                                         self.fits)
+        if not prompt.used_passages:
+            return ranked
+        answer = await self.ask("evidence", prompt.text, planner.EVIDENCE_SCHEMA, planner.coerce_evidence,
+                                lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
+        self.integrate(round_no, prompt, answer)
+        return prompt.used_passages
+
+    def title_for(self, url: str, titles: dict[str, str]) -> str:
+        if url in titles and titles[url]:
+            return titles[url]
+        page = self.store.get_page(url, float("inf"))
+        return page.title if page and page.title else url
+
+    def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer) -> None:
+        """Evidence rows from sentence ids (quotes verbatim by construction), gaps, new queries."""
+        known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
+        rows: list[dict[str, Any]] = []
+        for item in answer.items:
+            span = planner.quote_span(prompt, item.sentence_ids)
+            if span is None:
+                self.state.evaluator_failures += 1
+                self.events.emit("evidence_skipped", round=round_no, reason="no known sentence ids",
+                                 sentence_ids=item.sentence_ids)
+                continue
+            ref, start, end = span
+            passage = prompt.passages[ref.passage_id]
+            quote = passage.text[start:end]
+            if (ref.url, quote) in known:
+                self.events.emit("evidence_skipped", round=round_no, reason="duplicate quote", url=ref.url)
+                continue
+            known.add((ref.url, quote))
+            offset = self.store.passages([ref.passage_id])[0].start
+            row = {
+                "round": round_no, "url": ref.url, "title": passage.title, "passage_id": ref.passage_id,
+                "origin": ref.origin, "quote": quote, "quote_start": offset + start,
+                "quote_end": offset + end, "summary": item.summary, "confidence": item.confidence,
+                "stance": None, "impact": None, "gap": item.gap or None,
+            }
+            rows.append(row)
+            if item.gap and item.confidence >= 0.5 and self.state.answer_gap(item.gap, round_no):
+                self.events.emit("signal", message="gap answered", gap=item.gap, round=round_no)
+            self.events.emit("evidence_found", round=round_no, url=ref.url, title=passage.title,
+                             quote=quote, summary=item.summary, confidence=item.confidence,
+                             gap=item.gap or None)
+        self.store.add_evidence(self.run_id, rows)
+        added = self.state.add_gaps(answer.new_gaps)
+        queued = self.state.add_queries(answer.new_queries)
+        if added or queued:
+            self.events.emit("signal", message="plan updated", new_gaps=[g.text for g in added],
+                             new_queries=queued)
+
+    # ---- synthesis ----------------------------------------------------------------------------------
+
+    async def synthesize(self) -> tuple[str, list[Source], str | None]:
+        evidence = sorted(self.store.evidence(self.run_id), key=lambda e: (-(e["confidence"] or 0), e["id"]))
+        numbers: dict[str, int] = {}
+        lines: list[planner.EvidenceLine] = []
+        for e in evidence:
+            n = numbers.setdefault(e["url"], len(numbers) + 1)
+            lines.append(planner.EvidenceLine(source_n=n, quote=e["quote"], title=e["title"] or e["url"]))
+        titles = {e["url"]: e["title"] or e["url"] for e in evidence}
+        sources = [Source(n=n, url=url, title=titles[url]) for url, n in numbers.items()]
+        disclaimer = None if evidence else DISCLAIMER_MODEL_ONLY
+        if not evidence:
+            self.state.count_fallback("model_only")
+        prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits)
+        summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA, planner.coerce_synthesis,
+                                 lambda: planner.template_summary(self.question, lines))
+        summary, cited = renumber(summary, sources)
+        return summary, cited, disclaimer
+
+    def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
+        by_url = {s.url: s.n for s in sources}
+        evidence = [
+            {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
+             "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
+             "round": e["round"], "summary": e["summary"]}
+            for e in self.store.evidence(self.run_id)
+        ]
+        usage = self.usage()
+        return {
+            "id": self.brief.id,
+            "source_file": None,  # filled by the worker, which knows the file
+            "status": "done",
+            "question": self.brief.question,
+            "research_question": self.state.research_question,
+            "angles": self.state.angles,
+            "started_at": self.started_at,
+            "finished_at": utc_now(),
+            "stop_reason": self.state.stop_reason,
+            "summary": summary,
+            "disclaimer": disclaimer,
+            "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in sources],
+            "evidence": evidence,
+            "estimate": None,
+            "verdict": None,
+            "gaps": [g.text for g in self.state.open_gaps()],
+            "queries": self.store.queries(self.run_id),
+            "usage": usage,
+            "fallbacks": dict(self.state.fallbacks),
+            "model": self.svc.model.model,
+            "searxng_url": self.svc.settings.searxng_url,
+            "error": None,
+        }
+
+    # ---- the model ------------------------------------------------------------------------------------
+
+    def fits(self, prompt: str) -> bool:
+        used = estimate_tokens(planner.SYSTEM_RESEARCHER) + estimate_tokens(prompt)
+        return used <= prompt_budget(self.svc.model)
+
+    async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
+                  fallback: Callable[[], T]) -> T:
+        self.check_cancel()
+        result = await call_json(
+            self.svc.llm_client, self.svc.model, purpose=purpose, system=planner.SYSTEM_RESEARCHER,
+            user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
+            record=self.record_call, on_wait=self.on_wait,
+        )
+        self.store.set_waiting(self.run_id, None)
+        if result.outcome == "fallback":
+            self.state.count_fallback(purpose)
+        if result.repairs:
+            self.state.fallbacks["repaired_answers"] = self.state.fallbacks.get("repaired_answers", 0) + 1
+        return result.value
+
+    def record_call(self, rec: CallRecord) -> None:
+        self.store.record_model_call(self.run_id, rec)
+
+    def on_wait(self, service: str, retry_at: float, reason: str) -> None:
+        when = datetime.fromtimestamp(retry_at, timezone.utc).replace(microsecond=0).isoformat()
+        self.store.set_waiting(self.run_id, f"{service}: {reason} (retry at {when})")
+        self.events.emit("waiting", service=service, reason=reason, retry_at=when)
+
+    async def with_retries(self, service: str, call: Callable[[], Awaitable[T]],
+                           transient: tuple[type[BaseException], ...], attempts: int = 4) -> T:
+        delay = 1.0
+        for attempt in range(1, attempts + 1):
+            try:
+                result = await call()
+                self.store.set_waiting(self.run_id, None)
+                return result
+            except transient as exc:
+                if attempt == attempts:
+                    raise
+                self.on_wait(service, time.time() + delay, str(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")
+
+    # ---- bookkeeping --------------------------------------------------------------------------------
+
+    def tokens_used(self) -> int:
+        usage = self.store.model_usage(self.run_id)
+        return usage["prompt_tokens"] + usage["completion_tokens"]
+
+    def stop_reason(self) -> str | None:
+        usage = Usage(tokens=self.tokens_used(), seconds=_seconds_since(self.started_at),
+                      pages=self.pages_read())
+        return decide.stop_reason(self.state, self.limits, usage)
+
+    def usage(self) -> dict[str, Any]:
+        model = self.store.model_usage(self.run_id)
+        return {
+            "llm_calls": model["llm_calls"],
+            "prompt_tokens": model["prompt_tokens"],
+            "completion_tokens": model["completion_tokens"],
+            "searches": self.store.search_count(self.run_id),
+            "pages_fetched": self.state.pages_fetched,
+            "page_cache_hits": self.state.page_cache_hits,
+            "llm_cache_hits": model["llm_cache_hits"],
+            "wall_seconds": round(_seconds_since(self.started_at), 3),
+            "llm_seconds": model["llm_seconds"],
+        }
+
+    def check_cancel(self) -> None:
+        if self.store.cancel_requested(self.run_id):
+            raise Cancelled()
+
+    def checkpoint(self) -> None:
+        self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
+
+
+class _AnswerCache:
+    """The store's model_answers table, seen through daemon.llm's AnswerCache protocol."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, key: str) -> str | None:
+        return self.store.cached_answer(key)
+
+    def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        self.store.cache_answer(key, answer, prompt_tokens, completion_tokens)
+
+
+def _transient(error: str | None) -> bool:
+    """Timeouts and refused connections may heal; a 404, a loop or a binary file will not."""
+    text = (error or "").lower()
+    return any(word in text for word in ("timeout", "timed out", "connection", "unreachable"))

@@ -1,0 +1,197 @@
+"""SearXNG's JSON API, in one small module (there is no client package worth depending on).
+
+Why it looks like this:
+- SearXNG answers 403 to `format=json` unless `search.formats` includes json, and 429
+  when its limiter is on; both are misconfigurations with a known fix, so they are
+  raised as `SearchRefused` carrying that fix, distinct from a transient outage.
+- A broken engine shows up in `unresponsive_engines` with HTTP 200, not as an error:
+  we surface it so the user can see why a search came back thin.
+- A malformed or empty response never crashes a brief: it is just no results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+FIX_JSON_FORMAT = (
+    "enable the JSON format in SearXNG's settings.yml: under `search:` set "
+    "`formats: [html, json]`, then restart SearXNG"
+)
+FIX_LIMITER = (
+    "SearXNG's limiter is rate-limiting briefd: set `server.limiter: false` in settings.yml, "
+    "or add briefd's address to `botdetection.ip_lists.pass_ip` in limiter.toml, then restart SearXNG"
+)
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """What a brief may say about searching (CONTRACT.md `search`)."""
+
+    categories: tuple[str, ...] = ()
+    engines: tuple[str, ...] = ()
+    language: str | None = None
+    time_range: str | None = None
+    include_domains: tuple[str, ...] = ()
+    exclude_domains: tuple[str, ...] = ()
+
+    def query_string(self) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if self.categories:
+            params["categories"] = ",".join(self.categories)
+        if self.engines:
+            params["engines"] = ",".join(self.engines)
+        if self.language:
+            params["language"] = self.language
+        if self.time_range:
+            params["time_range"] = self.time_range
+        return params
+
+
+@dataclass
+class SearchHit:
+    url: str
+    title: str
+    content: str
+    engine: str
+    score: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "title": self.title, "content": self.content,
+                "engine": self.engine, "score": self.score}
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    hits: list[SearchHit]
+    unresponsive_engines: list[str] = field(default_factory=list)
+    from_cache: bool = False
+
+
+class SearchUnavailable(Exception):
+    """SearXNG could not be reached or answered 5xx: transient, worth waiting for."""
+
+
+class SearchRefused(Exception):
+    """SearXNG answered but refuses us (403 json off, 429 limiter): a misconfiguration with a fix."""
+
+    def __init__(self, status: int, fix: str) -> None:
+        super().__init__(f"SearXNG answered HTTP {status}: {fix}")
+        self.status = status
+        self.fix = fix
+
+
+def cache_key(query: str, params: SearchParams) -> str:
+    """Results are cached per normalised query and parameters."""
+    norm = " ".join(query.lower().split())
+    blob = json.dumps([norm, params.query_string()], sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def host_of(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def domain_matches(host: str, domain: str) -> bool:
+    domain = domain.lower().strip(".")
+    return host == domain or host.endswith("." + domain)
+
+
+def filter_hits(hits: list[SearchHit], params: SearchParams) -> list[SearchHit]:
+    """Apply the brief's include/exclude domains, drop non-http(s) and duplicate URLs."""
+    out: list[SearchHit] = []
+    seen: set[str] = set()
+    for hit in hits:
+        if not hit.url.lower().startswith(("http://", "https://")) or hit.url in seen:
+            continue
+        host = host_of(hit.url)
+        if params.include_domains and not any(domain_matches(host, d) for d in params.include_domains):
+            continue
+        if any(domain_matches(host, d) for d in params.exclude_domains):
+            continue
+        seen.add(hit.url)
+        out.append(hit)
+    return out
+
+
+def parse_response(query: str, payload: Any) -> SearchResponse:
+    """Turn SearXNG JSON into hits, tolerating any shape (a malformed response is no results)."""
+    hits: list[SearchHit] = []
+    unresponsive: list[str] = []
+    if isinstance(payload, dict):
+        for item in payload.get("results") or []:
+            if not isinstance(item, dict):
+                continue
+            url = item.get("url")
+            if not isinstance(url, str) or not url:
+                continue
+            title = item.get("title") if isinstance(item.get("title"), str) else ""
+            content = item.get("content") if isinstance(item.get("content"), str) else ""
+            engine = item.get("engine") if isinstance(item.get("engine"), str) else ""
+            score = item.get("score") if isinstance(item.get("score"), (int, float)) else None
+            hits.append(SearchHit(url=url, title=title.strip() or url, content=content.strip(),
+                                  engine=engine, score=score))
+        for entry in payload.get("unresponsive_engines") or []:
+            if isinstance(entry, (list, tuple)) and entry:
+                unresponsive.append(": ".join(str(x) for x in entry))
+            elif isinstance(entry, str):
+                unresponsive.append(entry)
+    return SearchResponse(query=query, hits=hits, unresponsive_engines=unresponsive)
+
+
+async def search(client: httpx.AsyncClient, base_url: str, query: str, params: SearchParams,
+                 timeout_s: float) -> SearchResponse:
+    """One SearXNG search. Raises SearchUnavailable (transient) or SearchRefused (fix it)."""
+    url = base_url.rstrip("/") + "/search"
+    query_params = {"q": query, "format": "json", **params.query_string()}
+    try:
+        resp = await client.get(url, params=query_params, timeout=timeout_s,
+                                headers={"Accept": "application/json"})
+    except httpx.HTTPError as exc:
+        raise SearchUnavailable(f"SearXNG at {base_url} unreachable: {type(exc).__name__}: {exc}") from exc
+    if resp.status_code == 403:
+        raise SearchRefused(403, FIX_JSON_FORMAT)
+    if resp.status_code == 429:
+        raise SearchRefused(429, FIX_LIMITER)
+    if resp.status_code >= 500:
+        raise SearchUnavailable(f"SearXNG at {base_url} answered HTTP {resp.status_code}")
+    if resp.status_code != 200:
+        raise SearchUnavailable(f"SearXNG at {base_url} answered HTTP {resp.status_code}")
+    try:
+        payload = resp.json()
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
+        payload = None
+    response = parse_response(query, payload)
+    response.hits = filter_hits(response.hits, params)
+    return response
+
+
+@dataclass
+class SearchProbe:
+    ok: bool
+    message: str
+    fix: str | None = None
+
+
+async def probe(base_url: str, timeout_s: float = 10.0) -> SearchProbe:
+    """For `briefd check`: reachable? JSON format enabled? limiter in the way?"""
+    async with httpx.AsyncClient() as client:
+        try:
+            resp = await search(client, base_url, "briefd check", SearchParams(), timeout_s)
+        except SearchRefused as exc:
+            return SearchProbe(False, f"SearXNG at {base_url} refuses JSON searches (HTTP {exc.status})", exc.fix)
+        except SearchUnavailable as exc:
+            return SearchProbe(False, str(exc), f"start SearXNG or point BRIEFD_SEARXNG_URL / --searxng-url at it")
+    note = f"SearXNG at {base_url}: JSON search works ({len(resp.hits)} results for a test query)"
+    if resp.unresponsive_engines:
+        note += f"; unresponsive engines: {', '.join(resp.unresponsive_engines)}"
+    return SearchProbe(True, note)

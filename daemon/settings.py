@@ -1,0 +1,503 @@
+"""briefd's settings: flag > environment > briefd.toml > default (CONTRACT.md, "Settings").
+
+One table (`_SPECS`) drives loading, the error messages and `settings_table()`
+(which the CLI turns into --help and the README), so the three can't drift
+apart. The defaults live in one place: the `Settings` dataclass.
+
+Every bad value becomes a `SettingsError` that names where it came from
+("BRIEFD_WORKERS in the environment", "/etc/briefd/briefd.toml line 3",
+"--workers") and how to fix it: a daemon that starts with a half-understood
+setting fails later, somewhere less obvious.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+DEFAULT_OLLAMA_PORT = 11434
+DEFAULT_OLLAMA_HOST = f"http://127.0.0.1:{DEFAULT_OLLAMA_PORT}"
+
+# The default model: Qwen2.5 3B Instruct, `ollama pull qwen2.5:3b` (Ollama's
+# library only hosts the instruct variants of qwen2.5, so the plain tag is the
+# instruct model). Why this one:
+# - it fits where briefd is meant to run: about 1.9 GB at the library's default
+#   Q4_K_M, usable on a CPU-only laptop or a small GPU;
+# - Qwen2.5 was trained for structured output (JSON), which is every call briefd
+#   makes (`format` = a JSON schema), and reads many languages, as search results are;
+# - 32k context, so the default num_ctx of 8192 is well inside what it was trained for;
+# - it is not a "thinking" model: no reasoning tokens eat num_predict before the
+#   JSON starts (LAB.md: thinking models can leave `content` empty).
+# llama3.2:3b is the nearest alternative (same size, weaker at JSON in Qwen's and
+# Meta's own reports); qwen3 models think by default and are larger.
+DEFAULT_MODEL = "qwen2.5:3b"
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything briefd reads from flags, environment and briefd.toml, defaults resolved.
+
+    `load_settings` returns absolute paths; the relative defaults here are what
+    a user sees in --help ("./inbox").
+    """
+
+    inbox: Path = Path("./inbox")
+    outbox: Path = Path("./outbox")
+    db: Path = Path("./briefd.db")
+    ollama_host: str = DEFAULT_OLLAMA_HOST
+    model: str = DEFAULT_MODEL
+    searxng_url: str = "http://127.0.0.1:8888"
+    workers: int = 1
+    num_ctx: int = 8192
+    num_predict: int = 1024
+    llm_timeout_s: float = 300.0
+    temperature: float = 0.2
+    seed: int = 42
+    fetch_timeout_s: float = 20.0
+    fetch_max_bytes: int = 5_000_000
+    fetch_max_redirects: int = 5
+    fetch_concurrency: int = 4
+    allow_link_local: bool = False
+    search_timeout_s: float = 20.0
+    page_ttl_hours: int = 168
+    settle_seconds: float = 1.0
+    poll_seconds: float = 5.0
+    use_polling: bool = False
+    max_attempts: int = 3
+    log_level: str = "info"
+    # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
+    config_file: Path | None = None
+
+
+class SettingsError(ValueError):
+    """A setting that can't be used. `source` says where it came from, `setting` which one (None: the file)."""
+
+    def __init__(self, message: str, source: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.source = source
+        self.setting = setting
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    kind: str  # path | ollama | url | model | int | float | bool | level
+    help: str
+    flag: str | None = None  # only the contract settings have a documented flag
+    env: str | None = None  # None: BRIEFD_<NAME>
+    low: float | None = None
+    high: float | None = None
+    above_low: bool = False  # low itself not allowed (timeouts must be > 0)
+
+    @property
+    def env_name(self) -> str:
+        return self.env or f"BRIEFD_{self.name.upper()}"
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or f"--{self.name.replace('_', '-')}"
+
+
+_SPECS: tuple[_Spec, ...] = (
+    _Spec("inbox", "path", "drop folder for briefs (*.json)", "--inbox", "BRIEFD_INBOX"),
+    _Spec("outbox", "path", "folder for reports, one sub-folder per brief id", "--outbox", "BRIEFD_OUTBOX"),
+    _Spec("db", "path", "SQLite database holding the queue and every brief's state", "--db", "BRIEFD_DB"),
+    _Spec("ollama_host", "ollama", "Ollama server; host, host:port or URL as Ollama itself accepts "
+                                   "(0.0.0.0 means this machine)", "--ollama-host", "OLLAMA_HOST"),
+    _Spec("model", "model", "Ollama model to use (must be pulled: ollama pull <model>)", "--model", "BRIEFD_MODEL"),
+    _Spec("searxng_url", "url", "SearXNG base URL (its settings.yml must allow the json format)",
+          "--searxng-url", "BRIEFD_SEARXNG_URL"),
+    _Spec("workers", "int", "briefs researched at once", "--workers", "BRIEFD_WORKERS", 1, 64),
+    _Spec("num_ctx", "int", "model context window in tokens (one value per model: changing it reloads the model)",
+          low=2048, high=1_048_576),
+    _Spec("num_predict", "int", "most tokens a model answer may use (less than num_ctx)", low=64, high=1_048_576),
+    _Spec("llm_timeout_s", "float", "seconds to wait for one model answer", low=0, above_low=True),
+    _Spec("temperature", "float", "model sampling temperature", low=0, high=2),
+    _Spec("seed", "int", "model sampling seed (same seed, same prompt: same answer)", low=0, high=2**31 - 1),
+    _Spec("fetch_timeout_s", "float", "seconds to fetch one page", low=0, above_low=True),
+    _Spec("fetch_max_bytes", "int", "largest page body read, in bytes", low=1024),
+    _Spec("fetch_max_redirects", "int", "redirects followed per page", low=0, high=20),
+    _Spec("fetch_concurrency", "int", "pages fetched at once", low=1, high=64),
+    _Spec("allow_link_local", "bool", "allow fetching link-local/metadata addresses (169.254.x.x, fe80::)"),
+    _Spec("search_timeout_s", "float", "seconds to wait for SearXNG", low=0, above_low=True),
+    _Spec("page_ttl_hours", "int", "hours a fetched page is reused from the cache (0: always fetch)", low=0),
+    _Spec("settle_seconds", "float", "a dropped file is taken once its size and mtime are unchanged this long",
+          low=0),
+    _Spec("poll_seconds", "float", "seconds between rescans of the inbox", low=0, above_low=True),
+    _Spec("use_polling", "bool", "poll the inbox instead of inotify (NFS/SMB mounts)"),
+    _Spec("max_attempts", "int", "attempts before a brief that keeps failing is marked failed", low=1, high=100),
+    _Spec("log_level", "level", "log detail: debug, info, warning or error"),
+)
+_BY_NAME = {spec.name: spec for spec in _SPECS}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
+CONTRACT_SETTINGS = tuple(spec.name for spec in _SPECS if spec.flag)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a value came from: how to name it in a message, how to word the fix, what a relative path means."""
+
+    kind: str  # flag | env | toml | default
+    label: str
+    base: Path
+
+
+def load_settings(flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None = None) -> Settings:
+    """Resolve every setting: flag > environment > briefd.toml > default.
+
+    `flags` is keyed by setting name, None meaning "not given"; keys that are not
+    settings are ignored, so `vars(argparse_namespace)` can be passed whole.
+    An empty environment variable counts as unset (as Ollama treats OLLAMA_HOST).
+    The toml file is `config_path`, else $BRIEFD_CONFIG, else ./briefd.toml if it
+    exists; paths inside it are relative to its folder, paths from flags and the
+    environment to the current directory. Returned paths are absolute.
+    """
+    cwd = Path.cwd()
+    toml_path = _find_config(config_path, env, cwd)
+    table: dict[str, Any] = {}
+    text = ""
+    if toml_path is not None:
+        table, text = _read_toml(toml_path)
+        for key in table:
+            if key not in _BY_NAME:
+                nearest = _nearest(key, tuple(_BY_NAME))
+                hint = (f"did you mean '{nearest}'?" if nearest
+                        else f"remove it (the settings are: {', '.join(_BY_NAME)})")
+                raise SettingsError(f"{_toml_label(toml_path, text, key)}: unknown setting '{key}'; {hint}",
+                                    _toml_label(toml_path, text, key), None)
+    values: dict[str, Any] = {}
+    sources: dict[str, _Source] = {}
+    for spec in _SPECS:
+        raw, source = _pick(spec, flags, env, table, toml_path, text, cwd)
+        values[spec.name] = _convert(spec, raw, source)
+        sources[spec.name] = source
+    if values["num_predict"] >= values["num_ctx"]:
+        source = sources["num_predict"] if sources["num_predict"].kind != "default" else sources["num_ctx"]
+        raise SettingsError(
+            f"{source.label} makes num_predict ({values['num_predict']}) not smaller than num_ctx "
+            f"({values['num_ctx']}), which leaves no room for the prompt; lower num_predict or raise num_ctx",
+            source.label, "num_predict")
+    return Settings(**values, config_file=toml_path)
+
+
+def settings_table() -> list[dict[str, Any]]:
+    """Each setting: name, flag (None: environment/toml only), env, toml key, default as shown, help."""
+    return [
+        {"name": spec.name, "flag": spec.flag, "env": spec.env_name, "toml": spec.name,
+         "default": _display(_DEFAULTS[spec.name]), "help": spec.help}
+        for spec in _SPECS
+    ]
+
+
+# --------------------------------------------------------------------------- Ollama and SearXNG addresses
+
+
+def normalize_ollama_host(value: str) -> str:
+    """OLLAMA_HOST as Ollama's own client reads it → "scheme://host:port[/path]".
+
+    A bare host or host:port is http on port 11434; an explicit http:// or
+    https:// without a port means 80 or 443 (as the `ollama` client does). One
+    difference, on purpose: 0.0.0.0 and :: are listen-on-everything addresses
+    (OLLAMA_HOST=0.0.0.0 is a common *server* setting that leaks into clients'
+    environments), so a client reads them as this machine's loopback.
+    Raises ValueError with the reason.
+    """
+    text = value.strip()
+    if not text:
+        return DEFAULT_OLLAMA_HOST
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest, default_port = "http", text, DEFAULT_OLLAMA_PORT
+    else:
+        scheme = scheme.lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"the scheme '{scheme}://' is not http:// or https://")
+        default_port = 80 if scheme == "http" else 443
+    try:
+        split = urlsplit(f"{scheme}://{rest}")
+    except ValueError:
+        raise ValueError("it is not a host[:port] address") from None
+    try:
+        port = split.port
+    except ValueError:
+        raise ValueError("its port is not a number from 1 to 65535") from None
+    if split.query or split.fragment:
+        raise ValueError("it has a ?query or #fragment; give only scheme, host, port and path")
+    host = split.hostname or "127.0.0.1"
+    if not re.fullmatch(r"[A-Za-z0-9._:%-]+", host):
+        raise ValueError(f"'{host}' is not a host name or IP address")
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        if isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address):
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    path = split.path.strip("/")
+    return f"{scheme}://{host}:{port or default_port}" + (f"/{path}" if path else "")
+
+
+def normalize_searxng_url(value: str) -> str:
+    """A SearXNG base URL: http(s), a host, no query; "host:8888" gets http:// added; no trailing slash."""
+    text = value.strip()
+    if not text:
+        raise ValueError("it is empty")
+    if "://" not in text:
+        text = f"http://{text}"
+    try:
+        split = urlsplit(text)
+    except ValueError:
+        raise ValueError("it is not a URL") from None
+    try:
+        split.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ValueError("its port is not a number from 1 to 65535") from None
+    scheme = split.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError(f"the scheme '{scheme}://' is not http:// or https://")
+    if not split.hostname:
+        raise ValueError("it has no host")
+    if split.query or split.fragment:
+        raise ValueError("it has a ?query or #fragment; give the base URL only")
+    return f"{scheme}://{split.netloc}{split.path.rstrip('/')}"
+
+
+# --------------------------------------------------------------------------- where values come from
+
+
+def _find_config(config_path: Path | None, env: Mapping[str, str], cwd: Path) -> Path | None:
+    if config_path is not None:
+        path, label = Path(config_path), "--config"
+    elif env.get("BRIEFD_CONFIG", "").strip():
+        path, label = Path(env["BRIEFD_CONFIG"].strip()), "BRIEFD_CONFIG in the environment"
+    else:
+        found = cwd / "briefd.toml"
+        return found if found.exists() else None
+    path = Path(os.path.abspath(cwd / path.expanduser()))
+    if not path.exists():
+        hint = "drop --config" if label == "--config" else "unset BRIEFD_CONFIG"
+        raise SettingsError(f"{label} names {path}, which does not exist; create it or {hint}", label, None)
+    return path
+
+
+def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot be read ({exc.strerror or exc}); make it a readable file",
+                            str(path), None) from None
+    if data.startswith(b"\xef\xbb\xbf"):  # Windows editors add one; tomllib refuses it
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                            f"save it as UTF-8", str(path), None) from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as exc:
+        reason = str(exc)
+        match = re.search(r"\(at line (\d+), column \d+\)", reason)
+        line = int(match.group(1)) if match else text.count("\n") + 1
+        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", reason)
+        label = f"{path} line {line}"
+        raise SettingsError(f"{label}: not valid TOML ({reason}); fix that line, e.g. model = \"{DEFAULT_MODEL}\" "
+                            f"(strings in double quotes, one key = value a line)", label, None) from None
+
+
+def _pick(spec: _Spec, flags: Mapping[str, Any], env: Mapping[str, str], table: dict[str, Any],
+          toml_path: Path | None, text: str, cwd: Path) -> tuple[Any, _Source]:
+    if flags.get(spec.name) is not None:
+        return flags[spec.name], _Source("flag", spec.flag_name, cwd)
+    env_value = env.get(spec.env_name)
+    if env_value is not None and env_value.strip():
+        return env_value, _Source("env", f"{spec.env_name} in the environment", cwd)
+    if spec.name in table and toml_path is not None:
+        return table[spec.name], _Source("toml", _toml_label(toml_path, text, spec.name), toml_path.parent)
+    return _DEFAULTS[spec.name], _Source("default", "the default", cwd)
+
+
+def _toml_label(path: Path, text: str, key: str) -> str:
+    """"<path> line N" for the line where `key` is set (bare, quoted, dotted or a [table])."""
+    k = re.escape(key)
+    pattern = re.compile(rf"""^[ \t]*(\[+[ \t]*)?(?:{k}|"{k}"|'{k}')[ \t]*[=.\]]""", re.MULTILINE)
+    match = pattern.search(text)
+    return f"{path} line {text.count(chr(10), 0, match.start()) + 1}" if match else str(path)
+
+
+# --------------------------------------------------------------------------- turning values into settings
+
+
+class _Bad(Exception):
+    def __init__(self, expected: str, why: str = "") -> None:
+        super().__init__(expected)
+        self.expected = expected
+        self.why = why
+
+
+def _convert(spec: _Spec, raw: Any, source: _Source) -> Any:
+    try:
+        return _CONVERTERS[spec.kind](spec, raw, source)
+    except _Bad as bad:
+        raise SettingsError(
+            f"{_lead(source, spec.name)}{_subject(source, spec.name)} must be {bad.expected}, got {_shown(raw)}"
+            f"{f' ({bad.why})' if bad.why else ''}; {_fix(spec, source)}", source.label, spec.name) from None
+
+
+def _lead(source: _Source, name: str) -> str:
+    return f"{source.label}: " if source.kind in ("toml", "default") else ""
+
+
+def _subject(source: _Source, name: str) -> str:
+    return source.label if source.kind in ("flag", "env") else name
+
+
+def _fix(spec: _Spec, source: _Source) -> str:
+    example = _display(_DEFAULTS[spec.name])
+    if source.kind == "flag":
+        return f"pass e.g. {spec.flag_name} {example}"
+    if source.kind == "env":
+        return f"set e.g. {spec.env_name}={example}, or unset it"
+    toml_value = example if spec.kind in ("int", "float", "bool") else f'"{example}"'
+    return f"write e.g. {spec.name} = {toml_value}"
+
+
+def _to_path(spec: _Spec, raw: Any, source: _Source) -> Path:
+    if isinstance(raw, os.PathLike):
+        raw = os.fspath(raw)
+    if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
+        raise _Bad("a path (in quotes in briefd.toml)" if source.kind == "toml" else "a path")
+    path = Path(raw).expanduser()
+    return Path(os.path.abspath(path if path.is_absolute() else source.base / path))
+
+
+def _to_ollama(spec: _Spec, raw: Any, source: _Source) -> str:
+    if not isinstance(raw, str):
+        raise _Bad("an address such as \"127.0.0.1:11434\" or \"http://gpu-box:11434\"")
+    try:
+        return normalize_ollama_host(raw)
+    except ValueError as exc:
+        raise _Bad("an address such as 127.0.0.1:11434 or http://gpu-box:11434", str(exc)) from None
+
+
+def _to_url(spec: _Spec, raw: Any, source: _Source) -> str:
+    if not isinstance(raw, str):
+        raise _Bad("a URL such as http://127.0.0.1:8888")
+    try:
+        return normalize_searxng_url(raw)
+    except ValueError as exc:
+        raise _Bad("a URL such as http://127.0.0.1:8888", str(exc)) from None
+
+
+def _to_model(spec: _Spec, raw: Any, source: _Source) -> str:
+    if isinstance(raw, str) and raw.strip() and not re.search(r"\s", raw.strip()):
+        return raw.strip()
+    raise _Bad(f"an Ollama model name such as {DEFAULT_MODEL} (no spaces)")
+
+
+def _range_words(spec: _Spec, noun: str) -> str:
+    if spec.low is not None and spec.high is not None:
+        return f"{noun} from {_num(spec.low)} to {_num(spec.high)}"
+    if spec.low is not None:
+        return f"{noun} greater than {_num(spec.low)}" if spec.above_low else f"{noun} of at least {_num(spec.low)}"
+    return noun
+
+
+def _in_range(spec: _Spec, value: float) -> bool:
+    if spec.low is not None and (value <= spec.low if spec.above_low else value < spec.low):
+        return False
+    return spec.high is None or value <= spec.high
+
+
+def _to_int(spec: _Spec, raw: Any, source: _Source) -> int:
+    expected = _range_words(spec, "a whole number")
+    value: int | None = None
+    if isinstance(raw, bool):
+        value = None
+    elif isinstance(raw, int):
+        value = raw
+    elif isinstance(raw, str) and re.fullmatch(r"[ \t]*[+-]?[0-9]{1,30}[ \t]*", raw):
+        value = int(raw)
+    if value is None or not _in_range(spec, value):
+        raise _Bad(expected)
+    return value
+
+
+def _to_float(spec: _Spec, raw: Any, source: _Source) -> float:
+    expected = _range_words(spec, "a number")
+    value: float | None = None
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        value = float(raw) if abs(raw) < 1e300 else None
+    elif isinstance(raw, str) and len(raw) < 100:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = None
+    if value is None or not math.isfinite(value) or not _in_range(spec, value):
+        raise _Bad(expected)
+    return value
+
+
+def _to_bool(spec: _Spec, raw: Any, source: _Source) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise _Bad("true or false" + (" (1/0, yes/no, on/off)" if source.kind != "toml" else " (without quotes)"))
+
+
+def _to_level(spec: _Spec, raw: Any, source: _Source) -> str:
+    if isinstance(raw, str) and raw.strip().lower() in LOG_LEVELS:
+        return raw.strip().lower()
+    raise _Bad(f"one of {', '.join(LOG_LEVELS)}")
+
+
+_CONVERTERS = {
+    "path": _to_path, "ollama": _to_ollama, "url": _to_url, "model": _to_model,
+    "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level,
+}
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _display(value: Any) -> str:
+    """A default as a user would type it: ./inbox, true, 300.0."""
+    if isinstance(value, Path):
+        return str(value) if value.is_absolute() else f"./{value}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _shown(raw: Any) -> str:
+    text = repr(os.fspath(raw) if isinstance(raw, os.PathLike) else raw)
+    return text if len(text) <= 60 else text[:60] + "...'"
+
+
+def _nearest(word: str, options: tuple[str, ...]) -> str | None:
+    probe = word.lower().replace("-", "_")
+    if probe in options:
+        return probe
+    found = difflib.get_close_matches(probe, options, n=1, cutoff=0.6)
+    return found[0] if found else None

@@ -1,0 +1,241 @@
+"""The daemon: lock, recover, watch the inbox, run briefs, stop gracefully.
+
+`serve(settings, once=False)` is `briefd run`; with `once=True` it is cron mode:
+take everything in the inbox, resume every interrupted brief, finish them all,
+return. Briefs run as asyncio tasks (`workers` at once); all store access happens
+on the event loop's thread, where the store's connection lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import traceback
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from store import CANCELLED, DONE, FAILED, BriefRow, Store, utc_now
+
+from .brief import Brief, BriefError, parse_brief
+from .events import EventLog
+from .fetch import FetchLimits, make_client as make_fetch_client
+from .files import atomic_write_bytes, sweep_temp_files
+from .inbox import Inbox, acquire_lock, start_observer
+from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
+from .loop import Cancelled, Research, Services
+from .report import archive_previous, safe_outdir, write_report
+from .settings import Settings
+
+log = logging.getLogger("briefd")
+
+
+def model_config(settings: Settings) -> ModelConfig:
+    return ModelConfig(
+        host=settings.ollama_host, model=settings.model, num_ctx=settings.num_ctx,
+        num_predict=settings.num_predict, timeout_s=settings.llm_timeout_s,
+        temperature=settings.temperature, seed=settings.seed,
+    )
+
+
+def fetch_limits(settings: Settings) -> FetchLimits:
+    return FetchLimits(
+        max_bytes=settings.fetch_max_bytes, timeout_s=settings.fetch_timeout_s,
+        max_redirects=settings.fetch_max_redirects, allow_link_local=settings.allow_link_local,
+    )
+
+
+def brief_of(store: Store, run: BriefRow) -> Brief:
+    """The brief as it was accepted (validated again: the bytes are the record)."""
+    return parse_brief(store.received_bytes(run.run_id), run.source_file)
+
+
+def failed_report(run: BriefRow, brief: Brief | None, error: str, stop_reason: str) -> dict[str, Any]:
+    return {
+        "id": run.brief_id, "source_file": run.source_file, "status": "failed",
+        "question": run.question, "research_question": None, "angles": [],
+        "started_at": run.started_at, "finished_at": utc_now(), "stop_reason": stop_reason,
+        "summary": "", "disclaimer": None, "sources": [], "evidence": [], "estimate": None,
+        "verdict": None, "gaps": [], "queries": [], "usage": {
+            "llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "searches": 0,
+            "pages_fetched": 0, "page_cache_hits": 0, "llm_cache_hits": 0, "wall_seconds": 0.0,
+            "llm_seconds": 0.0},
+        "fallbacks": {}, "error": error,
+    }
+
+
+class Daemon:
+    def __init__(self, settings: Settings, once: bool) -> None:
+        self.settings = settings
+        self.once = once
+        self.store = Store(settings.db)
+        self.stopping = asyncio.Event()
+        self.work = asyncio.Event()
+        self.running: dict[int, asyncio.Task[None]] = {}
+        self.inbox = Inbox(settings.inbox, settings.outbox, self.store, settings.settle_seconds,
+                           on_accept=lambda _a: self.work.set())
+
+    async def serve(self) -> int:
+        settings = self.settings
+        lock = acquire_lock(settings.inbox)
+        observer = None
+        try:
+            settings.outbox.mkdir(parents=True, exist_ok=True)
+            requeued = self.store.requeue_running()
+            swept = sweep_temp_files(settings.outbox)
+            tidied = self.inbox.reconcile()
+            if requeued or swept or tidied:
+                log.info("recovered: %d brief(s) re-queued, %d temp file(s) swept, %d inbox file(s) tidied",
+                         requeued, swept, tidied)
+            loop = asyncio.get_running_loop()
+            if not self.once:
+                observer = start_observer(self.inbox, settings.use_polling, loop.call_soon_threadsafe)
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(sig, self.stop)
+            self.inbox.scan()
+            async with self.services() as svc:
+                watcher = asyncio.create_task(self.watch_inbox())
+                workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
+                await asyncio.gather(*workers)
+                watcher.cancel()
+            return 0
+        finally:
+            if observer is not None:
+                observer.stop()
+                observer.join(timeout=5)
+            self.store.close()
+            lock.release()
+
+    def stop(self) -> None:
+        """SIGTERM/SIGINT: stop claiming; running briefs go back to the queue from their checkpoint."""
+        log.info("stopping: no new briefs; running ones are checkpointed and re-queued")
+        self.stopping.set()
+        self.work.set()
+        for task in self.running.values():
+            task.cancel()
+
+    def services(self) -> "_ServicesContext":
+        return _ServicesContext(self.settings, self.store)
+
+    async def watch_inbox(self) -> None:
+        """Take stable files; rescan on a timer (events can be lost, files can predate the watch)."""
+        last_scan = 0.0
+        loop = asyncio.get_running_loop()
+        while not self.stopping.is_set():
+            now = loop.time()
+            if now - last_scan >= self.settings.poll_seconds:
+                self.inbox.scan()
+                last_scan = now
+            self.inbox.take_ready()
+            await asyncio.sleep(0.2)
+
+    async def worker(self, svc: Services) -> None:
+        while not self.stopping.is_set():
+            if self.once:
+                self.inbox.scan()
+                self.inbox.take_ready()
+            run = self.store.claim_next()
+            if run is None:
+                if self.once and not self.inbox.tracked and self.store.pending_work() == 0:
+                    return
+                self.work.clear()
+                try:
+                    await asyncio.wait_for(self.work.wait(), timeout=0.5)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            task = asyncio.create_task(self.run_brief(svc, run))
+            self.running[run.run_id] = task
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not self.stopping.is_set():
+                    raise
+                self.store.requeue(run.run_id)
+                log.info("%s: interrupted, re-queued from its last checkpoint", run.brief_id)
+            finally:
+                self.running.pop(run.run_id, None)
+
+    async def run_brief(self, svc: Services, run: BriefRow) -> None:
+        settings = self.settings
+        outdir = safe_outdir(settings.outbox, run.brief_id)
+        events = EventLog(self.store, run.run_id, run.brief_id, outdir / "events.ndjson")
+        brief: Brief | None = None
+        try:
+            brief = brief_of(self.store, run)
+            if not run.outdir_ready:
+                archive_previous(outdir)
+                received = self.store.received_bytes(run.run_id)
+                atomic_write_bytes(outdir / "brief.json", received)
+                self.store.set_outdir_ready(run.run_id)
+                events.resync()
+                events.emit("signal", message="started", attempt=run.attempts)
+            else:
+                events.resync()
+                events.emit("signal", message="resumed from checkpoint", attempt=run.attempts)
+            research = Research(svc, run.run_id, brief, run.started_at or utc_now(), events)
+            report = await research.run()
+            report["source_file"] = run.source_file
+            write_report(outdir, report, brief.formats)
+            self.store.finish(run.run_id, state=DONE, stop_reason=report["stop_reason"])
+            events.emit("complete", stop_reason=report["stop_reason"], report=str(outdir / "report.json"),
+                        usage=report["usage"], sources=len(report["sources"]),
+                        evidence=len(report["evidence"]))
+        except Cancelled:
+            self.fail(run, brief, outdir, events, "cancelled at the requester's request", "cancelled",
+                      state=CANCELLED)
+        except (ModelMissing, BriefError) as exc:
+            self.fail(run, brief, outdir, events, str(exc), "error")
+        except ServiceDown as exc:
+            self.retry_or_fail(run, brief, outdir, events, f"service unavailable: {exc}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or an unforeseen input: never take the daemon down
+            log.error("%s: %s\n%s", run.brief_id, exc, traceback.format_exc())
+            self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}")
+
+    def retry_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
+                      error: str) -> None:
+        if run.attempts < self.settings.max_attempts:
+            self.store.requeue(run.run_id)
+            events.emit("signal", message="attempt failed; re-queued", error=error, attempt=run.attempts)
+        else:
+            self.fail(run, brief, outdir, events, f"{error} (after {run.attempts} attempts)", "error")
+
+    def fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog, error: str,
+             stop_reason: str, state: str = FAILED) -> None:
+        report = failed_report(run, brief, error, stop_reason)
+        write_report(outdir, report, brief.formats if brief else ("json", "md"))
+        self.store.finish(run.run_id, state=state, stop_reason=stop_reason, error=error)
+        events.emit("failed", error=error, stop_reason=stop_reason)
+
+
+class _ServicesContext:
+    """Build the HTTP and model clients once, close them at the end."""
+
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+
+    async def __aenter__(self) -> Services:
+        settings = self.settings
+        limits = fetch_limits(settings)
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(settings.search_timeout_s))
+        self.fetch_client = make_fetch_client(limits)
+        model = model_config(settings)
+        self.llm_client = make_llm_client(model)
+        return Services(settings=settings, store=self.store, http=self.http,
+                        fetch_client=self.fetch_client, llm_client=self.llm_client, model=model,
+                        fetch_limits=limits,
+                        fetch_slots=asyncio.Semaphore(max(1, settings.fetch_concurrency)))
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+        await self.fetch_client.aclose()
+
+
+def serve(settings: Settings, once: bool = False) -> int:
+    return asyncio.run(Daemon(settings, once).serve())

@@ -1,0 +1,491 @@
+"""The store's API: short methods, each one transaction, named for what the daemon does.
+
+Callers never see SQL. All methods run on the thread that opened the store (the
+daemon's event loop thread); each commits before returning, so no transaction is
+ever held across a model or search call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import sqlite_utils
+
+from .db import (
+    CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING,
+    connect, fts_or_query, sha256_hex, utc_now,
+)
+
+
+@dataclass
+class BriefRow:
+    run_id: int
+    brief_id: str
+    state: str
+    question: str
+    source_file: str
+    brief_json: str
+    attempts: int
+    accepted_at: str
+    started_at: str | None
+    finished_at: str | None
+    stop_reason: str | None
+    error: str | None
+    waiting_for: str | None
+    outdir_ready: bool
+    cancel_requested: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "BriefRow":
+        return cls(
+            run_id=row["run_id"], brief_id=row["brief_id"], state=row["state"],
+            question=row.get("question") or "", source_file=row.get("source_file") or "",
+            brief_json=row.get("brief_json") or "{}", attempts=row.get("attempts") or 0,
+            accepted_at=row["accepted_at"], started_at=row.get("started_at"),
+            finished_at=row.get("finished_at"), stop_reason=row.get("stop_reason"),
+            error=row.get("error"), waiting_for=row.get("waiting_for"),
+            outdir_ready=bool(row.get("outdir_ready")),
+            cancel_requested=bool(row.get("cancel_requested")),
+        )
+
+
+@dataclass
+class PageRow:
+    url: str
+    final_url: str
+    status: int | None
+    content_type: str
+    fetched_at: str
+    title: str
+    text: str
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.text)
+
+
+@dataclass
+class PassageRow:
+    id: int
+    url: str
+    origin: str
+    seq: int
+    start: int
+    end: int
+    text: str
+
+
+class Store:
+    """One connection to briefd.db; see store/db.py for the why of its settings."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.db: sqlite_utils.Database = connect(self.path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextlib.contextmanager
+    def immediate(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE: take the write lock up front (a deferred BEGIN deadlocks under contention)."""
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # ---- briefs -------------------------------------------------------------------------
+
+    def add_brief(self, *, brief_id: str, question: str, source_file: str, received: bytes,
+                  brief_json: str, inbox_path: str) -> int:
+        """Record an accepted brief (bytes included) before its file leaves the inbox."""
+        with self.immediate():
+            table = self.db["briefs"]
+            table.insert({
+                "brief_id": brief_id, "state": QUEUED, "question": question,
+                "source_file": source_file, "received_sha256": sha256_hex(received),
+                "received_bytes": received, "brief_json": brief_json,
+                "accepted_at": utc_now(), "inbox_path": inbox_path,
+            })
+            return int(table.last_pk)
+
+    def add_rejection(self, *, brief_id: str, source_file: str, received: bytes, error: str,
+                      details: dict[str, Any], inbox_path: str) -> int:
+        with self.immediate():
+            table = self.db["briefs"]
+            now = utc_now()
+            table.insert({
+                "brief_id": brief_id, "state": REJECTED, "question": "",
+                "source_file": source_file, "received_sha256": sha256_hex(received),
+                "received_bytes": received, "error": error,
+                "error_details": json.dumps(details, ensure_ascii=False),
+                "accepted_at": now, "finished_at": now, "inbox_path": inbox_path,
+            })
+            return int(table.last_pk)
+
+    def mark_inbox_removed(self, run_id: int) -> None:
+        self.db.execute("UPDATE briefs SET inbox_removed = 1 WHERE run_id = ?", [run_id])
+
+    def inbox_leftovers(self) -> list[tuple[int, str, str]]:
+        """(run_id, inbox_path, sha256) of recorded briefs whose file may still sit in the inbox."""
+        rows = self.db.execute(
+            "SELECT run_id, inbox_path, received_sha256 FROM briefs WHERE inbox_removed = 0"
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def known_inbox_file(self, inbox_path: str, sha256: str) -> int | None:
+        """A run already recorded from this very file (same path and bytes) whose file wasn't removed."""
+        row = self.db.execute(
+            "SELECT run_id FROM briefs WHERE inbox_path = ? AND received_sha256 = ? AND inbox_removed = 0",
+            [inbox_path, sha256],
+        ).fetchone()
+        return row[0] if row else None
+
+    def claim_next(self) -> BriefRow | None:
+        """Take the oldest queued brief whose id is not already running, in one statement."""
+        row = self.db.execute(
+            """
+            UPDATE briefs SET state = 'running', attempts = attempts + 1,
+                   started_at = COALESCE(started_at, ?), waiting_for = NULL
+            WHERE run_id = (
+                SELECT run_id FROM briefs
+                WHERE state = 'queued'
+                  AND brief_id NOT IN (SELECT brief_id FROM briefs WHERE state = 'running')
+                ORDER BY run_id LIMIT 1)
+            RETURNING run_id
+            """,
+            [utc_now()],
+        ).fetchone()
+        return self.get_brief(row[0]) if row else None
+
+    def requeue_running(self) -> int:
+        """At start-up, under the daemon lock: what was running when we died goes back to the queue."""
+        cur = self.db.execute("UPDATE briefs SET state = 'queued', waiting_for = NULL WHERE state = 'running'")
+        return cur.rowcount
+
+    def get_brief(self, run_id: int) -> BriefRow | None:
+        rows = list(self.db.query("SELECT * FROM briefs WHERE run_id = ?", [run_id]))
+        return BriefRow.from_row(rows[0]) if rows else None
+
+    def latest_run(self, brief_id: str) -> BriefRow | None:
+        rows = list(self.db.query(
+            "SELECT * FROM briefs WHERE brief_id = ? ORDER BY run_id DESC LIMIT 1", [brief_id]))
+        return BriefRow.from_row(rows[0]) if rows else None
+
+    def received_bytes(self, run_id: int) -> bytes:
+        row = self.db.execute("SELECT received_bytes FROM briefs WHERE run_id = ?", [run_id]).fetchone()
+        return bytes(row[0]) if row and row[0] is not None else b""
+
+    def set_outdir_ready(self, run_id: int) -> None:
+        self.db.execute("UPDATE briefs SET outdir_ready = 1 WHERE run_id = ?", [run_id])
+
+    def set_waiting(self, run_id: int, waiting_for: str | None) -> None:
+        self.db.execute("UPDATE briefs SET waiting_for = ? WHERE run_id = ?", [waiting_for, run_id])
+
+    def finish(self, run_id: int, *, state: str, stop_reason: str | None, error: str | None = None) -> None:
+        assert state in (DONE, FAILED, CANCELLED)
+        self.db.execute(
+            "UPDATE briefs SET state = ?, stop_reason = ?, error = ?, finished_at = ?, waiting_for = NULL "
+            "WHERE run_id = ?",
+            [state, stop_reason, error, utc_now(), run_id],
+        )
+
+    def requeue(self, run_id: int) -> None:
+        self.db.execute(
+            "UPDATE briefs SET state = 'queued', waiting_for = NULL WHERE run_id = ?", [run_id])
+
+    def retry(self, brief_id: str) -> BriefRow | None:
+        """Re-queue the latest failed or cancelled run of a brief, from its checkpoint, attempts reset."""
+        run = self.latest_run(brief_id)
+        if run is None or run.state not in (FAILED, CANCELLED):
+            return None
+        self.db.execute(
+            "UPDATE briefs SET state = 'queued', attempts = 0, error = NULL, finished_at = NULL, "
+            "cancel_requested = 0 WHERE run_id = ?", [run.run_id])
+        return self.get_brief(run.run_id)
+
+    def request_cancel(self, brief_id: str) -> BriefRow | None:
+        """Queued → cancelled now; running → flagged, the worker stops at its next step."""
+        run = self.latest_run(brief_id)
+        if run is None or run.state not in (QUEUED, RUNNING):
+            return None
+        if run.state == QUEUED:
+            self.db.execute(
+                "UPDATE briefs SET state = 'cancelled', finished_at = ?, stop_reason = 'cancelled' "
+                "WHERE run_id = ? AND state = 'queued'", [utc_now(), run.run_id])
+        else:
+            self.db.execute("UPDATE briefs SET cancel_requested = 1 WHERE run_id = ?", [run.run_id])
+        return self.get_brief(run.run_id)
+
+    def cancel_requested(self, run_id: int) -> bool:
+        row = self.db.execute("SELECT cancel_requested FROM briefs WHERE run_id = ?", [run_id]).fetchone()
+        return bool(row and row[0])
+
+    def counts_by_state(self) -> dict[str, int]:
+        counts = {s: 0 for s in (QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED)}
+        for state, n in self.db.execute("SELECT state, count(*) FROM briefs GROUP BY state").fetchall():
+            counts[state] = n
+        return counts
+
+    def briefs_in_state(self, *states: str) -> list[BriefRow]:
+        marks = ",".join("?" for _ in states)
+        return [BriefRow.from_row(r) for r in self.db.query(
+            f"SELECT * FROM briefs WHERE state IN ({marks}) ORDER BY run_id", list(states))]
+
+    def pending_work(self) -> int:
+        row = self.db.execute("SELECT count(*) FROM briefs WHERE state IN ('queued', 'running')").fetchone()
+        return int(row[0])
+
+    def reset_round(self, run_id: int, round_: int) -> None:
+        """Clear what an interrupted attempt wrote for this round or later, before redoing it."""
+        with self.immediate():
+            for table in ("evidence", "queries", "search_results"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id = ? AND round >= ?", [run_id, round_])
+
+    # ---- checkpoints ----------------------------------------------------------------------
+
+    def save_checkpoint(self, run_id: int, round_: int, phase: str, state: dict[str, Any]) -> None:
+        self.db["checkpoints"].upsert(
+            {"run_id": run_id, "round": round_, "phase": phase,
+             "state": json.dumps(state, ensure_ascii=False), "saved_at": utc_now()},
+            pk="run_id",
+        )
+
+    def load_checkpoint(self, run_id: int) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT state FROM checkpoints WHERE run_id = ?", [run_id]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def add_event(self, run_id: int, type_: str, data: dict[str, Any]) -> tuple[int, str]:
+        """Append an event; returns (seq, at). seq is per run and gap-free."""
+        with self.immediate():
+            row = self.db.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", [run_id]).fetchone()
+            seq = int(row[0]) + 1
+            at = utc_now()
+            self.db.execute(
+                "INSERT INTO events (run_id, seq, at, type, data) VALUES (?, ?, ?, ?, ?)",
+                [run_id, seq, at, type_, json.dumps(data, ensure_ascii=False)],
+            )
+        return seq, at
+
+    def events(self, run_id: int) -> list[dict[str, Any]]:
+        out = []
+        for r in self.db.query("SELECT seq, at, type, data FROM events WHERE run_id = ? ORDER BY seq", [run_id]):
+            out.append({"seq": r["seq"], "at": r["at"], "type": r["type"], **json.loads(r["data"])})
+        return out
+
+    # ---- model calls ----------------------------------------------------------------------
+
+    def record_model_call(self, run_id: int | None, rec: Any) -> None:
+        """Store one daemon.llm.CallRecord (duck-typed: the store does not import the daemon)."""
+        self.db["model_calls"].insert({
+            "run_id": run_id, "purpose": rec.purpose, "model": rec.model,
+            "prompt_hash": rec.prompt_hash, "started_at": rec.started_at, "seconds": rec.seconds,
+            "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens,
+            "outcome": rec.outcome, "attempt": rec.attempt,
+            "truncated_prompt": int(bool(rec.truncated_prompt)),
+            "truncated_answer": int(bool(rec.truncated_answer)),
+            "error": rec.error, "answer": rec.answer,
+        })
+
+    def model_usage(self, run_id: int) -> dict[str, Any]:
+        """What the run's model calls cost, from the store: the report's usage is this, not a tally in memory."""
+        row = self.db.execute(
+            """SELECT
+                 SUM(CASE WHEN outcome != 'cached' THEN 1 ELSE 0 END),
+                 COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),
+                 SUM(CASE WHEN outcome = 'cached' THEN 1 ELSE 0 END),
+                 COALESCE(SUM(CASE WHEN outcome != 'cached' THEN seconds ELSE 0 END), 0)
+               FROM model_calls WHERE run_id = ?""",
+            [run_id],
+        ).fetchone()
+        return {
+            "llm_calls": int(row[0] or 0), "prompt_tokens": int(row[1] or 0),
+            "completion_tokens": int(row[2] or 0), "llm_cache_hits": int(row[3] or 0),
+            "llm_seconds": round(float(row[4] or 0.0), 3),
+        }
+
+    def model_outcomes(self, run_id: int) -> dict[str, int]:
+        return {o: n for o, n in self.db.execute(
+            "SELECT outcome, count(*) FROM model_calls WHERE run_id = ? GROUP BY outcome", [run_id]).fetchall()}
+
+    def cached_answer(self, prompt_hash: str) -> str | None:
+        row = self.db.execute("SELECT answer FROM model_answers WHERE prompt_hash = ?", [prompt_hash]).fetchone()
+        return row[0] if row else None
+
+    def cache_answer(self, prompt_hash: str, answer: str, prompt_tokens: int | None,
+                     completion_tokens: int | None) -> None:
+        self.db["model_answers"].upsert(
+            {"prompt_hash": prompt_hash, "answer": answer, "prompt_tokens": prompt_tokens,
+             "completion_tokens": completion_tokens, "created_at": utc_now()},
+            pk="prompt_hash",
+        )
+
+    # ---- searches -------------------------------------------------------------------------
+
+    def cached_search(self, cache_key: str, max_age_s: float) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "SELECT response, searched_at FROM search_cache WHERE cache_key = ?", [cache_key]).fetchone()
+        if not row or _age_seconds(row[1]) > max_age_s:
+            return None
+        return json.loads(row[0])
+
+    def cache_search(self, cache_key: str, query: str, params: dict[str, Any], response: dict[str, Any]) -> None:
+        self.db["search_cache"].upsert(
+            {"cache_key": cache_key, "query": query, "params": json.dumps(params, sort_keys=True),
+             "response": json.dumps(response, ensure_ascii=False), "searched_at": utc_now()},
+            pk="cache_key",
+        )
+
+    def record_query(self, run_id: int, round_: int, text: str, results: list[dict[str, Any]],
+                     *, from_cache: bool, error: str | None) -> None:
+        with self.immediate():
+            self.db["queries"].insert({
+                "run_id": run_id, "round": round_, "text": text, "results": len(results),
+                "searched_at": utc_now(), "from_cache": int(from_cache), "error": error,
+            })
+            self.db["search_results"].insert_all(
+                [{"run_id": run_id, "round": round_, "query": text, "rank": i + 1,
+                  "url": r.get("url", ""), "title": r.get("title", ""),
+                  "snippet": r.get("content", ""), "engine": r.get("engine", "")}
+                 for i, r in enumerate(results)],
+            )
+
+    def queries(self, run_id: int) -> list[dict[str, Any]]:
+        return [
+            {"round": r["round"], "text": r["text"], "results": r["results"]}
+            for r in self.db.query(
+                "SELECT round, text, results FROM queries WHERE run_id = ? ORDER BY id", [run_id])
+        ]
+
+    def search_count(self, run_id: int) -> int:
+        return int(self.db.execute(
+            "SELECT count(*) FROM queries WHERE run_id = ? AND from_cache = 0 AND error IS NULL",
+            [run_id]).fetchone()[0])
+
+    # ---- pages and passages -----------------------------------------------------------------
+
+    def get_page(self, url: str, max_age_s: float) -> PageRow | None:
+        rows = list(self.db.query("SELECT * FROM pages WHERE url = ?", [url]))
+        if not rows or _age_seconds(rows[0]["fetched_at"]) > max_age_s:
+            return None
+        r = rows[0]
+        return PageRow(url=r["url"], final_url=r["final_url"] or r["url"], status=r["status"],
+                       content_type=r["content_type"] or "", fetched_at=r["fetched_at"],
+                       title=r["title"] or "", text=r["text"] or "", error=r["error"])
+
+    def save_page(self, *, url: str, final_url: str, status: int | None, content_type: str,
+                  title: str, text: str, size: int, extraction: str, error: str | None,
+                  passages: list[tuple[int, int, int, str]]) -> PageRow:
+        """Cache a page and replace its passages (seq, start, end, text) in one transaction."""
+        now = utc_now()
+        with self.immediate():
+            self.db["pages"].upsert({
+                "url": url, "final_url": final_url, "status": status, "content_type": content_type,
+                "fetched_at": now, "title": title, "text": text, "text_sha256": sha256_hex(text),
+                "bytes": size, "extraction": extraction, "error": error,
+            }, pk="url")
+            self.db.execute("DELETE FROM passages WHERE url = ? AND origin = 'page'", [url])
+            self.db["passages"].insert_all(
+                [{"url": url, "origin": "page", "seq": seq, "start": s, "end": e, "text": t}
+                 for seq, s, e, t in passages])
+        return PageRow(url=url, final_url=final_url, status=status, content_type=content_type,
+                       fetched_at=now, title=title, text=text, error=error)
+
+    def save_snippet(self, url: str, text: str) -> int:
+        """A search snippet as a passage of its own (fetch_pages: false); returns its passage id."""
+        with self.immediate():
+            row = self.db.execute(
+                "SELECT id, text FROM passages WHERE url = ? AND origin = 'snippet' AND seq = 0", [url]).fetchone()
+            if row and row[1] == text:
+                return int(row[0])
+            self.db.execute("DELETE FROM passages WHERE url = ? AND origin = 'snippet'", [url])
+            self.db["passages"].insert(
+                {"url": url, "origin": "snippet", "seq": 0, "start": 0, "end": len(text), "text": text})
+            return int(self.db["passages"].last_pk)
+
+    def passage_ids(self, url: str, origin: str) -> list[int]:
+        return [r[0] for r in self.db.execute(
+            "SELECT id FROM passages WHERE url = ? AND origin = ? ORDER BY seq", [url, origin]).fetchall()]
+
+    def passages(self, ids: list[int]) -> list[PassageRow]:
+        if not ids:
+            return []
+        marks = ",".join("?" for _ in ids)
+        rows = self.db.query(f"SELECT * FROM passages WHERE id IN ({marks})", ids)
+        by_id = {r["id"]: PassageRow(**{k: r[k] for k in ("id", "url", "origin", "seq", "start", "end", "text")})
+                 for r in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def rank_passages(self, ids: list[int], text: str, limit: int, matching_only: bool = False) -> list[int]:
+        """BM25 rank of the given passages against free text (question + open gaps), best first.
+
+        Passages that share no word with the text come last, in their original order
+        (or not at all with `matching_only`: a passage with none of the question's words
+        is not worth a model's time).
+        """
+        if not ids:
+            return []
+        query = fts_or_query(text)
+        ranked: list[int] = []
+        if query:
+            marks = ",".join("?" for _ in ids)
+            ranked = [r[0] for r in self.db.execute(
+                f"SELECT rowid FROM passages_fts WHERE passages_fts MATCH ? AND rowid IN ({marks}) "
+                f"ORDER BY bm25(passages_fts) LIMIT ?",
+                [query, *ids, limit]).fetchall()]
+        if matching_only:
+            return ranked
+        rest = [i for i in ids if i not in set(ranked)]
+        return (ranked + rest)[:limit]
+
+    def bad_url_reason(self, url: str) -> str | None:
+        row = self.db.execute("SELECT reason FROM bad_urls WHERE url = ?", [url]).fetchone()
+        return row[0] if row else None
+
+    def mark_bad_url(self, url: str, reason: str) -> None:
+        self.db["bad_urls"].upsert({"url": url, "reason": reason, "seen_at": utc_now()}, pk="url")
+
+    # ---- evidence -------------------------------------------------------------------------
+
+    def add_evidence(self, run_id: int, items: list[dict[str, Any]]) -> None:
+        if not items:
+            return
+        now = utc_now()
+        self.db["evidence"].insert_all([{**it, "run_id": run_id, "found_at": now} for it in items])
+
+    def evidence(self, run_id: int) -> list[dict[str, Any]]:
+        return list(self.db.query("SELECT * FROM evidence WHERE run_id = ? ORDER BY id", [run_id]))
+
+    def evidence_count(self, run_id: int) -> int:
+        return int(self.db.execute("SELECT count(*) FROM evidence WHERE run_id = ?", [run_id]).fetchone()[0])
+
+    # ---- health ---------------------------------------------------------------------------
+
+    def integrity_check(self) -> str:
+        return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _age_seconds(iso: str | None) -> float:
+    from datetime import datetime, timezone
+    if not iso:
+        return float("inf")
+    try:
+        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")
+    return (datetime.now(timezone.utc) - then).total_seconds()
+
+
+__all__ = ["Store", "BriefRow", "PageRow", "PassageRow", "QUEUED", "RUNNING", "DONE", "FAILED",
+           "CANCELLED", "REJECTED", "utc_now", "sha256_hex"]

@@ -1,0 +1,208 @@
+"""The SQLite store: every brief, page, passage, evidence item, model call and loop state.
+
+Nothing else in briefd touches SQL. Tables and columns are named for people, so
+`datasette briefd.db` is a pleasant way to look around.
+
+Why these choices (RELIABILITY.md):
+- WAL once, `synchronous=FULL` on every connection (NORMAL can lose a commit on
+  power loss), a 30 s busy timeout (sqlite-utils' default is 5 s).
+- Claims are one `UPDATE ... RETURNING` statement, never SELECT-then-UPDATE.
+- No transaction is held across a model or search call: every method here is
+  short and commits before it returns.
+- `PRAGMA user_version` numbers the schema; `migrate()` walks it forward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import sqlite_utils
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 30.0
+
+# Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
+QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED = (
+    "queued", "running", "done", "failed", "cancelled", "rejected",
+)
+
+
+def utc_now() -> str:
+    """ISO 8601 UTC with seconds, the one timestamp format of the store and the reports."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def fts_or_query(text: str, max_terms: int = 40) -> str:
+    """Free text → an FTS5 query that ORs its words, each quoted, so user text can't break FTS syntax."""
+    seen: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if len(word) < 2 or word in seen:
+            continue
+        seen.append(word)
+        if len(seen) >= max_terms:
+            break
+    return " OR ".join(f'"{w}"' for w in seen)
+
+
+def connect(path: Path) -> sqlite_utils.Database:
+    """Open the store with the pragmas every connection needs, creating or migrating the schema."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=True)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    db = sqlite_utils.Database(conn)
+    migrate(db)
+    return db
+
+
+def _migration_1(db: sqlite_utils.Database) -> None:
+    db["briefs"].create(
+        {
+            "run_id": int,          # one row per accepted (or rejected) file: a run of a brief
+            "brief_id": str,        # the brief's id: names the outbox folder
+            "state": str,
+            "question": str,
+            "source_file": str,     # the inbox file name as dropped
+            "received_sha256": str,
+            "received_bytes": bytes,
+            "brief_json": str,      # the normalised brief
+            "error": str,
+            "error_details": str,
+            "attempts": int,
+            "accepted_at": str,
+            "started_at": str,
+            "finished_at": str,
+            "stop_reason": str,
+            "waiting_for": str,     # what a running brief waits for (a service that is down)
+            "inbox_path": str,
+            "inbox_removed": int,   # 1 once the user's file has left the inbox
+            "outdir_ready": int,    # 1 once earlier runs were archived and brief.json written
+            "cancel_requested": int,
+        },
+        pk="run_id",
+        defaults={"attempts": 0, "inbox_removed": 0, "outdir_ready": 0, "cancel_requested": 0},
+        not_null={"brief_id", "state", "accepted_at"},
+    )
+    db["briefs"].create_index(["state"])
+    db["briefs"].create_index(["brief_id"])
+    db["pages"].create(
+        {
+            "url": str,
+            "final_url": str,
+            "status": int,
+            "content_type": str,
+            "fetched_at": str,
+            "title": str,
+            "text": str,
+            "text_sha256": str,
+            "bytes": int,
+            "extraction": str,      # trafilatura | plain | fallback | none
+            "error": str,
+        },
+        pk="url",
+    )
+    db["passages"].create(
+        {
+            "id": int,
+            "url": str,             # the page (or search result, for snippets) it comes from
+            "origin": str,          # page | snippet
+            "seq": int,
+            "start": int,           # offsets into the page text: text == pages.text[start:end]
+            "end": int,
+            "text": str,
+        },
+        pk="id",
+    )
+    db["passages"].create_index(["url", "origin", "seq"], unique=True)
+    db["passages"].enable_fts(["text"], create_triggers=True, tokenize="porter")
+    db["bad_urls"].create({"url": str, "reason": str, "seen_at": str}, pk="url")
+    db["search_cache"].create(
+        {"cache_key": str, "query": str, "params": str, "response": str, "searched_at": str},
+        pk="cache_key",
+    )
+    db["queries"].create(
+        {"id": int, "run_id": int, "round": int, "text": str, "results": int, "searched_at": str,
+         "from_cache": int, "error": str},
+        pk="id", foreign_keys=[("run_id", "briefs")],
+    )
+    db["search_results"].create(
+        {"id": int, "run_id": int, "round": int, "query": str, "rank": int, "url": str,
+         "title": str, "snippet": str, "engine": str},
+        pk="id", foreign_keys=[("run_id", "briefs")],
+    )
+    db["evidence"].create(
+        {
+            "id": int, "run_id": int, "round": int, "url": str, "title": str,
+            "passage_id": int, "origin": str, "quote": str, "quote_start": int, "quote_end": int,
+            "summary": str, "confidence": float, "stance": str, "impact": str, "gap": str,
+            "found_at": str,
+        },
+        pk="id", foreign_keys=[("run_id", "briefs")],
+    )
+    db["model_calls"].create(
+        {
+            "id": int, "run_id": int, "purpose": str, "model": str, "prompt_hash": str,
+            "started_at": str, "seconds": float, "prompt_tokens": int, "completion_tokens": int,
+            "outcome": str, "attempt": int, "truncated_prompt": int, "truncated_answer": int,
+            "error": str, "answer": str,
+        },
+        pk="id",
+    )
+    db["model_calls"].create_index(["run_id"])
+    db["model_answers"].create(
+        {"prompt_hash": str, "answer": str, "prompt_tokens": int, "completion_tokens": int,
+         "created_at": str},
+        pk="prompt_hash",
+    )
+    db["events"].create(
+        {"run_id": int, "seq": int, "at": str, "type": str, "data": str},
+        pk=("run_id", "seq"),
+    )
+    db["checkpoints"].create(
+        {"run_id": int, "round": int, "phase": str, "state": str, "saved_at": str},
+        pk="run_id",
+    )
+
+
+MIGRATIONS = {1: _migration_1}
+
+
+def migrate(db: sqlite_utils.Database) -> int:
+    """Walk `PRAGMA user_version` forward, one migration per version, each in a transaction."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"the database was written by a newer briefd (schema {version}, this one knows {SCHEMA_VERSION})"
+        )
+    while version < SCHEMA_VERSION:
+        version += 1
+        conn = db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            MIGRATIONS[version](db)
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return version

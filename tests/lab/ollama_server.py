@@ -1,0 +1,695 @@
+"""An Ollama-API-compatible HTTP server that the test suite and `make demo` own.
+
+Why: Ollama itself cannot be installed on these machines, but briefd talks to
+Ollama through the official ``ollama`` client and must be tested against a real
+HTTP server with Ollama's behaviour, not an in-process fake.
+
+What it copies from Ollama (checked against ollama/server/routes.go, prompt.go):
+- endpoints ``GET /``, ``/api/version``, ``/api/tags``, ``/api/ps``,
+  ``POST /api/chat``, ``/api/generate``, ``/api/show``, ``/api/pull``;
+- JSON shapes (``model``, ``created_at``, ``message{role,content}``, ``done``,
+  ``done_reason``, durations in nanoseconds, ``prompt_eval_count``,
+  ``eval_count``); NDJSON streaming when ``stream`` is true or absent;
+- ``format`` (JSON schema dict or "json"), ``options.num_ctx`` (default 2048 here,
+  see ``--default-num-ctx``), ``num_predict`` (cut, ``done_reason`` "length"),
+  ``temperature``, ``seed``; ``think`` is accepted and ignored;
+- an unknown model gives 404 ``{"error": "model 'x' not found"}``; names are
+  case-insensitive and ``x`` means ``x:latest``;
+- silent context truncation: the only trace is a smaller ``prompt_eval_count``;
+- one inference at a time (one loaded model, ``OLLAMA_NUM_PARALLEL=1``), more
+  than ``--max-queue`` waiting requests get 503 like Ollama's queue;
+- a changed ``num_ctx`` reloads the model (visible as ``load_duration`` and in
+  ``/lab/stats`` ``loads``).
+
+What it adds, for tests (under ``/lab/``, never used by briefd itself):
+- ``GET /lab/stats``: calls by endpoint, model and task, retries, duplicate
+  prompts (the same model+messages+format+options sent again: "never pay
+  twice"), loads, outcomes, pending faults, and a list of every call;
+- ``POST /lab/fault`` ``{"kind": "status"|"delay"|"drop"|"empty"|"endless",
+  "count": 1, "status": 500, "seconds": 2.0, "model": optional}``: the next
+  ``count`` inference calls misbehave (HTTP error, slow answer, connection closed
+  without a response, empty content, an array that never ends until num_predict);
+- ``POST /lab/reset``: clear stats and faults.
+
+Run: ``python -m tests.lab.ollama_server --host 127.0.0.1 --port N --driver scripted|llama [--log FILE]``
+(``--port 0`` picks a free port). The first stdout line is
+``lab-ollama ready http://HOST:PORT driver=D models=a,b``. Every request is
+logged as one JSON line to ``--log`` (or stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TextIO
+
+from tests.lab.drivers import (
+    Completion,
+    Driver,
+    InferenceRequest,
+    Message,
+    ModelCard,
+    approx_tokens,
+    make_driver,
+)
+
+OLLAMA_VERSION = "0.12.10"
+DEFAULT_NUM_CTX = 2048
+DEFAULT_MAX_QUEUE = 512
+SERVER_BUSY = "server busy, please try again.  maximum pending requests exceeded"
+
+
+def now_iso() -> str:
+    """Go's time.Time JSON form, UTC, as Ollama writes created_at."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def canonical_name(name: str) -> str:
+    """Ollama resolves "x" to "x:latest" and compares names case-insensitively."""
+    name = name.strip().lower()
+    if "/" in name and name.startswith("registry.ollama.ai/library/"):
+        name = name.split("/", 2)[2]
+    return name if ":" in name else name + ":latest"
+
+
+def ns(seconds: float) -> int:
+    return max(int(seconds * 1e9), 0)
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Fault:
+    kind: str  # status | delay | drop | empty | endless
+    count: int = 1
+    status: int = 500
+    seconds: float = 1.0
+    model: str = ""  # "" = any model
+    message: str = ""
+
+    def matches(self, model: str) -> bool:
+        return not self.model or canonical_name(self.model) == model
+
+
+@dataclass
+class LabState:
+    """Everything the server remembers: faults, stats, the call log."""
+
+    driver: Driver
+    default_num_ctx: int = DEFAULT_NUM_CTX
+    max_queue: int = DEFAULT_MAX_QUEUE
+    log: TextIO = sys.stderr
+    inference_lock: threading.Lock = field(default_factory=threading.Lock)
+    state_lock: threading.Lock = field(default_factory=threading.Lock)
+    waiting: int = 0
+    faults: list[Fault] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt_hashes: set[str] = field(default_factory=set)
+    loads: dict[str, int] = field(default_factory=dict)
+    loaded: dict[str, tuple[int, float]] = field(default_factory=dict)  # model -> (num_ctx, loaded_at)
+
+    def cards(self) -> dict[str, ModelCard]:
+        return {c.name: c for c in self.driver.models()}
+
+    def take_fault(self, model: str) -> Fault | None:
+        with self.state_lock:
+            for f in self.faults:
+                if f.matches(model):
+                    f.count -= 1
+                    if f.count <= 0:
+                        self.faults.remove(f)
+                    return f
+        return None
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self.state_lock:
+            entry["seq"] = len(self.calls) + 1
+            self.calls.append(entry)
+            line = json.dumps(entry, ensure_ascii=False)
+        try:
+            self.log.write(line + "\n")
+            self.log.flush()
+        except (OSError, ValueError):
+            pass
+
+    def is_duplicate(self, key: str) -> bool:
+        with self.state_lock:
+            if key in self.prompt_hashes:
+                return True
+            self.prompt_hashes.add(key)
+            return False
+
+    def stats(self) -> dict[str, Any]:
+        with self.state_lock:
+            calls = list(self.calls)
+            faults = [asdict(f) for f in self.faults]
+            loads = dict(self.loads)
+        by: dict[str, dict[str, dict[str, int]]] = {"chat": {}, "generate": {}}
+        retries: dict[str, dict[str, int]] = {}
+        outcomes: dict[str, int] = {}
+        for c in calls:
+            if c.get("endpoint") in by and c.get("reached_model"):
+                m = by[c["endpoint"]].setdefault(c["model"], {})
+                m[c["task"]] = m.get(c["task"], 0) + 1
+                if c.get("retry"):
+                    r = retries.setdefault(c["model"], {})
+                    r[c["task"]] = r.get(c["task"], 0) + 1
+            outcomes[c["outcome"]] = outcomes.get(c["outcome"], 0) + 1
+        return {
+            "chat_calls": by["chat"],
+            "generate_calls": by["generate"],
+            "total_chat_calls": sum(sum(t.values()) for t in by["chat"].values()),
+            "retries": retries,
+            "duplicate_prompts": sum(1 for c in calls if c.get("duplicate")),
+            "truncated_prompts": sum(1 for c in calls if c.get("truncated")),
+            "loads": loads,
+            "outcomes": outcomes,
+            "pending_faults": faults,
+            "calls": calls,
+        }
+
+    def reset(self) -> None:
+        with self.state_lock:
+            self.faults.clear()
+            self.calls.clear()
+            self.prompt_hashes.clear()
+            self.loads.clear()
+
+
+# --------------------------------------------------------------------------- request parsing
+
+
+def _int_option(options: dict[str, Any], key: str, default: int) -> int:
+    v = options.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise BadRequest(f'option "{key}" must be of type integer')
+    return int(v)
+
+
+def _float_option(options: dict[str, Any], key: str, default: float) -> float:
+    v = options.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise BadRequest(f'option "{key}" must be of type number')
+    return float(v)
+
+
+def parse_inference(body: dict[str, Any], endpoint: str, state: LabState) -> tuple[InferenceRequest, str]:
+    """Validate an /api/chat or /api/generate body; returns the request and the name as sent."""
+    sent_model = body.get("model")
+    if not isinstance(sent_model, str) or not sent_model.strip():
+        raise BadRequest("model is required")
+    model = canonical_name(sent_model)
+    if model not in state.cards():
+        raise BadRequest(f"model '{sent_model}' not found", 404)
+    fmt = body.get("format")
+    if fmt == "":
+        fmt = None
+    if fmt is not None and fmt != "json" and not isinstance(fmt, dict):
+        raise BadRequest('invalid format: expected "json" or a valid JSON schema')
+    options = body.get("options") or {}
+    if not isinstance(options, dict):
+        raise BadRequest("options must be an object")
+    if endpoint == "chat":
+        raw = body.get("messages") or []
+        if not isinstance(raw, list):
+            raise BadRequest("messages must be a list")
+        messages = []
+        for m in raw:
+            if not isinstance(m, dict) or not isinstance(m.get("role", ""), str):
+                raise BadRequest("invalid message")
+            messages.append(Message(role=m.get("role", "user"), content=str(m.get("content") or "")))
+    else:
+        messages = []
+        if isinstance(body.get("system"), str) and body["system"]:
+            messages.append(Message("system", body["system"]))
+        if isinstance(body.get("prompt"), str) and body["prompt"]:
+            messages.append(Message("user", body["prompt"]))
+    seed = options.get("seed")
+    req = InferenceRequest(
+        model=model,
+        messages=tuple(messages),
+        format=fmt,
+        num_ctx=max(_int_option(options, "num_ctx", state.default_num_ctx), 1),
+        num_predict=_int_option(options, "num_predict", -1),
+        temperature=_float_option(options, "temperature", 0.8),
+        seed=int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None,
+        top_k=_int_option(options, "top_k", 40),
+        top_p=_float_option(options, "top_p", 0.9),
+        repeat_penalty=_float_option(options, "repeat_penalty", 1.1),
+    )
+    return req, sent_model
+
+
+def prompt_key(body: dict[str, Any]) -> str:
+    """Identity of a paid call: same model, messages/prompt, format and options."""
+    keep = {k: body.get(k) for k in ("messages", "prompt", "system", "format", "options")}
+    keep["model"] = canonical_name(str(body.get("model", "")))
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def endless_answer(request: InferenceRequest) -> Completion:
+    """A JSON array that never closes, cut by num_predict (or the context)."""
+    limit = request.num_predict if request.num_predict > 0 else request.num_ctx
+    item = '{"sentence_ids": ["S1"], "summary": "the same thing again", "confidence": 0.5, "gap": ""}, '
+    text = '{"items": ['
+    while approx_tokens(text + item) <= limit:
+        text += item
+    text = (text + item)[: limit * 4]
+    prompt_tokens = min(approx_tokens(" ".join(m.content for m in request.messages)), request.num_ctx)
+    return Completion(text, prompt_tokens, approx_tokens(text), "length", 0.0, 0.0)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid 40 ms delayed-ACK stalls
+    server_version = "lab-ollama"
+    sys_version = ""
+    state: LabState  # set on the subclass made by make_server
+
+    # quiet: our own JSON log replaces the default access log
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    # -- plumbing
+
+    def _send_json(self, status: int, obj: Any, content_type: str = "application/json; charset=utf-8") -> None:
+        data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _send_text(self, status: int, text: str) -> None:
+        data = text.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _read_body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw.strip():
+            raise BadRequest("missing request body")
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise BadRequest(f"invalid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise BadRequest("request body must be a JSON object")
+        return body
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _stream_line(self, obj: Any) -> None:
+        data = json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    # -- routes
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        st = self.state
+        if path == "/":
+            self._send_text(200, "Ollama is running")
+        elif path == "/api/version":
+            self._send_json(200, {"version": OLLAMA_VERSION})
+        elif path == "/api/tags":
+            self._send_json(200, {"models": [self._card_json(c) for c in st.cards().values()]})
+        elif path == "/api/ps":
+            self._send_json(200, {"models": self._ps()})
+        elif path == "/lab/stats":
+            self._send_json(200, st.stats())
+        else:
+            self._send_text(404, "404 page not found")
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        routes: dict[str, Callable[[dict[str, Any]], None]] = {
+            "/api/chat": lambda b: self._inference(b, "chat"),
+            "/api/generate": lambda b: self._inference(b, "generate"),
+            "/api/show": self._show,
+            "/api/pull": self._pull,
+            "/lab/fault": self._add_fault,
+        }
+        if path == "/lab/reset":
+            self.state.reset()
+            self._send_json(200, {"status": "ok"})
+            return
+        if path not in routes:
+            self._send_text(404, "404 page not found")
+            return
+        try:
+            body = self._read_body()
+            routes[path](body)
+        except BadRequest as e:
+            self._send_json(e.status, {"error": str(e)})
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _card_json(self, c: ModelCard) -> dict[str, Any]:
+        return {
+            "name": c.name,
+            "model": c.name,
+            "modified_at": "2026-11-01T12:00:00.000000Z",
+            "size": c.size,
+            "digest": c.digest,
+            "details": {
+                "parent_model": "",
+                "format": "gguf",
+                "family": c.family,
+                "families": [c.family],
+                "parameter_size": c.parameter_size,
+                "quantization_level": c.quantization_level,
+            },
+        }
+
+    def _ps(self) -> list[dict[str, Any]]:
+        cards = self.state.cards()
+        out = []
+        with self.state.state_lock:
+            loaded = dict(self.state.loaded)
+        for name, (num_ctx, at) in loaded.items():
+            c = cards[name]
+            card = self._card_json(c)
+            del card["modified_at"]
+            expires = datetime.fromtimestamp(at, UTC) + timedelta(minutes=5)
+            card.update(
+                expires_at=expires.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), size_vram=0, context_length=num_ctx
+            )
+            out.append(card)
+        return out
+
+    def _show(self, body: dict[str, Any]) -> None:
+        sent = body.get("model") or body.get("name")
+        if not isinstance(sent, str) or not sent:
+            raise BadRequest("model is required")
+        c = self.state.cards().get(canonical_name(sent))
+        if c is None:
+            raise BadRequest(f"model '{sent}' not found", 404)
+        card = self._card_json(c)
+        self._send_json(
+            200,
+            {
+                "license": "",
+                "modelfile": f'# Modelfile generated by "ollama show"\nFROM {c.name}\n',
+                "parameters": "",
+                "template": "{{ .Prompt }}",
+                "details": card["details"],
+                "model_info": {
+                    "general.architecture": c.family,
+                    f"{c.family}.context_length": c.context_length,
+                },
+                "capabilities": ["completion"],
+                "modified_at": card["modified_at"],
+            },
+        )
+
+    def _pull(self, body: dict[str, Any]) -> None:
+        sent = body.get("model") or body.get("name") or ""
+        if canonical_name(str(sent)) not in self.state.cards():
+            # what an offline Ollama answers for a model it cannot fetch
+            raise BadRequest("pull model manifest: file does not exist", 500)
+        if body.get("stream") is False:
+            self._send_json(200, {"status": "success"})
+        else:
+            self._start_stream()
+            self._stream_line({"status": "success"})
+            self._end_stream()
+
+    def _add_fault(self, body: dict[str, Any]) -> None:
+        kind = body.get("kind")
+        if kind not in ("status", "delay", "drop", "empty", "endless"):
+            raise BadRequest("kind must be one of status, delay, drop, empty, endless")
+        fault = Fault(
+            kind=kind,
+            count=int(body.get("count", 1)),
+            status=int(body.get("status", 500)),
+            seconds=float(body.get("seconds", 1.0)),
+            model=str(body.get("model", "")),
+            message=str(body.get("message", "")),
+        )
+        with self.state.state_lock:
+            self.state.faults.append(fault)
+        self._send_json(200, {"status": "ok", "fault": asdict(fault)})
+
+    # -- inference
+
+    def _inference(self, body: dict[str, Any], endpoint: str) -> None:
+        st = self.state
+        started = time.monotonic()
+        try:
+            request, sent_model = parse_inference(body, endpoint, st)
+        except BadRequest as e:
+            st.record(
+                {
+                    "at": now_iso(),
+                    "endpoint": endpoint,
+                    "model": str(body.get("model", "")),
+                    "task": "",
+                    "outcome": f"http-{e.status}",
+                    "error": str(e),
+                    "reached_model": False,
+                }
+            )
+            raise
+        stream = body.get("stream") is not False  # Ollama streams unless told not to
+        entry: dict[str, Any] = {
+            "at": now_iso(),
+            "endpoint": endpoint,
+            "model": sent_model,
+            "model_canonical": request.model,
+            "task": request.task,
+            "retry": request.is_retry,
+            "prompt_chars": sum(len(m.content) for m in request.messages),
+            "num_ctx": request.num_ctx,
+            "num_predict": request.num_predict,
+            "stream": stream,
+            "reached_model": True,
+        }
+        if not request.messages:  # an empty request loads (or unloads) the model
+            load_s = self._load(request)
+            reason = "unload" if body.get("keep_alive") in (0, "0", "0s") else "load"
+            final = self._final(endpoint, sent_model, "", reason, None, load_s, started)
+            entry.update(outcome=reason, reached_model=False)
+            st.record(entry)
+            self._send_json(200, final)
+            return
+        entry["duplicate"] = st.is_duplicate(prompt_key(body))
+        with st.state_lock:
+            if st.waiting >= st.max_queue:
+                busy = True
+            else:
+                busy = False
+                st.waiting += 1
+        if busy:
+            entry.update(outcome="http-503")
+            st.record(entry)
+            raise BadRequest(SERVER_BUSY, 503)
+        fault = None
+        try:
+            with st.inference_lock:
+                with st.state_lock:
+                    st.waiting -= 1
+                fault = st.take_fault(request.model)
+                if fault and fault.kind == "status":
+                    entry.update(outcome=f"fault-{fault.status}")
+                    st.record(entry)
+                    raise BadRequest(fault.message or "llama runner process has terminated: exit status 2", fault.status)
+                if fault and fault.kind == "drop":
+                    entry.update(outcome="fault-drop")
+                    st.record(entry)
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if fault and fault.kind == "delay":
+                    time.sleep(fault.seconds)
+                load_s = self._load(request)
+                if fault and fault.kind == "empty":
+                    completion = Completion("", approx_tokens(" ".join(m.content for m in request.messages)), 1, "stop", 0.0, 0.0)
+                elif fault and fault.kind == "endless":
+                    completion = endless_answer(request)
+                else:
+                    completion = st.driver.complete(request)
+        except BadRequest:
+            raise
+        except Exception as e:  # noqa: BLE001 - the backend broke: Ollama answers 500 with the reason
+            entry.update(outcome="http-500", error=f"{type(e).__name__}: {e}")
+            st.record(entry)
+            raise BadRequest(f"llama runner error: {e}", 500) from None
+        entry.update(
+            outcome=completion.done_reason + (f" dirty:{completion.dirty}" if completion.dirty else ""),
+            done_reason=completion.done_reason,
+            dirty=completion.dirty,
+            fault=fault.kind if fault else "",
+            truncated=completion.truncated,
+            prompt_tokens=completion.prompt_tokens,
+            eval_tokens=completion.completion_tokens,
+            load_s=round(load_s, 4),
+            seconds=round(time.monotonic() - started, 4),
+        )
+        final = self._final(endpoint, sent_model, completion.text, completion.done_reason, completion, load_s, started)
+        try:
+            if not stream:
+                self._send_json(200, final)
+            else:
+                self._start_stream()
+                for piece in _pieces(completion.text):
+                    self._stream_line(self._chunk(endpoint, sent_model, piece))
+                self._stream_line(dict(final, **self._empty_content(endpoint)))
+                self._end_stream()
+        finally:
+            st.record(entry)
+
+    def _load(self, request: InferenceRequest) -> float:
+        st = self.state
+        load_s = st.driver.ensure_loaded(request.model, request.num_ctx)
+        if load_s > 0:
+            with st.state_lock:
+                st.loads[request.model] = st.loads.get(request.model, 0) + 1
+                st.loaded[request.model] = (request.num_ctx, time.time())
+        return load_s
+
+    @staticmethod
+    def _empty_content(endpoint: str) -> dict[str, Any]:
+        return {"message": {"role": "assistant", "content": ""}} if endpoint == "chat" else {"response": ""}
+
+    @staticmethod
+    def _chunk(endpoint: str, model: str, piece: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": model, "created_at": now_iso()}
+        if endpoint == "chat":
+            out["message"] = {"role": "assistant", "content": piece}
+        else:
+            out["response"] = piece
+        out["done"] = False
+        return out
+
+    @staticmethod
+    def _final(
+        endpoint: str,
+        model: str,
+        text: str,
+        reason: str,
+        completion: Completion | None,
+        load_s: float,
+        started: float,
+    ) -> dict[str, Any]:
+        out = Handler._chunk(endpoint, model, text)
+        out["done"] = True
+        out["done_reason"] = reason
+        if completion is None:
+            return out
+        prompt_s, eval_s = completion.prompt_seconds, completion.eval_seconds
+        total = max(time.monotonic() - started, load_s + prompt_s + eval_s)
+        out.update(
+            total_duration=ns(total),
+            load_duration=ns(load_s),
+            prompt_eval_count=completion.prompt_tokens,
+            prompt_eval_duration=ns(prompt_s),
+            eval_count=completion.completion_tokens,
+            eval_duration=ns(eval_s),
+        )
+        return out
+
+
+def _pieces(text: str) -> list[str]:
+    """Stream chunks about one token long, like Ollama sends them."""
+    return [text[i : i + 4] for i in range(0, len(text), 4)]
+
+
+class LabHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (or a "drop" fault) is not worth a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, OSError)):
+            return
+        super().handle_error(request, client_address)
+
+
+def make_server(host: str, port: int, state: LabState) -> ThreadingHTTPServer:
+    handler = type("LabHandler", (Handler,), {"state": state})
+    server = LabHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.lab.ollama_server", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=11434, help="0 picks a free port (printed in the ready line)")
+    ap.add_argument("--driver", choices=("scripted", "llama"), default="scripted")
+    ap.add_argument("--log", help="append one JSON line per request here (default: stderr)")
+    ap.add_argument("--default-num-ctx", type=int, default=DEFAULT_NUM_CTX)
+    ap.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE)
+    ap.add_argument("--tokens-per-s", type=float, default=0.0, help="scripted: sleep like a model this fast")
+    ap.add_argument("--load-delay-s", type=float, default=0.0, help="scripted: seconds per (re)load")
+    ap.add_argument("--threads", type=int, default=2, help="llama: CPU threads")
+    args = ap.parse_args(argv)
+    try:
+        if args.driver == "scripted":
+            driver = make_driver("scripted", tokens_per_s=args.tokens_per_s, load_delay_s=args.load_delay_s)
+        else:
+            driver = make_driver("llama", n_threads=args.threads)
+    except ImportError as e:
+        print(f"lab-ollama: driver {args.driver!r} unavailable: {e}", file=sys.stderr)
+        return 3
+    with open(args.log, "a", encoding="utf-8") if args.log else contextlib.nullcontext(sys.stderr) as log:
+        state = LabState(driver=driver, default_num_ctx=args.default_num_ctx, max_queue=args.max_queue, log=log)
+        try:
+            server = make_server(args.host, args.port, state)
+        except OSError as e:
+            print(f"lab-ollama: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+            return 3
+        host, port = server.server_address[:2]
+        models = ",".join(c.name for c in driver.models())
+        print(f"lab-ollama ready http://{host}:{port} driver={args.driver} models={models}", flush=True)
+        try:
+            server.serve_forever(poll_interval=0.2)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+"""The lab's web server: corpus pages as real HTML, and the hostile ones.
+
+briefd must fetch pages over real HTTP and extract them with trafilatura, so
+each article is served as a whole HTML document with the boilerplate a real
+site has (navigation, cookie banner, related links, footer): the extractor has
+to find the article inside it.
+
+Hostile pages misbehave the way the web does (see corpus.HOSTILE_KINDS). The
+server is threaded with daemon threads, so a client stuck on the slow or the
+endless page never holds up anyone else, and a client that hangs up ends its
+handler at the next write.
+
+Routes:
+  /                          index of every page (for people)
+  /healthz                   "ok"
+  /pages/<slug>.html         the page, with its kind's behaviour
+  /go/<slug>                 301 to /pages/<slug>.html  (kind "moved")
+  /loop/<slug>/a, /b         302 to each other forever  (kind "redirect_loop")
+
+Run: python -m tests.lab.web --port N [--host 127.0.0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import random
+import struct
+import sys
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from tests.lab.corpus import PAGES, PAGES_BY_SLUG, TOPICS, Page, pages_for
+
+HUGE_BYTES = 30 * 1024 * 1024
+SLOW_SECONDS = 60.0
+SLOW_STEPS = 120
+LYING_LENGTH = 100
+BINARY_BYTES = 256 * 1024
+STREAM_CHUNK_DELAY = 0.005
+SEED = 20251122
+
+
+def render_article(page: Page) -> str:
+    """A whole HTML document for a page, article wrapped in site boilerplate."""
+    esc = html.escape
+    body: list[str] = []
+    for paragraph in page.paragraphs:
+        if paragraph.startswith("## "):
+            body.append(f"<h2>{esc(paragraph[3:])}</h2>")
+        else:
+            body.append(f"<p>{esc(paragraph)}</p>")
+    related = [
+        f'<li><a href="{esc(other.path)}">{esc(other.title)}</a></li>'
+        for other in pages_for(page.topic)
+        if other.slug != page.slug
+    ][:5]
+    byline = f"By {esc(page.author)} | " if page.author else ""
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{esc(page.title)} | {esc(page.source)}</title>
+<meta name="description" content="{esc(page.snippet)}">
+<meta name="author" content="{esc(page.author)}">
+<meta property="article:published_time" content="{esc(page.published)}">
+<link rel="canonical" href="{esc(page.final_path)}">
+<style>body{{font-family:sans-serif;max-width:46rem;margin:auto}} nav a{{margin-right:1em}}</style>
+</head>
+<body>
+<div class="cookie-banner">We use cookies to improve your experience. By continuing to browse
+you agree to our use of cookies. <a href="/privacy">Learn more</a> <button>Accept</button></div>
+<header class="site-header">
+<a class="logo" href="/">{esc(page.source)}</a>
+<nav><a href="/">Home</a><a href="/news">News</a><a href="/topics">Topics</a>
+<a href="/about">About us</a><a href="/contact">Contact</a><a href="/subscribe">Subscribe</a></nav>
+</header>
+<div class="breadcrumbs"><a href="/">Home</a> &rsaquo; <a href="/news">News</a> &rsaquo; {esc(page.title)}</div>
+<main>
+<article>
+<h1>{esc(page.title)}</h1>
+<p class="byline">{byline}<time datetime="{esc(page.published)}">{esc(page.published)}</time></p>
+{chr(10).join(body)}
+</article>
+<aside class="related"><h3>Related articles</h3><ul>
+{chr(10).join(related)}
+</ul></aside>
+<div class="newsletter"><h3>Get the morning briefing</h3>
+<p>Sign up for our free newsletter and never miss a story.</p>
+<form><input type="email" placeholder="you@example.com"><button>Sign up</button></form></div>
+</main>
+<footer class="site-footer">
+<p>&copy; 2025 {esc(page.source)}. All rights reserved.</p>
+<p><a href="/privacy">Privacy policy</a> &middot; <a href="/terms">Terms of use</a> &middot;
+<a href="/accessibility">Accessibility</a> &middot; <a href="/advertise">Advertise with us</a></p>
+</footer>
+</body>
+</html>
+"""
+
+
+def render_index() -> str:
+    items = "\n".join(
+        f'<li><a href="{html.escape(p.path)}">{html.escape(p.title)}</a> '
+        f"({html.escape(p.topic)}, {html.escape(p.kind)}, {html.escape(p.host)})</li>"
+        for p in PAGES
+    )
+    questions = "\n".join(f"<li>{html.escape(t.question)}</li>" for t in TOPICS.values())
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>briefd lab web</title></head>"
+        f"<body><h1>briefd lab web</h1><h2>Questions</h2><ul>{questions}</ul>"
+        f"<h2>Pages</h2><ul>{items}</ul></body></html>"
+    )
+
+
+def png_bytes(width: int = 64, height: int = 64) -> bytes:
+    """A small valid PNG (a gradient), built by hand so no imaging library is needed."""
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    # Each row: filter byte 0, then RGB triples.
+    rows = b"".join(
+        b"\x00" + b"".join(bytes((x * 4 % 256, y * 4 % 256, 128)) for x in range(width))
+        for y in range(height)
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows, 9))
+        + chunk(b"IEND", b"")
+    )
+
+
+def binary_bytes(slug: str, size: int = BINARY_BYTES) -> bytes:
+    """Seeded random bytes: the same for the same page on every run."""
+    return random.Random(f"{SEED}:{slug}").randbytes(size)
+
+
+def huge_prefix_and_filler(page: Page) -> tuple[bytes, bytes, bytes]:
+    """Head, one filler block and tail of the huge page (filled to HUGE_BYTES)."""
+    head = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(page.title)}</title></head><body><h1>{html.escape(page.title)}</h1>\n"
+    ).encode()
+    filler = f"<p>Archive entry: {html.escape(page.title)}. See the next entry for more.</p>\n".encode()
+    tail = b"</body></html>\n"
+    return head, filler, tail
+
+
+class LabHandler(BaseHTTPRequestHandler):
+    """One request. Everything it needs is the corpus and the path."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "briefd-lab-web/1.0"
+    quiet = False
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
+        if not self.quiet:
+            super().log_message(format, *args)
+
+    # -- helpers -----------------------------------------------------------
+    def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _redirect(self, status: int, location: str) -> None:
+        body = f'<html><body>Moved: <a href="{html.escape(location)}">here</a></body></html>'.encode()
+        self._send(status, body, "text/html; charset=utf-8", {"Location": location})
+
+    def _not_found(self) -> None:
+        body = (
+            b"<!DOCTYPE html><html><head><title>404 Not Found</title></head>"
+            b"<body><h1>Not Found</h1><p>The page you asked for does not exist.</p></body></html>"
+        )
+        self._send(404, body, "text/html; charset=utf-8")
+
+    # -- routing -----------------------------------------------------------
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        try:
+            self._route(path)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            # The client hung up (as a fetcher with limits should): nothing to do.
+            self.close_connection = True
+
+    def _route(self, path: str) -> None:
+        if path == "/":
+            self._send(200, render_index().encode(), "text/html; charset=utf-8")
+            return
+        if path == "/healthz":
+            self._send(200, b"ok\n", "text/plain; charset=utf-8")
+            return
+        parts = path.strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "go":
+            page = PAGES_BY_SLUG.get(parts[1])
+            if page is not None and page.kind == "moved":
+                self._redirect(301, page.final_path)
+                return
+        elif len(parts) == 3 and parts[0] == "loop" and parts[2] in ("a", "b"):
+            page = PAGES_BY_SLUG.get(parts[1])
+            if page is not None and page.kind == "redirect_loop":
+                other = "b" if parts[2] == "a" else "a"
+                self._redirect(302, f"/loop/{page.slug}/{other}")
+                return
+        elif len(parts) == 2 and parts[0] == "pages" and parts[1].endswith(".html"):
+            page = PAGES_BY_SLUG.get(parts[1].removesuffix(".html"))
+            if page is not None:
+                self._serve_page(page)
+                return
+        self._not_found()
+
+    def _serve_page(self, page: Page) -> None:
+        kind = page.kind
+        if kind in ("article", "moved", "injection"):
+            self._send(200, render_article(page).encode("utf-8"), "text/html; charset=utf-8")
+        elif kind == "latin1":
+            # No charset in the header and none in the document: the client must guess.
+            doc = render_article(page).replace('<meta charset="utf-8">\n', "")
+            self._send(200, doc.encode("cp1252"), "text/html")
+        elif kind == "not_found":
+            self._not_found()
+        elif kind == "redirect_loop":
+            self._redirect(302, page.path)
+        elif kind == "binary":
+            self._send(200, binary_bytes(page.slug), "application/octet-stream")
+        elif kind == "binary_html":
+            self._send(200, binary_bytes(page.slug), "text/html; charset=utf-8")
+        elif kind == "wrong_type":
+            self._send(200, png_bytes(), "image/png")
+        elif kind == "lying_length":
+            self._serve_lying_length(page)
+        elif kind == "slow":
+            self._serve_slow(page)
+        elif kind == "huge":
+            self._serve_huge(page)
+        elif kind == "stream_forever":
+            self._serve_forever(page)
+        else:  # pragma: no cover - corpus._check forbids unknown kinds
+            self._not_found()
+
+    # -- the misbehaviours ---------------------------------------------------
+    def _serve_lying_length(self, page: Page) -> None:
+        body = render_article(page).encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(LYING_LENGTH))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _serve_slow(self, page: Page) -> None:
+        body = render_article(page).encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.flush()
+        if self.command == "HEAD":
+            return
+        step = -(-len(body) // SLOW_STEPS)
+        delay = SLOW_SECONDS / SLOW_STEPS
+        for start in range(0, len(body), step):
+            time.sleep(delay)
+            self.wfile.write(body[start : start + step])
+            self.wfile.flush()
+
+    def _serve_huge(self, page: Page) -> None:
+        head, filler, tail = huge_prefix_and_filler(page)
+        blocks = (HUGE_BYTES - len(head) - len(tail)) // len(filler)
+        total = len(head) + blocks * len(filler) + len(tail)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(total))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        self.wfile.write(head)
+        per_write = 512
+        chunk = filler * per_write
+        written = 0
+        while written + per_write <= blocks:
+            self.wfile.write(chunk)
+            written += per_write
+        self.wfile.write(filler * (blocks - written))
+        self.wfile.write(tail)
+
+    def _serve_forever(self, page: Page) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+
+        def send_chunk(data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        send_chunk(
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(page.title)}"
+            f"</title></head><body><h1>{html.escape(page.title)}</h1>\n".encode()
+        )
+        line = 0
+        while True:  # never ends: only the client hanging up stops it
+            batch = "".join(
+                f"<p>Update {line + i}: Northgate rail tunnel budget overrun ticker, no new figures.</p>\n"
+                for i in range(200)
+            )
+            line += 200
+            send_chunk(batch.encode())
+            time.sleep(STREAM_CHUNK_DELAY)
+
+
+class LabWebServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+def make_server(host: str = "127.0.0.1", port: int = 0, quiet: bool = False) -> LabWebServer:
+    """Build (and bind) the server; port 0 picks a free port (see server.server_address)."""
+    handler = type("QuietLabHandler", (LabHandler,), {"quiet": True}) if quiet else LabHandler
+    return LabWebServer((host, port), handler)
+
+
+def serve_in_thread(
+    host: str = "127.0.0.1", port: int = 0, quiet: bool = True
+) -> tuple[LabWebServer, threading.Thread]:
+    """Start the server on a daemon thread; stop with server.shutdown(); server.server_close()."""
+    server = make_server(host, port, quiet=quiet)
+    thread = threading.Thread(target=server.serve_forever, name="lab-web", daemon=True)
+    thread.start()
+    return server, thread
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve the briefd lab web (corpus and hostile pages).")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8002)
+    parser.add_argument("--quiet", action="store_true", help="do not log each request")
+    args = parser.parse_args(argv)
+    server = make_server(args.host, args.port, quiet=args.quiet)
+    print(f"lab web serving on http://{args.host}:{server.server_address[1]}/", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The decision core: query dedupe, URL choice, stop rules, the loop state's round trip."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from daemon import decide
+from daemon.decide import Gap, Limits, LoopState, Usage
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("Northgate tunnel overrun", "northgate TUNNEL overrun", True),
+    ("Northgate tunnel overrun", "overrun of the Northgate tunnel", True),   # stopwords, order
+    ("Northgate tunnel overrun", "Northgate tunnel overrun?!", True),          # punctuation
+    ("Northgate tunnel overrun", "Northgate tunnel budget", False),
+    ("Northgate tunnel cost overrun 2024", "Northgate tunnel cost overrun", True),  # 4/5 words: near-duplicate
+    ("Kestrel bridge closure", "Lakeside lead levels", False),
+])
+def test_query_dedupe(a: str, b: str, same: bool) -> None:
+    assert decide.is_duplicate_query(b, [a]) is same
+
+
+def test_a_query_of_only_stopwords_counts_as_duplicate() -> None:
+    assert decide.is_duplicate_query("what is the", [])
+
+
+def test_add_queries_never_queues_an_asked_or_queued_query() -> None:
+    state = LoopState(asked=["Northgate tunnel overrun"])
+    added = state.add_queries(["overrun Northgate tunnel", "Northgate audit report", "northgate AUDIT report", ""])
+    assert added == ["Northgate audit report"]
+    assert state.pending_queries == ["Northgate audit report"]
+
+
+def test_take_queries_falls_back_to_gap_queries_and_never_repeats() -> None:
+    state = LoopState(gaps=[Gap("G1", "final cost figure"), Gap("G2", "who audited it")])
+    first = decide.take_queries(state, "How much did the Northgate tunnel overrun?", 3)
+    assert first, "with nothing pending, queries are made from the question and the gaps"
+    state.asked.extend(first)
+    second = decide.take_queries(state, "How much did the Northgate tunnel overrun?", 3)
+    assert second == [], "the same fallbacks are duplicates of what was asked"
+
+
+def test_choose_urls_skips_visited_and_bad_in_rank_order() -> None:
+    state = LoopState(visited=["http://a/1"], bad={"http://a/2": "HTTP 404"})
+    urls = ["http://a/1", "http://a/2", "http://a/3", "http://a/3", "http://a/4", "http://a/5"]
+    assert decide.choose_urls(urls, state, {"http://a/4": "binary"}, 2) == ["http://a/3", "http://a/5"]
+
+
+LIMITS = Limits(max_rounds=3, max_searches_per_round=2, pages_per_round=4,
+                budget_tokens=10_000, budget_seconds=600, budget_pages=20)
+NO_USE = Usage(tokens=0, seconds=0, pages=0)
+
+
+@pytest.mark.parametrize("state, usage, reason", [
+    (LoopState(round=0, gaps=[Gap("G1", "x")]), NO_USE, None),
+    (LoopState(round=3, gaps=[Gap("G1", "x")]), NO_USE, decide.MAX_ROUNDS),
+    (LoopState(round=1, gaps=[Gap("G1", "x")]), Usage(10_000, 0, 0), decide.BUDGET),
+    (LoopState(round=1, gaps=[Gap("G1", "x")]), Usage(0, 601, 0), decide.BUDGET),
+    (LoopState(round=1, gaps=[Gap("G1", "x")]), Usage(0, 0, 20), decide.BUDGET),
+    (LoopState(round=2, gaps=[Gap("G1", "x")], new_evidence_per_round=[0, 0]), NO_USE, decide.STALLED),
+    (LoopState(round=2, gaps=[Gap("G1", "x")], new_evidence_per_round=[3, 0]), NO_USE, None),
+    (LoopState(round=1, gaps=[Gap("G1", "x", answered_round=1)], new_evidence_per_round=[2]), NO_USE,
+     decide.GAPS_CLOSED),
+    (LoopState(round=0, gaps=[Gap("G1", "x", answered_round=1)]), NO_USE, None),  # never before round 1
+    # a budget beats the round cap, the round cap beats stalling
+    (LoopState(round=3, new_evidence_per_round=[0, 0, 0]), Usage(10_001, 0, 0), decide.BUDGET),
+    (LoopState(round=3, new_evidence_per_round=[0, 0, 0]), NO_USE, decide.MAX_ROUNDS),
+])
+def test_stop_reason(state: LoopState, usage: Usage, reason: str | None) -> None:
+    assert decide.stop_reason(state, LIMITS, usage) == reason
+
+
+def test_no_budget_means_no_budget_stop() -> None:
+    limits = Limits(max_rounds=5, max_searches_per_round=2, pages_per_round=4)
+    assert decide.stop_reason(LoopState(round=1, gaps=[Gap("G1", "x")]), limits, Usage(10**9, 10**9, 10**9)) is None
+
+
+def test_gaps_are_deduplicated_and_capped() -> None:
+    state = LoopState()
+    state.add_gaps(["final cost of the tunnel", "Final cost of the tunnel.", "who paid"])
+    assert [g.text for g in state.gaps] == ["final cost of the tunnel", "who paid"]
+    state.add_gaps([f"gap number {i} about topic {i * 7}" for i in range(20)], max_open=5)
+    assert len(state.open_gaps()) == 5
+
+
+def test_answer_gap_marks_round_once() -> None:
+    state = LoopState(gaps=[Gap("G1", "x")])
+    assert state.answer_gap("G1", 2) is True
+    assert state.answer_gap("G1", 3) is False
+    assert state.gaps[0].answered_round == 2
+    assert state.answer_gap("G9", 3) is False
+
+
+def test_state_round_trips_through_json_dict() -> None:
+    state = LoopState(round=2, gaps=[Gap("G1", "x", 1)], asked=["q"], bad={"u": "404"},
+                      fallbacks={"plan": 1})
+    again = LoopState.from_dict(state.to_dict())
+    assert again == state
+
+
+@given(st.lists(st.text(max_size=40), max_size=15))
+def test_pending_queries_never_contain_duplicates(queries: list[str]) -> None:
+    state = LoopState()
+    state.add_queries(queries)
+    for i, q in enumerate(state.pending_queries):
+        assert not decide.is_duplicate_query(q, state.pending_queries[:i])

@@ -1,0 +1,578 @@
+"""call_json and probe against a real HTTP server speaking the Ollama API on loopback.
+
+The server here is deliberately tiny: a queue of canned HTTP answers per test, and a log of
+what the official `ollama` client really sent. (The full lab server lives in tests/lab.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+
+import pytest
+
+from daemon.llm import (
+    RETRY_PREFIX,
+    CallRecord,
+    CallResult,
+    ModelConfig,
+    ModelMissing,
+    ServiceDown,
+    backoff_delay,
+    call_json,
+    estimate_tokens,
+    fits,
+    make_client,
+    probe,
+    prompt_budget,
+    prompt_key,
+)
+
+# ---- the scripted server ---------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None  # dict → JSON; str → sent as is
+    delay_s: float = 0.0
+
+
+def chat(content: str, *, done_reason: str = "stop", prompt_eval_count: int | None = 120,
+         eval_count: int | None = 40, thinking: str | None = None) -> Reply:
+    """A non-streaming /api/chat answer shaped like Ollama's."""
+    body: dict[str, Any] = {
+        "model": "lab", "created_at": "2026-11-22T10:00:00Z",
+        "message": {"role": "assistant", "content": content},
+        "done": True, "done_reason": done_reason,
+        "total_duration": 1_000_000, "load_duration": 1000, "eval_duration": 500_000,
+    }
+    if thinking is not None:
+        body["message"]["thinking"] = thinking
+    if prompt_eval_count is not None:
+        body["prompt_eval_count"] = prompt_eval_count
+    if eval_count is not None:
+        body["eval_count"] = eval_count
+    return Reply(200, body)
+
+
+def error(status: int, message: str) -> Reply:
+    return Reply(status, {"error": message})
+
+
+@dataclass
+class Scripted:
+    url: str
+    replies: deque[Reply] = field(default_factory=deque)
+    chats: list[dict[str, Any]] = field(default_factory=list)  # request bodies of /api/chat, in order
+    gets: dict[str, Reply] = field(default_factory=dict)  # GET path → reply
+
+    def script(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+
+def _handler(state: Scripted) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
+            pass
+
+        def _send(self, reply: Reply) -> None:
+            if reply.delay_s:
+                time.sleep(reply.delay_s)
+            raw = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+            data = raw.encode()
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test)
+
+        def do_GET(self) -> None:
+            self._send(state.gets.get(self.path, Reply(404, "404 page not found")))
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if self.path != "/api/chat":
+                self._send(Reply(404, "404 page not found"))
+                return
+            state.chats.append(body)
+            # An exhausted script is a test bug: answer something the test will notice.
+            self._send(state.replies.popleft() if state.replies else error(500, "script exhausted"))
+
+    return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[Scripted]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state := Scripted(url="")))
+    httpd.daemon_threads = True
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- what briefd asks ------------------------------------------------------------------------------
+
+SYSTEM = "You answer only with one JSON object that matches the given schema."
+USER = "QUESTION: How large was the cost overrun of the Berlin airport?\nTODAY: 2026-11-22"
+SCHEMA: dict[str, Any] = {
+    "title": "plan", "type": "object",
+    "properties": {"research_question": {"type": "string"}, "queries": {"type": "array", "items": {"type": "string"}}},
+    "required": ["research_question", "queries"],
+}
+GOOD = '{"research_question": "BER overrun", "queries": ["BER cost audit", "BER final cost"]}'
+GOOD_PLAN = ("BER overrun", ("BER cost audit", "BER final cost"))
+FALLBACK_PLAN = ("template question", ("template query",))
+
+
+def coerce_plan(value: Any) -> tuple[str, tuple[str, ...]]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    question = value["research_question"]
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("research_question must be a non-empty string")
+    queries = value["queries"]
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries) or not queries:
+        raise ValueError("queries must be a non-empty list of strings")
+    return question, tuple(queries)
+
+
+class DictCache:
+    """The AnswerCache protocol over a dict (the store implements it over SQLite)."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, tuple[str, int | None, int | None]] = {}
+
+    def get(self, key: str) -> str | None:
+        hit = self.answers.get(key)
+        return hit[0] if hit else None
+
+    def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        self.answers[key] = (answer, prompt_tokens, completion_tokens)
+
+
+def config(url: str, **overrides: Any) -> ModelConfig:
+    # Tiny backoff so outage tests take milliseconds; everything else as briefd runs it.
+    settings: dict[str, Any] = {"host": url, "model": "lab-scripted", "backoff_base_s": 0.01, "backoff_cap_s": 0.05}
+    settings.update(overrides)
+    return ModelConfig(**settings)
+
+
+@dataclass
+class Run:
+    result: CallResult[Any]
+    records: list[CallRecord]
+    waits: list[tuple[str, float, str]]
+
+
+def ask(cfg: ModelConfig, *, cache: DictCache | None = None, user: str = USER, system: str = SYSTEM) -> Run:
+    records: list[CallRecord] = []
+    waits: list[tuple[str, float, str]] = []
+
+    async def go() -> CallResult[Any]:
+        client = make_client(cfg)
+        try:
+            return await call_json(
+                client, cfg, purpose="plan", system=system, user=user, schema=SCHEMA, coerce=coerce_plan,
+                fallback=lambda: FALLBACK_PLAN, cache=cache, record=records.append,
+                on_wait=lambda service, at, reason: waits.append((service, at, reason)),
+            )
+        finally:
+            await client.close()
+
+    return Run(asyncio.run(go()), records, waits)
+
+
+# ---- a clean call ----------------------------------------------------------------------------------
+
+
+def test_a_clean_answer_is_used_and_the_request_carries_every_setting(server: Scripted) -> None:
+    server.script(chat(GOOD, prompt_eval_count=321, eval_count=45))
+    cfg = config(server.url, num_ctx=4096, num_predict=512, temperature=0.1, seed=7)
+    cache = DictCache()
+    run = ask(cfg, cache=cache)
+
+    assert run.result.value == GOOD_PLAN
+    assert run.result.outcome == "ok"
+    assert run.result.repairs == []
+    assert (run.result.prompt_tokens, run.result.completion_tokens) == (321, 45)
+
+    [sent] = server.chats
+    assert sent["model"] == "lab-scripted"
+    assert sent["options"] == {"num_ctx": 4096, "num_predict": 512, "temperature": 0.1, "seed": 7}
+    assert sent["think"] is False
+    assert sent["stream"] is False
+    assert sent["format"] == SCHEMA
+    assert sent["messages"] == [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
+
+    [rec] = run.records
+    assert rec.outcome == "ok" and rec.attempt == 1 and rec.error is None
+    assert (rec.prompt_tokens, rec.completion_tokens) == (321, 45)
+    assert rec.answer == GOOD
+    assert rec.purpose == "plan" and rec.model == "lab-scripted"
+    assert rec.started_at.endswith("Z") and rec.seconds >= 0
+    assert not rec.truncated_prompt and not rec.truncated_answer
+    assert run.result.records == run.records
+    key = prompt_key(cfg, sent["messages"], SCHEMA)
+    assert rec.prompt_hash == key
+    assert cache.answers == {key: (GOOD, 321, 45)}
+
+
+def test_missing_token_counts_are_recorded_as_unknown(server: Scripted) -> None:
+    # Ollama leaves prompt_eval_count out when the whole prompt came from its cache.
+    server.script(chat(GOOD, prompt_eval_count=None, eval_count=None))
+    run = ask(config(server.url))
+    assert run.result.outcome == "ok"
+    assert (run.records[0].prompt_tokens, run.records[0].completion_tokens) == (None, None)
+    assert (run.result.prompt_tokens, run.result.completion_tokens) == (0, 0)
+
+
+# ---- repaired answers ------------------------------------------------------------------------------
+
+
+def test_a_fenced_answer_is_repaired_without_a_retry(server: Scripted) -> None:
+    server.script(chat("Sure! Here is the plan:\n```json\n" + GOOD + "\n```"))
+    run = ask(config(server.url))
+    assert run.result.value == GOOD_PLAN
+    assert run.result.outcome == "repaired"
+    assert run.result.repairs == ["fence", "prose"]
+    assert [r.outcome for r in run.records] == ["repaired"]
+    assert len(server.chats) == 1
+
+
+def test_an_answer_cut_off_at_num_predict_is_closed_and_flagged(server: Scripted) -> None:
+    cut = '{"research_question": "BER overrun", "queries": ["BER cost audit", "BER final co'
+    server.script(chat(cut, done_reason="length", eval_count=1024))
+    run = ask(config(server.url))
+    assert run.result.value == ("BER overrun", ("BER cost audit", "BER final co"))
+    assert run.result.outcome == "repaired"
+    assert run.result.repairs == ["truncated"]
+    [rec] = run.records
+    assert rec.truncated_answer is True and rec.completion_tokens == 1024
+
+
+def test_a_truncated_answer_that_cannot_be_used_is_retried_with_the_length_limit_named(server: Scripted) -> None:
+    server.script(chat('{"research_question": "BER overrun", "queries": [', done_reason="length"), chat(GOOD))
+    run = ask(config(server.url, num_predict=256))
+    assert run.result.outcome == "retried"
+    retry = server.chats[1]["messages"][-1]["content"]
+    assert retry.startswith(RETRY_PREFIX)
+    assert "cut off at the 256-token limit" in retry
+    assert [r.truncated_answer for r in run.records] == [True, False]
+
+
+# ---- the one retry, then the fallback --------------------------------------------------------------
+
+
+def test_a_wrong_shape_is_retried_once_with_the_reason(server: Scripted) -> None:
+    bad = '{"research_question": "BER overrun", "queries": "BER cost audit"}'
+    server.script(chat(bad, prompt_eval_count=100, eval_count=20), chat(GOOD, prompt_eval_count=150, eval_count=30))
+    cache = DictCache()
+    run = ask(config(server.url), cache=cache)
+
+    assert run.result.value == GOOD_PLAN
+    assert run.result.outcome == "retried"
+    assert [(r.outcome, r.attempt) for r in run.records] == [("error", 1), ("retried", 2)]
+    assert "queries must be a non-empty list of strings" in (run.records[0].error or "")
+    assert (run.result.prompt_tokens, run.result.completion_tokens) == (250, 50)
+
+    first, second = server.chats
+    assert second["messages"][:2] == first["messages"]
+    assert second["messages"][2] == {"role": "assistant", "content": bad}
+    follow_up = second["messages"][3]
+    assert follow_up["role"] == "user"
+    assert follow_up["content"] == (
+        f"{RETRY_PREFIX} the JSON does not match the schema: queries must be a non-empty list of strings. "
+        "Reply with only a JSON object that matches the schema."
+    )
+    # The retry keeps every setting of the first request.
+    assert second["options"] == first["options"] and second["format"] == SCHEMA and second["think"] is False
+    # The answer that worked is cached under the first request's key: a restart replays it.
+    [(key, (answer, p, c))] = cache.answers.items()
+    assert key == run.records[0].prompt_hash and answer == GOOD and (p, c) == (250, 50)
+
+
+def test_a_missing_field_is_named_in_the_retry(server: Scripted) -> None:
+    server.script(chat('{"research_question": "BER overrun"}'), chat(GOOD))
+    run = ask(config(server.url))
+    assert run.result.outcome == "retried"
+    assert "the JSON lacks the required field 'queries'" in server.chats[1]["messages"][-1]["content"]
+
+
+def test_bad_output_twice_gives_the_fallback_and_never_raises(server: Scripted) -> None:
+    server.script(chat("I cannot answer that."), chat('{"research_question": "x", "queries": []}'))
+    cache = DictCache()
+    run = ask(config(server.url), cache=cache)
+    assert run.result.value == FALLBACK_PLAN
+    assert run.result.outcome == "fallback"
+    assert [(r.outcome, r.attempt) for r in run.records] == [("error", 1), ("fallback", 2)]
+    assert "no JSON object" in (run.records[0].error or "")
+    assert len(server.chats) == 2
+    assert cache.answers == {}  # a failure is never cached: the next run asks again
+
+
+def test_an_empty_answer_is_retried_with_a_placeholder_the_client_does_not_drop(server: Scripted) -> None:
+    # The client drops message keys whose value is falsy, so "" would arrive without content.
+    server.script(chat("", thinking="Let me think about this at length..."), chat(GOOD))
+    run = ask(config(server.url))
+    assert run.result.outcome == "retried"
+    assistant = server.chats[1]["messages"][2]
+    assert assistant == {"role": "assistant", "content": "(empty answer)"}
+    assert "spent its output on thinking" in server.chats[1]["messages"][3]["content"]
+
+
+def test_an_other_4xx_uses_the_fallback_without_retrying(server: Scripted) -> None:
+    server.script(error(400, "invalid JSON schema in format"))
+    run = ask(config(server.url))
+    assert run.result.outcome == "fallback"
+    assert run.result.value == FALLBACK_PLAN
+    [rec] = run.records
+    assert rec.outcome == "fallback" and "HTTP 400" in (rec.error or "") and "invalid JSON schema" in (rec.error or "")
+    assert len(server.chats) == 1
+
+
+# ---- the cache -------------------------------------------------------------------------------------
+
+
+def test_a_cached_answer_makes_no_request(server: Scripted) -> None:
+    cfg = config(server.url)
+    cache = DictCache()
+    server.script(chat(GOOD))
+    assert ask(cfg, cache=cache).result.outcome == "ok"
+    assert len(server.chats) == 1
+
+    replay = ask(cfg, cache=cache)  # as after a restart: a new client, the same store
+    assert replay.result.value == GOOD_PLAN
+    assert replay.result.outcome == "cached"
+    assert len(server.chats) == 1
+    [rec] = replay.records
+    assert rec.outcome == "cached" and (rec.prompt_tokens, rec.completion_tokens) == (0, 0)
+    assert rec.answer == GOOD
+
+
+def test_a_cached_answer_needs_no_server_at_all() -> None:
+    cfg = config(f"http://127.0.0.1:{free_port()}")
+    cache = DictCache()
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
+    cache.put(prompt_key(cfg, messages, SCHEMA), "```json\n" + GOOD + "\n```", 100, 20)
+    run = ask(cfg, cache=cache)
+    assert run.result.outcome == "cached"
+    assert run.result.value == GOOD_PLAN
+    assert run.waits == []
+
+
+def test_the_cache_key_changes_with_anything_that_changes_the_answer(server: Scripted) -> None:
+    cfg = config(server.url)
+    cache = DictCache()
+    server.script(chat(GOOD), chat(GOOD), chat(GOOD))
+    ask(cfg, cache=cache)
+    ask(cfg, cache=cache, user=USER + "\nCONTEXT: airports")
+    ask(config(server.url, seed=43), cache=cache)
+    assert len(server.chats) == 3
+    assert len(cache.answers) == 3
+
+
+def test_a_cached_answer_todays_coerce_rejects_is_asked_again(server: Scripted) -> None:
+    cfg = config(server.url)
+    cache = DictCache()
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
+    key = prompt_key(cfg, messages, SCHEMA)
+    cache.put(key, '{"research_question": "old shape"}', 10, 5)
+    server.script(chat(GOOD))
+    run = ask(cfg, cache=cache)
+    assert run.result.outcome == "ok"
+    assert len(server.chats) == 1
+    assert cache.answers[key][0] == GOOD
+
+
+# ---- outages ---------------------------------------------------------------------------------------
+
+
+def test_server_errors_are_waited_out_with_backoff(server: Scripted) -> None:
+    server.script(error(500, "llama runner process has terminated"), error(503, "server busy, please try again"),
+                  chat(GOOD))
+    before = time.time()
+    run = ask(config(server.url))
+    assert run.result.outcome == "ok" and run.result.value == GOOD_PLAN
+    assert len(server.chats) == 3
+    assert [r.outcome for r in run.records] == ["ok"]  # outages cost no model call
+    assert [w[0] for w in run.waits] == ["ollama", "ollama"]
+    assert "HTTP 500" in run.waits[0][2] and "llama runner process has terminated" in run.waits[0][2]
+    assert "HTTP 503" in run.waits[1][2]
+    assert all(before <= at <= time.time() + 1 for _, at, _ in run.waits)
+
+
+def test_garbage_from_the_server_counts_as_an_outage_not_as_bad_output(server: Scripted) -> None:
+    # A proxy's HTML page with 200, and a 502 whose JSON body is not an object (which makes the
+    # client's ResponseError itself raise AttributeError): both are the service misbehaving.
+    server.script(Reply(200, "<html>Bad gateway</html>"), Reply(502, "[]"), chat(GOOD))
+    run = ask(config(server.url))
+    assert run.result.outcome == "ok"
+    assert len(run.waits) == 2
+    assert "unreadable response" in run.waits[0][2]
+
+
+def test_a_server_that_stays_down_raises_service_down_after_every_attempt(server: Scripted) -> None:
+    server.script(*[error(503, "server busy") for _ in range(3)])
+    with pytest.raises(ServiceDown) as caught:
+        ask(config(server.url, transport_attempts=3))
+    assert len(server.chats) == 3
+    assert caught.value.host == server.url
+    assert "HTTP 503" in caught.value.reason and "after 3 attempts" in caught.value.reason
+
+
+def test_connection_refused_raises_service_down_after_backoff() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    waits: list[tuple[str, float, str]] = []
+    cfg = config(url, transport_attempts=4, backoff_base_s=0.02, backoff_cap_s=0.04)
+
+    async def go() -> None:
+        client = make_client(cfg)
+        try:
+            await call_json(client, cfg, purpose="plan", system=SYSTEM, user=USER, schema=SCHEMA, coerce=coerce_plan,
+                            fallback=lambda: FALLBACK_PLAN, on_wait=lambda *w: waits.append(w))
+        finally:
+            await client.close()
+
+    started = time.monotonic()
+    with pytest.raises(ServiceDown) as caught:
+        asyncio.run(go())
+    elapsed = time.monotonic() - started
+    assert "connection refused" in str(caught.value) and url in str(caught.value)
+    assert [w[0] for w in waits] == ["ollama"] * 3
+    # Three waits of 0.01-0.02, 0.02-0.04, 0.02-0.04 s: it did back off, and not for long.
+    assert 0.05 <= elapsed < 5
+
+
+def test_an_answer_slower_than_the_timeout_is_an_outage(server: Scripted) -> None:
+    server.script(Reply(200, chat(GOOD).body, delay_s=1.0), Reply(200, chat(GOOD).body, delay_s=1.0))
+    started = time.monotonic()
+    with pytest.raises(ServiceDown) as caught:
+        ask(config(server.url, timeout_s=0.2, transport_attempts=2))
+    assert "timed out" in caught.value.reason
+    assert time.monotonic() - started < 1.5  # the client did not wait for the slow answers
+
+
+def test_a_model_that_is_not_pulled_raises_model_missing_with_the_fix(server: Scripted) -> None:
+    server.script(error(404, "model 'lab-scripted' not found"))
+    with pytest.raises(ModelMissing) as caught:
+        ask(config(server.url))
+    assert len(server.chats) == 1  # no retry: only the user can fix it
+    assert "run: ollama pull lab-scripted" in str(caught.value)
+    assert "not found" in str(caught.value)
+    assert caught.value.fix == "run: ollama pull lab-scripted"
+
+
+# ---- prompt sizing ---------------------------------------------------------------------------------
+
+
+def test_token_estimates_are_conservative_and_the_budget_leaves_room_for_the_answer() -> None:
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("abc") == 1
+    assert estimate_tokens("abcd") == 2
+    cfg = ModelConfig(host="x", model="m", num_ctx=8192, num_predict=1024)
+    assert prompt_budget(cfg) < 8192 - 1024
+    budget = prompt_budget(cfg)
+    assert fits(cfg, "s" * 3, "u" * (3 * (budget - 1)))
+    assert not fits(cfg, "s" * 3, "u" * (3 * budget))
+
+
+def test_an_over_long_prompt_is_sent_but_flagged(server: Scripted) -> None:
+    cfg = config(server.url, num_ctx=2048, num_predict=256)
+    server.script(chat(GOOD, prompt_eval_count=300))
+    run = ask(cfg, user=USER + "\nCONTEXT: " + "x" * 3 * prompt_budget(cfg))
+    assert run.result.outcome == "ok"
+    assert run.records[0].truncated_prompt is True
+
+
+def test_a_prompt_the_server_cut_silently_is_flagged_from_prompt_eval_count(server: Scripted) -> None:
+    # Ollama cuts an over-long prompt to num_ctx and says so only through prompt_eval_count.
+    cfg = config(server.url, num_ctx=2048, num_predict=256)
+    server.script(chat(GOOD, prompt_eval_count=2048))
+    run = ask(cfg)
+    assert run.records[0].truncated_prompt is True
+
+
+def test_backoff_grows_to_its_cap_with_jitter() -> None:
+    cfg = ModelConfig(host="x", model="m", backoff_base_s=1.0, backoff_cap_s=30.0)
+    assert [backoff_delay(cfg, n, rand=lambda: 1.0) for n in (1, 2, 3, 4, 5, 6, 9)] == [1, 2, 4, 8, 16, 30, 30]
+    assert [backoff_delay(cfg, n, rand=lambda: 0.0) for n in (1, 2, 6)] == [0.5, 1, 15]
+
+
+def test_a_config_that_cannot_work_is_refused() -> None:
+    with pytest.raises(ValueError, match="num_ctx"):
+        ModelConfig(host="x", model="m", num_ctx=1024, num_predict=1024)
+    with pytest.raises(ValueError, match="model"):
+        ModelConfig(host="x", model=" ")
+
+
+# ---- briefd check ----------------------------------------------------------------------------------
+
+TAGS = {"models": [
+    {"name": "gemma3:270m", "model": "gemma3:270m", "size": 291_000_000},
+    {"name": "qwen3:latest", "model": "qwen3:latest", "size": 5_200_000_000},
+]}
+
+
+def test_probe_finds_a_pulled_model_and_the_version(server: Scripted) -> None:
+    server.gets = {"/api/version": Reply(200, {"version": "0.12.3"}), "/api/tags": Reply(200, TAGS)}
+    result = asyncio.run(probe(server.url, "gemma3:270m", 5.0))
+    assert result.ok and result.reachable and result.model_pulled
+    assert result.version == "0.12.3"
+    assert result.models == ["gemma3:270m", "qwen3:latest"]
+    assert result.fix is None
+    # "qwen3" means "qwen3:latest", as Ollama reads it.
+    assert asyncio.run(probe(server.url, "qwen3", 5.0)).model_pulled
+
+
+def test_probe_says_to_pull_a_missing_model(server: Scripted) -> None:
+    server.gets = {"/api/version": Reply(200, {"version": "0.12.3"}), "/api/tags": Reply(200, TAGS)}
+    result = asyncio.run(probe(server.url, "llama3.2:1b", 5.0))
+    assert result.reachable and not result.model_pulled and not result.ok
+    assert result.fix == "run: ollama pull llama3.2:1b"
+    assert "gemma3:270m" in result.message
+
+
+def test_probe_of_nothing_says_to_start_ollama() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = asyncio.run(probe(url, "gemma3:270m", 2.0))
+    assert not result.reachable and not result.ok
+    assert result.fix is not None and "ollama serve" in result.fix
+    assert url in result.message
+
+
+def test_probe_of_something_else_says_it_is_not_ollama(server: Scripted) -> None:
+    server.gets = {}  # every GET is a 404, like a web server on the wrong port
+    result = asyncio.run(probe(server.url, "gemma3:270m", 5.0))
+    assert not result.reachable
+    assert "not like Ollama" in result.message
+
+
+def test_probe_uses_the_clients_reading_of_the_host(server: Scripted) -> None:
+    server.gets = {"/api/version": Reply(200, {"version": "0.12.3"}), "/api/tags": Reply(200, TAGS)}
+    bare = server.url.removeprefix("http://")  # OLLAMA_HOST is often written without a scheme
+    result = asyncio.run(probe(bare, "gemma3:270m", 5.0))
+    assert result.ok and result.host == server.url

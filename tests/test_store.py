@@ -1,0 +1,140 @@
+"""The store on a real SQLite file: claims, crash recovery, caches, ranking, migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from store import SCHEMA_VERSION, Store
+
+
+def add(store: Store, brief_id: str, name: str | None = None) -> int:
+    name = name or f"{brief_id}.json"
+    return store.add_brief(brief_id=brief_id, question="q?", source_file=name, received=b"{}",
+                           brief_json="{}", inbox_path=f"/inbox/{name}")
+
+
+def test_pragmas_and_schema_version(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    conn = store.db.conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store.integrity_check() == "ok"
+    store.close()
+    Store(tmp_path / "b.db").close()  # reopening migrates nothing and keeps data
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(RuntimeError, match="newer briefd"):
+        Store(path)
+
+
+def test_claim_takes_oldest_and_never_two_runs_of_one_id(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    a1 = add(store, "a")
+    a2 = add(store, "a", "a-again.json")
+    b = add(store, "b")
+    first = store.claim_next()
+    assert first.run_id == a1 and first.attempts == 1 and first.state == "running"
+    second = store.claim_next()
+    assert second.run_id == b, "a second run of id 'a' waits while the first runs"
+    assert store.claim_next() is None
+    store.finish(a1, state="done", stop_reason="max_rounds")
+    assert store.claim_next().run_id == a2
+
+
+def test_requeue_running_after_a_crash(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    run = add(store, "a")
+    store.claim_next()
+    store.close()
+    again = Store(tmp_path / "b.db")
+    assert again.requeue_running() == 1
+    claimed = again.claim_next()
+    assert claimed.run_id == run and claimed.attempts == 2
+
+
+def test_claims_from_many_processes_never_collide(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    store = Store(path)
+    for i in range(60):
+        add(store, f"brief-{i}")
+    store.close()
+    script = (
+        "import sys; from store import Store\n"
+        "s = Store(sys.argv[1]); got = []\n"
+        "while (r := s.claim_next()) is not None: got.append(r.run_id)\n"
+        "print(' '.join(map(str, got)))\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    claimed = [int(x) for p in procs for x in p.communicate(timeout=60)[0].split()]
+    assert all(p.returncode == 0 for p in procs)
+    assert sorted(claimed) == list(range(1, 61)), "every brief claimed exactly once"
+
+
+def test_events_are_numbered_per_run(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    a, b = add(store, "a"), add(store, "b")
+    assert store.add_event(a, "accepted", {})[0] == 1
+    assert store.add_event(b, "accepted", {})[0] == 1
+    assert store.add_event(a, "round_started", {"round": 1})[0] == 2
+    assert [e["type"] for e in store.events(a)] == ["accepted", "round_started"]
+    assert store.events(a)[1]["round"] == 1
+
+
+def test_reset_round_clears_only_that_round_and_later(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    run = add(store, "a")
+    for round_ in (1, 2):
+        store.record_query(run, round_, f"q{round_}", [{"url": "http://x"}], from_cache=False, error=None)
+        store.add_evidence(run, [{"round": round_, "url": "http://x", "quote": f"q{round_}"}])
+    store.reset_round(run, 2)
+    assert [q["round"] for q in store.queries(run)] == [1]
+    assert [e["round"] for e in store.evidence(run)] == [1]
+
+
+def test_rank_passages_by_bm25_with_hostile_query_text(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    text = "The bridge opened in 1990. Corrosion was found in the cable anchors. Lunch was served."
+    store.save_page(url="http://x", final_url="http://x", status=200, content_type="text/html",
+                    title="t", text=text, size=len(text), extraction="trafilatura", error=None,
+                    passages=[(0, 0, 26, text[0:26]), (1, 27, 68, text[27:68]), (2, 69, 87, text[69:87])])
+    ids = store.passage_ids("http://x", "page")
+    ranked = store.rank_passages(ids, 'Why "corrosion" AND anchors? NEAR( -- cable*', limit=5)
+    assert ranked[0] == ids[1]
+    assert store.rank_passages(ids, "lunch", limit=5, matching_only=True) == [ids[2]]
+    assert store.rank_passages(ids, "zebra", limit=5, matching_only=True) == []
+
+
+def test_model_usage_comes_from_recorded_calls(tmp_path: Path) -> None:
+    from daemon.llm import CallRecord
+
+    store = Store(tmp_path / "b.db")
+    run = add(store, "a")
+    for outcome, pt, ct in (("ok", 100, 20), ("retried", 50, 5), ("cached", None, None)):
+        store.record_model_call(run, CallRecord(
+            purpose="plan", model="m", prompt_hash="h", started_at="2026-11-22T00:00:00Z", seconds=1.5,
+            prompt_tokens=pt, completion_tokens=ct, outcome=outcome, answer="{}", error=None,
+            truncated_prompt=False, truncated_answer=False, attempt=1))
+    usage = store.model_usage(run)
+    assert usage == {"llm_calls": 2, "prompt_tokens": 150, "completion_tokens": 25,
+                     "llm_cache_hits": 1, "llm_seconds": 3.0}
+
+
+def test_page_cache_respects_age(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    store.save_page(url="http://x", final_url="http://x/", status=200, content_type="text/html", title="t",
+                    text="hello", size=5, extraction="plain", error=None, passages=[(0, 0, 5, "hello")])
+    assert store.get_page("http://x", 3600).final_url == "http://x/"
+    assert store.get_page("http://x", -1) is None
