@@ -216,7 +216,7 @@ class BriefError(ValueError):
     """
 
     def __init__(self, field: str, message: str, details: dict[str, Any] | None = None) -> None:
-        self.field = _clean(field)
+        self.field = _clean(_truncate(field, 300))  # a path 900 levels deep is no help past this
         self.message = _clean(message)
         self.details: dict[str, Any] = _clean_json(details or {})
         super().__init__(self.message)
@@ -303,7 +303,7 @@ def decode_json(data: bytes) -> Any:
         raise BriefError("", f"the brief could not be read as JSON ({type(exc).__name__}); "
                              f"check that it is plain JSON text", {"reason": type(exc).__name__}) from None
     # Only a \u escape can put a lone surrogate into valid UTF-8 text: skip the walk when there is none.
-    if duplicates or _SURROGATE_ESCAPE.search(text):
+    if isinstance(value, dict) and (duplicates or _SURROGATE_ESCAPE.search(text)):
         problem = _first_structural_problem(value)
         if problem is not None:
             raise BriefError(problem.field, problem.message, problem.details)
@@ -331,15 +331,15 @@ def _decode_utf8(data: bytes) -> str:
 
 def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
-    dups: list[str] = []
+    dups: dict[str, None] = {}  # ordered set: an object of 100,000 repeated keys stays linear
     for key, value in pairs:
-        if key in obj and key not in dups:
-            dups.append(key)
+        if key in obj:
+            dups[key] = None
         obj[key] = value
     if not dups:
         return obj
     marked = _DupDict(obj)
-    marked.dups = dups
+    marked.dups = list(dups)[:MAX_LISTED_PROBLEMS]
     return marked
 
 
@@ -365,33 +365,50 @@ def _parse_int(text: str) -> int:
 
 
 def _first_structural_problem(value: Any) -> _Problem | None:
-    """A duplicate key or a lone-surrogate escape anywhere, in document order (iterative: depth can't hurt)."""
-    stack: list[tuple[str, Any]] = [("", value)]
+    """A duplicate key or a lone-surrogate escape anywhere, in document order.
+
+    Iterative, so depth can't hurt; paths are linked (parent, key) pairs turned
+    into text only for the one problem reported, so width × depth can't either.
+    """
+    stack: list[tuple[Any, Any]] = [(None, value)]  # (link to the parent's path, node)
     while stack:
-        path, node = stack.pop()
+        link, node = stack.pop()
         if isinstance(node, str):
             if _LONE_SURROGATE.search(node):
-                where = path or "the brief"
+                path = _path_text(link)
+                where = _truncate(path, 100) or "the brief"
                 return _Problem(path, f"{where} contains a \\u escape of half a character (a lone surrogate), "
                                       f"which is not valid Unicode; remove it or escape the whole character",
                                 {"reason": "lone surrogate"})
         elif isinstance(node, dict):
             if isinstance(node, _DupDict):
                 key = node.dups[0]
-                return _Problem(_join(path, key), f"the key '{_show(key)}' appears more than once in "
-                                                  f"{path or 'the brief'}; keep one of them",
-                                {"duplicate_keys": [_truncate(k, 100) for k in node.dups[:MAX_LISTED_PROBLEMS]]})
-            children: list[tuple[str, Any]] = []
-            for key, child in node.items():
+                where = _truncate(_path_text(link), 100) or "the brief"
+                return _Problem(_path_text((link, key)), f"the key '{_show(key)}' appears more than once in "
+                                                         f"{where}; keep one of them",
+                                {"duplicate_keys": [_truncate(k, 100) for k in node.dups]})
+            for key in node:
                 if _LONE_SURROGATE.search(key):
-                    return _Problem(_join(path, key), f"a field name in {path or 'the brief'} contains a \\u "
-                                                      f"escape of half a character (a lone surrogate); rename it",
+                    where = _truncate(_path_text(link), 100) or "the brief"
+                    return _Problem(_path_text((link, key)), f"a field name in {where} contains a \\u escape of "
+                                                             f"half a character (a lone surrogate); rename it",
                                     {"reason": "lone surrogate"})
-                children.append((_join(path, key), child))
-            stack.extend(reversed(children))
+            stack.extend(((link, key), child) for key, child in reversed(node.items()))
         elif isinstance(node, list):
-            stack.extend(reversed([(f"{path}[{i}]", child) for i, child in enumerate(node)]))
+            stack.extend(((link, i), node[i]) for i in range(len(node) - 1, -1, -1))
     return None
+
+
+def _path_text(link: Any) -> str:
+    """(((None, "search"), "engines"), 0) → "search.engines[0]"."""
+    parts: list[str | int] = []
+    while link is not None:
+        link, key = link
+        parts.append(key)
+    text = ""
+    for part in reversed(parts):
+        text = f"{text}[{part}]" if isinstance(part, int) else _join(text, part)
+    return text
 
 
 # --------------------------------------------------------------------------- validating the value
@@ -695,11 +712,10 @@ class _Checker:
             self.add(path, f"{path} must be an array of names like [{example}], got {_describe(value)}{hint}",
                      expected="array of strings", got=_preview(value))
             return ()
-        out: list[str] = []
+        out: dict[str, None] = {}  # ordered set: dedupe in linear time
         for i, item in enumerate(value):
             if isinstance(item, str) and SEARCH_TERM_RE.fullmatch(item):
-                if item.strip() not in out:
-                    out.append(item.strip())
+                out[item.strip()] = None
             elif self.full:
                 self.uncounted += 1
             else:
@@ -717,12 +733,10 @@ class _Checker:
             self.add(path, f'{path} must be an array of hostnames like ["example.org"], got {_describe(value)}{hint}',
                      expected="array of hostnames", got=_preview(value))
             return ()
-        out: list[str] = []
+        out: dict[str, None] = {}  # ordered set: dedupe in linear time
         for i, item in enumerate(value):
             if isinstance(item, str) and DOMAIN_RE.fullmatch(item):
-                host = item.lower().rstrip(".")
-                if host not in out:
-                    out.append(host)
+                out[item.lower().rstrip(".")] = None
                 continue
             if self.full:
                 self.uncounted += 1

@@ -41,6 +41,9 @@ log = logging.getLogger("briefd")
 T = TypeVar("T")
 
 SEARCH_CACHE_S = 24 * 3600
+PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
+SNIPPETS_PER_BATCH = 8
+PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
 DISCLAIMER_MODEL_ONLY = (
     "No usable sources were found for this brief: this answer rests on the model alone, "
     "without evidence. Treat it as unverified."
@@ -178,9 +181,7 @@ class Research:
                                       self.pages_allowed())
             await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         else:
-            ids = [self.store.save_snippet(h.url, h.content) for h in hits if h.content]
-            titles = {h.url: h.title for h in hits}
-            await self.read_passages(round_no, ids, titles)
+            await self.read_snippets(round_no, hits)
         new = self.store.evidence_count(self.run_id) - evidence_before
         self.state.round = round_no
         self.state.new_evidence_per_round.append(new)
@@ -256,24 +257,34 @@ class Research:
         return self.state.pages_fetched + self.state.page_cache_hits
 
     async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
-        """Fetch concurrently; the model reads batches of whatever pages are ready meanwhile."""
-        ready: asyncio.Queue[tuple[str, str, list[int]] | None] = asyncio.Queue()
+        """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched.
 
-        async def fetch_all() -> None:
-            try:
-                await asyncio.gather(*(self.fetch_one(round_no, u, hits.get(u), ready) for u in urls))
-            finally:
-                await ready.put(None)
-
-        fetcher = asyncio.create_task(fetch_all())
+        Batches are fixed by search rank (pages 1-3, 4-6, ...) and read with the gaps as they
+        stood when the round began, so a batch's prompt depends only on what its pages say,
+        never on which fetch happened to finish first. That keeps the model busy while slower
+        pages are still downloading, and makes a resumed round send the very same prompts,
+        which the answer cache then replays instead of paying for them again.
+        """
+        fetches = {url: asyncio.create_task(self.fetch_one(round_no, url, hits.get(url))) for url in urls}
+        batches = [urls[i:i + PAGES_PER_BATCH] for i in range(0, len(urls), PAGES_PER_BATCH)]
+        waiting = {asyncio.create_task(_all_done([fetches[u] for u in batch])): n
+                   for n, batch in enumerate(batches)}
+        gaps = self.state.open_gaps()
         try:
-            await self.reader(round_no, ready)
+            while waiting:
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=lambda t: waiting[t]):
+                    batch = batches[waiting.pop(task)]
+                    pages = [fetches[u].result() for u in batch]
+                    ids = [i for page in pages if page for i in page[1]]
+                    titles = {u: page[0] for u, page in zip(batch, pages) if page}
+                    await self.read_batch(round_no, ids, titles, gaps)
         finally:
-            if not fetcher.done():
-                await fetcher
+            for task in [*fetches.values(), *waiting]:
+                task.cancel()
 
-    async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None,
-                        ready: asyncio.Queue[tuple[str, str, list[int]] | None]) -> None:
+    async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> tuple[str, list[int]] | None:
+        """Fetch (or take from the cache), extract, store; returns (title, passage ids) or None."""
         settings = self.svc.settings
         cached = self.store.get_page(url, settings.page_ttl_hours * 3600)
         if url not in self.state.visited:
@@ -283,8 +294,7 @@ class Research:
             self.events.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
                              status=cached.status, title=cached.title, chars=len(cached.text),
                              from_cache=True)
-            await ready.put((url, cached.title, self.store.passage_ids(url, "page")))
-            return
+            return cached.title, self.store.passage_ids(url, "page")
         async with self.svc.fetch_slots:
             result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
         self.state.pages_fetched += 1
@@ -293,14 +303,14 @@ class Research:
             self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                              status=result.status, ok=False, error=result.error,
                              seconds=round(result.elapsed_s, 3))
-            return
+            return None
         extracted = await asyncio.to_thread(extract_page, result.body, result.final_url, result.content_type)
         if extracted is None or not extracted.text.strip():
             reason = f"no readable text ({result.content_type or 'unknown type'})"
             self.mark_bad(url, reason, transient=False)
             self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                              status=result.status, ok=False, error=reason)
-            return
+            return None
         title = extracted.title or (hit.title if hit else "") or result.final_url
         passages = split_passages(extracted.text)
         self.store.save_page(
@@ -313,76 +323,40 @@ class Research:
                          status=result.status, title=title, chars=len(extracted.text),
                          passages=len(passages), from_cache=False, truncated=result.truncated,
                          seconds=round(result.elapsed_s, 3))
-        await ready.put((url, title, self.store.passage_ids(url, "page")))
+        return title, self.store.passage_ids(url, "page")
 
     def mark_bad(self, url: str, reason: str, transient: bool) -> None:
         self.state.bad[url] = reason
         if not transient:
             self.store.mark_bad_url(url, reason)
 
-    async def reader(self, round_no: int,
-                     ready: asyncio.Queue[tuple[str, str, list[int]] | None]) -> None:
-        """Read batches as pages arrive: the model never waits for the slowest fetch."""
-        pool: list[int] = []
-        titles: dict[str, str] = {}
-        finished = False
-        batches = 0
-        while not finished or pool:
-            if not finished:
-                item = await ready.get()
-                await asyncio.sleep(0.05)  # let pages finishing together join one batch
-                while True:
-                    if item is None:
-                        finished = True
-                    else:
-                        titles[item[0]] = item[1]
-                        pool.extend(i for i in item[2] if i not in pool)
-                    try:
-                        item = ready.get_nowait()
-                    except asyncio.QueueEmpty:
-                        break
-            if not pool:
-                continue
-            if batches >= self.max_batches():
-                if finished:
-                    break
-                continue  # keep draining fetches so their pages land in the cache
-            read = await self.read_batch(round_no, pool, titles)
-            batches += 1
-            pool = [i for i in pool if i not in read]
-            if not read:
-                pool = []
+    async def read_snippets(self, round_no: int, hits: list[SearchHit]) -> None:
+        """fetch_pages: false. The snippets SearXNG returned are the text; batches by rank."""
+        gaps = self.state.open_gaps()
+        usable = [h for h in hits if h.content][: self.limits.pages_per_round * 2]
+        for i in range(0, len(usable), SNIPPETS_PER_BATCH):
+            batch = usable[i:i + SNIPPETS_PER_BATCH]
+            ids = [self.store.save_snippet(h.url, h.content) for h in batch]
+            await self.read_batch(round_no, ids, {h.url: h.title for h in batch}, gaps)
 
-    def max_batches(self) -> int:
-        return {"quick": 2, "standard": 3, "deep": 4}.get(self.brief.depth, 3)
-
-    async def read_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> None:
-        pool = list(ids)
-        for _ in range(self.max_batches()):
-            if not pool:
-                break
-            read = await self.read_batch(round_no, pool, titles)
-            if not read:
-                break
-            pool = [i for i in pool if i not in read]
-
-    async def read_batch(self, round_no: int, pool: list[int], titles: dict[str, str]) -> list[int]:
-        """Rank the pool by BM25 against the question and open gaps; the model reads the top ones."""
-        focus = " ".join([self.question, *[g.text for g in self.state.open_gaps()]])
-        ranked = self.store.rank_passages(pool, focus, limit=16, matching_only=True)
+    async def read_batch(self, round_no: int, ids: list[int], titles: dict[str, str],
+                         gaps: list[decide.Gap]) -> None:
+        """Rank a batch's passages by BM25 against the question and gaps; the model reads the top ones."""
+        if not ids:
+            return
+        focus = " ".join([self.question, *[g.text for g in gaps]])
+        ranked = self.store.rank_passages(ids, focus, limit=PASSAGES_PER_BATCH, matching_only=True)
         if not ranked:
-            return []
+            return
         rows = self.store.passages(ranked)
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]
-        prompt = planner.evidence_prompt(self.question, today(), self.state.open_gaps(), passages,
-                                         self.fits)
+        prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits)
         if not prompt.used_passages:
-            return ranked
+            return
         answer = await self.ask("evidence", prompt.text, planner.EVIDENCE_SCHEMA, planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer)
-        return prompt.used_passages
 
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
@@ -558,6 +532,10 @@ class Research:
 
     def checkpoint(self) -> None:
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
+
+
+async def _all_done(tasks: list[asyncio.Task[Any]]) -> None:
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _AnswerCache:

@@ -410,9 +410,10 @@ class Store:
             if row and row[1] == text:
                 return int(row[0])
             self.db.execute("DELETE FROM passages WHERE url = ? AND origin = 'snippet'", [url])
-            self.db["passages"].insert(
-                {"url": url, "origin": "snippet", "seq": 0, "start": 0, "end": len(text), "text": text})
-            return int(self.db["passages"].last_pk)
+            row = self.db.execute(
+                "INSERT INTO passages (url, origin, seq, start, \"end\", text) VALUES (?, 'snippet', 0, 0, ?, ?) "
+                "RETURNING id", [url, len(text), text]).fetchone()
+            return int(row[0])
 
     def passage_ids(self, url: str, origin: str) -> list[int]:
         return [r[0] for r in self.db.execute(

@@ -608,6 +608,61 @@ def test_many_numbers_and_digits_never_escape(count: int) -> None:
     only_brief_errors(b'{"question": "q", "max_rounds": ' + b"7" * min(count, MAX_BRIEF_BYTES - 40) + b"}")
 
 
+def _fill(prefix: str, item: str, suffix: str) -> bytes:
+    """As many `item`s as fit in a 1 MiB brief, comma-separated, between prefix and suffix."""
+    count = (MAX_BRIEF_BYTES - len(prefix) - len(suffix)) // (len(item) + 1)
+    return (prefix + ",".join([item] * count) + suffix).encode()
+
+
+def _fill_numbered(prefix: str, template: str, suffix: str) -> bytes:
+    parts: list[str] = []
+    size = len(prefix) + len(suffix)
+    i = 0
+    while True:
+        part = template.format(i=i)
+        if size + len(part) + 1 > MAX_BRIEF_BYTES:
+            break
+        parts.append(part)
+        size += len(part) + 1
+        i += 1
+    return (prefix + ",".join(parts) + suffix).encode()
+
+
+# Inputs that once took seconds to minutes (quadratic dedupe, a fuzzy match per
+# junk key, a path string per node): each 1 MiB brief must be judged quickly.
+ADVERSARIAL = {
+    "80k unknown keys": lambda: _fill_numbered("{", '"k{i}": 1', "}"),
+    "distinct domains": lambda: _fill_numbered('{"question": "q", "search": {"include_domains": [', '"a{i}.org"',
+                                               "]}}"),
+    "distinct engines": lambda: _fill_numbered('{"question": "q", "search": {"engines": [', '"e{i}"', "]}}"),
+    "bad engines": lambda: _fill('{"question": "q", "search": {"engines": [', "1", "]}}"),
+    "repeated formats": lambda: _fill('{"question": "q", "formats": [', '"md"', "]}"),
+    "distinct duplicate keys": lambda: _fill_numbered('{"question": "q", "search": {', '"k{i}": 1, "k{i}": 2',
+                                                      "}}"),
+    "top-level array": lambda: _fill("[", "[]", "]"),
+    "wide and deep with a surrogate at the end": lambda: _fill('{"question": "q", "search": ' + "[" * 300, '"a"',
+                                                               ',"\\ud800"' + "]" * 300 + "}"),
+}
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_adversarial_one_mib_briefs_are_judged_quickly(name: str) -> None:
+    import time
+
+    data = ADVERSARIAL[name]()
+    assert MAX_BRIEF_BYTES - 100 < len(data) <= MAX_BRIEF_BYTES
+    started = time.perf_counter()
+    brief = only_brief_errors(data)
+    assert time.perf_counter() - started < 3.0
+    if name.startswith("distinct domains") or name.startswith("distinct engines"):
+        assert brief is not None and len(brief.search.include_domains or brief.search.engines) > 50_000
+    else:
+        assert brief is None
+    if "surrogate" in name:
+        err = reject(data)
+        assert "lone surrogate" in err.message and len(err.field) <= 303
+
+
 # Generated briefs built from good and bad values per field: the schema and the
 # validator must agree on every one (minus the validator-only rules, excluded).
 GOOD_BAD: dict[str, tuple[list[Any], list[Any]]] = {

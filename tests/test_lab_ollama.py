@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -185,27 +187,28 @@ class LabServer:
 
 
 def start_server(tmp: Path, *args: str, ready_timeout: float = 30) -> LabServer:
+    """Run the server as a real subprocess on a free port; wait for its ready line."""
     log = tmp / "lab-ollama.ndjson"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1", "--port", "0", "--log", str(log), *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    stderr = tmp / "lab-ollama.stderr"
+    with stderr.open("w") as err:  # a file, not a pipe: a full pipe would block the server
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1", "--port", "0", "--log", str(log), *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    assert proc.stdout is not None
+    stdout = proc.stdout
     lines: list[str] = []
-
-    def read() -> None:
-        lines.append(proc.stdout.readline())
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    t.join(ready_timeout)
-    line = lines[0] if lines else ""
-    m = re.search(r"ready (http://127\.0\.0\.1:\d+)", line)
+    reader = threading.Thread(target=lambda: lines.append(stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(ready_timeout)
+    m = re.search(r"ready (http://127\.0\.0\.1:\d+)", lines[0] if lines else "")
     if not m:
         proc.kill()
-        raise AssertionError(f"lab server did not start: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}")
+        proc.wait(10)
+        raise AssertionError(f"lab server did not start: {lines!r}\n{stderr.read_text()}")
     return LabServer(proc, m.group(1), log)
 
 
@@ -224,9 +227,39 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     stop_server(server)
 
 
-def chat(lab: LabServer, model: str, user: str | list[dict[str, str]], fmt: Any, **kw: Any) -> ollama.ChatResponse:
+@dataclass(frozen=True)
+class Reply:
+    """A finished (non-streamed) Ollama answer whose envelope was checked."""
+
+    model: str
+    content: str
+    done_reason: str
+    prompt_eval_count: int
+    eval_count: int
+    total_duration: int
+    load_duration: int
+    prompt_eval_duration: int
+    eval_duration: int
+
+
+def reply(r: ollama.ChatResponse | ollama.GenerateResponse) -> Reply:
+    """Check what every final Ollama answer carries, as the official client parsed it."""
+    content = r.message.content if isinstance(r, ollama.ChatResponse) else r.response
+    if isinstance(r, ollama.ChatResponse):
+        assert r.message.role == "assistant"
+    assert r.done is True and r.done_reason in ("stop", "length")
+    assert isinstance(r.model, str) and isinstance(content, str)
+    assert r.created_at and datetime.fromisoformat(r.created_at).tzinfo
+    counts = (r.prompt_eval_count, r.eval_count, r.total_duration, r.load_duration, r.prompt_eval_duration, r.eval_duration)
+    ints = [c for c in counts if isinstance(c, int) and c >= 0]
+    assert len(ints) == 6, counts
+    return Reply(r.model, content, r.done_reason, *ints)
+
+
+def chat(lab: LabServer, model: str, user: str | list[dict[str, str]], fmt: Any, **kw: Any) -> Reply:
     msgs = messages(user) if isinstance(user, str) else user
-    return lab.client().chat(model=model, messages=msgs, format=fmt, think=False, options=kw.pop("options", OPTIONS), **kw)
+    options = kw.pop("options", OPTIONS)
+    return reply(lab.client().chat(model=model, messages=msgs, format=fmt, think=False, options=options, **kw))
 
 
 def cited(summary: str) -> set[int]:
@@ -245,7 +278,8 @@ def test_root_version_tags_show_and_ps_look_like_ollama(lab: LabServer) -> None:
     names = [m.model for m in client.list().models]
     assert names == ["lab-scripted:latest", "lab-messy:latest"]
     shown = client.show("lab-scripted")
-    assert shown.details.family and shown.capabilities == ["completion"]
+    assert shown.details is not None and shown.details.family == "lab"
+    assert shown.capabilities == ["completion"]
     with pytest.raises(ollama.ResponseError) as err:
         client.show("llama3.1:8b")
     assert err.value.status_code == 404
@@ -265,8 +299,7 @@ def test_unknown_model_is_a_404_response_error(lab: LabServer) -> None:
 def test_model_names_resolve_like_ollama(lab: LabServer) -> None:
     """"x", "x:latest" and "X" are one model; the reply echoes the name as sent."""
     for name in ("lab-scripted", "lab-scripted:latest", "LAB-Scripted"):
-        r = chat(lab, name, plan_prompt(QUESTION), PLAN_SCHEMA)
-        assert r.model == name and r.done
+        assert chat(lab, name, plan_prompt(QUESTION), PLAN_SCHEMA).model == name
 
 
 # ----------------------------------------------------------------------------- scripted answers follow the protocol
@@ -274,10 +307,9 @@ def test_model_names_resolve_like_ollama(lab: LabServer) -> None:
 
 def test_plan_answer_follows_the_protocol(lab: LabServer) -> None:
     r = chat(lab, "lab-scripted", plan_prompt(QUESTION, "For a city council briefing."), PLAN_SCHEMA)
-    assert r.done and r.done_reason == "stop"
+    assert r.done_reason == "stop"
     assert r.prompt_eval_count > 0 and r.eval_count > 0
-    assert all(isinstance(v, int) for v in (r.total_duration, r.load_duration, r.prompt_eval_duration, r.eval_duration))
-    plan = json.loads(r.message.content)
+    plan = json.loads(r.content)
     jsonschema.validate(plan, PLAN_SCHEMA)
     assert plan["research_question"] == QUESTION
     assert plan["queries"][0] == QUESTION and len(plan["queries"]) == 3
@@ -292,7 +324,7 @@ def test_plan_answer_follows_the_protocol(lab: LabServer) -> None:
 def test_evidence_answer_quotes_matching_sentences_and_ignores_injected_orders(lab: LabServer) -> None:
     prompt, ids = evidence_prompt()
     r = chat(lab, "lab-scripted", prompt, EVIDENCE_SCHEMA)
-    ev = json.loads(r.message.content)
+    ev = json.loads(r.content)
     jsonschema.validate(ev, EVIDENCE_SCHEMA)
     assert 1 <= len(ev["items"]) <= 4
     chosen = [sid for item in ev["items"] for sid in item["sentence_ids"]]
@@ -300,7 +332,7 @@ def test_evidence_answer_quotes_matching_sentences_and_ignores_injected_orders(l
     # the numeric, on-topic sentences are found; the injection and the lunch price are not
     assert {"S2", "S7"} <= set(chosen)
     assert "S5" not in chosen and "S6" not in chosen
-    assert "PWNED" not in r.message.content
+    assert "PWNED" not in r.content
     for item in ev["items"]:
         numbers = [int(s[1:]) for s in item["sentence_ids"]]
         assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # one id or consecutive ones
@@ -316,14 +348,14 @@ def test_evidence_answer_quotes_matching_sentences_and_ignores_injected_orders(l
 def test_evidence_answer_without_numbers_proposes_no_follow_up(lab: LabServer) -> None:
     passages = [("Notes", "https://example.org/notes", ["The airport cost overrun was large and embarrassing.", "Nothing else."])]
     prompt, _ = evidence_prompt(passages=passages)
-    ev = json.loads(chat(lab, "lab-scripted", prompt, EVIDENCE_SCHEMA).message.content)
+    ev = json.loads(chat(lab, "lab-scripted", prompt, EVIDENCE_SCHEMA).content)
     assert ev["new_queries"] == []
     assert [i["sentence_ids"] for i in ev["items"]] == [["S1"]]
 
 
 def test_synthesis_cites_only_the_evidence_numbers(lab: LabServer) -> None:
     r = chat(lab, "lab-scripted", synthesis_prompt(), SYNTHESIS_SCHEMA)
-    syn = json.loads(r.message.content)
+    syn = json.loads(r.content)
     jsonschema.validate(syn, SYNTHESIS_SCHEMA)
     summary = syn["summary"]
     paragraphs = [p for p in summary.split("\n\n") if p.strip()]
@@ -346,14 +378,15 @@ def test_unknown_task_gets_a_minimal_valid_object(lab: LabServer) -> None:
         },
         "required": ["value", "score", "count", "ok", "notes", "detail"],
     }
-    obj = json.loads(chat(lab, "lab-scripted", "CLAIM: the airport cost 7 billion euros", schema).message.content)
+    obj = json.loads(chat(lab, "lab-scripted", "CLAIM: the airport cost 7 billion euros", schema).content)
     jsonschema.validate(obj, schema)
 
 
 def test_generate_endpoint_answers_too(lab: LabServer) -> None:
-    r = lab.client().generate(model="lab-scripted", system=SYSTEM, prompt=plan_prompt(QUESTION), format=PLAN_SCHEMA, options=OPTIONS)
-    assert r.done and r.done_reason == "stop" and r.eval_count > 0
-    assert json.loads(r.response)["research_question"] == QUESTION
+    client = lab.client()
+    r = reply(client.generate(model="lab-scripted", system=SYSTEM, prompt=plan_prompt(QUESTION), format=PLAN_SCHEMA, options=OPTIONS))
+    assert r.done_reason == "stop" and r.eval_count > 0
+    assert json.loads(r.content)["research_question"] == QUESTION
 
 
 # ----------------------------------------------------------------------------- lab-messy
@@ -368,8 +401,8 @@ def _is_usable(content: str, schema: dict[str, Any]) -> bool:
     return not (schema["title"] == "synthesis" and 42 in cited(obj["summary"]))
 
 
-def _kind(r: ollama.ChatResponse) -> str:
-    c = r.message.content
+def _kind(r: Reply) -> str:
+    c = r.content
     if r.done_reason == "length":
         return "truncated"
     if c.startswith("```json"):
@@ -396,16 +429,16 @@ def test_messy_first_attempts_are_dirty_and_retries_are_clean(lab: LabServer, sc
     for i in range(30):
         prompt = make_prompt(f"How large was the cost overrun of the Berlin airport, variant {i}?")
         first = chat(lab, "lab-messy", prompt, schema)
-        assert not _is_usable(first.message.content, schema), first.message.content
+        assert not _is_usable(first.content, schema), first.content
         kinds.add(_kind(first))
         if schema["title"] == "synthesis" and _kind(first) != "truncated":
-            assert "[42]" in first.message.content
+            assert "[42]" in first.content
         again = chat(lab, "lab-messy", prompt, schema)
-        assert again.message.content == first.message.content  # deterministic, like seed + temperature 0
-        retry = chat(lab, "lab-messy", retry_messages(prompt, first.message.content), schema)
-        assert retry.done_reason == "stop" and _is_usable(retry.message.content, schema)
+        assert again.content == first.content  # deterministic, like seed + temperature 0
+        retry = chat(lab, "lab-messy", retry_messages(prompt, first.content), schema)
+        assert retry.done_reason == "stop" and _is_usable(retry.content, schema)
         clean = chat(lab, "lab-scripted", prompt, schema)
-        assert retry.message.content == clean.message.content
+        assert retry.content == clean.content
     assert kinds == {"fence", "prose", "think", "truncated", "shape"}
 
 
@@ -416,9 +449,9 @@ def test_num_predict_cuts_the_answer_with_done_reason_length(lab: LabServer) -> 
     prompt, _ = evidence_prompt()
     r = chat(lab, "lab-scripted", prompt, EVIDENCE_SCHEMA, options=dict(OPTIONS, num_predict=12))
     assert r.done_reason == "length" and r.eval_count == 12
-    assert len(r.message.content) == 48
+    assert len(r.content) == 48
     with pytest.raises(ValueError):
-        json.loads(r.message.content)
+        json.loads(r.content)
 
 
 def test_context_overflow_is_truncated_silently(lab: LabServer) -> None:
@@ -429,12 +462,12 @@ def test_context_overflow_is_truncated_silently(lab: LabServer) -> None:
     lab.reset()
     full = chat(lab, "lab-scripted", prompt, PLAN_SCHEMA, options=dict(OPTIONS, num_ctx=8192))
     small = chat(lab, "lab-scripted", prompt, PLAN_SCHEMA, options=dict(OPTIONS, num_ctx=1024))
-    default = lab.client().chat(model="lab-scripted", messages=messages(prompt), format=PLAN_SCHEMA, think=False)
+    default = reply(lab.client().chat(model="lab-scripted", messages=messages(prompt), format=PLAN_SCHEMA, think=False))
     assert full.prompt_eval_count > 3500
     assert small.prompt_eval_count == 1024 and default.prompt_eval_count == 2048
     assert small.done_reason == "stop"
-    assert json.loads(full.message.content)["research_question"] == QUESTION
-    assert json.loads(small.message.content)["research_question"] == ""
+    assert json.loads(full.content)["research_question"] == QUESTION
+    assert json.loads(small.content)["research_question"] == ""
     assert lab.stats()["truncated_prompts"] == 2
 
 
@@ -445,19 +478,20 @@ def test_truncation_drops_older_messages_first(lab: LabServer) -> None:
     msgs = retry_messages(plan_prompt(QUESTION), long_bad)
     r = chat(lab, "lab-scripted", msgs, PLAN_SCHEMA, options=dict(OPTIONS, num_ctx=1024))
     # the original question went with the dropped messages: the retry alone is answered
-    assert json.loads(r.message.content)["research_question"] == ""
+    assert json.loads(r.content)["research_question"] == ""
     assert r.prompt_eval_count < 200
 
 
 def test_streaming_sends_ndjson_chunks_then_a_done_chunk(lab: LabServer) -> None:
     prompt = synthesis_prompt()
-    parts = list(lab.client().chat(model="lab-scripted", messages=messages(prompt), format=SYNTHESIS_SCHEMA, think=False, options=OPTIONS, stream=True))
+    client = lab.client()
+    parts = list(client.chat(model="lab-scripted", messages=messages(prompt), format=SYNTHESIS_SCHEMA, think=False, options=OPTIONS, stream=True))
     assert len(parts) > 10
-    assert all(not p.done for p in parts[:-1]) and parts[-1].done
-    final = parts[-1]
+    assert all(not p.done for p in parts[:-1])
+    final = reply(parts[-1])
     assert final.done_reason == "stop" and final.eval_count > 0 and final.prompt_eval_count > 0
-    streamed = "".join(p.message.content for p in parts)
-    assert streamed == chat(lab, "lab-scripted", prompt, SYNTHESIS_SCHEMA).message.content
+    streamed = "".join(p.message.content or "" for p in parts)
+    assert streamed == chat(lab, "lab-scripted", prompt, SYNTHESIS_SCHEMA).content
     # a request without "stream" is streamed too, as Ollama does
     raw = httpx.post(lab.url + "/api/chat", json={"model": "lab-scripted", "messages": messages(prompt)}, timeout=10)
     assert raw.headers["content-type"] == "application/x-ndjson" and len(raw.text.splitlines()) > 10
@@ -480,7 +514,7 @@ def test_stats_and_log_count_calls_by_model_and_task(lab: LabServer) -> None:
     chat(lab, "lab-scripted", plan_prompt(QUESTION), PLAN_SCHEMA)  # paid twice
     chat(lab, "lab-scripted", evidence_prompt()[0], EVIDENCE_SCHEMA)
     first = chat(lab, "lab-messy", synthesis_prompt(), SYNTHESIS_SCHEMA)
-    chat(lab, "lab-messy", retry_messages(synthesis_prompt(), first.message.content), SYNTHESIS_SCHEMA)
+    chat(lab, "lab-messy", retry_messages(synthesis_prompt(), first.content), SYNTHESIS_SCHEMA)
     stats = lab.stats()
     assert stats["chat_calls"] == {"lab-scripted": {"plan": 2, "evidence": 1}, "lab-messy": {"synthesis": 2}}
     assert stats["total_chat_calls"] == 5
@@ -504,7 +538,7 @@ def test_faults_give_errors_drops_slowness_and_bad_answers(lab: LabServer) -> No
     with pytest.raises(ollama.ResponseError) as err:
         chat(lab, "lab-scripted", prompt, PLAN_SCHEMA)
     assert err.value.status_code == 500
-    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done  # the fault was used up
+    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done_reason == "stop"  # the fault was used up
 
     lab.fault(kind="drop")
     with pytest.raises(httpx.RemoteProtocolError):
@@ -512,17 +546,17 @@ def test_faults_give_errors_drops_slowness_and_bad_answers(lab: LabServer) -> No
 
     lab.fault(kind="delay", seconds=1.0)
     t0 = time.monotonic()
-    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done
+    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done_reason == "stop"
     assert time.monotonic() - t0 >= 1.0
 
     lab.fault(kind="empty")
-    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).message.content == ""
+    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).content == ""
 
     lab.fault(kind="endless", model="lab-messy")
     assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done_reason == "stop"  # other model unaffected
     r = chat(lab, "lab-messy", evidence_prompt()[0], EVIDENCE_SCHEMA, options=dict(OPTIONS, num_predict=200))
     assert r.done_reason == "length" and r.eval_count == 200
-    assert r.message.content.startswith('{"items": [{"sentence_ids"')
+    assert r.content.startswith('{"items": [{"sentence_ids"')
     assert lab.stats()["pending_faults"] == []
 
 
@@ -565,16 +599,17 @@ def test_llama_driver_answers_a_real_chat_in_ollama_shape(tmp_path: Path) -> Non
     try:
         client = server.client(timeout=300)
         assert [m.model for m in client.list().models] == ["gemma3:270m"]
-        r = client.chat(
-            model="gemma3:270m",
-            messages=messages(plan_prompt(QUESTION)),
-            format=PLAN_SCHEMA,
-            think=False,
-            options={"num_ctx": 2048, "num_predict": 64, "temperature": 0.2, "seed": 7},
+        r = reply(
+            client.chat(
+                model="gemma3:270m",
+                messages=messages(plan_prompt(QUESTION)),
+                format=PLAN_SCHEMA,
+                think=False,
+                options={"num_ctx": 2048, "num_predict": 64, "temperature": 0.2, "seed": 7},
+            )
         )
-        assert r.model == "gemma3:270m" and r.done
-        assert r.done_reason in ("stop", "length")
-        assert r.message.role == "assistant" and r.message.content.lstrip().startswith("{")
+        assert r.model == "gemma3:270m"
+        assert r.content.lstrip().startswith("{")  # the schema's grammar holds even when the JSON is poor
         assert 40 < r.prompt_eval_count < 2048
         assert 0 < r.eval_count <= 64
         assert r.load_duration > 0 and r.eval_duration > 0 and r.total_duration >= r.eval_duration

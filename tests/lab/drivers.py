@@ -368,7 +368,7 @@ def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
     by_index = {s.index: s for s in sentences}
     qualifying_ids = {s.index for s in qualifying}
     used: set[int] = set()
-    items = []
+    items: list[dict[str, Any]] = []
     for s in ranked:
         if len(items) >= 4:
             break
@@ -565,6 +565,7 @@ def make_dirty(kind: str, task: str, text: str, obj: Any) -> tuple[str, bool]:
     if kind == "truncated":
         return text[: max(1, len(text) // 2)], True
     # wrong shape
+    bad: Any
     if task == "plan" and isinstance(obj, dict):
         bad = dict(obj, queries=", ".join(obj.get("queries", [])), angles="; ".join(obj.get("angles", [])))
     elif task == "evidence" and isinstance(obj, dict):
@@ -650,6 +651,56 @@ class ScriptedDriver:
 
 
 # --------------------------------------------------------------------------- llama.cpp driver
+
+
+_TOP_N = 512  # candidates the grammar checks before it falls back to all 262k Gemma tokens
+
+
+class _TokenArray:
+    """A reusable llama_token_data_array over numpy memory, for the sampling loop."""
+
+    def __init__(self, capacity: int) -> None:
+        import llama_cpp
+        import numpy as np
+
+        self._llama_cpp = llama_cpp
+        self.data = np.recarray(
+            (capacity,), dtype=np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
+        )
+        self.array = llama_cpp.llama_token_data_array(
+            data=self.data.ctypes.data_as(llama_cpp.llama_token_data_p), size=capacity, selected=-1, sorted=False
+        )
+
+    def _load(self, ids: Any, logits: Any) -> None:
+        n = len(ids)
+        self.data.id[:n] = ids
+        self.data.logit[:n] = logits
+        self.data.p[:n] = 0.0
+        self.array.data = self.data.ctypes.data_as(self._llama_cpp.llama_token_data_p)
+        self.array.size, self.array.selected, self.array.sorted = n, -1, False
+
+    def allows(self, grammar: Any, token: int) -> bool:
+        """Does the grammar accept this one token next?"""
+        import ctypes
+
+        self._load([token], [1.0])
+        self._llama_cpp.llama_sampler_apply(grammar, ctypes.byref(self.array))
+        return math.isfinite(float(self.data.logit[0]))
+
+    def sample(self, chain: Any, ids: Any, logits: Any, grammar: Any = None) -> int:
+        """Run (grammar then) the sampler chain over these candidates; -1 when the
+        grammar rejects every one of them."""
+        import ctypes
+
+        import numpy as np
+
+        self._load(ids, logits)
+        if grammar is not None:
+            self._llama_cpp.llama_sampler_apply(grammar, ctypes.byref(self.array))
+            if not np.isfinite(self.data.logit[: len(ids)]).any():
+                return -1
+        self._llama_cpp.llama_sampler_apply(chain, ctypes.byref(self.array))
+        return int(self.array.data[self.array.selected].id)
 
 
 def render_gemma(messages: tuple[Message, ...] | list[Message]) -> list[tuple[str, bool]]:
@@ -837,11 +888,10 @@ class LlamaDriver:
         gsampler = (
             llama_cpp.llama_sampler_init_grammar(vocab, grammar_text.encode("utf-8"), b"root") if grammar_text else None
         )
-        candidates = _internals.LlamaTokenDataArray(n_vocab=n_vocab)
-        one = (llama_cpp.llama_token_data * 1)()
-        single = llama_cpp.llama_token_data_array(
-            data=ctypes.cast(one, llama_cpp.llama_token_data_p), size=1, selected=-1, sorted=False
-        )
+        full = _TokenArray(n_vocab)
+        top = _TokenArray(_TOP_N)
+        one = _TokenArray(1)
+        all_ids = np.arange(n_vocab, dtype=np.intc)
         limit = request.num_predict if request.num_predict > 0 else self._n_ctx
         out: list[int] = []
         finish = "length"
@@ -850,18 +900,15 @@ class LlamaDriver:
                 if llm.n_tokens >= self._n_ctx:
                     break
                 logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
-                candidates.copy_logits(logits)
-                llama_cpp.llama_sampler_apply(chain.sampler, ctypes.byref(candidates.candidates))
-                token = candidates.candidates.data[candidates.candidates.selected].id
+                token = full.sample(chain.sampler, all_ids, logits)
                 if gsampler is not None:
-                    one[0].id, one[0].logit, one[0].p = token, 1.0, 0.0
-                    single.size, single.selected, single.sorted = 1, -1, False
-                    llama_cpp.llama_sampler_apply(gsampler, ctypes.byref(single))
-                    if not math.isfinite(one[0].logit):
-                        candidates.copy_logits(logits)
-                        llama_cpp.llama_sampler_apply(gsampler, ctypes.byref(candidates.candidates))
-                        llama_cpp.llama_sampler_apply(chain.sampler, ctypes.byref(candidates.candidates))
-                        token = candidates.candidates.data[candidates.candidates.selected].id
+                    if not one.allows(gsampler, token):
+                        # the grammar said no: choose among the likeliest tokens it allows,
+                        # and only if none of those, among the whole vocabulary
+                        ids = np.argpartition(logits, -_TOP_N)[-_TOP_N:].astype(np.intc)
+                        token = top.sample(chain.sampler, ids, logits[ids], gsampler)
+                        if token < 0:
+                            token = full.sample(chain.sampler, all_ids, logits, gsampler)
                     llama_cpp.llama_sampler_accept(gsampler, token)
                 chain.accept(token)
                 if llama_cpp.llama_vocab_is_eog(vocab, token):

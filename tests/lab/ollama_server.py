@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
@@ -69,9 +69,16 @@ DEFAULT_MAX_QUEUE = 512
 SERVER_BUSY = "server busy, please try again.  maximum pending requests exceeded"
 
 
+def go_time(ns_since_epoch: int) -> str:
+    """Go's time.Time JSON form (RFC 3339 with up to 9 fraction digits, trailing
+    zeros trimmed), as Ollama writes created_at: a strptime("%f") parser breaks on it."""
+    secs, nanos = divmod(ns_since_epoch, 1_000_000_000)
+    frac = f"{nanos:09d}".rstrip("0")
+    return datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "") + "Z"
+
+
 def now_iso() -> str:
-    """Go's time.Time JSON form, UTC, as Ollama writes created_at."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return go_time(time.time_ns())
 
 
 def canonical_name(name: str) -> str:
@@ -410,10 +417,8 @@ class Handler(BaseHTTPRequestHandler):
             c = cards[name]
             card = self._card_json(c)
             del card["modified_at"]
-            expires = datetime.fromtimestamp(at, UTC) + timedelta(minutes=5)
-            card.update(
-                expires_at=expires.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), size_vram=0, context_length=num_ctx
-            )
+            expires = go_time(int((at + 300) * 1e9))  # keep_alive 5m
+            card.update(expires_at=expires, size_vram=0, context_length=num_ctx)
             out.append(card)
         return out
 
@@ -679,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:
             print(f"lab-ollama: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
             return 3
-        host, port = server.server_address[:2]
+        host, port = str(server.server_address[0]), int(server.server_address[1])
         models = ",".join(c.name for c in driver.models())
         print(f"lab-ollama ready http://{host}:{port} driver={args.driver} models={models}", flush=True)
         try:
