@@ -36,11 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("settings (flag > environment > briefd.toml > default)")
     for flag, dest, help_ in SETTING_FLAGS:
-        group.add_argument(flag, dest=dest, default=None, help=help_,
+        # SUPPRESS: a flag given before the subcommand must not be reset by the subcommand's default
+        group.add_argument(flag, dest=dest, default=argparse.SUPPRESS, help=help_,
                            type=int if dest == "workers" else str)
-    group.add_argument("--config", dest="config", default=None,
+    group.add_argument("--config", dest="config", default=argparse.SUPPRESS,
                        help="briefd.toml to read (env BRIEFD_CONFIG, default ./briefd.toml if present)")
-    group.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
 
     parser = argparse.ArgumentParser(
         prog="briefd", parents=[common],

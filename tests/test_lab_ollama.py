@@ -590,6 +590,24 @@ def test_inference_is_serialised_and_the_queue_overflows_with_503(tmp_path: Path
         stop_server(server)
 
 
+def test_a_client_that_times_out_stops_its_generation(tmp_path: Path) -> None:
+    """Ollama stops generating when the client hangs up; a retry must not queue
+    behind an answer nobody will read. The model here answers at 40 tokens/s."""
+    server = start_server(tmp_path, "--tokens-per-s", "40")
+    try:
+        prompt = evidence_prompt()[0]  # a 145-token answer: 3.6 s
+        with pytest.raises(httpx.ReadTimeout):
+            server.client(timeout=0.5).chat(model="lab-scripted", messages=messages(prompt), format=EVIDENCE_SCHEMA, options=OPTIONS)
+        t0 = time.monotonic()
+        r = chat(server, "lab-scripted", "QUESTION: airport cost?", PLAN_SCHEMA)  # 81 tokens: 2 s
+        assert r.eval_duration > 1.5e9
+        assert time.monotonic() - t0 < 3.5  # not behind the 3 s left of the abandoned answer
+        outcomes = [c["outcome"] for c in server.stats()["calls"]]
+        assert outcomes == ["client-gone", "stop"]
+    finally:
+        stop_server(server)
+
+
 # ----------------------------------------------------------------------------- real inference
 
 

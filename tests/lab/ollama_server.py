@@ -19,17 +19,26 @@ What it copies from Ollama (checked against ollama/server/routes.go, prompt.go):
 - one inference at a time (one loaded model, ``OLLAMA_NUM_PARALLEL=1``), more
   than ``--max-queue`` waiting requests get 503 like Ollama's queue;
 - a changed ``num_ctx`` reloads the model (visible as ``load_duration`` and in
-  ``/lab/stats`` ``loads``).
+  ``/lab/stats`` ``loads``);
+- a client that hangs up (a timeout) stops its generation and leaves the queue,
+  as in Ollama (logged as outcome ``client-gone``).
 
 What it adds, for tests (under ``/lab/``, never used by briefd itself):
-- ``GET /lab/stats``: calls by endpoint, model and task, retries, duplicate
-  prompts (the same model+messages+format+options sent again: "never pay
-  twice"), loads, outcomes, pending faults, and a list of every call;
+- ``GET /lab/stats``: calls that reached a model, by endpoint, model name as
+  sent and task title (``chat_calls``), retries, ``duplicate_prompts`` (an
+  answered request whose model+messages+format+options had been answered
+  before: "never pay twice"), ``truncated_prompts``, ``loads`` per model (by
+  canonical name), outcomes, pending faults, and ``calls``: every request;
 - ``POST /lab/fault`` ``{"kind": "status"|"delay"|"drop"|"empty"|"endless",
   "count": 1, "status": 500, "seconds": 2.0, "model": optional}``: the next
   ``count`` inference calls misbehave (HTTP error, slow answer, connection closed
   without a response, empty content, an array that never ends until num_predict);
 - ``POST /lab/reset``: clear stats and faults.
+
+Knobs: ``--default-num-ctx`` (2048, older Ollama's default; today's Ollama picks
+4096 on small machines), ``--max-queue`` (512), ``--tokens-per-s`` (scripted:
+answer as slowly as a real model), ``--load-delay-s`` (scripted: cost of a
+(re)load), ``--threads`` (llama).
 
 Run: ``python -m tests.lab.ollama_server --host 127.0.0.1 --port N --driver scripted|llama [--log FILE]``
 (``--port 0`` picks a free port). The first stdout line is
@@ -43,6 +52,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import select
 import socket
 import sys
 import threading
@@ -61,6 +71,7 @@ from tests.lab.drivers import (
     ModelCard,
     approx_tokens,
     make_driver,
+    sleep_unless,
 )
 
 OLLAMA_VERSION = "0.12.10"
@@ -510,14 +521,16 @@ class Handler(BaseHTTPRequestHandler):
             "reached_model": True,
         }
         if not request.messages:  # an empty request loads (or unloads) the model
-            load_s = self._load(request)
+            with st.inference_lock:
+                load_s = self._load(request)
             reason = "unload" if body.get("keep_alive") in (0, "0", "0s") else "load"
             final = self._final(endpoint, sent_model, "", reason, None, load_s, started)
             entry.update(outcome=reason, reached_model=False)
             st.record(entry)
             self._send_json(200, final)
             return
-        entry["duplicate"] = st.is_duplicate(prompt_key(body))
+        key = prompt_key(body)
+        entry["duplicate"] = False
         with st.state_lock:
             if st.waiting >= st.max_queue:
                 busy = True
@@ -533,26 +546,28 @@ class Handler(BaseHTTPRequestHandler):
             with st.inference_lock:
                 with st.state_lock:
                     st.waiting -= 1
+                if self._client_gone():  # gave up while queued: Ollama drops it too
+                    self._hang_up(entry, "client-gone")
+                    return
                 fault = st.take_fault(request.model)
                 if fault and fault.kind == "status":
                     entry.update(outcome=f"fault-{fault.status}")
                     st.record(entry)
                     raise BadRequest(fault.message or "llama runner process has terminated: exit status 2", fault.status)
                 if fault and fault.kind == "drop":
-                    entry.update(outcome="fault-drop")
-                    st.record(entry)
-                    self.close_connection = True
-                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self._hang_up(entry, "fault-drop")
                     return
-                if fault and fault.kind == "delay":
-                    time.sleep(fault.seconds)
+                if fault and fault.kind == "delay" and not sleep_unless(fault.seconds, self._client_gone):
+                    self._hang_up(entry, "client-gone")
+                    return
                 load_s = self._load(request)
                 if fault and fault.kind == "empty":
-                    completion = Completion("", approx_tokens(" ".join(m.content for m in request.messages)), 1, "stop", 0.0, 0.0)
+                    prompt_tokens = min(approx_tokens(" ".join(m.content for m in request.messages)), request.num_ctx)
+                    completion = Completion("", prompt_tokens, 1, "stop", 0.0, 0.0)
                 elif fault and fault.kind == "endless":
                     completion = endless_answer(request)
                 else:
-                    completion = st.driver.complete(request)
+                    completion = st.driver.complete(request, self._client_gone)
         except BadRequest:
             raise
         except Exception as e:  # noqa: BLE001 - the backend broke: Ollama answers 500 with the reason
@@ -560,7 +575,6 @@ class Handler(BaseHTTPRequestHandler):
             st.record(entry)
             raise BadRequest(f"llama runner error: {e}", 500) from None
         entry.update(
-            outcome=completion.done_reason + (f" dirty:{completion.dirty}" if completion.dirty else ""),
             done_reason=completion.done_reason,
             dirty=completion.dirty,
             fault=fault.kind if fault else "",
@@ -569,6 +583,13 @@ class Handler(BaseHTTPRequestHandler):
             eval_tokens=completion.completion_tokens,
             load_s=round(load_s, 4),
             seconds=round(time.monotonic() - started, 4),
+        )
+        if completion.done_reason == "cancelled":  # the client hung up mid-answer: nothing to send
+            self._hang_up(entry, "client-gone")
+            return
+        entry.update(
+            duplicate=st.is_duplicate(key),  # answered before: same model, messages, format, options
+            outcome=completion.done_reason + (f" dirty:{completion.dirty}" if completion.dirty else ""),
         )
         final = self._final(endpoint, sent_model, completion.text, completion.done_reason, completion, load_s, started)
         try:
@@ -582,6 +603,22 @@ class Handler(BaseHTTPRequestHandler):
                 self._end_stream()
         finally:
             st.record(entry)
+
+    def _client_gone(self) -> bool:
+        """Has the client closed its connection (timed out, cancelled)?"""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _hang_up(self, entry: dict[str, Any], outcome: str) -> None:
+        """Close the connection without an answer and log why."""
+        entry["outcome"] = outcome
+        self.state.record(entry)
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _load(self, request: InferenceRequest) -> float:
         st = self.state

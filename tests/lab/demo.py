@@ -1,0 +1,82 @@
+"""`make demo`: the lab on loopback with REAL inference, and briefd on the example brief.
+
+Starts the search lab (real SearXNG over the corpus, datasette, the local web) and the
+Ollama-compatible server with the llama driver (Gemma 3 270M via llama-cpp-python), copies
+inbox/example.json.sample into a fresh lab inbox, runs `briefd run --once` against them,
+and prints where the report is. Everything stays on 127.0.0.1; nothing needs the internet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.lab.servers import REPO_ROOT, free_port, start_proc, start_search_lab
+
+MODEL = "gemma3:270m"
+
+
+def main() -> int:
+    root = REPO_ROOT / "lab-run"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir()
+    started = time.monotonic()
+    print("briefd demo: starting the lab on loopback (SearXNG, datasette, local web, model server)...",
+          flush=True)
+    lab = start_search_lab(root / "search")
+    port = free_port()
+    ollama = start_proc("ollama-llama", [sys.executable, "-m", "tests.lab.ollama_server", "--host",
+                                         "127.0.0.1", "--port", str(port), "--driver", "llama",
+                                         "--log", str(root / "model-requests.ndjson")], root / "logs")
+    ollama_url = f"http://127.0.0.1:{port}"
+    try:
+        ollama.wait_ready(f"{ollama_url}/api/version", timeout=60)
+        print(f"  SearXNG     {lab.searxng_url}\n  local web   {lab.web_url}\n"
+              f"  model       {MODEL} (real inference, llama-cpp-python) at {ollama_url}", flush=True)
+        inbox = root / "inbox"
+        inbox.mkdir()
+        shutil.copyfile(REPO_ROOT / "inbox" / "example.json.sample", inbox / "example.json")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_")}
+        env.update({
+            "BRIEFD_INBOX": str(inbox), "BRIEFD_OUTBOX": str(root / "outbox"),
+            "BRIEFD_DB": str(root / "briefd.db"), "OLLAMA_HOST": ollama_url, "BRIEFD_MODEL": MODEL,
+            "BRIEFD_SEARXNG_URL": lab.searxng_url,
+            # a 270M model on 2 CPU cores: a small context and short answers keep each call near 30 s
+            "BRIEFD_NUM_CTX": "2048", "BRIEFD_NUM_PREDICT": "384", "BRIEFD_FETCH_TIMEOUT_S": "5",
+            "NO_PROXY": "127.0.0.1,localhost",
+        })
+        brief = json.loads((inbox / "example.json").read_text())
+        print(f"briefd demo: researching \u201c{brief['question']}\u201d (a few minutes on 2 cores; "
+              f"follow it with: tail -f {root / 'outbox' / 'example' / 'events.ndjson'})", flush=True)
+        briefd = str(Path(sys.executable).with_name("briefd"))
+        result = subprocess.run([briefd, "run", "--once"], env=env, cwd=root,
+                                stderr=open(root / "briefd.log", "w"))
+        report_path = root / "outbox" / "example" / "report.json"
+        if result.returncode != 0 or not report_path.exists():
+            print(f"briefd demo: briefd exited {result.returncode}; see {root / 'briefd.log'}", file=sys.stderr)
+            return 1
+        report = json.loads(report_path.read_text())
+        usage = report["usage"]
+        print(f"\nbriefd demo: done in {time.monotonic() - started:.0f} s, status {report['status']}, "
+              f"stopped by {report['stop_reason']}; {usage['llm_calls']} model calls, "
+              f"{usage['prompt_tokens'] + usage['completion_tokens']} tokens, {usage['searches']} searches, "
+              f"{usage['pages_fetched']} pages fetched, {len(report['evidence'])} evidence items, "
+              f"{len(report['sources'])} sources cited.")
+        print("\n" + report["summary"][:1200] + "\n")
+        for name in ("report.md", "report.html", "report.json", "events.ndjson"):
+            print(f"  {report_path.parent / name}")
+        print(f"\nThe report is in {report_path.parent}")
+        return 0
+    finally:
+        ollama.stop()
+        lab.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
