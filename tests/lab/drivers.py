@@ -446,10 +446,12 @@ def answer_synthesis(sections: dict[str, str]) -> dict[str, Any]:
         who = title or f"source {n}"
         statements.append(f"According to {who}, {_first_clause(quote)} [{n}].")
     statements = statements[:8]
-    paragraphs = [" ".join(statements[i : i + 2]) for i in range(0, len(statements), 2)][:4]
+    if len(statements) <= 3:
+        paragraphs = list(statements)
+    else:
+        paragraphs = [" ".join(statements[i : i + 2]) for i in range(0, len(statements), 2)][:4]
     if len(paragraphs) == 1:
-        n0 = lines[0][0]
-        paragraphs.append(f"The evidence so far rests on a single line of reporting [{n0}]; treat it with care.")
+        paragraphs.append(f"The evidence so far rests on a single statement [{lines[0][0]}]; treat it with care.")
     return {"summary": "\n\n".join(paragraphs)}
 
 

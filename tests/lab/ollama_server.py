@@ -547,6 +547,7 @@ class Handler(BaseHTTPRequestHandler):
                 with st.state_lock:
                     st.waiting -= 1
                 if self._client_gone():  # gave up while queued: Ollama drops it too
+                    entry["reached_model"] = False
                     self._hang_up(entry, "client-gone")
                     return
                 fault = st.take_fault(request.model)

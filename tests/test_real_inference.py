@@ -1,0 +1,51 @@
+"""One brief researched with REAL inference: Gemma 3 270M through llama-cpp-python, behind the
+lab's Ollama-compatible server, driven by the official ollama client.
+
+A 270M model writes poor JSON and poor prose; the point is that briefd survives whatever it
+says: the brief finishes with a well-formed report whose citations resolve and whose quotes
+are verbatim page text, and every model call is recorded with the server's real token counts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+from daemon.citations import cited_numbers
+from tests.conftest import OllamaLab, Workspace
+from tests.lab.corpus import TOPICS
+
+
+def test_a_brief_finishes_with_a_well_formed_report_whatever_the_tiny_model_says(
+        tmp_path, search_lab, llama_ollama: OllamaLab) -> None:
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=llama_ollama.url,
+                   model="gemma3:270m")
+    ws.drop("bridge.json", {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 1,
+                            "formats": ["md", "json", "html"]})
+    result = ws.briefd("run", "--once", timeout=900, BRIEFD_NUM_CTX="2048", BRIEFD_NUM_PREDICT="256",
+                       BRIEFD_LLM_TIMEOUT_S="240")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = ws.report("bridge")
+    assert report["status"] == "done", report.get("error")
+    assert report["stop_reason"] in {"max_rounds", "stalled", "gaps_closed", "exhausted", "budget"}
+    assert isinstance(report["summary"], str) and report["summary"].strip()
+    numbers = cited_numbers(report["summary"])
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert [s["n"] for s in report["sources"]] == numbers
+    assert {int(n) for n in re.findall(r"\[(\d+)\]", report["summary"])} <= set(numbers)
+    conn = sqlite3.connect(ws.db)
+    for item in report["evidence"]:
+        page = conn.execute("SELECT text FROM pages WHERE url = ?", [item["url"]]).fetchone()
+        assert page is not None and item["quote"] in page[0]
+    calls = conn.execute("SELECT outcome, prompt_tokens, completion_tokens, model FROM model_calls").fetchall()
+    assert calls and all(model == "gemma3:270m" for *_, model in calls)
+    real = [c for c in calls if c[0] != "cached"]
+    assert report["usage"]["llm_calls"] == len(real)
+    assert all(pt and pt > 0 for _, pt, _, _ in real), "token counts come from the server's answer"
+    assert report["usage"]["completion_tokens"] == sum(c[2] or 0 for c in real)
+    stats = llama_ollama.stats()
+    assert stats["duplicate_prompts"] == 0
+    events = [json.loads(line) for line in (ws.outbox / "bridge" / "events.ndjson").read_text().splitlines()]
+    assert events[-1]["type"] == "complete"
+    assert (ws.outbox / "bridge" / "report.html").exists()
