@@ -34,7 +34,7 @@ from .events import EventLog
 from .extract import extract_page, split_passages
 from .fetch import FetchLimits, fetch_page
 from .llm import CallRecord, ModelConfig, ServiceDown, call_json, estimate_tokens, prompt_budget
-from .search import SearchHit, SearchParams, SearchRefused, SearchUnavailable, cache_key, search
+from .search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from .settings import Settings
 
 log = logging.getLogger("briefd")
@@ -80,18 +80,6 @@ def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:
     )
 
 
-def search_params(brief: Brief) -> SearchParams:
-    opts = brief.search
-    if opts is None:
-        return SearchParams()
-    return SearchParams(
-        categories=tuple(opts.categories or ()), engines=tuple(opts.engines or ()),
-        language=opts.language, time_range=opts.time_range,
-        include_domains=tuple(opts.include_domains or ()),
-        exclude_domains=tuple(opts.exclude_domains or ()),
-    )
-
-
 def today() -> str:
     return datetime.now(timezone.utc).date().isoformat()
 
@@ -114,7 +102,7 @@ class Research:
         self.started_at = started_at
         self.events = events
         self.limits = limits_for(brief)
-        self.params = search_params(brief)
+        self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
         self.state = LoopState.from_dict(saved) if saved else LoopState()
         self.total_results = sum(self.state.results_per_round)
@@ -223,7 +211,7 @@ class Research:
                                               self.params, self.svc.settings.search_timeout_s),
                     (SearchUnavailable,))
                 hits = response.hits
-                self.store.cache_search(key, query, self.params.query_string(),
+                self.store.cache_search(key, query, query_params(self.params),
                                         {"hits": [h.as_dict() for h in hits],
                                          "unresponsive_engines": response.unresponsive_engines})
                 if response.unresponsive_engines:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from daemon import files
+from daemon.brief import id_from_filename
 from daemon.citations import CITATION_RE, find_citations
 
 # report.json keys: the contract's, then the ones briefd adds. `blank_report` fills them all.
@@ -791,14 +792,6 @@ def valid_id(brief_id: str) -> bool:
             and brief_id.strip(".") != "")
 
 
-def sanitize_id(name: str) -> str:
-    """A valid id made from any name (a file stem with spaces, say): other characters
-    become "_", leading dots go (a hidden folder is one the user would not see), capped at
-    100, "brief" when nothing usable is left. Valid ids not starting with a dot pass unchanged."""
-    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name or "").lstrip(".")[:100]
-    return cleaned if valid_id(cleaned) else "brief"
-
-
 def safe_outdir(outbox: Path, brief_id: str) -> Path:
     """outbox/<id>, after making sure it is exactly one folder directly inside the outbox.
 
@@ -838,7 +831,8 @@ def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
     the folder is returned via error.json's parent. error.json goes last, so when it
     exists the bytes are already kept.
     """
-    outdir = safe_outdir(outbox, sanitize_id(brief_id))
+    outdir = safe_outdir(outbox, brief_id if valid_id(brief_id) and not brief_id.startswith(".")
+                         else id_from_filename(brief_id))
     archive_previous(outdir)
     write_raw_brief(outdir, raw)
     path = outdir / "error.json"

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .brief import SearchOptions
+
 FIX_JSON_FORMAT = (
     "enable the JSON format in SearXNG's settings.yml: under `search:` set "
     "`formats: [html, json]`, then restart SearXNG"
@@ -29,28 +31,18 @@ FIX_LIMITER = (
 )
 
 
-@dataclass(frozen=True)
-class SearchParams:
-    """What a brief may say about searching (CONTRACT.md `search`)."""
-
-    categories: tuple[str, ...] = ()
-    engines: tuple[str, ...] = ()
-    language: str | None = None
-    time_range: str | None = None
-    include_domains: tuple[str, ...] = ()
-    exclude_domains: tuple[str, ...] = ()
-
-    def query_string(self) -> dict[str, str]:
-        params: dict[str, str] = {}
-        if self.categories:
-            params["categories"] = ",".join(self.categories)
-        if self.engines:
-            params["engines"] = ",".join(self.engines)
-        if self.language:
-            params["language"] = self.language
-        if self.time_range:
-            params["time_range"] = self.time_range
-        return params
+def query_params(opts: SearchOptions) -> dict[str, str]:
+    """The brief's search options as SearXNG query parameters (domains are filtered here, not there)."""
+    params: dict[str, str] = {}
+    if opts.categories:
+        params["categories"] = ",".join(opts.categories)
+    if opts.engines:
+        params["engines"] = ",".join(opts.engines)
+    if opts.language:
+        params["language"] = opts.language
+    if opts.time_range:
+        params["time_range"] = opts.time_range
+    return params
 
 
 @dataclass
@@ -87,10 +79,10 @@ class SearchRefused(Exception):
         self.fix = fix
 
 
-def cache_key(query: str, params: SearchParams) -> str:
+def cache_key(query: str, params: SearchOptions) -> str:
     """Results are cached per normalised query and parameters."""
     norm = " ".join(query.lower().split())
-    blob = json.dumps([norm, params.query_string()], sort_keys=True)
+    blob = json.dumps([norm, query_params(params)], sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -106,7 +98,7 @@ def domain_matches(host: str, domain: str) -> bool:
     return host == domain or host.endswith("." + domain)
 
 
-def filter_hits(hits: list[SearchHit], params: SearchParams) -> list[SearchHit]:
+def filter_hits(hits: list[SearchHit], params: SearchOptions) -> list[SearchHit]:
     """Apply the brief's include/exclude domains, drop non-http(s) and duplicate URLs."""
     out: list[SearchHit] = []
     seen: set[str] = set()
@@ -148,13 +140,13 @@ def parse_response(query: str, payload: Any) -> SearchResponse:
     return SearchResponse(query=query, hits=hits, unresponsive_engines=unresponsive)
 
 
-async def search(client: httpx.AsyncClient, base_url: str, query: str, params: SearchParams,
+async def search(client: httpx.AsyncClient, base_url: str, query: str, params: SearchOptions,
                  timeout_s: float) -> SearchResponse:
     """One SearXNG search. Raises SearchUnavailable (transient) or SearchRefused (fix it)."""
     url = base_url.rstrip("/") + "/search"
-    query_params = {"q": query, "format": "json", **params.query_string()}
+    wanted = {"q": query, "format": "json", **query_params(params)}
     try:
-        resp = await client.get(url, params=query_params, timeout=timeout_s,
+        resp = await client.get(url, params=wanted, timeout=timeout_s,
                                 headers={"Accept": "application/json"})
     except httpx.HTTPError as exc:
         raise SearchUnavailable(f"SearXNG at {base_url} unreachable: {type(exc).__name__}: {exc}") from exc
@@ -186,7 +178,7 @@ async def probe(base_url: str, timeout_s: float = 10.0) -> SearchProbe:
     """For `briefd check`: reachable? JSON format enabled? limiter in the way?"""
     async with httpx.AsyncClient() as client:
         try:
-            resp = await search(client, base_url, "briefd check", SearchParams(), timeout_s)
+            resp = await search(client, base_url, "briefd check", SearchOptions(), timeout_s)
         except SearchRefused as exc:
             return SearchProbe(False, f"SearXNG at {base_url} refuses JSON searches (HTTP {exc.status})", exc.fix)
         except SearchUnavailable as exc:

@@ -1,0 +1,79 @@
+"""daemon/search.py against the real SearXNG of the lab."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from daemon import search
+from daemon.brief import SearchOptions
+from tests.lab.corpus import TOPICS
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _search(url: str, query: str, opts: SearchOptions = SearchOptions()) -> search.SearchResponse:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        return await search.search(client, url, query, opts, 20.0)
+
+
+def test_a_question_finds_corpus_pages_with_titles_and_snippets(search_lab) -> None:
+    response = run(_search(search_lab.searxng_url, TOPICS["kestrel"].question))
+    assert len(response.hits) >= 5
+    assert all(h.url.startswith("http://") and h.title and h.engine == "localcorpus" for h in response.hits)
+    assert any("anchor" in h.content.lower() for h in response.hits)
+
+
+def test_domain_filters_and_options_are_applied(search_lab) -> None:
+    question = TOPICS["northgate"].question
+    only = run(_search(search_lab.searxng_url, question, SearchOptions(include_domains=("localhost",))))
+    assert only.hits and all(search.host_of(h.url) == "localhost" for h in only.hits)
+    without = run(_search(search_lab.searxng_url, question,
+                          SearchOptions(exclude_domains=("localhost",), categories=("general",),
+                                        language="en", time_range="year")))
+    assert without.hits and all(search.host_of(h.url) == "127.0.0.1" for h in without.hits)
+
+
+@pytest.mark.parametrize("host, domain, match", [
+    ("example.org", "example.org", True), ("news.example.org", "example.org", True),
+    ("badexample.org", "example.org", False), ("example.org", "EXAMPLE.ORG.", True),
+])
+def test_domain_matching_covers_subdomains_only(host: str, domain: str, match: bool) -> None:
+    assert search.domain_matches(host, domain) is match
+
+
+def test_json_format_off_is_a_refusal_with_the_fix(search_lab) -> None:
+    server = search_lab.start_searxng(json_format=False)
+    with pytest.raises(search.SearchRefused) as info:
+        run(_search(server.url, "anything"))
+    assert info.value.status == 403 and "formats: [html, json]" in info.value.fix
+    probe = run(search.probe(server.url))
+    assert not probe.ok and probe.fix == search.FIX_JSON_FORMAT
+
+
+def test_a_down_searxng_is_unavailable_not_refused() -> None:
+    with pytest.raises(search.SearchUnavailable):
+        run(_search("http://127.0.0.1:9", "anything"))
+
+
+@pytest.mark.parametrize("payload", [None, [], "x", {"results": "x"}, {"results": [1, {"url": 5}, {"title": "t"}]},
+                                     {"results": [{"url": "http://a/", "title": None, "content": 3}],
+                                      "unresponsive_engines": [["localcorpus", "timeout"], 7]}])
+def test_malformed_responses_are_no_results_never_a_crash(payload) -> None:
+    response = search.parse_response("q", payload)
+    assert all(h.url.startswith("http") for h in response.hits)
+
+
+def test_unresponsive_engines_are_reported() -> None:
+    response = search.parse_response("q", {"results": [], "unresponsive_engines": [["localcorpus", "timeout"]]})
+    assert response.unresponsive_engines == ["localcorpus: timeout"]
+
+
+def test_cache_key_normalises_the_query_but_not_the_options() -> None:
+    a = search.cache_key("Kestrel  Bridge", SearchOptions())
+    assert a == search.cache_key("kestrel bridge", SearchOptions())
+    assert a != search.cache_key("kestrel bridge", SearchOptions(language="de"))
