@@ -266,3 +266,35 @@ def test_a_second_run_keeps_the_first_and_pays_for_nothing_twice(
     assert usage["pages_fetched"] == 0 or usage["page_cache_hits"] > 0
     assert scripted_ollama.stats()["total_chat_calls"] == 0
     assert second["summary"] == first["summary"]
+
+
+def test_a_messy_model_is_repaired_or_retried_and_the_brief_still_finishes(workspace: Workspace) -> None:
+    """lab-messy dirties every first answer: fences, prose, <think>, cut-off JSON, wrong shapes,
+    an invented citation [42]."""
+    workspace.model = "lab-messy"
+    workspace.drop("messy.json", {"question": TOPICS["kestrel"].question, "depth": "quick"})
+    result = workspace.briefd("run", "--once", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = workspace.report("messy")
+    assert report["status"] == "done" and report["evidence"]
+    numbers = cited_numbers(report["summary"])
+    assert 42 not in numbers and [s["n"] for s in report["sources"]] == numbers
+    with store(workspace) as conn:
+        outcomes = {r[0] for r in conn.execute("SELECT outcome FROM model_calls")}
+    assert "repaired" in outcomes or "retried" in outcomes, outcomes
+    assert report["fallbacks"].get("repaired_answers", 0) + sum(
+        1 for o in outcomes if o == "retried") > 0
+
+
+def test_with_no_search_results_the_brief_rests_on_the_model_and_says_so(workspace: Workspace) -> None:
+    workspace.drop("nothing.json", {"question": "Zyxwvu qwplk flurbgast?", "depth": "quick"})
+    result = workspace.briefd("run", "--once", timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = workspace.report("nothing")
+    assert report["status"] == "done"
+    assert report["sources"] == [] and report["evidence"] == []
+    assert "rests on the model alone" in report["disclaimer"]
+    assert "rests on the model alone" in (workspace.outbox / "nothing" / "report.md").read_text()
+    assert report["summary"].strip() and not cited_numbers(report["summary"])
+    assert report["usage"]["searches"] >= 1, "it searched; nothing it found was usable evidence"
+    assert report["fallbacks"].get("model_only") == 1
