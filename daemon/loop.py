@@ -405,7 +405,8 @@ class Research:
         if not evidence:
             self.state.count_fallback("model_only")
         prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits)
-        summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA, planner.coerce_synthesis,
+        summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA,
+                                 planner.coerce_synthesis([s.n for s in sources]),
                                  lambda: planner.template_summary(self.question, lines))
         summary, cited = renumber(summary, sources)
         return summary, cited, disclaimer

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from .citations import cited_numbers
 from .decide import Gap, content_words
 from .extract import split_sentences
 
@@ -341,13 +342,25 @@ def synthesis_prompt(question: str, today: str, lines: Sequence[EvidenceLine],
     return "\n".join(body + [tail_with])
 
 
-def coerce_synthesis(data: Any) -> str:
-    if isinstance(data, dict):
+def coerce_synthesis(known: Sequence[int] = ()) -> Callable[[Any], str]:
+    """A summary must be non-empty Markdown, and cite the evidence when there is some.
+
+    A summary that cites none of the evidence it was given is a failed synthesis (the
+    citations are the point of the report), so it triggers the retry and then the
+    template summary, which cites the strongest quotes.
+    """
+    numbers = set(known)
+
+    def coerce(data: Any) -> str:
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object with 'summary', got {type(data).__name__}")
         summary = data.get("summary")
-        if isinstance(summary, str) and summary.strip():
-            return summary.strip()
-        raise ValueError("'summary' must be a non-empty string of Markdown")
-    raise ValueError(f"expected a JSON object with 'summary', got {type(data).__name__}")
+        if not isinstance(summary, str) or not summary.strip():
+            raise ValueError("'summary' must be a non-empty string of Markdown")
+        if numbers and not numbers & set(cited_numbers(summary)):
+            raise ValueError("the summary cites none of the EVIDENCE: cite it as [n] after each claim")
+        return summary.strip()
+    return coerce
 
 
 def template_summary(question: str, lines: Sequence[EvidenceLine], limit: int = 6) -> str:

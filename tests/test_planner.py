@@ -105,3 +105,15 @@ def test_template_plan_and_summary_need_no_model() -> None:
 def test_synthesis_prompt_without_evidence_asks_for_no_citations() -> None:
     text = planner.synthesis_prompt("q?", "2026-11-22", [], lambda _t: True)
     assert "EVIDENCE:\n(none)" in text and "without citations" in text
+
+
+def test_a_summary_that_cites_none_of_the_evidence_is_refused() -> None:
+    coerce = planner.coerce_synthesis([1, 2])
+    assert coerce({"summary": "The bridge closed [2]."}) == "The bridge closed [2]."
+    with pytest.raises(ValueError, match="cites none of the EVIDENCE"):
+        coerce({"summary": "The bridge closed."})
+    with pytest.raises(ValueError, match="cites none"):
+        coerce({"summary": "The bridge closed [7]."})
+    with pytest.raises(ValueError, match="non-empty"):
+        coerce({"summary": "  "})
+    assert planner.coerce_synthesis([])({"summary": "From the model alone."}) == "From the model alone."
