@@ -58,6 +58,20 @@ def is_duplicate_query(query: str, asked: Iterable[str], threshold: float = 0.8)
     return False
 
 
+def relevance(text: str, topics: Sequence[str]) -> float:
+    """Share of the topics' content words that `text` contains (0..1): a cheap, explainable
+    measure used to order evidence and to refuse quotes that are about something else."""
+    wanted = {w for topic in topics for w in content_words(topic)}
+    if not wanted:
+        return 0.0
+    return len(wanted & set(content_words(text))) / len(wanted)
+
+
+def is_related(text: str, topics: Sequence[str]) -> bool:
+    """A quote that shares no content word with the question or any open gap is not evidence for it."""
+    return relevance(text, topics) > 0.0
+
+
 def clean_query(query: str, max_chars: int = 200) -> str:
     return " ".join(query.split())[:max_chars].strip()
 

@@ -147,7 +147,8 @@ class Research:
         self.state.research_question = plan.research_question
         self.state.angles = plan.angles
         self.state.add_gaps(plan.gaps or [f"direct answer to: {self.brief.question}"])
-        self.state.add_queries(plan.queries)
+        # the question itself is always searched first: a weak model's plan can't steer round 1 off topic
+        self.state.add_queries([self.brief.question, *plan.queries])
         self.state.phase = "rounds"
         self.state.next_action, self.state.why = "search_more", "plan ready"
         self.events.emit("signal", message="plan ready", research_question=plan.research_question,
@@ -344,7 +345,7 @@ class Research:
             return
         answer = await self.ask("evidence", prompt.text, planner.EVIDENCE_SCHEMA, planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
-        self.integrate(round_no, prompt, answer)
+        self.integrate(round_no, prompt, answer, gaps)
 
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
@@ -352,7 +353,8 @@ class Research:
         page = self.store.get_page(url, float("inf"))
         return page.title if page and page.title else url
 
-    def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer) -> None:
+    def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,
+                  gaps: list[decide.Gap]) -> None:
         """Evidence rows from sentence ids (quotes verbatim by construction), gaps, new queries."""
         known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
         rows: list[dict[str, Any]] = []
@@ -366,6 +368,10 @@ class Research:
             ref, start, end = span
             passage = prompt.passages[ref.passage_id]
             quote = passage.text[start:end]
+            if not decide.is_related(quote, [self.question, self.brief.question, *[g.text for g in gaps]]):
+                self.events.emit("evidence_skipped", round=round_no, reason="unrelated to the question and gaps",
+                                 url=ref.url, quote=quote[:200])
+                continue
             if (ref.url, quote) in known:
                 self.events.emit("evidence_skipped", round=round_no, reason="duplicate quote", url=ref.url)
                 continue
@@ -393,7 +399,9 @@ class Research:
     # ---- synthesis ----------------------------------------------------------------------------------
 
     async def synthesize(self) -> tuple[str, list[Source], str | None]:
-        evidence = sorted(self.store.evidence(self.run_id), key=lambda e: (-(e["confidence"] or 0), e["id"]))
+        topic = [self.question, self.brief.question]
+        evidence = sorted(self.store.evidence(self.run_id),
+                          key=lambda e: (-decide.relevance(e["quote"], topic) - (e["confidence"] or 0), e["id"]))
         numbers: dict[str, int] = {}
         lines: list[planner.EvidenceLine] = []
         for e in evidence:

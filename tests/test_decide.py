@@ -105,3 +105,19 @@ def test_pending_queries_never_contain_duplicates(queries: list[str]) -> None:
     state.add_queries(queries)
     for i, q in enumerate(state.pending_queries):
         assert not decide.is_duplicate_query(q, state.pending_queries[:i])
+
+
+@pytest.mark.parametrize("quote, related", [
+    ("The closure was ordered after the inspection found corrosion in the anchorages.", True),
+    ("Wake up.", False),
+    ("Extend it with plugins written in Lua.", False),
+    ("Bridges: the Kestrel one reopened.", True),
+])
+def test_quotes_unrelated_to_the_question_and_gaps_are_not_evidence(quote: str, related: bool) -> None:
+    topics = ["Why was the Kestrel River bridge closed in 2025?", "what did the inspection find"]
+    assert decide.is_related(quote, topics) is related
+
+
+def test_relevance_is_the_share_of_topic_words_found() -> None:
+    assert decide.relevance("kestrel bridge", ["Kestrel River bridge"]) == pytest.approx(2 / 3)
+    assert decide.relevance("anything", []) == 0.0
