@@ -68,7 +68,12 @@ def main() -> int:
               f"{usage['prompt_tokens'] + usage['completion_tokens']} tokens, {usage['searches']} searches, "
               f"{usage['pages_fetched']} pages fetched, {len(report['evidence'])} evidence items, "
               f"{len(report['sources'])} sources cited.")
+        if report.get("disclaimer"):
+            print(f"\n> {report['disclaimer']}")
         print("\n" + report["summary"][:1200] + "\n")
+        print("(Gemma 3 270M is a tiny base model: briefd keeps only evidence whose sentences it can\n"
+              " quote verbatim and that bear on the question, so expect few items. Point briefd at a real\n"
+              " Ollama model for real answers: see README.md, 'Real use'.)\n")
         for name in ("report.md", "report.html", "report.json", "events.ndjson"):
             print(f"  {report_path.parent / name}")
         print(f"\nThe report is in {report_path.parent}")
