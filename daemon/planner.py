@@ -15,6 +15,7 @@ the model point at the wrong sentences.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -64,6 +65,36 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
     },
     "required": ["items", "new_gaps", "new_queries"],
 }
+
+TIER_VALUES = ["regulator", "peer_reviewed", "industry", "news", "social"]
+IMPACT_VALUES = ["narrows_low", "narrows_high", "narrows_both", "widens", "neutral"]
+STANCE_VALUES = ["supports", "contradicts", "neutral"]
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+
+
+def evidence_schema(kind: str) -> dict[str, Any]:
+    """The evidence schema for a brief's kind: plain, estimate (numbers + impact) or hypothesis (stance).
+
+    The model proposes the labels and numbers; code checks every number against its quote
+    and decides the range and the verdict (seeds 1 and 2).
+    """
+    schema = json.loads(json.dumps(EVIDENCE_SCHEMA))
+    item = schema["properties"]["items"]["items"]
+    if kind == "estimate":
+        item["properties"].update({
+            "value": _NUMBER_OR_NULL, "low": _NUMBER_OR_NULL, "high": _NUMBER_OR_NULL,
+            "impact": {"type": "string", "enum": IMPACT_VALUES},
+            "tier": {"type": "string", "enum": TIER_VALUES},
+        })
+        item["required"] += ["value", "low", "high", "impact", "tier"]
+    elif kind == "hypothesis":
+        item["properties"].update({
+            "stance": {"type": "string", "enum": STANCE_VALUES},
+            "tier": {"type": "string", "enum": TIER_VALUES},
+        })
+        item["required"] += ["stance", "tier"]
+    return schema
+
 
 SYNTHESIS_SCHEMA: dict[str, Any] = {
     "title": "synthesis",
@@ -231,6 +262,12 @@ class EvidenceItem:
     summary: str
     confidence: float
     gap: str
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+    impact: str | None = None
+    tier: str | None = None
+    stance: str | None = None
 
 
 @dataclass
@@ -270,6 +307,24 @@ def _confidence(value: Any) -> float:
     return min(1.0, max(0.0, number))
 
 
+def _number(value: Any) -> float | None:
+    """A finite number the model proposed, or None (strings like "410" are accepted)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(str(value).replace(",", "")) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def _choice(value: Any, allowed: Sequence[str]) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.strip().lower().replace("-", "_").replace(" ", "_")
+    return value if value in allowed else None
+
+
 def coerce_evidence(data: Any) -> EvidenceAnswer:
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
@@ -286,6 +341,9 @@ def coerce_evidence(data: Any) -> EvidenceAnswer:
             sentence_ids=ids, summary=one_line(raw.get("summary") or "", 500),
             confidence=_confidence(raw.get("confidence")),
             gap=one_line(gap, 10).upper() if isinstance(gap, str) else "",
+            value=_number(raw.get("value")), low=_number(raw.get("low")), high=_number(raw.get("high")),
+            impact=_choice(raw.get("impact"), IMPACT_VALUES), tier=_choice(raw.get("tier"), TIER_VALUES),
+            stance=_choice(raw.get("stance"), STANCE_VALUES),
         ))
     return EvidenceAnswer(items=items, new_gaps=_strings(data.get("new_gaps"), "new_gaps", 3),
                           new_queries=_strings(data.get("new_queries"), "new_queries", 3, 200))

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator
 
 import sqlite_utils
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -184,7 +184,13 @@ def _migration_1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS = {1: _migration_1}
+def _migration_2(db: sqlite_utils.Database) -> None:
+    """Estimates and verdicts (issue 3): the numbers an evidence item reads, its source tier."""
+    for column, kind in (("low", float), ("high", float), ("tier", str)):
+        db["evidence"].add_column(column, kind)
+
+
+MIGRATIONS = {1: _migration_1, 2: _migration_2}
 
 
 def migrate(db: sqlite_utils.Database) -> int:

@@ -138,3 +138,26 @@ def test_page_cache_respects_age(tmp_path: Path) -> None:
                     text="hello", size=5, extraction="plain", error=None, passages=[(0, 0, 5, "hello")])
     assert store.get_page("http://x", 3600).final_url == "http://x/"
     assert store.get_page("http://x", -1) is None
+
+
+def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
+    from store import db as store_db
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    legacy = sqlite_utils_db(conn)
+    store_db._migration_1(legacy)
+    conn.execute("PRAGMA user_version = 1")
+    legacy["evidence"].insert({"run_id": None, "round": 1, "url": "http://x", "quote": "kept"})
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    row = store.db.execute("SELECT quote, low, high, tier FROM evidence").fetchone()
+    assert row == ("kept", None, None, None)
+
+
+def sqlite_utils_db(conn: sqlite3.Connection):
+    import sqlite_utils
+
+    return sqlite_utils.Database(conn)

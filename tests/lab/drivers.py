@@ -366,6 +366,47 @@ def answer_plan(sections: dict[str, str]) -> dict[str, Any]:
     }
 
 
+# How a dumb but honest reader labels sources and numbers (estimate and hypothesis briefs).
+TIER_WORDS = [
+    ("social", re.compile(r"blog|forum|anonymous|reddit|clean-taps|campaign", re.I)),
+    ("regulator", re.compile(r"audit|regulator|department|office|authority|commission|deq|notice|minutes", re.I)),
+    ("peer_reviewed", re.compile(r"journal|university|study|paper|working paper|proceedings", re.I)),
+    ("industry", re.compile(r"association|industry|magazine|contractor|engineering", re.I)),
+    ("news", re.compile(r"news|courier|gazette|ledger|tribune|times|post", re.I)),
+]
+TIER_READING = {"regulator": 0.9, "peer_reviewed": 0.85, "industry": 0.7, "news": 0.6, "social": 0.3}
+_CONTRA = re.compile(r"\bnot\b|n't\b|challeng|mislead|exceed|\babove\b|contrary|disput|false", re.I)
+_AMOUNT = re.compile(
+    r"(?:US\$|\$|€|£|USD\s*)?(\d[\d,]*(?:\.\d+)?)\s*(bn|billion|m\b|mn|million|k\b|thousand)?", re.I)
+_WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "five": 5, "ten": 10, "twenty": 20, "hundred": 100}
+_SCALE = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "million": 1e6, "bn": 1e9, "billion": 1e9}
+
+
+def guess_tier(source: Source) -> str:
+    text = f"{source.title} {source.url}"
+    for tier, pattern in TIER_WORDS:
+        if pattern.search(text):
+            return tier
+    return "news"
+
+
+def read_amount(text: str, estimate_line: str) -> float | None:
+    """The first money amount of a sentence, in the brief's unit scale, as a model would read it."""
+    unit_scale = next((v for k, v in _SCALE.items() if re.search(rf"\b{k}\b", estimate_line, re.I)), 1.0)
+    for word, number in _WORD_NUMBERS.items():
+        match = re.search(rf"\b{word}\s+(billion|million)", text, re.I)
+        if match:
+            return number * _SCALE[match.group(1).lower()] / unit_scale
+    for match in _AMOUNT.finditer(text):
+        raw, scale = match.group(1).replace(",", ""), (match.group(2) or "").lower()
+        has_money = bool(re.match(r"US\$|\$|€|£|USD", match.group(0), re.I)) or scale
+        if not has_money:
+            continue
+        value = float(raw) * _SCALE.get(scale, 1.0)
+        return round(value / unit_scale, 6)
+    return None
+
+
 def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
     question = sections.get("QUESTION", "")
     gaps = parse_gaps(sections.get("OPEN GAPS", ""))
@@ -400,14 +441,24 @@ def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
                 best_gap, best = gid, len(words & g)
         src = sources[s.source] if s.source < len(sources) else Source("", "")
         low_trust = bool(_LOW_TRUST.search(src.url) or _LOW_TRUST.search(src.title))
-        items.append(
-            {
-                "sentence_ids": [g.sid for g in group],
-                "summary": _shorten(s.text, 14),
-                "confidence": 0.3 if low_trust else 0.7,
-                "gap": best_gap,
-            }
-        )
+        item: dict[str, Any] = {
+            "sentence_ids": [g.sid for g in group],
+            "summary": _shorten(s.text, 14),
+            "confidence": 0.3 if low_trust else 0.7,
+            "gap": best_gap,
+        }
+        text = " ".join(g.text for g in group)
+        if "ESTIMATE" in sections or "CLAIM" in sections:
+            tier = guess_tier(src)
+            item["tier"] = tier
+            item["confidence"] = TIER_READING[tier]
+        if "ESTIMATE" in sections:
+            value = read_amount(text, sections["ESTIMATE"])
+            item.update({"value": value, "low": None, "high": None,
+                         "impact": "narrows_both" if value is not None else "neutral"})
+        if "CLAIM" in sections:
+            item["stance"] = "contradicts" if _CONTRA.search(text) else "supports"
+        items.append(item)
     new_queries: list[str] = []
     numeric = [s for s in ranked if _has_digit(s.text)] or [s for s in sentences if _has_digit(s.text)]
     if numeric:
