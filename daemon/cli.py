@@ -186,7 +186,9 @@ def status_data(settings) -> dict[str, Any]:
                 "phase": cp.get("phase", "plan"), "next_action": cp.get("next_action"),
                 "why": cp.get("why"), "open_gaps": [g["text"] for g in cp.get("gaps", []) if g.get("answered_round") is None],
                 "waiting_for": row.waiting_for, "started_at": row.started_at, "attempts": row.attempts,
-                "estimate": None,
+                "estimate": (cp.get("estimate_history") or [None])[-1],
+                "asked": cp.get("asked", []), "visited": len(cp.get("visited", [])),
+                "bad_urls": len(cp.get("bad", {})), "evaluator_failures": cp.get("evaluator_failures", 0),
             })
         queued = [{"id": r.brief_id, "run": r.run_id, "accepted_at": r.accepted_at}
                   for r in store.briefs_in_state(QUEUED)]
@@ -210,6 +212,9 @@ def cmd_status(settings, args) -> int:
         line = f"running {run['id']} (run {run['run']}): round {run['round']}, {run['phase']}"
         if run["next_action"]:
             line += f"; next: {run['next_action']} ({run['why']})"
+        if run["estimate"]:
+            est = run["estimate"]
+            line += f"; range {est['low']:g}..{est['high']:g} (progress {est['progress_score']:.2f})"
         if run["waiting_for"]:
             line += f"; WAITING for {run['waiting_for']}"
         print(line)

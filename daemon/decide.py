@@ -111,7 +111,8 @@ class LoopState:
     next_action: str = "plan"
     why: str = "a new brief starts with a plan"
     stop_reason: str | None = None
-    wall_seconds_before: float = 0.0     # time spent by earlier attempts (a crash does not reset the clock)
+    estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
+    numbers_discarded: int = 0           # numbers the model proposed that its quote does not contain
 
     def open_gaps(self) -> list[Gap]:
         return [g for g in self.gaps if g.open]

@@ -26,7 +26,7 @@ import ollama
 
 from store import Store, utc_now
 
-from . import decide, planner
+from . import decide, judge, planner
 from .brief import Brief
 from .citations import Source, renumber
 from .decide import Limits, LoopState, Usage
@@ -107,6 +107,7 @@ class Research:
         self.state = LoopState.from_dict(saved) if saved else LoopState()
         self.total_results = sum(self.state.results_per_round)
         self.search_refused: str | None = None
+        self.kind = "estimate" if brief.estimate else "hypothesis" if brief.hypothesis else "plain"
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -117,6 +118,10 @@ class Research:
             reason = self.stop_reason()
             queries: list[str] = []
             if reason is None:
+                if self.brief.estimate and not self.state.pending_queries:
+                    self.state.add_queries(self.bound_queries())
+                if self.brief.hypothesis and not self.state.pending_queries:
+                    self.state.add_queries(self.claim_queries())
                 queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
                 if not queries:
                     reason = decide.EXHAUSTED
@@ -166,7 +171,8 @@ class Research:
         self.state.results_per_round.append(len(hits))
         self.total_results += len(hits)
         if self.brief.fetch_pages:
-            urls = decide.choose_urls([h.url for h in hits], self.state, {},
+            candidates = [h.url for h in hits]
+            urls = decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
                                       self.pages_allowed())
             await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         else:
@@ -174,6 +180,8 @@ class Research:
         new = self.store.evidence_count(self.run_id) - evidence_before
         self.state.round = round_no
         self.state.new_evidence_per_round.append(new)
+        if self.brief.estimate:
+            self.update_estimate(round_no)
         self.events.emit("signal", message=f"round {round_no} done", new_evidence=new,
                          open_gaps=len(self.state.open_gaps()),
                          tokens_so_far=self.tokens_used())
@@ -340,18 +348,60 @@ class Research:
         rows = self.store.passages(ranked)
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]
-        prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits)
+        line, ask = self.task_line()
+        prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits, extra=line, ask=ask)
         if not prompt.used_passages:
             return
-        answer = await self.ask("evidence", prompt.text, planner.EVIDENCE_SCHEMA, planner.coerce_evidence,
+        answer = await self.ask("evidence", prompt.text, planner.evidence_schema(self.kind), planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
+
+    def task_line(self) -> tuple[str, str]:
+        """What an estimate or hypothesis brief adds to an evidence prompt: a section, and what to ask."""
+        if self.brief.estimate:
+            low, high = self.current_range()
+            unit = self.brief.estimate.unit
+            return (f"ESTIMATE: {unit}, current range {low:g}..{high:g}",
+                    f"For each item give the figure it states, in {unit} (value, or low and high), how it "
+                    f"moves the ESTIMATE (impact) and the source's tier.")
+        if self.brief.hypothesis:
+            return (f"CLAIM: {planner.one_line(self.brief.hypothesis.claim, 500)}",
+                    "For each item say whether it supports or contradicts the CLAIM (stance), and the "
+                    "source's tier.")
+        return "", ""
 
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
             return titles[url]
         page = self.store.get_page(url, float("inf"))
         return page.title if page and page.title else url
+
+    def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
+        """The model's labels, checked: numbers must appear in the quote; confidence follows the tier."""
+        if self.kind == "plain":
+            return
+        row["confidence"] = judge.tier_confidence(item.tier, item.confidence)
+        if self.kind == "hypothesis":
+            row["stance"] = item.stance or "neutral"
+            return
+        unit = self.brief.estimate.unit
+        kept: dict[str, float] = {}
+        for name in ("value", "low", "high"):
+            number = getattr(item, name)
+            if number is None:
+                continue
+            if judge.number_in_quote(number, quote, unit):
+                kept[name] = number
+            else:
+                self.state.numbers_discarded += 1
+                self.events.emit("evidence_skipped", round=round_no, reason="number not in its quote",
+                                 proposed=number, field=name, quote=quote[:200])
+        if "value" in kept:
+            row["low"] = row["high"] = kept["value"]
+        elif "low" in kept or "high" in kept:
+            low, high = kept.get("low", kept.get("high")), kept.get("high", kept.get("low"))
+            row["low"], row["high"] = min(low, high), max(low, high)
+        row["impact"] = (item.impact or "narrows_both") if row["low"] is not None else "neutral"
 
     def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,
                   gaps: list[decide.Gap]) -> None:
@@ -381,20 +431,126 @@ class Research:
                 "round": round_no, "url": ref.url, "title": passage.title, "passage_id": ref.passage_id,
                 "origin": ref.origin, "quote": quote, "quote_start": offset + start,
                 "quote_end": offset + end, "summary": item.summary, "confidence": item.confidence,
-                "stance": None, "impact": None, "gap": item.gap or None,
+                "stance": None, "impact": None, "gap": item.gap or None, "low": None, "high": None,
+                "tier": item.tier,
             }
+            self.read_labels(round_no, item, quote, row)
             rows.append(row)
             if item.gap and item.confidence >= 0.5 and self.state.answer_gap(item.gap, round_no):
                 self.events.emit("signal", message="gap answered", gap=item.gap, round=round_no)
             self.events.emit("evidence_found", round=round_no, url=ref.url, title=passage.title,
-                             quote=quote, summary=item.summary, confidence=item.confidence,
-                             gap=item.gap or None)
+                             quote=quote, summary=item.summary, confidence=row["confidence"],
+                             gap=item.gap or None, stance=row["stance"], impact=row["impact"],
+                             low=row["low"], high=row["high"], tier=row["tier"])
         self.store.add_evidence(self.run_id, rows)
         added = self.state.add_gaps(answer.new_gaps)
         queued = self.state.add_queries(answer.new_queries)
         if added or queued:
             self.events.emit("signal", message="plan updated", new_gaps=[g.text for g in added],
                              new_queries=queued)
+
+    # ---- estimates and verdicts (computed by rules, seeds 1 and 2) ----------------------------
+
+    def readings(self) -> list[judge.Reading]:
+        return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
+                              impact=e["impact"] or "neutral", source=e["url"],
+                              round=e["round"])
+                for e in self.store.evidence(self.run_id) if e["low"] is not None and e["high"] is not None]
+
+    def initial_range(self) -> tuple[float, float]:
+        return (self.brief.estimate.low, self.brief.estimate.high)
+
+    def current_range(self) -> tuple[float, float]:
+        if self.state.estimate_history:
+            last = self.state.estimate_history[-1]
+            return (last["low"], last["high"])
+        return self.initial_range()
+
+    def score(self, current: tuple[float, float]) -> float:
+        est = self.brief.estimate
+        return judge.progress_score(self.initial_range(), current, target_low=est.target_low,
+                                    target_high=est.target_high, target_width=est.target_width)
+
+    def update_estimate(self, round_no: int) -> None:
+        """The range after this round: a pure function of all evidence so far (judge.update_range)."""
+        low, high = judge.update_range(self.initial_range(), self.readings())
+        score = self.score((low, high))
+        tokens = self.tokens_used()
+        self.state.estimate_history = [h for h in self.state.estimate_history if h["round"] < round_no]
+        self.state.estimate_history.append(
+            {"round": round_no, "low": low, "high": high, "progress_score": round(score, 4), "tokens": tokens})
+        self.events.emit("iteration_update", round=round_no, low=low, high=high,
+                         progress_score=round(score, 4),
+                         width_reduction_pct=round(judge.width_reduction_pct(self.initial_range(), (low, high)), 2),
+                         tokens_so_far=tokens)
+
+    def bound_queries(self) -> list[str]:
+        """Queries aimed at what keeps the range wide: the bound the evidence supports least."""
+        topic = " ".join(decide.content_words(self.brief.question)[:6])
+        unit = self.brief.estimate.unit
+        bound = judge.weakest_bound(self.current_range(), self.readings())
+        aim = {"narrow_low": ["minimum", "lowest estimate"], "narrow_high": ["maximum", "highest estimate"],
+               "both": ["official figure", "audited total"]}.get(bound, ["official figure"])
+        return [f"{topic} {word} {unit}" for word in aim] + [f"{topic} final figure report"]
+
+    def claim_queries(self) -> list[str]:
+        """Queries for both sides of a claim: what would support it and what would refute it."""
+        words = " ".join(decide.content_words(self.brief.hypothesis.claim)[:8])
+        return [words, f"{words} evidence", f"{words} denied false", f"{words} confirmed official"]
+
+    def estimate_stop(self) -> str | None:
+        """target_reached (score ≥ 0.95 or width ≤ target) or converged (gain < 0.005 over 2 rounds)."""
+        if not self.brief.estimate or not self.state.estimate_history:
+            return None
+        est = self.brief.estimate
+        low, high = self.current_range()
+        width_target = est.target_width if est.target_width is not None else (
+            est.target_high - est.target_low if est.target_low is not None and est.target_high is not None else None)
+        scores = [h["progress_score"] for h in self.state.estimate_history]
+        reached = scores[-1] >= judge.TARGET_SCORE or (width_target is not None and high - low <= width_target)
+        if reached and judge.credible_sources(self.readings()) >= 2:  # one source can't end it
+            return "target_reached"
+        if judge.plateau([0.0, *scores]):
+            return "converged"
+        return None
+
+    def computed_line(self) -> str:
+        """The rule-computed result, handed to the synthesis so the prose states it, not its own guess."""
+        if self.brief.estimate:
+            low, high = self.current_range()
+            return (f"COMPUTED RANGE: {low:g} to {high:g} {self.brief.estimate.unit} (computed by rule from the "
+                    f"evidence; state this range, do not invent another)")
+        verdict = self.verdict_report()
+        if verdict:
+            return (f"COMPUTED VERDICT: the claim \"{planner.one_line(verdict['claim'], 300)}\" is "
+                    f"{verdict['value']} ({verdict['rule']}); state this verdict, do not judge it yourself")
+        return ""
+
+    def estimate_report(self) -> dict[str, Any] | None:
+        est = self.brief.estimate
+        if est is None:
+            return None
+        low, high = self.current_range()
+        return {
+            "unit": est.unit,
+            "initial": {"low": est.low, "high": est.high},
+            "target": {"low": est.target_low, "high": est.target_high, "width": est.target_width},
+            "final": {"low": low, "high": high},
+            "progress_score": round(self.score((low, high)), 4),
+            "history": list(self.state.estimate_history),
+            "numbers_discarded": self.state.numbers_discarded,
+        }
+
+    def verdict_report(self) -> dict[str, Any] | None:
+        if not self.brief.hypothesis:
+            return None
+        stances = [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
+                                tier=e["tier"], domain=e["url"])
+                   for e in self.store.evidence(self.run_id)]
+        result = judge.verdict(stances)
+        return {"value": result.value, "rule": result.rule, "evidence_level": result.evidence_level,
+                "claim": self.brief.hypothesis.claim,
+                "support": round(result.support, 3), "contradiction": round(result.contradiction, 3)}
 
     # ---- synthesis ----------------------------------------------------------------------------------
 
@@ -412,7 +568,7 @@ class Research:
         disclaimer = None if evidence else DISCLAIMER_MODEL_ONLY
         if not evidence:
             self.state.count_fallback("model_only")
-        prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits)
+        prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits, extra=self.computed_line())
         summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA,
                                  planner.coerce_synthesis([s.n for s in sources]),
                                  lambda: planner.template_summary(self.question, lines))
@@ -424,7 +580,8 @@ class Research:
         evidence = [
             {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
              "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
-             "round": e["round"], "summary": e["summary"]}
+             "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
+             "tier": e["tier"]}
             for e in self.store.evidence(self.run_id)
         ]
         usage = self.usage()
@@ -442,8 +599,8 @@ class Research:
             "disclaimer": disclaimer,
             "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in sources],
             "evidence": evidence,
-            "estimate": None,
-            "verdict": None,
+            "estimate": self.estimate_report(),
+            "verdict": self.verdict_report(),
             "gaps": [g.text for g in self.state.open_gaps()],
             "queries": self.store.queries(self.run_id),
             "usage": usage,
@@ -507,7 +664,15 @@ class Research:
     def stop_reason(self) -> str | None:
         usage = Usage(tokens=self.tokens_used(), seconds=_seconds_since(self.started_at),
                       pages=self.pages_read())
-        return decide.stop_reason(self.state, self.limits, usage)
+        reason = decide.stop_reason(self.state, self.limits, usage)
+        if reason == decide.BUDGET:
+            return reason
+        if self.brief.estimate and reason == decide.GAPS_CLOSED:
+            reason = None  # an estimate is done when its range is, not when the planner's gaps are
+        if (self.brief.hypothesis and reason == decide.GAPS_CLOSED
+                and self.verdict_report()["value"] == "inconclusive"):
+            reason = None  # the gaps are answered but the claim is not decided yet: look further
+        return self.estimate_stop() or reason
 
     def usage(self) -> dict[str, Any]:
         model = self.store.model_usage(self.run_id)

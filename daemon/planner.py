@@ -210,7 +210,7 @@ class EvidencePrompt:
 
 
 def evidence_prompt(question: str, today: str, gaps: Sequence[Gap], passages: Sequence[PassageIn],
-                    fits: Callable[[str], bool], extra: str = "") -> EvidencePrompt:
+                    fits: Callable[[str], bool], extra: str = "", ask: str = "") -> EvidencePrompt:
     """Number every sentence of the given passages (best first) while the prompt fits the budget."""
     head = [f"QUESTION: {one_line(question)}", f"TODAY: {today}"]
     if extra:
@@ -221,7 +221,7 @@ def evidence_prompt(question: str, today: str, gaps: Sequence[Gap], passages: Se
         "List the sentences that are evidence for answering the QUESTION or an OPEN GAP. "
         "Cite them only by their ids (e.g. S3); give a one-sentence summary, a confidence 0-1 that "
         "follows the source's quality (official or peer-reviewed high, anonymous low), and the gap "
-        "id it answers or \"\". Propose new_queries only for what is still unknown."
+        "id it answers or \"\". Propose new_queries only for what is still unknown." + (" " + ask if ask else "")
     )
     lines = head + ["PASSAGES:"]
     refs: dict[str, SentenceRef] = {}

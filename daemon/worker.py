@@ -21,6 +21,7 @@ import httpx
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, utc_now
 
 from .brief import Brief, BriefError, parse_brief
+from .chart import write_chart
 from .events import EventLog
 from .fetch import FetchLimits, make_client as make_fetch_client
 from .files import atomic_write_bytes, sweep_temp_files
@@ -179,6 +180,8 @@ class Daemon:
             research = Research(svc, run.run_id, brief, run.started_at or utc_now(), events)
             report = await research.run()
             report["source_file"] = run.source_file
+            if report.get("estimate"):
+                write_chart(outdir, report["estimate"], brief.question)
             write_report(outdir, report, brief.formats)
             self.store.finish(run.run_id, state=DONE, stop_reason=report["stop_reason"])
             events.emit("complete", stop_reason=report["stop_reason"], report=str(outdir / "report.json"),

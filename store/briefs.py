@@ -454,6 +454,16 @@ class Store:
         row = self.db.execute("SELECT reason FROM bad_urls WHERE url = ?", [url]).fetchone()
         return row[0] if row else None
 
+    def bad_urls(self, urls: list[str]) -> dict[str, str]:
+        """Which of these URLs an earlier fetch found bad for good (404, loop, binary, too large)."""
+        out: dict[str, str] = {}
+        for i in range(0, len(urls), 500):
+            chunk = urls[i:i + 500]
+            marks = ",".join("?" for _ in chunk)
+            out.update(dict(self.db.execute(
+                f"SELECT url, reason FROM bad_urls WHERE url IN ({marks})", chunk).fetchall()))
+        return out
+
     def mark_bad_url(self, url: str, reason: str) -> None:
         self.db["bad_urls"].upsert({"url": url, "reason": reason, "seen_at": utc_now()}, pk="url")
 

@@ -220,7 +220,8 @@ PAGES: tuple[Page, ...] = (
             "closed to all traffic, including pedestrians and cyclists, at 6 p.m. on Tuesday "
             "11 March 2025. The closure was ordered by County Engineer Dana Whitcombe after the "
             "2025 principal inspection found corrosion in the steel anchorages that hold the "
-            "bridge's stay cables to its deck.",
+            "bridge's stay cables to its deck. No barge strike closed the Kestrel River bridge; "
+            "the county has received no report of any vessel striking it.",
             "The inspection, carried out between 17 February and 6 March 2025 by Brantley & Osei "
             "Consulting Engineers, opened the inspection ports of all 32 cable anchorages for the "
             "first time since 2019. Seven anchorages showed corrosion of the strand wires. The worst, "
@@ -396,6 +397,30 @@ PAGES: tuple[Page, ...] = (
             "designed, parts made and every anchorage replaced.",
             "How do I get across? Use the Route 9 crossing at Easton Mills. Allow an extra 20 "
             "minutes at peak times.",
+        ),
+    ),
+    Page(
+        slug="kestrel-river-authority-statement",
+        topic="kestrel",
+        host="127.0.0.1",
+        kind="article",
+        role="official",
+        source="Aldmoor River Authority",
+        author="Press office",
+        published="2025-03-14",
+        title="River Authority statement: no barge strike at the Kestrel River bridge",
+        snippet=(
+            "The River Authority has reviewed its vessel logs: no barge strike closed the Kestrel River "
+            "bridge, and no vessel struck its piers in March 2025."
+        ),
+        paragraphs=(
+            "The Aldmoor River Authority has reviewed its vessel movement logs and pier cameras for "
+            "March 2025. No barge strike closed the Kestrel River bridge: no vessel struck the bridge's "
+            "piers, and none was reported.",
+            "Reports on social media that a barge strike closed the Kestrel River bridge are false. The "
+            "barge in the widely shared photograph was moored 300 metres downstream.",
+            "The bridge was closed by Aldmoor County after its inspection found corrosion in the cable "
+            "anchorages. Questions about the closure should go to the County Engineer.",
         ),
     ),
     Page(

@@ -375,7 +375,22 @@ TIER_WORDS = [
     ("news", re.compile(r"news|courier|gazette|ledger|tribune|times|post", re.I)),
 ]
 TIER_READING = {"regulator": 0.9, "peer_reviewed": 0.85, "industry": 0.7, "news": 0.6, "social": 0.3}
-_CONTRA = re.compile(r"\bnot\b|n't\b|challeng|mislead|exceed|\babove\b|contrary|disput|false", re.I)
+_CONTRA = re.compile(
+    r"\bnot\b|\bno\b|n't\b|challeng|mislead|exceed|\babove\b|contrary|disput|false|rumou?r", re.I)
+
+
+def read_stance(text: str, claim: str) -> str:
+    """About the claim's subject (its first two words) at all? Then contrary words contradict it,
+    and a sentence carrying most of the claim's words supports it. Anything else is neutral."""
+    ordered = [w[:5] for w in content_words(claim)]  # a crude stemmer: corroded ~ corrosion
+    stems, found = set(ordered), {w[:5] for w in content_words(text)}
+    if not stems or not set(ordered[:2]) <= found:
+        return "neutral"
+    if _CONTRA.search(text):
+        return "contradicts"
+    return "supports" if len(stems & found) >= 0.6 * len(stems) else "neutral"
+
+
 _AMOUNT = re.compile(
     r"(?:US\$|\$|€|£|USD\s*)?(\d[\d,]*(?:\.\d+)?)\s*(bn|billion|m\b|mn|million|k\b|thousand)?", re.I)
 _WORD_NUMBERS = {"one": 1, "two": 2, "three": 3, "five": 5, "ten": 10, "twenty": 20, "hundred": 100}
@@ -390,9 +405,17 @@ def guess_tier(source: Source) -> str:
     return "news"
 
 
+_OVERRUN = re.compile(r"overr|over (?:its |the )?budget|above (?:its |the )?budget|over\b", re.I)
+
+
 def read_amount(text: str, estimate_line: str) -> float | None:
-    """The first money amount of a sentence, in the brief's unit scale, as a model would read it."""
+    """The money amount a sentence gives for the overrun, in the brief's unit scale, as a fair
+    reader would take it: only from sentences about going over, the amount nearest that phrase."""
     unit_scale = next((v for k, v in _SCALE.items() if re.search(rf"\b{k}\b", estimate_line, re.I)), 1.0)
+    anchor = _OVERRUN.search(text)
+    if anchor is None:
+        return None
+    best: tuple[int, float] | None = None
     for word, number in _WORD_NUMBERS.items():
         match = re.search(rf"\b{word}\s+(billion|million)", text, re.I)
         if match:
@@ -402,9 +425,13 @@ def read_amount(text: str, estimate_line: str) -> float | None:
         has_money = bool(re.match(r"US\$|\$|€|£|USD", match.group(0), re.I)) or scale
         if not has_money:
             continue
-        value = float(raw) * _SCALE.get(scale, 1.0)
-        return round(value / unit_scale, 6)
-    return None
+        # "an overrun of $431 million" reads forwards; an amount before the phrase counts less
+        after = match.start() >= anchor.start()
+        distance = match.start() - anchor.end() if after else 3 * (anchor.start() - match.end())
+        value = round(float(raw) * _SCALE.get(scale, 1.0) / unit_scale, 6)
+        if best is None or distance < best[0]:
+            best = (distance, value)
+    return best[1] if best else None
 
 
 def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
@@ -425,7 +452,7 @@ def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
     used: set[int] = set()
     items: list[dict[str, Any]] = []
     for s in ranked:
-        if len(items) >= 4:
+        if len(items) >= (6 if "CLAIM" in sections else 4):
             break
         if s.index in used:
             continue
@@ -457,7 +484,7 @@ def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
             item.update({"value": value, "low": None, "high": None,
                          "impact": "narrows_both" if value is not None else "neutral"})
         if "CLAIM" in sections:
-            item["stance"] = "contradicts" if _CONTRA.search(text) else "supports"
+            item["stance"] = read_stance(text, sections["CLAIM"])
         items.append(item)
     new_queries: list[str] = []
     numeric = [s for s in ranked if _has_digit(s.text)] or [s for s in sentences if _has_digit(s.text)]

@@ -1,0 +1,683 @@
+"""The decision core for estimates and verdicts: pure, typed, no I/O.
+
+The model proposes labels and numbers; the rules here decide. Code, not the
+model, reads amounts out of quotes and converts them to the brief's unit; a
+number the model proposes that its quote does not contain is discarded. The
+estimate's range, its progress score, when to stop, which bound to research
+next, and a hypothesis's verdict are all computed from the evidence by rules
+written down in this file, so each can be checked with a table of cases.
+
+Numbers used below (the worked examples are repeated as tests):
+  CREDIBLE = 0.5    readings and stances below this confidence never move anything
+  TRIM = 0.1        each bound trims the outer 10 % of credible weight
+  PLAUSIBLE = 10    a positive estimate ignores lone readings 10x outside the brief's range
+  SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+# ----------------------------------------------------------------- amounts
+
+SCALES: dict[str, float] = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+_SCALE_WORDS: dict[str, str] = {
+    "k": "thousand", "thousand": "thousand", "thousands": "thousand",
+    "m": "million", "mn": "million", "mln": "million", "million": "million", "millions": "million",
+    "b": "billion", "bn": "billion", "bln": "billion", "billion": "billion", "billions": "billion",
+    "tn": "trillion", "trn": "trillion", "trillion": "trillion", "trillions": "trillion",
+}
+# "$" alone is read as US dollars: the commonest meaning, and no FX conversion happens anyway.
+_SYMBOLS: dict[str, str] = {
+    "US$": "USD", "A$": "AUD", "AU$": "AUD", "C$": "CAD", "CA$": "CAD", "NZ$": "NZD",
+    "HK$": "HKD", "S$": "SGD", "$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR",
+}
+_CODES = ("USD", "EUR", "GBP", "JPY", "CNY", "INR", "CHF", "AUD", "CAD", "NZD", "HKD", "SGD")
+# Bare "pounds" is left out on purpose: it is as often a weight as a currency.
+_WORDS: dict[str, str] = {
+    "us dollars": "USD", "dollars": "USD", "dollar": "USD", "euros": "EUR", "euro": "EUR",
+    "pounds sterling": "GBP", "sterling": "GBP", "yen": "JPY", "yuan": "CNY", "renminbi": "CNY",
+    "rupees": "INR", "rupee": "INR", "swiss francs": "CHF",
+}
+_NUMBER_WORDS: dict[str, int] = {
+    w: i for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split())
+}
+_TENS: dict[str, int] = {w: 20 + 10 * i for i, w in enumerate(
+    "twenty thirty forty fifty sixty seventy eighty ninety".split())}
+
+
+def _alternation(words: Iterable[str]) -> str:
+    return "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in sorted(words, key=len, reverse=True))
+
+
+_ONES = _alternation(w for w in _NUMBER_WORDS if 0 < _NUMBER_WORDS[w] < 10)
+_WORD_NUMBER = (rf"(?:(?:{_alternation(_TENS)})(?:[-\s](?:{_ONES}))?|(?:{_alternation(_NUMBER_WORDS)}))"
+                rf"(?:\s+hundred)?\b")
+_AMOUNT = re.compile(
+    rf"""
+    (?<![\w.])                                            # not inside a word or another number
+    (?P<sign>[-\u2212](?=[\d.$€£¥₹])|\bminus\s+)?
+    (?:(?P<symbol>{_alternation(_SYMBOLS)})\s?|(?P<code>{"|".join(_CODES)})\s?)?
+    (?P<num>\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+|{_WORD_NUMBER})
+    (?P<ordinal>(?:st|nd|rd|th)\b)?
+    (?:\s?(?P<scale>thousands?|millions?|billions?|trillions?|mln|mn|bln|bn|trn|tn)\b
+       |(?P<short>[kmb])(?![a-z]))?
+    (?:\s?(?P<pct>%|percent\b|per\s?cent\b|pct\b))?
+    (?:\s(?P<word>{_alternation(_WORDS)}|{"|".join(_CODES)})\b)?
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+_QUALIFIER = re.compile(
+    r"(?<!\w)(about|around|approximately|approx\.|roughly|nearly|almost|some|circa|~|up\s+to|"
+    r"at\s+least|at\s+most|more\s+than|less\s+than|over|under|below|above|as\s+much\s+as|exactly)\s*$",
+    re.IGNORECASE,
+)
+# Dates and times are not amounts: blank them out (keeping offsets) before reading numbers.
+_DATES = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+_YEAR = re.compile(r"1[89]\d\d|20\d\d|2100")
+_RANGE_GAP = re.compile(r"\s*(?:-|–|—|to|and)\s*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Amount:
+    """One number read from text. `value` is the number as written (signed; "ten" is 10),
+    `scale_word` its normalised scale ("million" for m/mn/million), `currency` an ISO code.
+    A year, a count or an ordinal-looking "7 of the 32" comes back bare (no currency, no
+    scale): whether that is money is the caller's decision, and `to_unit` says it is not."""
+
+    value: float
+    currency: str | None
+    scale_word: str | None
+    percent: bool
+    span: tuple[int, int]
+    raw: str
+    qualifier: str | None = None  # "about", "up to", "at least", ... as written before it
+
+
+def _number(text: str) -> float:
+    text = text.lower().replace(",", "")
+    if text[0].isdigit() or text[0] == ".":
+        return float(text)
+    words = text.split()
+    hundred = words[-1] == "hundred"
+    words = words[:-1] if hundred else words
+    total = 0
+    for part in re.split(r"[-\s]+", " ".join(words)):
+        total += _TENS.get(part, _NUMBER_WORDS.get(part, 0))
+    return float(total * (100 if hundred else 1))
+
+
+def parse_amounts(text: str) -> list[Amount]:
+    """Every number in `text` with its currency, scale and percent sign, in order.
+
+    Ranges share what is written once: "$410-450 million" and "between 410 and 450 million"
+    give two amounts, both USD and million.
+    """
+    masked = _DATES.sub(lambda m: " " * len(m.group(0)), text)
+    found: list[Amount] = []
+    for m in _AMOUNT.finditer(masked):
+        if m.group("ordinal"):
+            continue
+        value = _number(m.group("num"))
+        if m.group("sign"):
+            value = -value
+        currency = None
+        if m.group("symbol"):
+            currency = _SYMBOLS[m.group("symbol").upper()]
+        elif m.group("code"):
+            currency = m.group("code").upper()
+        elif m.group("word"):
+            word = " ".join(m.group("word").lower().split())
+            currency = _WORDS.get(word, word.upper())
+        scale = m.group("scale") or m.group("short")
+        qual = _QUALIFIER.search(masked[max(0, m.start() - 24):m.start()])
+        found.append(Amount(
+            value=value, currency=currency,
+            scale_word=_SCALE_WORDS[scale.lower()] if scale else None,
+            percent=bool(m.group("pct")), span=(m.start(), m.end()), raw=text[m.start():m.end()],
+            qualifier=" ".join(qual.group(1).lower().split()) if qual else None,
+        ))
+    return _share_across_ranges(masked, found)
+
+
+def _share_across_ranges(text: str, amounts: list[Amount]) -> list[Amount]:
+    out = list(amounts)
+    for i in range(len(out) - 1):
+        a, b = out[i], out[i + 1]
+        gap = text[a.span[1]:b.span[0]]
+        if not _RANGE_GAP.fullmatch(gap):
+            continue
+        if gap.strip().lower() == "and" and not re.search(r"between\s*$", text[:a.span[0]], re.I):
+            continue
+        if _YEAR.fullmatch(a.raw.strip()):  # "rose in 2024 to $2.27 billion": a year, not an end of a range
+            continue
+        if a.scale_word is None and not a.percent:
+            a = replace(a, scale_word=b.scale_word, percent=b.percent)
+        if a.currency is None and (a.scale_word or b.currency):
+            a = replace(a, currency=b.currency)
+        if b.currency is None and b.scale_word:
+            b = replace(b, currency=a.currency)
+        out[i], out[i + 1] = a, b
+    return out
+
+
+@dataclass(frozen=True)
+class Unit:
+    currency: str | None
+    scale: float
+    percent: bool
+
+
+_UNIT_SYMBOL = re.compile("|".join(re.escape(s) for s in sorted(_SYMBOLS, key=len, reverse=True)))
+
+
+@lru_cache(maxsize=256)
+def parse_unit(unit: str) -> Unit:
+    """A brief's free-text unit: "USD million", "EUR bn", "$m", "percent", "million people"."""
+    text = " ".join(unit.split())
+    percent = bool(re.search(r"%|\bper\s?cent|\bpct\b|\bpercentage\b", text, re.I))
+    currency = None
+    symbol = _UNIT_SYMBOL.search(text)
+    code = re.search(rf"\b({'|'.join(_CODES)})\b", text, re.I)
+    word = re.search(rf"\b({_alternation(_WORDS)})\b", text, re.I)
+    if code:
+        currency = code.group(1).upper()
+    elif symbol:
+        currency = _SYMBOLS[symbol.group(0).upper()]
+    elif word:
+        currency = _WORDS[" ".join(word.group(1).lower().split())]
+    scale = 1.0
+    long = re.search(r"\b(thousands?|millions?|billions?|trillions?|mln|mn|bln|bn|trn|tn)\b", text, re.I)
+    short = re.search(r"(?:^|[\s$€£¥₹])([kmb])\b", text, re.I) if currency else None  # "m" alone may be metres
+    if long:
+        scale = SCALES[_SCALE_WORDS[long.group(1).lower()]]
+    elif short:
+        scale = SCALES[_SCALE_WORDS[short.group(1).lower()]]
+    return Unit(currency=currency, scale=scale, percent=percent)
+
+
+def _tidy(x: float) -> float:
+    return float(f"{x:.12g}")
+
+
+def to_unit(amount: Amount, unit: str) -> float | None:
+    """`amount` in the brief's `unit`, or None when it cannot be that.
+
+    A percent only converts to a percent unit (and back). A currency other than the unit's
+    gives None (no exchange rates offline); so does any currency into a unit without one
+    ("$5 million" is not a number of people). An amount with no currency converts to a money
+    unit only when it has a scale word ("430 million"): a bare "2025" or "7" is not money.
+    """
+    target = parse_unit(unit)
+    if not math.isfinite(amount.value):
+        return None
+    if amount.percent or target.percent:
+        return amount.value if amount.percent and target.percent else None
+    if amount.currency is not None and amount.currency != target.currency:
+        return None
+    if target.currency is not None and amount.currency is None and amount.scale_word is None:
+        return None
+    scale = SCALES[amount.scale_word] if amount.scale_word else 1.0
+    return _tidy(amount.value * scale / target.scale)
+
+
+def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = 0.01) -> bool:
+    """True when some amount in `quote`, converted to `unit`, equals `value` within rel_tol.
+
+    The loop keeps a number the model proposes only when this holds; otherwise the number
+    is discarded and counted (the model may read, not invent)."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    for amount in parse_amounts(quote):
+        converted = to_unit(amount, unit)
+        if converted is not None and math.isclose(converted, value, rel_tol=rel_tol, abs_tol=1e-12):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------- source tiers
+
+TIERS: tuple[str, ...] = ("regulator", "peer_reviewed", "industry", "news", "social")
+TIER_CAPS: dict[str, float] = {
+    "regulator": 0.95, "peer_reviewed": 0.85, "industry": 0.7, "news": 0.6, "social": 0.3,
+}
+_TIER_ALIASES: dict[str, str] = {
+    "regulatory": "regulator", "government": "regulator", "official": "regulator", "auditor": "regulator",
+    "peer-reviewed": "peer_reviewed", "peer reviewed": "peer_reviewed", "peerreviewed": "peer_reviewed",
+    "academic": "peer_reviewed", "journal": "peer_reviewed", "scientific": "peer_reviewed",
+    "trade": "industry", "company": "industry", "press": "news", "media": "news",
+    "forum": "social", "blog": "social", "anonymous": "social", "social_media": "social", "unreliable": "social",
+}
+CREDIBLE = 0.5
+
+
+def normalize_tier(tier: str | None) -> str:
+    """One of TIERS; a label the model made up (or none) counts as news: neither trusted nor dismissed."""
+    if not isinstance(tier, str):
+        return "news"
+    key = " ".join(tier.strip().lower().split())
+    if key.replace(" ", "_") in TIER_CAPS:
+        return key.replace(" ", "_")
+    return _TIER_ALIASES.get(key, _TIER_ALIASES.get(key.replace(" ", "_"), "news"))
+
+
+def tier_confidence(tier: str | None, model_confidence: float) -> float:
+    """The model's confidence, capped by the source's tier: a forum post cannot be 0.9 sure."""
+    try:
+        c = float(model_confidence)
+    except (TypeError, ValueError):
+        c = 0.0
+    c = 0.0 if math.isnan(c) else min(1.0, max(0.0, c))
+    return min(c, TIER_CAPS[normalize_tier(tier)])
+
+
+# ----------------------------------------------------------------- the range
+
+IMPACTS = ("narrows_low", "narrows_high", "narrows_both", "widens", "neutral")
+TRIM = 0.1
+PLAUSIBLE = 10.0
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One evidence item's reading for an estimate, already in the brief's unit.
+
+    A point value has low == high. `confidence` should already be tier-capped
+    (tier_confidence). `source` is the independence key: readings that share it share
+    one source's weight."""
+
+    low: float
+    high: float
+    confidence: float
+    impact: str
+    source: str
+    round: int = 0
+
+
+@dataclass(frozen=True)
+class _Weighted:
+    low: float
+    high: float
+    weight: float
+    source: str
+    speaks_low: bool
+    speaks_high: bool
+
+
+def _confidence(c: float) -> float:
+    return 0.0 if not isinstance(c, (int, float)) or math.isnan(c) else min(1.0, max(0.0, float(c)))
+
+
+def _credible(readings: Sequence[Reading], initial: tuple[float, float] | None = None) -> list[_Weighted]:
+    """Credible, plausible readings with their weights (see update_range)."""
+    kept: list[Reading] = []
+    for r in readings:
+        if r.impact == "neutral" or _confidence(r.confidence) < CREDIBLE:
+            continue
+        if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (r.low, r.high)):
+            continue
+        kept.append(r)
+    if initial is not None:
+        kept = _plausible(kept, initial)
+    per_source: dict[str, int] = {}
+    for r in kept:
+        per_source[r.source] = per_source.get(r.source, 0) + 1
+    out: list[_Weighted] = []
+    for r in kept:
+        lo, hi = min(r.low, r.high), max(r.low, r.high)
+        c = _confidence(r.confidence)
+        impact = r.impact if r.impact in IMPACTS else "narrows_both"
+        out.append(_Weighted(lo, hi, c * c / per_source[r.source], r.source,
+                             impact != "narrows_high", impact != "narrows_low"))
+    return out
+
+
+def _plausible(readings: list[Reading], initial: tuple[float, float]) -> list[Reading]:
+    """For a positive quantity, a reading more than PLAUSIBLE times outside the brief's range
+    is a different quantity (a wrong scale, an injected "$1"), unless a second source agrees."""
+    lo, hi = initial
+    if not lo > 0:
+        return readings
+    too_low = {r.source for r in readings if min(r.low, r.high) < lo / PLAUSIBLE}
+    too_high = {r.source for r in readings if max(r.low, r.high) > hi * PLAUSIBLE}
+    out = []
+    for r in readings:
+        if min(r.low, r.high) < lo / PLAUSIBLE and len(too_low) < 2:
+            continue
+        if max(r.low, r.high) > hi * PLAUSIBLE and len(too_high) < 2:
+            continue
+        out.append(r)
+    return out
+
+
+def _lower_quantile(points: Sequence[tuple[float, float]], q: float) -> float:
+    """Smallest value whose cumulative weight from below reaches q of the total."""
+    ordered = sorted(points)
+    need = q * math.fsum(w for _, w in ordered)
+    cum = 0.0
+    for value, weight in ordered:
+        cum += weight
+        if cum >= need * (1 - 1e-12):
+            return value
+    return ordered[-1][0]
+
+
+def _upper_quantile(points: Sequence[tuple[float, float]], q: float) -> float:
+    return -_lower_quantile([(-v, w) for v, w in points], q)
+
+
+def update_range(initial: tuple[float, float], readings: Sequence[Reading]) -> tuple[float, float]:
+    """The range after a round: a pure function of all the evidence so far.
+
+    The rule, in order:
+    1. Only credible readings count: not `neutral`, confidence >= CREDIBLE (0.5), finite.
+       A forum post (tier cap 0.3) can never move the range, however extreme.
+    2. Plausibility (positive quantities only, initial low > 0): a reading more than 10x
+       below the initial low or above the initial high is dropped unless a second source
+       is out there too. An injected "$1" is read as 0.000001 USD million: dropped.
+    3. Weight = confidence squared, shared among readings from the same source, so one
+       page cannot outvote others by saying the same thing five times.
+    4. Low bound = weighted 10th percentile of the lows of readings that speak to the low
+       bound (narrows_low, narrows_both, widens); high bound = weighted 90th percentile of
+       the highs of those that speak to the high bound (narrows_high, narrows_both, widens).
+       A minority holding under 10 % of the weight is trimmed; evidence beyond the initial
+       range with more than that widens it.
+    5. A bound with no evidence keeps its initial value; if the two then cross, the side
+       without evidence follows the other; if both had evidence, they are swapped.
+
+    No credible evidence: the initial range, unchanged. The result does not depend on the
+    order of `readings`; raising an in-range reading's confidence only draws the bounds
+    towards it (while it stays credible and has its own source).
+
+    Worked example (northgate, USD million, initial 100..2000): audit office 431 (0.95),
+    regulator 430 (0.9), journal 430 (0.85), contractors 410 (0.7), two news items 430 and
+    450 (0.6), forum 440 (0.3), economist "up to 520" (0.85, narrows_high), anonymous blog
+    10000 (0.3), injected "$1" = 0.000001 (0.3). Steps 1-2 drop the forum, blog and
+    injection. Low side weights: 410: .49, 430: .81 + .7225 + .36, 431: .9025, 450: .36;
+    total 3.645, 10 % = 0.3645, reached at 410 -> low 410. High side adds 520: .7225;
+    total 4.3675, 10 % = 0.43675, reached from the top at 520 -> high 520. Range 410..520.
+    """
+    init_lo, init_hi = min(initial), max(initial)
+    weighted = _credible(readings, (init_lo, init_hi))
+    lows = [(w.low, w.weight) for w in weighted if w.speaks_low]
+    highs = [(w.high, w.weight) for w in weighted if w.speaks_high]
+    lo = _lower_quantile(lows, TRIM) if lows else init_lo
+    hi = _upper_quantile(highs, TRIM) if highs else init_hi
+    if lo > hi:
+        if not highs:
+            hi = lo
+        elif not lows:
+            lo = hi
+        else:
+            lo, hi = hi, lo
+    return (lo, hi)
+
+
+def credible_sources(readings: Sequence[Reading]) -> int:
+    """How many independent sources give a credible (non-neutral, confidence >= 0.5) reading."""
+    return len({w.source for w in _credible(readings)})
+
+
+def weakest_bound(current: tuple[float, float], readings: Sequence[Reading]) -> str:
+    """Seed 4's reflect step for an estimate: which bound has the least evidence at it.
+
+    A reading supports the low bound when its low lies in the bottom quarter of the current
+    range, the high bound when its high lies in the top quarter (credible readings, weighted
+    as in update_range). A bound with under half the other's support is the one to research
+    next: "narrow_low" or "narrow_high"; otherwise (or with no evidence) "both".
+    """
+    lo, hi = min(current), max(current)
+    width = hi - lo
+    if not math.isfinite(width) or width <= 0:
+        return "both"
+    eps = width * 1e-9
+    quarter = width / 4
+    low_support = math.fsum(w.weight for w in _credible(readings)
+                            if w.speaks_low and lo - eps <= w.low <= lo + quarter)
+    high_support = math.fsum(w.weight for w in _credible(readings)
+                             if w.speaks_high and hi - quarter <= w.high <= hi + eps)
+    if low_support < high_support / 2:
+        return "narrow_low"
+    if high_support < low_support / 2:
+        return "narrow_high"
+    return "both"
+
+
+# ----------------------------------------------------------------- progress and stopping
+
+
+def _clamp01(x: float) -> float:
+    return 0.0 if math.isnan(x) else min(1.0, max(0.0, x))
+
+
+def width_reduction_pct(initial: tuple[float, float], current: tuple[float, float]) -> float:
+    """How much narrower than the initial range the current one is, in percent (negative: wider)."""
+    iw = max(initial) - min(initial)
+    cw = max(current) - min(current)
+    if not (math.isfinite(iw) and math.isfinite(cw)) or iw <= 0:
+        return 0.0
+    return _tidy(100.0 * (iw - cw) / iw)
+
+
+def progress_score(
+    initial: tuple[float, float],
+    current: tuple[float, float],
+    target_low: float | None = None,
+    target_high: float | None = None,
+    target_width: float | None = None,
+) -> float:
+    """Seed 1's progress score, 0..1.
+
+    width progress = (initial width - current width) / (initial width - target width), in 0..1
+    centre alignment = 1 - |current centre - target centre| / (initial width / 2), in 0..1
+    score = harmonic mean of the two (0 when either is 0). With target_low and target_high the
+    target width is their difference; with only target_width the score is the width term
+    alone; with no target at all the target width is 0. The score falls when the range widens.
+    """
+    i_lo, i_hi = min(initial), max(initial)
+    c_lo, c_hi = min(current), max(current)
+    iw, cw = i_hi - i_lo, c_hi - c_lo
+    centre: float | None = None
+    if target_low is not None and target_high is not None:
+        t_lo, t_hi = min(target_low, target_high), max(target_low, target_high)
+        tw, centre = t_hi - t_lo, (t_lo + t_hi) / 2
+    else:
+        tw = target_width if target_width is not None else 0.0
+    values = (iw, cw, tw) + ((centre,) if centre is not None else ())
+    if not all(math.isfinite(v) for v in values):
+        return 0.0
+    if iw - tw > 0:
+        width = _clamp01((iw - cw) / (iw - tw))
+    else:  # the initial range was already as narrow as the target
+        width = 1.0 if cw <= tw else 0.0
+    if centre is None:
+        return width
+    offset = abs((c_lo + c_hi) / 2 - centre)
+    align = _clamp01(1 - offset / (iw / 2)) if iw > 0 else (1.0 if offset == 0 else 0.0)
+    if width == 0 or align == 0:
+        return 0.0
+    return 2 * width * align / (width + align)
+
+
+def plateau(scores: Sequence[float], min_gain: float = 0.005, window: int = 2) -> bool:
+    """True when the score has moved less than `min_gain` over the last `window` rounds.
+
+    Needs window + 1 scores. "Moved" counts both ways: a score that fell means new evidence
+    widened the range, which is news, not convergence, so it does not count as a plateau.
+    """
+    if window < 1 or len(scores) < window + 1:
+        return False
+    recent = list(scores[-(window + 1):])
+    if not all(math.isfinite(s) for s in recent):
+        return False
+    return max(recent) - min(recent) < min_gain
+
+
+TARGET_SCORE = 0.95
+TARGET_REACHED, CONVERGED, MAX_ROUNDS, BUDGET, STALLED = (
+    "target_reached", "converged", "max_rounds", "budget", "stalled",
+)
+
+
+def estimate_stop_reason(
+    scores: Sequence[float],
+    current: tuple[float, float],
+    *,
+    round_: int,
+    max_rounds: int,
+    over_budget: bool = False,
+    stalled: bool = False,
+    target_width: float | None = None,
+    sources: int | None = None,
+) -> str | None:
+    """Why an estimate brief stops after round `round_` (rounds done), or None to go on.
+
+    Checked in this order, the first that holds wins:
+    1. target_reached: the latest score >= 0.95, or the width <= target_width. When
+       `sources` (credible_sources) is given, it needs at least 2: one source saying one
+       number is a point, not a confirmed range.
+    2. budget: a hard budget is spent.
+    3. stalled: no new evidence for 2 rounds (the caller's test). Before `converged`, because a
+       score that stops moving for lack of evidence has not converged (seed 1's pitfall).
+    4. converged: plateau(scores).
+    5. max_rounds: round_ >= max_rounds.
+    """
+    width = max(current) - min(current)
+    enough_sources = sources is None or sources >= 2
+    hit_score = bool(scores) and math.isfinite(scores[-1]) and scores[-1] >= TARGET_SCORE
+    hit_width = target_width is not None and math.isfinite(width) and width <= target_width
+    if enough_sources and (hit_score or hit_width):
+        return TARGET_REACHED
+    if over_budget:
+        return BUDGET
+    if stalled:
+        return STALLED
+    if plateau(scores):
+        return CONVERGED
+    if round_ >= max_rounds:
+        return MAX_ROUNDS
+    return None
+
+
+# ----------------------------------------------------------------- verdicts
+
+SUPPORT_NEEDED = 1.2
+DOMINANCE = 2.0
+_RANK = {tier: i for i, tier in enumerate(TIERS)}  # 0 = regulator, the highest tier
+_HIGH_STANDING = _RANK["peer_reviewed"]
+
+
+@dataclass(frozen=True)
+class Stance:
+    """The model's label for one evidence item. `domain` is the independence key."""
+
+    stance: str  # supports | contradicts | neutral
+    confidence: float
+    tier: str | None
+    domain: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    value: str  # supported | refuted | inconclusive
+    rule: str
+    evidence_level: str  # deterministic | advisory
+    support: float
+    contradiction: float
+
+
+@dataclass(frozen=True)
+class _Side:
+    weight: float
+    domains: int
+    best_rank: int  # the best tier on this side (lowest rank); len(TIERS) when empty
+    best_tier: str
+
+
+def _side(best: dict[str, tuple[float, int]]) -> _Side:
+    ranks = [rank for _, rank in best.values()]
+    best_rank = min(ranks, default=len(TIERS))
+    return _Side(math.fsum(c for c, _ in best.values()), len(best), best_rank,
+                 TIERS[best_rank] if best_rank < len(TIERS) else "none")
+
+
+def _blocking(rank_against: Iterable[int], side: _Side) -> int | None:
+    """The best rank among opposing items that block this side, or None."""
+    limit = max(side.best_rank, _HIGH_STANDING)
+    blockers = [r for r in rank_against if r <= limit]
+    return min(blockers) if blockers else None
+
+
+def verdict(stances: Sequence[Stance]) -> Verdict:
+    """The hypothesis verdict, computed from the model's stance labels.
+
+    1. Each item's confidence is capped by its tier; items under CREDIBLE (0.5) after that
+       (every social-tier item) are counted but decide nothing; neutral items are ignored.
+    2. Independence: per domain and side, only the strongest item counts.
+    3. support = sum over supporting domains; contradiction likewise.
+    4. supported when support >= 1.2, support >= 2 x contradiction, and no credible
+       contradiction comes from a tier at or above the best support's tier, or from a
+       peer-reviewed or regulator source (a study or an official finding against the claim
+       leaves it contested, however much else agrees). refuted symmetrically. Otherwise
+       inconclusive. 1.2 is more than any single item can carry (0.95), so a verdict always
+       rests on at least two domains.
+    evidence_level is "deterministic" when at least two independent domains took a credible
+    side, "advisory" otherwise. Adding a supporting item never undoes "supported"; the
+    order of `stances` never matters.
+    """
+    best: dict[str, dict[str, tuple[float, int]]] = {"supports": {}, "contradicts": {}}
+    ranks: dict[str, list[int]] = {"supports": [], "contradicts": []}
+    weak = 0
+    for item in stances:
+        if item.stance not in best:
+            continue
+        tier = normalize_tier(item.tier)
+        conf = tier_confidence(tier, item.confidence)
+        if conf < CREDIBLE:
+            weak += 1
+            continue
+        domain = (item.domain or "").strip().lower()
+        rank = _RANK[tier]
+        ranks[item.stance].append(rank)
+        held = best[item.stance].get(domain)
+        if held is None or (conf, -rank) > (held[0], -held[1]):
+            best[item.stance][domain] = (conf, rank)
+    sup, con = _side(best["supports"]), _side(best["contradicts"])
+    domains = len(set(best["supports"]) | set(best["contradicts"]))
+    level = "deterministic" if domains >= 2 else "advisory"
+    counts = (f"{sup.domains} domain(s) support (weight {sup.weight:.2f}, best tier {sup.best_tier}), "
+              f"{con.domains} contradict (weight {con.weight:.2f}, best tier {con.best_tier})")
+    if weak:
+        counts += f"; {weak} item(s) under confidence {CREDIBLE} ignored"
+    sup_block = _blocking(ranks["contradicts"], sup)
+    con_block = _blocking(ranks["supports"], con)
+
+    def decides(side: _Side, other: _Side) -> bool:
+        return side.weight >= SUPPORT_NEEDED and side.weight >= DOMINANCE * other.weight
+
+    if decides(sup, con) and sup_block is None:
+        value, why = "supported", (f"support >= {SUPPORT_NEEDED}, at least {DOMINANCE:g}x the contradiction, "
+                                   "and no contradiction of equal or higher tier or from a regulator or "
+                                   "peer-reviewed source")
+    elif decides(con, sup) and con_block is None:
+        value, why = "refuted", (f"contradiction >= {SUPPORT_NEEDED}, at least {DOMINANCE:g}x the support, "
+                                 "and no support of equal or higher tier or from a regulator or "
+                                 "peer-reviewed source")
+    else:
+        value = "inconclusive"
+        if decides(sup, con):
+            why = f"support would decide, but a {TIERS[sup_block]} source contradicts"  # type: ignore[index]
+        elif decides(con, sup):
+            why = f"contradiction would decide, but a {TIERS[con_block]} source supports"  # type: ignore[index]
+        elif not domains:
+            why = "no credible evidence either way"
+        else:
+            why = f"neither side reaches {SUPPORT_NEEDED} with at least {DOMINANCE:g}x the other's weight"
+    return Verdict(value=value, rule=f"{value}: {counts}; {why}", evidence_level=level,
+                   support=round(sup.weight, 6), contradiction=round(con.weight, 6))
