@@ -67,6 +67,20 @@ def relevance(text: str, topics: Sequence[str]) -> float:
     return len(wanted & set(content_words(text))) / len(wanted)
 
 
+PLAN_RELEVANCE_MIN = 0.6
+
+
+def plan_relevance(question: str, queries: Sequence[str]) -> float:
+    """Seed 5's relevancy gate, computed: how much of the question the planned queries cover (0..1).
+
+    Each query scores twice its share of the question's content words, capped at 1 (a query
+    carrying half the question's words is fully on topic); the plan scores their mean.
+    """
+    if not queries:
+        return 0.0
+    return sum(min(1.0, 2 * relevance(q, [question])) for q in queries) / len(queries)
+
+
 def is_related(text: str, topics: Sequence[str]) -> bool:
     """A quote that shares no content word with the question or any open gap is not evidence for it."""
     return relevance(text, topics) > 0.0
@@ -111,6 +125,7 @@ class LoopState:
     next_action: str = "plan"
     why: str = "a new brief starts with a plan"
     stop_reason: str | None = None
+    plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
     estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
     numbers_discarded: int = 0           # numbers the model proposed that its quote does not contain
 
@@ -249,3 +264,28 @@ def next_action(state: LoopState, reason: str | None) -> tuple[str, str]:
     if open_gaps:
         return "search_more", f"{len(open_gaps)} open gap(s): {open_gaps[0].text[:80]}"
     return "search_more", "no gaps recorded; searching for more evidence"
+
+
+def open_questions(question: str, research_question: str, open_gaps: Sequence[str], *,
+                   had_evidence: bool, verdict: str | None = None,
+                   estimate: tuple[float, float, str, bool] | None = None) -> list[str]:
+    """What the requester could clarify: an unattended daemon cannot ask, so the report says.
+
+    `estimate` is (low, high, unit, target_reached)."""
+    asks: list[str] = []
+    if research_question and normalize_query(research_question) != normalize_query(question):
+        asks.append(f"The question was researched as \u201c{research_question}\u201d; say so in a new brief "
+                    f"if you meant something else.")
+    if not had_evidence:
+        asks.append("No usable sources were found: which documents or domains should be searched "
+                    "(search.include_domains), or what other words describe the subject?")
+    for gap in list(open_gaps)[:5]:
+        asks.append(f"Still open: {gap}. A source you trust, or a narrower scope, would help.")
+    if estimate is not None and not estimate[3]:
+        low, high, unit, _ = estimate
+        asks.append(f"The range {low:g}\u2013{high:g} {unit} did not reach the target width: a narrower "
+                    f"definition (period, place, what counts) would let it narrow further.")
+    if verdict == "inconclusive":
+        asks.append("The evidence does not decide the claim: which kind of source would you accept as "
+                    "authoritative, or which part of the claim matters most?")
+    return asks

@@ -142,13 +142,20 @@ class Research:
         return self.state.research_question or self.brief.question
 
     async def plan(self) -> None:
+        """Seed 5: rewrite the question, plan, check the plan against the question, re-plan once."""
         self.events.emit("signal", message="planning")
-        result = await self.ask(
-            "plan", planner.plan_prompt(self.brief.question, self.brief.context or "", today()),
-            planner.PLAN_SCHEMA, planner.coerce_plan(self.brief.question),
-            lambda: planner.template_plan(self.brief.question),
-        )
-        plan = result
+        prompt = planner.plan_prompt(self.brief.question, self.brief.context or "", today())
+        plan = await self.ask_plan(prompt)
+        score = decide.plan_relevance(self.brief.question, plan.queries)
+        if score < decide.PLAN_RELEVANCE_MIN:
+            self.state.count_fallback("replan")
+            self.events.emit("signal", message="plan off topic; planning again", plan_relevance=round(score, 3))
+            retry = await self.ask_plan(prompt + f"\nNOTE: a first plan scored {score:.2f} for relevance: its "
+                                        f"queries missed the QUESTION's own words. Keep every query about it.")
+            retry_score = decide.plan_relevance(self.brief.question, retry.queries)
+            if retry_score > score:
+                plan, score = retry, retry_score
+        self.state.plan_relevance = round(score, 3)
         self.state.research_question = plan.research_question
         self.state.angles = plan.angles
         self.state.add_gaps(plan.gaps or [f"direct answer to: {self.brief.question}"])
@@ -158,8 +165,12 @@ class Research:
         self.state.next_action, self.state.why = "search_more", "plan ready"
         self.events.emit("signal", message="plan ready", research_question=plan.research_question,
                          angles=plan.angles, queries=self.state.pending_queries,
-                         gaps=[g.text for g in self.state.gaps])
+                         gaps=[g.text for g in self.state.gaps], plan_relevance=self.state.plan_relevance)
         self.checkpoint()
+
+    async def ask_plan(self, prompt: str) -> planner.Plan:
+        return await self.ask("plan", prompt, planner.PLAN_SCHEMA, planner.coerce_plan(self.brief.question),
+                              lambda: planner.template_plan(self.brief.question))
 
     async def round(self, round_no: int, queries: list[str]) -> None:
         self.check_cancel()
@@ -585,6 +596,13 @@ class Research:
             for e in self.store.evidence(self.run_id)
         ]
         usage = self.usage()
+        verdict = self.verdict_report()
+        estimate = self.estimate_report()
+        asks = decide.open_questions(
+            self.brief.question, self.state.research_question, [g.text for g in self.state.open_gaps()],
+            had_evidence=bool(evidence), verdict=verdict["value"] if verdict else None,
+            estimate=(estimate["final"]["low"], estimate["final"]["high"], estimate["unit"],
+                      self.state.stop_reason == "target_reached") if estimate else None)
         return {
             "id": self.brief.id,
             "source_file": None,  # filled by the worker, which knows the file
@@ -592,6 +610,7 @@ class Research:
             "question": self.brief.question,
             "research_question": self.state.research_question,
             "angles": self.state.angles,
+            "plan_relevance": self.state.plan_relevance,
             "started_at": self.started_at,
             "finished_at": utc_now(),
             "stop_reason": self.state.stop_reason,
@@ -599,8 +618,9 @@ class Research:
             "disclaimer": disclaimer,
             "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in sources],
             "evidence": evidence,
-            "estimate": self.estimate_report(),
-            "verdict": self.verdict_report(),
+            "estimate": estimate,
+            "verdict": verdict,
+            "open_questions": asks,
             "gaps": [g.text for g in self.state.open_gaps()],
             "queries": self.store.queries(self.run_id),
             "usage": usage,
@@ -686,6 +706,7 @@ class Research:
             "llm_cache_hits": model["llm_cache_hits"],
             "wall_seconds": round(_seconds_since(self.started_at), 3),
             "llm_seconds": model["llm_seconds"],
+            "fallbacks": dict(self.state.fallbacks),
         }
 
     def check_cancel(self) -> None:

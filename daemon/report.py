@@ -33,6 +33,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 )
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
+    "open_questions", "plan_relevance",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -74,6 +75,8 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "fallbacks": {},
         "model": None,
         "searxng_url": None,
+        "open_questions": [],
+        "plan_relevance": None,
     }
 
 
@@ -370,6 +373,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     lines += ["## Open gaps", ""]
     lines += ([f"- {md_text(gap)}" for gap in gaps] if gaps else ["_None._"]) + [""]
 
+    asks = _list(report.get("open_questions"))
+    if asks:
+        lines += ["## Open questions", "", "_An unattended daemon cannot ask; these are what the requester "
+                  "could clarify in a follow-up brief._", ""]
+        lines += [f"- {md_text(ask)}" for ask in asks] + [""]
+
     queries = [_dict(q) for q in _list(report.get("queries"))]
     lines += ["## Queries", ""]
     if queries:
@@ -655,6 +664,13 @@ def render_html(report: Mapping[str, Any]) -> str:
     parts.append("<h2>Open gaps</h2>")
     parts.append("<ul>" + "".join(f"<li>{_e(g)}</li>" for g in gaps) + "</ul>" if gaps
                  else "<p><em>None.</em></p>")
+
+    asks = _list(report.get("open_questions"))
+    if asks:
+        parts.append("<h2>Open questions</h2>")
+        parts.append("<p><em>An unattended daemon cannot ask; these are what the requester could clarify "
+                     "in a follow-up brief.</em></p>")
+        parts.append("<ul>" + "".join(f"<li>{_e(a)}</li>" for a in asks) + "</ul>")
 
     queries = [_dict(q) for q in _list(report.get("queries"))]
     parts.append("<h2>Queries</h2>")

@@ -121,3 +121,25 @@ def test_quotes_unrelated_to_the_question_and_gaps_are_not_evidence(quote: str, 
 def test_relevance_is_the_share_of_topic_words_found() -> None:
     assert decide.relevance("kestrel bridge", ["Kestrel River bridge"]) == pytest.approx(2 / 3)
     assert decide.relevance("anything", []) == 0.0
+
+
+def test_open_questions_say_what_the_requester_could_clarify() -> None:
+    asks = decide.open_questions("How much did it cost?", "What was the final cost of the Northgate tunnel?",
+                                 ["final audited figure"], had_evidence=True, verdict="inconclusive",
+                                 estimate=(410, 520, "USD million", False))
+    text = " ".join(asks)
+    assert "researched as" in text and "final audited figure" in text
+    assert "410\u2013520 USD million" in text and "authoritative" in text
+    assert decide.open_questions("q?", "q?", [], had_evidence=True) == []
+    assert "include_domains" in decide.open_questions("q?", "", [], had_evidence=False)[0]
+
+
+@pytest.mark.parametrize("queries, expected", [
+    (["Northgate rail tunnel overrun budget"], 1.0),
+    (["what must be found out to answer it", "what is a key word"], 0.0),
+    (["Northgate tunnel", "weather today"], 1 / 3),  # 2 of 6 words, doubled, averaged with 0
+    ([], 0.0),
+])
+def test_plan_relevance_is_computed_from_the_question_words(queries: list[str], expected: float) -> None:
+    question = "How much did the Northgate rail tunnel overrun its budget?"
+    assert decide.plan_relevance(question, queries) == pytest.approx(expected)

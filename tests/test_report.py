@@ -83,6 +83,8 @@ def realistic_report() -> dict[str, Any]:
         "fallbacks": {"plan": 0, "synthesis": 1},
         "model": "qwen2.5:3b-instruct",
         "searxng_url": "http://127.0.0.1:8888",
+        "open_questions": ["Still open: the final audited figure. A source you trust would help."],
+        "plan_relevance": 0.9,
     }
 
 
@@ -161,6 +163,7 @@ def test_markdown_report_reads_well() -> None:
         ("h2", "Evidence"),
         ("h2", "Sources"),
         ("h2", "Open gaps"),
+        ("h2", "Open questions"),
         ("h2", "Queries"),
         ("h2", "Fallbacks"),
         ("h2", "Usage"),
@@ -209,7 +212,7 @@ def test_markdown_page_text_cannot_restructure_the_report() -> None:
     assert [h for h in found if h[0] == "h1"] == [("h1", f"Is this safe? {SCRIPT}")]
     # every section heading is still ours: the unclosed fence did not swallow them
     assert [h[1] for h in found if h[0] == "h2"] == [
-        "Research plan", "Summary", "Estimate", "Evidence", "Sources", "Open gaps", "Queries", "Fallbacks",
+        "Research plan", "Summary", "Estimate", "Evidence", "Sources", "Open gaps", "Open questions", "Queries", "Fallbacks",
         "Usage"]
     assert ("h3", "Takeover") in found
     assert not [h for h in found if "Injected" in h[1] or "injected" in h[1]]
@@ -277,7 +280,7 @@ def test_html_report_is_a_standalone_page_with_linked_citations() -> None:
     assert page.by_tag["title"] == ["What will an EV battery pack cost per kWh in 2027?"]
     assert page.by_tag["h1"] == ["What will an EV battery pack cost per kWh in 2027?"]
     assert page.by_tag["h2"] == ["Research plan", "Summary", "Estimate", "Evidence", "Sources",
-                                 "Open gaps", "Queries", "Fallbacks", "Usage"]
+                                 "Open gaps", "Open questions", "Queries", "Fallbacks", "Usage"]
     assert page.by_tag["h4"] == ["Outlook"]
     ids = [a["id"] for _, a in page.tags if "id" in a]
     assert ids == ["source-1", "source-2", "source-3"]
