@@ -187,6 +187,7 @@ def status_data(settings) -> dict[str, Any]:
                 "why": cp.get("why"), "open_gaps": [g["text"] for g in cp.get("gaps", []) if g.get("answered_round") is None],
                 "waiting_for": row.waiting_for, "started_at": row.started_at, "attempts": row.attempts,
                 "estimate": (cp.get("estimate_history") or [None])[-1],
+                "remaining": cp.get("remaining", {}), "plan_relevance": cp.get("plan_relevance"),
                 "asked": cp.get("asked", []), "visited": len(cp.get("visited", [])),
                 "bad_urls": len(cp.get("bad", {})), "evaluator_failures": cp.get("evaluator_failures", 0),
             })
@@ -212,6 +213,9 @@ def cmd_status(settings, args) -> int:
         line = f"running {run['id']} (run {run['run']}): round {run['round']}, {run['phase']}"
         if run["next_action"]:
             line += f"; next: {run['next_action']} ({run['why']})"
+        left = {k: v for k, v in (run.get("remaining") or {}).items() if v is not None}
+        if left:
+            line += "; left: " + ", ".join(f"{v:g} {k}" for k, v in left.items())
         if run["estimate"]:
             est = run["estimate"]
             line += f"; range {est['low']:g}..{est['high']:g} (progress {est['progress_score']:.2f})"

@@ -125,6 +125,7 @@ class LoopState:
     next_action: str = "plan"
     why: str = "a new brief starts with a plan"
     stop_reason: str | None = None
+    remaining: dict[str, Any] = field(default_factory=dict)  # budgets left: rounds, tokens, seconds, pages
     plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
     estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
     numbers_discarded: int = 0           # numbers the model proposed that its quote does not contain
@@ -289,3 +290,15 @@ def open_questions(question: str, research_question: str, open_gaps: Sequence[st
         asks.append("The evidence does not decide the claim: which kind of source would you accept as "
                     "authoritative, or which part of the claim matters most?")
     return asks
+
+
+def remaining_budgets(state: LoopState, limits: Limits, usage: Usage) -> dict[str, Any]:
+    """What is left of each budget (None: no such budget), for checkpoints and `briefd status`."""
+    def left(cap: float | None, used: float) -> float | None:
+        return None if cap is None else max(0, round(cap - used, 1))
+    return {
+        "rounds": max(0, limits.max_rounds - state.round),
+        "tokens": left(limits.budget_tokens, usage.tokens),
+        "seconds": left(limits.budget_seconds, usage.seconds),
+        "pages": left(limits.budget_pages, usage.pages),
+    }

@@ -525,6 +525,26 @@ class Research:
             return "converged"
         return None
 
+    def sides(self, evidence: list[dict[str, Any]], estimate: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Sources that disagree, side by side: inside vs outside the final range, or for vs against."""
+        def brief_item(e: dict[str, Any]) -> dict[str, Any]:
+            return {"source": e["source"], "url": e["url"], "title": e["title"], "quote": e["quote"],
+                    "confidence": e["confidence"], "tier": e["tier"], "low": e["low"], "high": e["high"]}
+
+        if estimate is not None:
+            low, high = estimate["final"]["low"], estimate["final"]["high"]
+            read = [e for e in evidence if e["low"] is not None]
+            inside = [brief_item(e) for e in read if low <= e["low"] and e["high"] <= high]
+            outside = [brief_item(e) for e in read if not (low <= e["low"] and e["high"] <= high)]
+            return {"left_title": f"Within the final range ({low:g}\u2013{high:g})", "left": inside,
+                    "right_title": "Outside it (not corroborated, or low confidence)", "right": outside}
+        if self.brief.hypothesis:
+            return {"left_title": "Supports the claim",
+                    "left": [brief_item(e) for e in evidence if e["stance"] == "supports"],
+                    "right_title": "Contradicts the claim",
+                    "right": [brief_item(e) for e in evidence if e["stance"] == "contradicts"]}
+        return None
+
     def computed_line(self) -> str:
         """The rule-computed result, handed to the synthesis so the prose states it, not its own guess."""
         if self.brief.estimate:
@@ -605,6 +625,7 @@ class Research:
                       self.state.stop_reason == "target_reached") if estimate else None)
         return {
             "id": self.brief.id,
+            "sides": self.sides(evidence, estimate),
             "source_file": None,  # filled by the worker, which knows the file
             "status": "done",
             "question": self.brief.question,
@@ -714,6 +735,8 @@ class Research:
             raise Cancelled()
 
     def checkpoint(self) -> None:
+        usage = Usage(tokens=self.tokens_used(), seconds=_seconds_since(self.started_at), pages=self.pages_read())
+        self.state.remaining = decide.remaining_budgets(self.state, self.limits, usage)
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
 
 

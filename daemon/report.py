@@ -33,7 +33,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 )
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
-    "open_questions", "plan_relevance",
+    "open_questions", "plan_relevance", "sides",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -77,6 +77,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "searxng_url": None,
         "open_questions": [],
         "plan_relevance": None,
+        "sides": None,
     }
 
 
@@ -275,6 +276,33 @@ def _md_range(value: Any) -> str:
     return f"{_num(rng.get('low'))} – {_num(rng.get('high'))}"
 
 
+def _side_cell(item: Mapping[str, Any]) -> str:
+    n = item.get("source")
+    cite = f"[{md_text(n)}] " if _is_n(n) else ""
+    value = ""
+    if item.get("low") is not None:
+        low, high = item.get("low"), item.get("high")
+        value = f"**{_num(low)}**" if low == high else f"**{_num(low)}\u2013{_num(high)}**"
+        value += " "
+    quote = _fold(item.get("quote"))
+    quote = quote if len(quote) <= 160 else quote[:157] + "..."
+    return f"{value}{cite}{md_text(quote)} ({md_text(item.get('tier') or 'unrated')}, {_confidence(item.get('confidence'))})"
+
+
+def _md_sides(sides: Mapping[str, Any]) -> list[str]:
+    """Disagreeing sources side by side: a two-column table."""
+    left, right = _list(sides.get("left")), _list(sides.get("right"))
+    if not left and not right:
+        return []
+    lines = ["## Side by side", ""]
+    rows = []
+    for i in range(max(len(left), len(right))):
+        rows.append((_side_cell(_dict(left[i])) if i < len(left) else "",
+                     _side_cell(_dict(right[i])) if i < len(right) else ""))
+    lines += _md_table((md_text(sides.get("left_title")), md_text(sides.get("right_title"))), rows)
+    return lines + [""]
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     """report.md: the question as title, status, disclaimer, summary, evidence, sources,
     open gaps, queries and usage; a failed brief shows its error."""
@@ -368,6 +396,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     else:
         lines += [f"- [{md_text(s.get('n'))}] {md_link(s.get('title'), s.get('url'))}"
                   for s in sources] + [""]
+
+    lines += _md_sides(_dict(report.get("sides")))
 
     gaps = _list(report.get("gaps"))
     lines += ["## Open gaps", ""]
@@ -659,6 +689,15 @@ def render_html(report: Mapping[str, Any]) -> str:
             items.append(f"<li{anchor}>[{_e(n)}] {html_link(_fold(source.get('title')) or source.get('url'), source.get('url'))}"
                          f' <span class="url">{_e(source.get("url"))}</span></li>')
         parts.append('<ul class="sources">' + "".join(items) + "</ul>")
+
+    sides = _dict(report.get("sides"))
+    left, right = _list(sides.get("left")), _list(sides.get("right"))
+    if left or right:
+        parts.append("<h2>Side by side</h2>")
+        rows = [(_e(_side_cell(_dict(left[i]))) if i < len(left) else "",
+                 _e(_side_cell(_dict(right[i]))) if i < len(right) else "")
+                for i in range(max(len(left), len(right)))]
+        parts.append(_html_table((_e(sides.get("left_title")), _e(sides.get("right_title"))), rows))
 
     gaps = _list(report.get("gaps"))
     parts.append("<h2>Open gaps</h2>")

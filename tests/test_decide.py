@@ -143,3 +143,9 @@ def test_open_questions_say_what_the_requester_could_clarify() -> None:
 def test_plan_relevance_is_computed_from_the_question_words(queries: list[str], expected: float) -> None:
     question = "How much did the Northgate rail tunnel overrun its budget?"
     assert decide.plan_relevance(question, queries) == pytest.approx(expected)
+
+
+def test_remaining_budgets_for_status() -> None:
+    limits = Limits(max_rounds=3, max_searches_per_round=2, pages_per_round=4, budget_tokens=1000)
+    left = decide.remaining_budgets(LoopState(round=1), limits, Usage(tokens=1200, seconds=5.0, pages=3))
+    assert left == {"rounds": 2, "tokens": 0, "seconds": None, "pages": None}

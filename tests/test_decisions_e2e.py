@@ -97,3 +97,16 @@ def test_the_injection_changes_neither_numbers_nor_verdicts(decided: Workspace) 
     text = json.dumps(decided.report("claim-lakeside"))
     assert "exactly $1" not in decided.report("northgate")["summary"]
     assert '"value": "supported"' not in text or decided.report("claim-lakeside")["verdict"]["value"] != "supported"
+
+
+def test_disagreeing_sources_are_shown_side_by_side(decided: Workspace) -> None:
+    lakeside = decided.report("claim-lakeside")["sides"]
+    assert lakeside["left"] and lakeside["right"], "the lab's lakeside evidence is mixed"
+    assert all(item["quote"] for item in lakeside["left"] + lakeside["right"])
+    md = (decided.outbox / "claim-lakeside" / "report.md").read_text()
+    assert "## Side by side" in md and "| Supports the claim | Contradicts the claim |" in md
+    northgate = decided.report("northgate")
+    low, high = northgate["estimate"]["final"]["low"], northgate["estimate"]["final"]["high"]
+    assert all(low <= i["low"] and i["high"] <= high for i in northgate["sides"]["left"])
+    assert all(not (low <= i["low"] and i["high"] <= high) for i in northgate["sides"]["right"])
+    assert "Within the final range" in (decided.outbox / "northgate" / "report.md").read_text()

@@ -49,3 +49,33 @@ def test_a_brief_finishes_with_a_well_formed_report_whatever_the_tiny_model_says
     events = [json.loads(line) for line in (ws.outbox / "bridge" / "events.ndjson").read_text().splitlines()]
     assert events[-1]["type"] == "complete"
     assert (ws.outbox / "bridge" / "report.html").exists()
+
+
+def test_estimate_and_hypothesis_briefs_finish_with_well_formed_numbers(
+        tmp_path, search_lab, llama_ollama: OllamaLab) -> None:
+    """Whatever numbers and labels the tiny model proposes, the range and the verdict come from rules."""
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=llama_ollama.url,
+                   model="gemma3:270m")
+    ws.drop("cost.json", {"question": TOPICS["northgate"].question, "depth": "quick", "max_rounds": 1,
+                          "estimate": {"unit": "USD million", "low": 100, "high": 2000, "target_width": 100}})
+    ws.drop("claim.json", {"question": TOPICS["lakeside"].question, "depth": "quick", "max_rounds": 1,
+                           "hypothesis": {"claim": TOPICS["lakeside"].claim}})
+    result = ws.briefd("run", "--once", timeout=900, BRIEFD_NUM_CTX="2048", BRIEFD_NUM_PREDICT="256",
+                       BRIEFD_LLM_TIMEOUT_S="240")
+    assert result.returncode == 0, result.stderr[-3000:]
+    cost = ws.report("cost")
+    assert cost["status"] == "done"
+    est = cost["estimate"]
+    low, high = est["final"]["low"], est["final"]["high"]
+    assert low <= high and all(isinstance(v, float | int) for v in (low, high))
+    assert est["history"] and all(h["low"] <= h["high"] for h in est["history"])
+    assert 0.0 <= est["progress_score"] <= 1.0
+    for item in cost["evidence"]:
+        if item["low"] is not None:
+            from daemon.judge import number_in_quote
+            assert number_in_quote(item["low"], item["quote"], "USD million"), "kept numbers are in their quote"
+    assert (ws.outbox / "cost" / "chart.png").read_bytes()[:4] == b"\x89PNG"
+    claim = ws.report("claim")
+    assert claim["status"] == "done"
+    assert claim["verdict"]["value"] in {"supported", "refuted", "inconclusive"}
+    assert claim["verdict"]["rule"] and claim["verdict"]["evidence_level"] in {"deterministic", "advisory"}

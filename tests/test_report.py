@@ -85,6 +85,7 @@ def realistic_report() -> dict[str, Any]:
         "searxng_url": "http://127.0.0.1:8888",
         "open_questions": ["Still open: the final audited figure. A source you trust would help."],
         "plan_relevance": 0.9,
+        "sides": None,
     }
 
 
