@@ -118,6 +118,10 @@ class Research:
             reason = self.stop_reason()
             queries: list[str] = []
             if reason is None:
+                if self.brief.estimate and self.state.round >= 1:
+                    # each round leads with a query aimed at the bound the evidence supports least
+                    aimed = self.state.add_queries(self.bound_queries()[:1])
+                    self.state.pending_queries = aimed + [q for q in self.state.pending_queries if q not in aimed]
                 if self.brief.estimate and not self.state.pending_queries:
                     self.state.add_queries(self.bound_queries())
                 if self.brief.hypothesis and not self.state.pending_queries:
@@ -443,7 +447,7 @@ class Research:
                 "origin": ref.origin, "quote": quote, "quote_start": offset + start,
                 "quote_end": offset + end, "summary": item.summary, "confidence": item.confidence,
                 "stance": None, "impact": None, "gap": item.gap or None, "low": None, "high": None,
-                "tier": item.tier,
+                "tier": item.tier, "unit": item.unit, "scope": item.scope, "reading_date": item.date,
             }
             self.read_labels(round_no, item, quote, row)
             rows.append(row)
@@ -612,7 +616,7 @@ class Research:
             {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
              "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
              "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
-             "tier": e["tier"]}
+             "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"]}
             for e in self.store.evidence(self.run_id)
         ]
         usage = self.usage()

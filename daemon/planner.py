@@ -83,6 +83,7 @@ def evidence_schema(kind: str) -> dict[str, Any]:
     if kind == "estimate":
         item["properties"].update({
             "value": _NUMBER_OR_NULL, "low": _NUMBER_OR_NULL, "high": _NUMBER_OR_NULL,
+            "unit": {"type": "string"}, "scope": {"type": "string"}, "date": {"type": "string"},
             "impact": {"type": "string", "enum": IMPACT_VALUES},
             "tier": {"type": "string", "enum": TIER_VALUES},
         })
@@ -268,6 +269,9 @@ class EvidenceItem:
     impact: str | None = None
     tier: str | None = None
     stance: str | None = None
+    unit: str | None = None      # the model's reading of what the figure measures, where and when:
+    scope: str | None = None     # kept as labels for the reader; the numbers themselves are checked
+    date: str | None = None      # against the quote by code
 
 
 @dataclass
@@ -318,6 +322,10 @@ def _number(value: Any) -> float | None:
     return number if number == number and abs(number) != float("inf") else None
 
 
+def _label(value: Any) -> str | None:
+    return one_line(value, 120) or None if isinstance(value, str) else None
+
+
 def _choice(value: Any, allowed: Sequence[str]) -> str | None:
     if not isinstance(value, str):
         return None
@@ -344,6 +352,7 @@ def coerce_evidence(data: Any) -> EvidenceAnswer:
             value=_number(raw.get("value")), low=_number(raw.get("low")), high=_number(raw.get("high")),
             impact=_choice(raw.get("impact"), IMPACT_VALUES), tier=_choice(raw.get("tier"), TIER_VALUES),
             stance=_choice(raw.get("stance"), STANCE_VALUES),
+            unit=_label(raw.get("unit")), scope=_label(raw.get("scope")), date=_label(raw.get("date")),
         ))
     return EvidenceAnswer(items=items, new_gaps=_strings(data.get("new_gaps"), "new_gaps", 3),
                           new_queries=_strings(data.get("new_queries"), "new_queries", 3, 200))

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator
 
 import sqlite_utils
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -190,7 +190,13 @@ def _migration_2(db: sqlite_utils.Database) -> None:
         db["evidence"].add_column(column, kind)
 
 
-MIGRATIONS = {1: _migration_1, 2: _migration_2}
+def _migration_3(db: sqlite_utils.Database) -> None:
+    """What an estimate reading says it measures: unit, scope and date, as the model read them."""
+    for column in ("unit", "scope", "reading_date"):
+        db["evidence"].add_column(column, str)
+
+
+MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3}
 
 
 def migrate(db: sqlite_utils.Database) -> int:
