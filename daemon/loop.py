@@ -197,6 +197,7 @@ class Research:
         self.state.new_evidence_per_round.append(new)
         if self.brief.estimate:
             self.update_estimate(round_no)
+        self.state.next_action, self.state.why = decide.next_action(self.state, None)
         self.events.emit("signal", message=f"round {round_no} done", new_evidence=new,
                          open_gaps=len(self.state.open_gaps()),
                          tokens_so_far=self.tokens_used())
