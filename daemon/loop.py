@@ -33,7 +33,7 @@ from .decide import Limits, LoopState, Usage
 from .events import EventLog
 from .extract import extract_page, split_passages
 from .fetch import FetchLimits, fetch_page
-from .llm import CallRecord, ModelConfig, ServiceDown, call_json, estimate_tokens, prompt_budget
+from .llm import CallRecord, ModelConfig, call_json, estimate_tokens, prompt_budget
 from .search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from .settings import Settings
 

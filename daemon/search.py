@@ -182,7 +182,7 @@ async def probe(base_url: str, timeout_s: float = 10.0) -> SearchProbe:
         except SearchRefused as exc:
             return SearchProbe(False, f"SearXNG at {base_url} refuses JSON searches (HTTP {exc.status})", exc.fix)
         except SearchUnavailable as exc:
-            return SearchProbe(False, str(exc), f"start SearXNG or point BRIEFD_SEARXNG_URL / --searxng-url at it")
+            return SearchProbe(False, str(exc), "start SearXNG or point BRIEFD_SEARXNG_URL / --searxng-url at it")
     note = f"SearXNG at {base_url}: JSON search works ({len(resp.hits)} results for a test query)"
     if resp.unresponsive_engines:
         note += f"; unresponsive engines: {', '.join(resp.unresponsive_engines)}"

@@ -9,7 +9,6 @@ on the event loop's thread, where the store's connection lives.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import traceback

@@ -15,13 +15,10 @@ Why these choices (RELIABILITY.md):
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sqlite3
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
 
 import sqlite_utils
 

@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 import jsonschema
-import pytest
 
-from tests.conftest import BRIEFD, OllamaLab, Workspace
+from tests.conftest import BRIEFD, Workspace
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
