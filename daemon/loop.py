@@ -68,6 +68,15 @@ class Cancelled(Exception):
     """`briefd cancel` was asked for a running brief."""
 
 
+class Outage(Exception):
+    """A service (SearXNG) stayed down through the loop's own retries: the brief should wait, not fail."""
+
+    def __init__(self, service: str, reason: str) -> None:
+        super().__init__(f"{service} is unavailable: {reason}")
+        self.service = service
+        self.reason = reason
+
+
 def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:
     budget = brief.budget
     return Limits(
@@ -84,7 +93,7 @@ def today() -> str:
     return datetime.now(timezone.utc).date().isoformat()
 
 
-def _seconds_since(iso: str | None) -> float:
+def seconds_since(iso: str | None) -> float:
     if not iso:
         return 0.0
     then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
@@ -248,9 +257,7 @@ class Research:
                 self.state.count_fallback("search_failed")
                 self.events.emit("signal", message="search refused", error=str(exc), fix=exc.fix)
             except SearchUnavailable as exc:
-                error = str(exc)
-                self.state.count_fallback("search_failed")
-                self.events.emit("signal", message="search failed", error=str(exc))
+                raise Outage("searxng", str(exc)) from exc
         self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in hits],
                                 from_cache=cached is not None, error=error)
         self.events.emit("search_result", round=round_no, query=query, results=len(hits),
@@ -671,6 +678,7 @@ class Research:
             record=self.record_call, on_wait=self.on_wait,
         )
         self.store.set_waiting(self.run_id, None)
+        self.store.service_back(self.run_id)
         if result.outcome == "fallback":
             self.state.count_fallback(purpose)
         if result.repairs:
@@ -708,7 +716,7 @@ class Research:
         return usage["prompt_tokens"] + usage["completion_tokens"]
 
     def stop_reason(self) -> str | None:
-        usage = Usage(tokens=self.tokens_used(), seconds=_seconds_since(self.started_at),
+        usage = Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at),
                       pages=self.pages_read())
         reason = decide.stop_reason(self.state, self.limits, usage)
         if reason == decide.BUDGET:
@@ -730,7 +738,7 @@ class Research:
             "pages_fetched": self.state.pages_fetched,
             "page_cache_hits": self.state.page_cache_hits,
             "llm_cache_hits": model["llm_cache_hits"],
-            "wall_seconds": round(_seconds_since(self.started_at), 3),
+            "wall_seconds": round(seconds_since(self.started_at), 3),
             "llm_seconds": model["llm_seconds"],
             "fallbacks": dict(self.state.fallbacks),
         }
@@ -740,7 +748,7 @@ class Research:
             raise Cancelled()
 
     def checkpoint(self) -> None:
-        usage = Usage(tokens=self.tokens_used(), seconds=_seconds_since(self.started_at), pages=self.pages_read())
+        usage = Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at), pages=self.pages_read())
         self.state.remaining = decide.remaining_budgets(self.state, self.limits, usage)
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
 

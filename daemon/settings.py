@@ -77,6 +77,7 @@ class Settings:
     poll_seconds: float = 5.0
     use_polling: bool = False
     max_attempts: int = 3
+    patience_s: float = 21600.0  # how long a brief waits out a service outage before it fails (6 h)
     log_level: str = "info"
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
@@ -143,6 +144,8 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("poll_seconds", "float", "seconds between rescans of the inbox", low=0, above_low=True),
     _Spec("use_polling", "bool", "poll the inbox instead of inotify (NFS/SMB mounts)"),
     _Spec("max_attempts", "int", "attempts before a brief that keeps failing is marked failed", low=1, high=100),
+    _Spec("patience_s", "float", "seconds a brief waits out an Ollama or SearXNG outage before failing",
+          low=0, above_low=True),
     _Spec("log_level", "level", "log detail: debug, info, warning or error"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}

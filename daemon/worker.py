@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import signal
 import traceback
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +28,15 @@ from .fetch import FetchLimits, make_client as make_fetch_client
 from .files import atomic_write_bytes, sweep_temp_files
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
-from .loop import Cancelled, Research, Services
+from .loop import Cancelled, Outage, Research, Services, seconds_since
 from .report import archive_previous, safe_outdir, write_report
 from .settings import Settings
 
 log = logging.getLogger("briefd")
+
+OUTAGE_BACKOFF_S = 2.0       # first wait after an outage; doubles per consecutive outage
+OUTAGE_BACKOFF_CAP_S = 300.0
+
 
 
 def model_config(settings: Settings) -> ModelConfig:
@@ -183,6 +189,7 @@ class Daemon:
                 write_chart(outdir, report["estimate"], brief.question)
             write_report(outdir, report, brief.formats)
             self.store.finish(run.run_id, state=DONE, stop_reason=report["stop_reason"])
+            self.store.service_back(run.run_id)
             events.emit("complete", stop_reason=report["stop_reason"], report=str(outdir / "report.json"),
                         usage=report["usage"], sources=len(report["sources"]),
                         evidence=len(report["evidence"]))
@@ -191,13 +198,31 @@ class Daemon:
                       state=CANCELLED)
         except (ModelMissing, BriefError) as exc:
             self.fail(run, brief, outdir, events, str(exc), "error")
-        except ServiceDown as exc:
-            self.retry_or_fail(run, brief, outdir, events, f"service unavailable: {exc}")
+        except (ServiceDown, Outage) as exc:
+            self.wait_or_fail(run, brief, outdir, events, "ollama" if isinstance(exc, ServiceDown) else "searxng",
+                              str(exc))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or an unforeseen input: never take the daemon down
             log.error("%s: %s\n%s", run.brief_id, exc, traceback.format_exc())
             self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}")
+
+    def wait_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
+                     service: str, reason: str) -> None:
+        """A transient outage never fails a brief within `patience_s`: it waits with capped backoff."""
+        since, outages = self.store.outage_state(run.run_id)
+        waited = seconds_since(since)
+        if since is not None and waited >= self.settings.patience_s:
+            self.fail(run, brief, outdir, events,
+                      f"{service} stayed unavailable for {waited:.0f} s (patience_s {self.settings.patience_s:g}): "
+                      f"{reason}", "error")
+            return
+        delay = min(OUTAGE_BACKOFF_CAP_S, OUTAGE_BACKOFF_S * 2 ** min(outages, 10)) * random.uniform(0.8, 1.2)
+        retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
+        stamp = retry_at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        self.store.wait_for_service(run.run_id, f"{service}: {reason} (retry at {stamp})", stamp)
+        events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1)
+        self.work.set()
 
     def retry_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
                       error: str) -> None:

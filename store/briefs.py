@@ -158,11 +158,12 @@ class Store:
             WHERE run_id = (
                 SELECT run_id FROM briefs
                 WHERE state = 'queued'
+                  AND (not_before IS NULL OR not_before <= ?)
                   AND brief_id NOT IN (SELECT brief_id FROM briefs WHERE state = 'running')
                 ORDER BY run_id LIMIT 1)
             RETURNING run_id
             """,
-            [utc_now()],
+            [utc_now(), utc_now()],
         ).fetchone()
         return self.get_brief(row[0]) if row else None
 
@@ -197,6 +198,29 @@ class Store:
             "WHERE run_id = ?",
             [state, stop_reason, error, utc_now(), run_id],
         )
+
+    def wait_for_service(self, run_id: int, waiting_for: str, not_before: str) -> None:
+        """A service is down: back to the queue, not claimed before `not_before`, the attempt not counted."""
+        self.db.execute(
+            "UPDATE briefs SET state = 'queued', waiting_for = ?, not_before = ?, "
+            "waiting_since = COALESCE(waiting_since, ?), outages = outages + 1, "
+            "attempts = MAX(attempts - 1, 0) WHERE run_id = ?",
+            [waiting_for, not_before, utc_now(), run_id])
+
+    def service_back(self, run_id: int) -> None:
+        self.db.execute(
+            "UPDATE briefs SET waiting_since = NULL, not_before = NULL, outages = 0 WHERE run_id = ? "
+            "AND waiting_since IS NOT NULL", [run_id])
+
+    def outage_state(self, run_id: int) -> tuple[str | None, int]:
+        row = self.db.execute("SELECT waiting_since, outages FROM briefs WHERE run_id = ?", [run_id]).fetchone()
+        return (row[0], int(row[1] or 0)) if row else (None, 0)
+
+    def next_wake(self) -> str | None:
+        """The earliest time a waiting brief may be claimed again."""
+        row = self.db.execute("SELECT MIN(not_before) FROM briefs WHERE state = 'queued' "
+                              "AND not_before IS NOT NULL").fetchone()
+        return row[0] if row else None
 
     def requeue(self, run_id: int) -> None:
         self.db.execute(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -193,7 +193,14 @@ def _migration_3(db: sqlite_utils.Database) -> None:
         db["evidence"].add_column(column, str)
 
 
-MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3}
+def _migration_4(db: sqlite_utils.Database) -> None:
+    """Outages: a brief waiting for a service is queued with a time not to claim it before."""
+    db["briefs"].add_column("not_before", str)
+    db["briefs"].add_column("waiting_since", str)
+    db["briefs"].add_column("outages", int, not_null_default=0)
+
+
+MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4}
 
 
 def migrate(db: sqlite_utils.Database) -> int:
