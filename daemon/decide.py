@@ -125,6 +125,7 @@ class LoopState:
     next_action: str = "plan"
     why: str = "a new brief starts with a plan"
     stop_reason: str | None = None
+    current_round: dict[str, Any] = field(default_factory=dict)  # {round, queries, urls}: replayed on resume
     remaining: dict[str, Any] = field(default_factory=dict)  # budgets left: rounds, tokens, seconds, pages
     plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
     estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}

@@ -124,6 +124,12 @@ class Research:
         if self.state.phase == "plan":
             await self.plan()
         while self.state.phase == "rounds":
+            resumed = self.state.current_round
+            if resumed.get("round") == self.state.round + 1:
+                # a crash interrupted this round: redo it with the same queries and pages, so its
+                # prompts are the same and the answers already received are replayed, not paid again
+                await self.round(resumed["round"], resumed["queries"], resumed.get("urls"))
+                continue
             reason = self.stop_reason()
             queries: list[str] = []
             if reason is None:
@@ -185,25 +191,31 @@ class Research:
         return await self.ask("plan", prompt, planner.PLAN_SCHEMA, planner.coerce_plan(self.brief.question),
                               lambda: planner.template_plan(self.brief.question))
 
-    async def round(self, round_no: int, queries: list[str]) -> None:
+    async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None) -> None:
         self.check_cancel()
         self.store.reset_round(self.run_id, round_no)
         evidence_before = self.store.evidence_count(self.run_id)
         self.events.emit("round_started", round=round_no, queries=queries,
                          open_gaps=[g.text for g in self.state.open_gaps()])
         hits = await self.search_all(round_no, queries)
-        self.state.results_per_round.append(len(hits))
-        self.total_results += len(hits)
+        self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
+        self.total_results = sum(self.state.results_per_round)
         if self.brief.fetch_pages:
-            candidates = [h.url for h in hits]
-            urls = decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
-                                      self.pages_allowed())
+            if urls is None:
+                candidates = [h.url for h in hits]
+                urls = decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
+                                          self.pages_allowed())
+            self.state.current_round = {"round": round_no, "queries": queries, "urls": urls}
+            self.checkpoint()
             await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         else:
+            self.state.current_round = {"round": round_no, "queries": queries, "urls": None}
+            self.checkpoint()
             await self.read_snippets(round_no, hits)
         new = self.store.evidence_count(self.run_id) - evidence_before
         self.state.round = round_no
-        self.state.new_evidence_per_round.append(new)
+        self.state.current_round = {}
+        self.state.new_evidence_per_round = self.state.new_evidence_per_round[:round_no - 1] + [new]
         if self.brief.estimate:
             self.update_estimate(round_no)
         self.state.next_action, self.state.why = decide.next_action(self.state, None)
@@ -217,7 +229,7 @@ class Research:
     async def search_all(self, round_no: int, queries: list[str]) -> list[SearchHit]:
         """Run the round's queries; interleave their hits by rank so every query contributes."""
         responses = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
-        self.state.asked.extend(queries)
+        self.state.asked.extend(q for q in queries if q not in self.state.asked)
         merged: list[SearchHit] = []
         seen: set[str] = set()
         depth = max((len(r) for r in responses), default=0)
