@@ -114,7 +114,6 @@ class Research:
         self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
         self.state = LoopState.from_dict(saved) if saved else LoopState()
-        self.total_results = sum(self.state.results_per_round)
         self.search_refused: str | None = None
         self.kind = "estimate" if brief.estimate else "hypothesis" if brief.hypothesis else "plain"
 
@@ -199,7 +198,6 @@ class Research:
                          open_gaps=[g.text for g in self.state.open_gaps()])
         hits = await self.search_all(round_no, queries)
         self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
-        self.total_results = sum(self.state.results_per_round)
         if self.brief.fetch_pages:
             if urls is None:
                 candidates = [h.url for h in hits]

@@ -20,7 +20,7 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.lab.servers import Proc, SearchLab, free_port, start_proc, start_search_lab
+from tests.lab.servers import Proc, SearchLab, start_ollama, start_search_lab
 
 BRIEFD = str(Path(sys.executable).with_name("briefd"))
 
@@ -49,35 +49,23 @@ class OllamaLab:
         httpx.post(f"{self.url}/lab/fault", json=fields, timeout=10, trust_env=False).raise_for_status()
 
 
-def start_ollama(workdir: Path, driver: str, name: str) -> OllamaLab:
-    port = free_port()
-    proc = start_proc(
-        name,
-        [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1", "--port", str(port),
-         "--driver", driver, "--log", str(workdir / f"{name}.requests.ndjson")],
-        workdir,
-    )
-    url = f"http://127.0.0.1:{port}"
-    proc.wait_ready(f"{url}/api/version", timeout=60)
-    return OllamaLab(url=url, proc=proc)
+def serve_ollama(log_dir: Path, driver: str = "scripted", **kwargs: object) -> Iterator[OllamaLab]:
+    """The lab's model server for the duration of a fixture or a `with`-less test block."""
+    proc, url = start_ollama(log_dir, driver, **kwargs)  # type: ignore[arg-type]
+    try:
+        yield OllamaLab(url=url, proc=proc)
+    finally:
+        proc.stop()
 
 
 @pytest.fixture(scope="session")
 def scripted_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
-    lab = start_ollama(tmp_path_factory.mktemp("ollama-scripted"), "scripted", "ollama-scripted")
-    try:
-        yield lab
-    finally:
-        lab.proc.stop()
+    yield from serve_ollama(tmp_path_factory.mktemp("ollama-scripted"), "scripted", name="ollama-scripted")
 
 
 @pytest.fixture(scope="session")
 def llama_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
-    lab = start_ollama(tmp_path_factory.mktemp("ollama-llama"), "llama", "ollama-llama")
-    try:
-        yield lab
-    finally:
-        lab.proc.stop()
+    yield from serve_ollama(tmp_path_factory.mktemp("ollama-llama"), "llama", name="ollama-llama")
 
 
 @dataclass

@@ -8,22 +8,16 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 from tests.conftest import BRIEFD, OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
-from tests.lab.servers import free_port, start_proc
+from tests.lab.servers import start_ollama
 
 
 def test_kill_9_mid_brief_then_restart_finishes_once_without_paying_twice(tmp_path, search_lab) -> None:
-    port = free_port()
-    proc = start_proc("ollama-slow", [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1",
-                                      "--port", str(port), "--driver", "scripted", "--tokens-per-s", "60"],
-                      tmp_path / "logs")
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_ollama(tmp_path / "logs", "scripted", name="ollama-slow", extra=("--tokens-per-s", "60"))
     try:
-        proc.wait_ready(f"{url}/api/version", timeout=30)
         lab = OllamaLab(url=url, proc=proc)
         ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=url, model="lab-scripted")
         ws.drop("bridge.json", {"question": TOPICS["kestrel"].question, "depth": "quick"})

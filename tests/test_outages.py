@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
+from pathlib import Path
 
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 from tests.lab.searxng import start_searxng
-from tests.lab.servers import free_port, start_proc
+from tests.lab.servers import free_port, start_ollama
+
+
+def wait_for_event(events_path: Path, type_: str, timeout: float = 60.0) -> dict | None:
+    """The first event of this type in a brief's live log, waiting for it to appear."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events_path.exists():
+            for line in events_path.read_text().splitlines():
+                event = json.loads(line)
+                if event["type"] == type_:
+                    return event
+        time.sleep(0.5)
+    return None
 
 
 def test_ollama_down_then_up_the_brief_waits_and_finishes(tmp_path, search_lab) -> None:
@@ -22,20 +35,11 @@ def test_ollama_down_then_up_the_brief_waits_and_finishes(tmp_path, search_lab) 
     daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_MAX_ATTEMPTS="1"), cwd=ws.root,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        waiting = None
-        while time.monotonic() < deadline and waiting is None:
-            time.sleep(0.5)
-            events_path = ws.outbox / "patient" / "events.ndjson"
-            if events_path.exists():
-                waiting = next((json.loads(line) for line in events_path.read_text().splitlines()
-                                if '"waiting"' in line), None)
+        waiting = wait_for_event(ws.outbox / "patient" / "events.ndjson", "waiting")
         assert waiting is not None and waiting["service"] == "ollama", "the brief says what it waits for"
         assert waiting["retry_at"]
-        proc = start_proc("ollama-late", [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1",
-                                          "--port", str(port), "--driver", "scripted"], tmp_path / "logs")
+        proc, _ = start_ollama(tmp_path / "logs", "scripted", name="ollama-late", port=port)
         try:
-            proc.wait_ready(f"{url}/api/version", timeout=30)
             assert daemon.wait(timeout=180) == 0
         finally:
             proc.stop()
@@ -69,11 +73,8 @@ def test_searxng_down_then_up_the_brief_waits_and_finishes(tmp_path, search_lab,
     daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_MAX_ATTEMPTS="1"), cwd=ws.root,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        events_path = ws.outbox / "search-later" / "events.ndjson"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (events_path.exists() and '"waiting"' in events_path.read_text()):
-            time.sleep(0.5)
-        assert '"searxng"' in events_path.read_text()
+        waiting = wait_for_event(ws.outbox / "search-later" / "events.ndjson", "waiting")
+        assert waiting is not None and waiting["service"] == "searxng"
         status = json.loads(ws.briefd("status", "--json").stdout)
         assert status["counts"]["failed"] == 0
         late = start_searxng(tmp_path / "late-searxng", search_lab.datasette_url, port=port)

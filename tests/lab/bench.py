@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from tests.lab.corpus import TOPICS
-from tests.lab.servers import free_port, start_proc, start_search_lab
+from tests.lab.servers import start_ollama, start_search_lab
 
 BRIEFS = {
     "kestrel": {"question": TOPICS["kestrel"].question, "depth": "quick"},
@@ -60,13 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-"))
     lab = start_search_lab(root / "lab")
-    port = free_port()
-    ollama = start_proc("ollama", [sys.executable, "-m", "tests.lab.ollama_server", "--port", str(port),
-                                   "--driver", "scripted", "--tokens-per-s", str(args.tokens_per_s)],
-                        root / "logs")
-    url = f"http://127.0.0.1:{port}"
     try:
-        ollama.wait_ready(f"{url}/api/version", timeout=30)
+        ollama, url = start_ollama(root / "logs", "scripted", extra=("--tokens-per-s", str(args.tokens_per_s)))
+    except BaseException:
+        lab.stop()
+        raise
+    try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_")}
         env.update({"BRIEFD_INBOX": str(root / "inbox"), "BRIEFD_OUTBOX": str(root / "outbox"),
                     "BRIEFD_DB": str(root / "briefd.db"), "OLLAMA_HOST": url, "BRIEFD_MODEL": "lab-scripted",

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.lab.servers import REPO_ROOT, free_port, start_proc, start_search_lab
+from tests.lab.servers import REPO_ROOT, start_ollama, start_search_lab
 
 MODEL = "gemma3:270m"
 
@@ -30,13 +30,12 @@ def main() -> int:
     print("briefd demo: starting the lab on loopback (SearXNG, datasette, local web, model server)...",
           flush=True)
     lab = start_search_lab(root / "search")
-    port = free_port()
-    ollama = start_proc("ollama-llama", [sys.executable, "-m", "tests.lab.ollama_server", "--host",
-                                         "127.0.0.1", "--port", str(port), "--driver", "llama",
-                                         "--log", str(root / "model-requests.ndjson")], root / "logs")
-    ollama_url = f"http://127.0.0.1:{port}"
     try:
-        ollama.wait_ready(f"{ollama_url}/api/version", timeout=60)
+        ollama, ollama_url = start_ollama(root / "logs", "llama", name="ollama-llama")
+    except BaseException:
+        lab.stop()
+        raise
+    try:
         print(f"  SearXNG     {lab.searxng_url}\n  local web   {lab.web_url}\n"
               f"  model       {MODEL} (real inference, llama-cpp-python) at {ollama_url}", flush=True)
         inbox = root / "inbox"

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Sequence, TYPE_CHECKING
 
 import httpx
 
@@ -171,6 +171,29 @@ def start_proc(
             cwd=str(cwd or REPO_ROOT),
         )
     return Proc(name=name, argv=argv, log_path=log_path, popen=popen)
+
+
+def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama", port: int | None = None,
+                 extra: Sequence[str] = (), timeout: float = 60.0) -> tuple[Proc, str]:
+    """The lab's Ollama-compatible server (tests.lab.ollama_server) on loopback, ready; returns it and its URL.
+
+    Requests are logged to ``log_dir/<name>.requests.ndjson``; ``extra`` adds flags such as
+    ``--tokens-per-s 60``.
+    """
+    port = port or free_port()
+    proc = start_proc(
+        name,
+        [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1", "--port", str(port),
+         "--driver", driver, "--log", str(log_dir / f"{name}.requests.ndjson"), *extra],
+        log_dir,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        proc.wait_ready(f"{url}/api/version", timeout=timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, url
 
 
 def start_web(workdir: Path, port: int | None = None) -> tuple[Proc, int]:
