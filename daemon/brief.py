@@ -262,11 +262,7 @@ def parse_brief(data: bytes, source_name: str) -> Brief:
 def decode_json(data: bytes) -> Any:
     """Size cap, UTF-8 (BOM allowed), strict JSON: every failure a whole-file BriefError."""
     if len(data) > MAX_BRIEF_BYTES:
-        raise BriefError(
-            "", f"the brief is too large: {len(data):,} bytes, and the limit is {MAX_BRIEF_BYTES:,} bytes "
-                f"(1 MiB); shorten the context or split it into several briefs",
-            {"size": len(data), "limit": MAX_BRIEF_BYTES},
-        )
+        raise too_large(len(data))
     text = _decode_utf8(data)
     if not text.strip():
         raise BriefError("", 'the brief is empty; write a JSON object such as {"question": "What ...?"}',
@@ -308,6 +304,20 @@ def decode_json(data: bytes) -> Any:
         if problem is not None:
             raise BriefError(problem.field, problem.message, problem.details)
     return value
+
+
+def too_large(size: int) -> BriefError:
+    """The error for a brief over MAX_BRIEF_BYTES, naming the file's real size.
+
+    Shared with the inbox, which reads at most MAX_BRIEF_BYTES + 1 bytes of a file (a
+    10 GB drop must not be read into memory) and so knows the size only from stat:
+    the message must say 10,000,000,000 bytes, not the 1,048,577 it happened to read.
+    """
+    return BriefError(
+        "", f"the brief is too large: {size:,} bytes, and the limit is {MAX_BRIEF_BYTES:,} bytes "
+            f"(1 MiB); shorten the context or split it into several briefs",
+        {"size": size, "limit": MAX_BRIEF_BYTES},
+    )
 
 
 def _decode_utf8(data: bytes) -> str:

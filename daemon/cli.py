@@ -191,7 +191,8 @@ def status_data(settings) -> dict[str, Any]:
                 "asked": cp.get("asked", []), "visited": len(cp.get("visited", [])),
                 "bad_urls": len(cp.get("bad", {})), "evaluator_failures": cp.get("evaluator_failures", 0),
             })
-        queued = [{"id": r.brief_id, "run": r.run_id, "accepted_at": r.accepted_at}
+        queued = [{"id": r.brief_id, "run": r.run_id, "accepted_at": r.accepted_at,
+                   "waiting_for": r.waiting_for}
                   for r in store.briefs_in_state(QUEUED)]
         return {"counts": store.counts_by_state(), "running": running, "queued": queued,
                 "database": str(settings.db), "exists": True}
@@ -223,7 +224,8 @@ def cmd_status(settings, args) -> int:
             line += f"; WAITING for {run['waiting_for']}"
         print(line)
     for run in data["queued"]:
-        print(f"queued  {run['id']} (run {run['run']}) since {run['accepted_at']}")
+        waits = f"; WAITING for {run['waiting_for']}" if run["waiting_for"] else ""
+        print(f"queued  {run['id']} (run {run['run']}) since {run['accepted_at']}{waits}")
     return EXIT_OK
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from store import Store
 
+from . import crashpoints
 from .files import atomic_write_text
 
 log = logging.getLogger("briefd")
@@ -33,6 +34,25 @@ class EventLog:
 
     def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
         seq, at = self.store.add_event(self.run_id, type_, fields)
+        return self._show(seq, at, type_, fields)
+
+    def finish(self, type_: str, *, state: str, stop_reason: str | None, error: str | None = None,
+               **fields: Any) -> None:
+        """The run's last event, committed together with its end state (see Store.finish).
+
+        The line is appended before the commit: a crash in between leaves a running
+        brief whose resume rewrites the file from the store, so the file never ends up
+        with two final events or a finished brief with none.
+        """
+        def append(seq: int, at: str) -> None:
+            self._show(seq, at, type_, fields)
+            crashpoints.reached("final_event")
+
+        self.store.finish(self.run_id, state=state, stop_reason=stop_reason, error=error,
+                          event=(type_, fields), before_commit=append)
+
+    def _show(self, seq: int, at: str, type_: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Append the event to the live file and the daemon's log."""
         event = {"seq": seq, "at": at, "type": type_, **fields}
         line = json.dumps(event, ensure_ascii=False)
         try:

@@ -81,7 +81,9 @@ class FetchResult:
     `truncated` says the body is not the complete resource (cut at max_bytes, or a
     timeout mid-body); such a result always carries an error too.
     `redirects` lists each hop followed, in order (not in the agreed API: an extra for
-    the page_fetched event).
+    the page_fetched event). `transient` says the failure may heal (timeout, connection
+    trouble, 408/429/5xx), so the URL is worth trying in a later run; a 404, a redirect
+    loop or a refused address will not.
     """
 
     url: str
@@ -93,6 +95,7 @@ class FetchResult:
     elapsed_s: float = 0.0
     truncated: bool = False
     redirects: list[str] = field(default_factory=list)
+    transient: bool = False
 
     @property
     def ok(self) -> bool:
@@ -285,10 +288,12 @@ async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits) -
             await _fetch_into(result, client, url, limits)
     except TimeoutError:
         result.error = f"timeout after {limits.timeout_s:g}s"
+        result.transient = True
         if result.body:
             result.truncated = True
     except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError, UnicodeError) as exc:
         result.error = _describe(exc, limits)
+        result.transient = isinstance(exc, (httpx.TransportError, OSError))
         if result.body:
             result.truncated = True
     result.elapsed_s = time.monotonic() - started
@@ -339,6 +344,7 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
                 continue
             if not 200 <= response.status_code < 300:
                 result.error = f"HTTP {response.status_code}"
+                result.transient = response.status_code in (408, 429) or response.status_code >= 500
                 return
             await _read_body(result, response, limits)
             return

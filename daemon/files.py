@@ -7,11 +7,35 @@ itself survives a power cut.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from . import crashpoints
+
+
+class WriteFailed(OSError):
+    """An outbox file could not be written: disk full, read-only, no permission, I/O error.
+
+    Distinct from every other OSError so the daemon can tell "the outbox needs the
+    user" (the brief waits, nothing is lost) from a bug; `fix` says what to do.
+    """
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        super().__init__(cause.errno, f"could not write {path}: {cause.strerror or cause}")
+        self.path = Path(path)
+
+    @property
+    def fix(self) -> str:
+        folder = self.path.parent
+        if self.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"free space on the filesystem that holds {folder}"
+        if self.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return f"make {folder} writable by the user briefd runs as"
+        return f"check {folder} and the disk under it (see the error above)"
 
 
 def fsync_dir(path: Path) -> None:
@@ -24,23 +48,31 @@ def fsync_dir(path: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a part."""
+    """Write `data` to `path` so that readers see the old file or the new one, never a part.
+
+    Raises WriteFailed (an OSError) when the filesystem refuses; no temp file is left.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        crashpoints.reached("before_rename")
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    fsync_dir(path.parent)
+        tmp = None
+        fsync_dir(path.parent)
+    except OSError as exc:
+        raise (exc if isinstance(exc, WriteFailed) else WriteFailed(path, exc)) from exc
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -1,19 +1,54 @@
 """The inbox: how a dropped file becomes a recorded brief without ever being lost.
 
 Rules (RELIABILITY.md):
-- Only top-level `*.json` regular files are candidates (an allow-list beats a deny-list
-  of editor and sync junk); dotfiles are ignored, so `*.tmp`, `*.part`, `*~` never match.
+- Only top-level `*.json` entries are candidates (an allow-list beats a deny-list of
+  editor and sync junk); dotfiles are ignored, so `*.tmp`, `*.part`, `*~` never match.
 - A file is taken only when complete: after a `closed` or `moved` event, or once its size
   and mtime have not changed for `settle_seconds` (a `created` event fires before any
   content, and a file moved in from elsewhere gives only `created`).
+- A file that would be *rejected* is rejected only once it has also been still for
+  `settle_seconds`, even after a `closed` event: a writer that closes and reopens
+  (`echo '{' > b.json; echo '...}' >> b.json`, or a program that writes in bursts)
+  closes a half brief first, and rejecting that half would take the file away from
+  the writer. A valid brief is taken at once.
+- The bytes recorded are the bytes read: the file is read through one descriptor, and
+  when its size or mtime moved while being read it is left for the next look. It is
+  removed from the inbox only while it is still the version that was read (same inode,
+  size, mtime); a version written after the read stays and is taken as a new brief.
 - Order of durability: a valid brief is recorded in SQLite (bytes included) before the
   file leaves the inbox; a rejected one has its error.json and bytes written to the
   outbox first. A crash in between is reconciled at start-up (same path, same bytes).
 - One daemon per inbox: an flock the kernel releases when the process dies.
+- One file that can't be handled is logged and left in place; it never stops the others.
+
+Hostile entries, decided (issue 4):
+- A symlink named `*.json` is rejected and never followed, whatever it points to:
+  outbox/<id>/error.json says it is a link and names its target, the link itself is
+  removed from the inbox (a link's only content is that target text, which error.json
+  and the store keep), and the target is never opened. Following it would let anyone
+  who can write into the inbox make briefd, perhaps running as another user, copy any
+  file it can read (`/etc/passwd`, a key) into the outbox as brief.json. The file is
+  opened with O_NOFOLLOW, so a link swapped in after the check is not followed either.
+- A directory, FIFO, socket or device named `*.json` is left where it is (there are no
+  bytes to keep, a FIFO would block a reader, and a user's folder is not briefd's to
+  move); outbox/<id>/error.json says why, once per file and message.
+- A file briefd cannot read (permissions) is left where it is with the same kind of
+  notice, and tried again when it changes: size, mtime or ctime (chmod changes only ctime).
+- A brief over MAX_BRIEF_BYTES is rejected from its size without being read whole; the
+  whole file is still copied to the outbox (streamed), the store keeps its first
+  MAX_BRIEF_BYTES + 1 bytes.
+- A name that is not valid UTF-8 (any bytes are legal on Linux) is shown as `source_file`
+  with U+FFFD for the bad bytes; the id comes from id_from_filename, always a safe folder
+  name. (The store keeps that shown path too: a crash between recording such a file and
+  removing it can take it a second time, never lose it.)
+- A rejection whose id is in use by a run right now (the same name dropped again with a
+  mistake while the first is researched) goes to outbox/<id>/runs/<now>-rejected/, so the
+  running brief's files stay together and its report becomes outbox/<id>/report.*.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -22,16 +57,21 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
-from store import Store, sha256_hex
+from store import QUEUED, RUNNING, Store, sha256_hex
 
-from .brief import MAX_BRIEF_BYTES, BriefError, id_from_filename, parse_brief
+from . import crashpoints
+# _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
+from .brief import MAX_BRIEF_BYTES, BriefError, _clean, id_from_filename, parse_brief, too_large
 from .report import write_rejection
 
 log = logging.getLogger("briefd")
 
 LOCK_NAME = ".briefd.lock"
+# Files taken per call of take_ready: a burst of thousands is taken over several turns of
+# the event loop (each file is ~2.5 ms), so running briefs and signals are not held up.
+TAKE_PER_CALL = 100
 
 
 class InboxLocked(Exception):
@@ -92,6 +132,51 @@ class _Seen:
     ready: bool = False
 
 
+# What identifies one version of an inbox entry. ctime is in it because chmod changes
+# nothing else: a file refused as unreadable must be tried again once it is made readable.
+_Version = tuple[int, int, int, int, int, int]
+
+
+def _version(st: os.stat_result) -> _Version:
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _same_content(a: os.stat_result, b: os.stat_result) -> bool:
+    """The same file with the same size and mtime: nothing was written in between."""
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size, b.st_mtime_ns)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def _received(path: Path) -> bytes | None:
+    """What `accept` records as received from `path` as it is now: a symlink's target, or a
+    regular file's first MAX_BRIEF_BYTES + 1 bytes; None for anything else or unreadable.
+    Never follows a link and never reads more than the cap (reconcile uses it at start-up)."""
+    try:
+        if os.path.islink(path):
+            return os.fsencode(os.readlink(path))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            return handle.read(MAX_BRIEF_BYTES + 1)
+        except OSError:
+            return None
+
+
 @dataclass
 class Inbox:
     """Tracks candidate files until they are stable, then accepts them."""
@@ -102,19 +187,20 @@ class Inbox:
     settle_seconds: float = 1.0
     on_accept: Callable[[Accepted], None] | None = None
     tracked: dict[Path, _Seen] = field(default_factory=dict)
-    refused: dict[Path, tuple[int, str]] = field(default_factory=dict)
+    refused: dict[Path, tuple[_Version, str]] = field(default_factory=dict)
 
     def reconcile(self) -> int:
         """Finish what a crash interrupted: a recorded brief whose file is still in the inbox."""
         cleaned = 0
         for run_id, inbox_path, sha in self.store.inbox_leftovers():
             path = Path(inbox_path)
+            received = _received(path)
             try:
-                if path.is_file() and not path.is_symlink() and sha256_hex(path.read_bytes()) == sha:
+                if received is not None and sha256_hex(received) == sha:
                     path.unlink()
                     cleaned += 1
             except OSError as exc:
-                log.warning("could not tidy %s: %s", path, exc)
+                log.warning("could not tidy %s: %s", _clean(str(path)), exc)
                 continue
             self.store.mark_inbox_removed(run_id)
         return cleaned
@@ -138,12 +224,14 @@ class Inbox:
             return
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
+        except OSError:
             self.tracked.pop(path, None)
             return
         refused = self.refused.get(path)
-        if refused is not None and refused[0] == st.st_mtime_ns:
-            return  # already said why it can't be taken; wait until the file changes
+        if refused is not None:
+            if refused[0] == _version(st):
+                return  # already said why it can't be taken; wait until the file changes
+            del self.refused[path]
         seen = self.tracked.get(path)
         now = time.monotonic()
         if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):
@@ -158,7 +246,7 @@ class Inbox:
         for path, seen in list(self.tracked.items()):
             try:
                 st = os.lstat(path)
-            except FileNotFoundError:
+            except OSError:
                 del self.tracked[path]
                 continue
             if (st.st_size, st.st_mtime_ns) != (seen.size, seen.mtime_ns):
@@ -169,74 +257,212 @@ class Inbox:
         return sorted(ready, key=lambda p: (self.tracked[p].mtime_ns, p.name))
 
     def take_ready(self) -> list[Accepted]:
+        """Accept every ready file; one that fails in an unforeseen way is logged and left in place."""
         out = []
-        for path in self.ready_paths():
-            self.tracked.pop(path, None)
-            result = self.accept(path)
+        for path in self.ready_paths()[:TAKE_PER_CALL]:
+            seen = self.tracked.pop(path, None)
+            try:
+                result = self.accept(path, seen)
+            except Exception as exc:  # a bug or a surprise must not stop the other files or the daemon
+                log.exception("%s could not be taken", _clean(path.name))
+                self._leave(path, f"could not be taken ({type(exc).__name__}: {_clean(str(exc))}); "
+                                  f"it stays in the inbox and is tried again when it changes or briefd restarts")
+                continue
             if result is not None:
                 out.append(result)
                 if self.on_accept:
                     self.on_accept(result)
         return out
 
-    def accept(self, path: Path) -> Accepted | None:
-        """Record one complete file as a brief (or a rejection), then take it out of the inbox."""
+    def accept(self, path: Path, seen: _Seen | None = None) -> Accepted | None:
+        """Record one complete file as a brief (or a rejection), then take it out of the inbox.
+
+        `seen` is what the stability tracker saw (None: take it as complete now). Returns
+        None when nothing was taken: gone, still changing, or left in place with a reason.
+        """
         try:
             st = os.lstat(path)
         except FileNotFoundError:
             return None
+        if stat.S_ISLNK(st.st_mode):
+            return self._reject_link(path, st)
         if not stat.S_ISREG(st.st_mode):
-            return self._refuse(path, st, "not a regular file (a symlink, directory or FIFO): "
-                                "drop the brief itself, not a link to it")
+            kind = _kind(st.st_mode)
+            return self._leave(path, f"{_clean(path.name)} is a {kind}, not a file: briefd takes only files "
+                                     f"named *.json; it stays in the inbox untouched (rename or remove it)",
+                               st, notice={"reason": "not a file", "kind": kind})
         try:
-            with open(path, "rb") as handle:
-                data = handle.read(MAX_BRIEF_BYTES + 1)
-        except OSError as exc:
-            return self._refuse(path, st, f"cannot be read: {exc.strerror or exc}")
-        sha = sha256_hex(data)
-        inbox_path = str(path)
-        if self.store.known_inbox_file(inbox_path, sha) is not None:
-            self._remove(path)  # recorded before a crash; only the unlink was missing
-            for run_id, leftover, digest in self.store.inbox_leftovers():
-                if leftover == inbox_path and digest == sha:
-                    self.store.mark_inbox_removed(run_id)
+            # O_NOFOLLOW: a link swapped in since lstat is not followed; O_NONBLOCK: nor does a FIFO block.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self.notice(path)  # it became a link since lstat: the next look rejects it as one
+                return None
+            return self._leave_unreadable(path, st, exc)
+        with os.fdopen(fd, "rb") as handle:
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode) or (before.st_dev, before.st_ino) != (st.st_dev, st.st_ino):
+                self.notice(path)  # replaced since lstat: look again
+                return None
+            try:
+                data = handle.read(MAX_BRIEF_BYTES + 1)
+            except OSError as exc:
+                return self._leave_unreadable(path, st, exc)
+            after = os.fstat(fd)
+            if not _same_content(before, after) or (
+                    seen is not None and (after.st_size, after.st_mtime_ns) != (seen.size, seen.mtime_ns)):
+                self.notice(path)  # written to while we looked: not complete yet
+                return None
+            return self._take(path, handle, after, data, seen)
+
+    def _take(self, path: Path, handle: BinaryIO, st: os.stat_result, data: bytes,
+              seen: _Seen | None) -> Accepted | None:
+        name = _clean(path.name)
+        inbox_path = _clean(str(path))
+        if self._already_recorded(path, st, inbox_path, sha256_hex(data)):
+            return None
+        oversize = st.st_size > MAX_BRIEF_BYTES or len(data) > MAX_BRIEF_BYTES
         try:
+            if oversize:
+                raise too_large(max(st.st_size, len(data)))
             brief = parse_brief(data, path.name)
         except BriefError as err:
-            brief_id = id_from_filename(path.name)
-            details = {"field": err.field, **(err.details or {})}
-            write_rejection(self.outbox, brief_id, path.name, str(err), details, data)
-            run_id = self.store.add_rejection(brief_id=brief_id, source_file=path.name, received=data,
-                                              error=str(err), details=details, inbox_path=inbox_path)
-            self._remove(path)
-            self.store.mark_inbox_removed(run_id)
-            log.warning("%s rejected: %s", path.name, err)
-            return Accepted(run_id, brief_id, rejected=True, error=str(err))
+            if seen is not None and time.monotonic() - seen.since < self.settle_seconds:
+                # Closed or moved in, but not yet still for settle_seconds: a writer may reopen it.
+                self.tracked[path] = _Seen(st.st_size, st.st_mtime_ns, seen.since)
+                return None
+            return self._reject(path, st, err, data, handle if oversize else None)
         run_id = self.store.add_brief(
-            brief_id=brief.id, question=brief.question, source_file=path.name, received=data,
+            brief_id=brief.id, question=brief.question, source_file=name, received=data,
             brief_json=json.dumps(brief.to_json(), ensure_ascii=False), inbox_path=inbox_path,
         )
-        self.store.add_event(run_id, "accepted", {"id": brief.id, "source_file": path.name,
+        self.store.add_event(run_id, "accepted", {"id": brief.id, "source_file": name,
                                                   "question": brief.question})
-        self._remove(path)
+        crashpoints.reached("accepted")
+        self._remove(path, st)
         self.store.mark_inbox_removed(run_id)
-        log.info("%s accepted from %s (run %d)", brief.id, path.name, run_id)
+        log.info("%s accepted from %s (run %d)", brief.id, name, run_id)
         return Accepted(run_id, brief.id, rejected=False)
 
-    def _refuse(self, path: Path, st: os.stat_result, reason: str) -> None:
-        """Say once per version of a file that it can't be taken; leave it where the user put it."""
-        key = (st.st_mtime_ns, reason)
-        if self.refused.get(path) != key:
-            self.refused[path] = key
-            log.warning("%s left in the inbox: %s", path.name, reason)
+    def _already_recorded(self, path: Path, st: os.stat_result, inbox_path: str, sha: str) -> bool:
+        """Recorded before a crash, and only the unlink was missing: finish that, record nothing."""
+        if self.store.known_inbox_file(inbox_path, sha) is None:
+            return False
+        self._remove(path, st)
+        for run_id, leftover, digest in self.store.inbox_leftovers():
+            if leftover == inbox_path and digest == sha:
+                self.store.mark_inbox_removed(run_id)
+        return True
+
+    def _reject(self, path: Path, st: os.stat_result, err: BriefError, data: bytes,
+                source: BinaryIO | None) -> Accepted | None:
+        """error.json and the bytes into the outbox, a row in the store, then out of the inbox."""
+        name = _clean(path.name)
+        brief_id = id_from_filename(path.name)
+        details = {"field": err.field, **(err.details or {})}
+        try:
+            written = write_rejection(self.outbox, brief_id, name, str(err), details, data, source=source,
+                                      aside=self._outdir_busy(brief_id))
+        except (OSError, ValueError) as exc:
+            return self._leave(path, f"its rejection ({err}) could not be written to the outbox: {exc}; it stays "
+                                     f"in the inbox and is tried again when it changes or briefd restarts", st)
+        run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=data,
+                                          error=str(err), details=details, inbox_path=_clean(str(path)))
+        self._remove(path, st)
+        self.store.mark_inbox_removed(run_id)
+        log.warning("%s rejected: %s (%s)", name, err, written)
+        return Accepted(run_id, brief_id, rejected=True, error=str(err))
+
+    def _reject_link(self, path: Path, st: os.stat_result) -> Accepted | None:
+        """A symlink: rejected without ever opening what it points to (see the module docstring)."""
+        try:
+            target = os.readlink(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return self._leave_unreadable(path, st, exc)
+        received = os.fsencode(target)
+        inbox_path = _clean(str(path))
+        if self._already_recorded(path, st, inbox_path, sha256_hex(received)):
+            return None
+        name, shown = _clean(path.name), _clean(target)
+        error = (f"{name} is a symbolic link (to {json.dumps(shown, ensure_ascii=False)}), and briefd never "
+                 f"follows links in the inbox, so that nothing outside it is read into the outbox; copy the brief "
+                 f"file itself into the inbox (for example cp -L), not a link to it")
+        details = {"field": "", "reason": "symlink", "link_target": shown}
+        brief_id = id_from_filename(path.name)
+        try:
+            write_rejection(self.outbox, brief_id, name, error, details, None, aside=self._outdir_busy(brief_id))
+        except (OSError, ValueError) as exc:
+            return self._leave(path, f"it is a symbolic link and its rejection could not be written to the "
+                                     f"outbox: {exc}", st)
+        run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=received, error=error,
+                                          details=details, inbox_path=inbox_path)
+        self._remove(path, st)
+        self.store.mark_inbox_removed(run_id)
+        log.warning("%s rejected: %s", name, error)
+        return Accepted(run_id, brief_id, rejected=True, error=error)
+
+    def _leave_unreadable(self, path: Path, st: os.stat_result, exc: OSError) -> None:
+        code = errno.errorcode.get(exc.errno or 0, "unknown")
+        fix = ("make it readable by the user briefd runs as (for example chmod a+r)"
+               if exc.errno in (errno.EACCES, errno.EPERM) else "check the file and the disk under it")
+        return self._leave(path, f"{_clean(path.name)} cannot be read: {exc.strerror or exc}; {fix}; it stays in "
+                                 f"the inbox and is taken once it can be read", st,
+                           notice={"reason": "unreadable", "errno": code})
+
+    def _leave(self, path: Path, reason: str, st: os.stat_result | None = None,
+               notice: dict[str, object] | None = None) -> None:
+        """Leave a file where the user put it, saying why once per version of it.
+
+        With `notice`, the reason also goes to outbox/<id>/error.json (once per file and
+        message), for a user who watches the outbox rather than the daemon's log.
+        """
+        if st is None:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                return None
+        version = _version(st)
+        if self.refused.get(path) == (version, reason):
+            return None
+        self.refused[path] = (version, reason)
+        name = _clean(path.name)
+        log.warning("%s left in the inbox: %s", name, reason)
+        if notice is not None:
+            brief_id = id_from_filename(path.name)
+            try:
+                write_rejection(self.outbox, brief_id, name, reason,
+                                {"field": "", **notice, "left_in_inbox": True}, None,
+                                aside=self._outdir_busy(brief_id), repeat=False)
+            except (OSError, ValueError) as exc:
+                log.warning("%s: could not write the notice to the outbox: %s", name, exc)
         return None
 
-    def _remove(self, path: Path) -> None:
+    def _outdir_busy(self, brief_id: str) -> bool:
+        """A run of this id has its files live in outbox/<id> (running, or waiting to resume)."""
+        latest = self.store.latest_run(brief_id)
+        if latest is None or latest.state not in (QUEUED, RUNNING):
+            return False  # the common case: one cheap query
+        return any(run.brief_id == brief_id and run.outdir_ready
+                   for run in self.store.briefs_in_state(QUEUED, RUNNING))
+
+    def _remove(self, path: Path, taken: os.stat_result) -> bool:
+        """Unlink `path` if it is still the version that was taken; a newer one stays to be taken."""
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        if not _same_content(now, taken):
+            log.warning("%s changed after it was taken; the new version stays and is taken as a new brief",
+                        _clean(path.name))
+            return False
         try:
             path.unlink()
         except FileNotFoundError:
-            pass
+            return False
         try:
             fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
             try:
@@ -245,6 +471,7 @@ class Inbox:
                 os.close(fd)
         except OSError:
             pass
+        return True
 
 
 def start_observer(inbox: Inbox, use_polling: bool, deliver: Callable[[Callable[[], None]], None]):

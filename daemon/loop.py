@@ -26,7 +26,7 @@ import ollama
 
 from store import Store, utc_now
 
-from . import decide, judge, planner
+from . import crashpoints, decide, judge, planner
 from .brief import Brief
 from .citations import Source, renumber
 from .decide import Limits, LoopState, Usage
@@ -69,12 +69,16 @@ class Cancelled(Exception):
 
 
 class Outage(Exception):
-    """A service (SearXNG) stayed down through the loop's own retries: the brief should wait, not fail."""
+    """SearXNG stayed down through the loop's own retries, or refuses us: the brief waits, not fails.
 
-    def __init__(self, service: str, reason: str) -> None:
+    `fix` is set when only the user can end it (json format off, limiter on).
+    """
+
+    def __init__(self, service: str, reason: str, fix: str | None = None) -> None:
         super().__init__(f"{service} is unavailable: {reason}")
         self.service = service
         self.reason = reason
+        self.fix = fix
 
 
 def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:
@@ -114,7 +118,6 @@ class Research:
         self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
         self.state = LoopState.from_dict(saved) if saved else LoopState()
-        self.search_refused: str | None = None
         self.kind = "estimate" if brief.estimate else "hypothesis" if brief.hypothesis else "plain"
 
     # ---- the story --------------------------------------------------------------------------
@@ -242,12 +245,9 @@ class Research:
         self.events.emit("search_query", round=round_no, query=query)
         key = cache_key(query, self.params)
         cached = self.store.cached_search(key, SEARCH_CACHE_S)
-        error: str | None = None
         hits: list[SearchHit] = []
         if cached is not None:
             hits = [SearchHit(**h) for h in cached["hits"]]
-        elif self.search_refused:
-            error = self.search_refused
         else:
             try:
                 response = await self.with_retries(
@@ -262,17 +262,14 @@ class Research:
                     self.events.emit("signal", message="unresponsive search engines",
                                      engines=response.unresponsive_engines)
             except SearchRefused as exc:
-                self.search_refused = str(exc)
-                error = str(exc)
-                self.state.count_fallback("search_failed")
-                self.events.emit("signal", message="search refused", error=str(exc), fix=exc.fix)
+                raise Outage("searxng", str(exc), fix=exc.fix) from exc
             except SearchUnavailable as exc:
                 raise Outage("searxng", str(exc)) from exc
         self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in hits],
-                                from_cache=cached is not None, error=error)
+                                from_cache=cached is not None)
         self.events.emit("search_result", round=round_no, query=query, results=len(hits),
                          from_cache=cached is not None,
-                         urls=[h.url for h in hits[:10]], error=error)
+                         urls=[h.url for h in hits[:10]])
         return hits
 
     # ---- fetch while the model reads ------------------------------------------------------------
@@ -329,7 +326,7 @@ class Research:
             result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
         self.state.pages_fetched += 1
         if not result.ok:
-            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=_transient(result.error))
+            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient)
             self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                              status=result.status, ok=False, error=result.error,
                              seconds=round(result.elapsed_s, 3))
@@ -687,6 +684,7 @@ class Research:
             user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
             record=self.record_call, on_wait=self.on_wait,
         )
+        crashpoints.reached("model_answer")
         self.store.set_waiting(self.run_id, None)
         self.store.service_back(self.run_id)
         if result.outcome == "fallback":
@@ -750,6 +748,10 @@ class Research:
             "llm_cache_hits": model["llm_cache_hits"],
             "wall_seconds": round(seconds_since(self.started_at), 3),
             "llm_seconds": model["llm_seconds"],
+            # how the model's answers were made usable (a replayed answer counts where it was paid for)
+            "repaired_answers": model["repaired_answers"],
+            "retried_answers": model["retried_answers"],
+            "fallback_answers": model["fallback_answers"],
             "fallbacks": dict(self.state.fallbacks),
         }
 
@@ -761,6 +763,7 @@ class Research:
         usage = Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at), pages=self.pages_read())
         self.state.remaining = decide.remaining_budgets(self.state, self.limits, usage)
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
+        crashpoints.reached("checkpoint")
 
 
 async def _all_done(tasks: list[asyncio.Task[Any]]) -> None:
@@ -778,9 +781,3 @@ class _AnswerCache:
 
     def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         self.store.cache_answer(key, answer, prompt_tokens, completion_tokens)
-
-
-def _transient(error: str | None) -> bool:
-    """Timeouts and refused connections may heal; a 404, a loop or a binary file will not."""
-    text = (error or "").lower()
-    return any(word in text for word in ("timeout", "timed out", "connection", "unreachable"))

@@ -13,14 +13,16 @@ deleted: `archive_previous` moves an earlier run aside before a new one writes.
 
 from __future__ import annotations
 
+import codecs
 import html
 import json
 import math
 import os
 import re
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, BinaryIO, Iterable, Mapping
 
 from daemon import files
 from daemon.brief import id_from_filename
@@ -39,6 +41,7 @@ REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
     "page_cache_hits", "llm_cache_hits", "wall_seconds", "llm_seconds",
+    "repaired_answers", "retried_answers", "fallback_answers",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
 
@@ -165,6 +168,9 @@ _USAGE_LABELS: dict[str, str] = {
     "llm_cache_hits": "Model cache hits",
     "wall_seconds": "Wall time",
     "llm_seconds": "Model time",
+    "repaired_answers": "Answers repaired",
+    "retried_answers": "Answers retried",
+    "fallback_answers": "Answers replaced by a fallback",
 }
 
 
@@ -810,8 +816,17 @@ def archive_previous(outdir: Path) -> Path | None:
     the newest file's mtime, all in UTC and filename-safe ("2026-11-22T10-00-00Z"); a taken
     name gets "-2", "-3", ... Returns the folder, or None when there was nothing to move.
     report.json moves last, so a crash half-way leaves it behind to name the next attempt.
+    A refusing filesystem raises files.WriteFailed, like every other outbox write.
     """
-    outdir = Path(outdir)
+    try:
+        return _archive_previous(Path(outdir))
+    except files.WriteFailed:
+        raise
+    except OSError as exc:
+        raise files.WriteFailed(Path(exc.filename or outdir), exc) from exc
+
+
+def _archive_previous(outdir: Path) -> Path | None:
     if not outdir.is_dir():
         return None
     with os.scandir(outdir) as scan:
@@ -876,8 +891,52 @@ def write_raw_brief(outdir: Path, raw: bytes) -> Path:
     return path
 
 
+def _copy_raw_brief(outdir: Path, source: BinaryIO) -> Path:
+    """write_raw_brief for a file too large to hold in memory (an oversize brief, up to any
+    size a user can drop): streamed to a temp name, fsynced, renamed to brief.json when the
+    whole stream is UTF-8 text without NUL, else brief.bin. `source` is the inbox file as
+    the inbox opened it (never reopened by name: that could follow a link swapped in)."""
+    outdir = Path(outdir)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    is_text = True
+    tmp: str | None = None
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".brief.", suffix=".tmp", dir=outdir)
+        with os.fdopen(fd, "wb") as out:
+            source.seek(0)
+            while chunk := source.read(1 << 20):
+                out.write(chunk)
+                if is_text:
+                    try:
+                        is_text = "\x00" not in decoder.decode(chunk)
+                    except UnicodeDecodeError:
+                        is_text = False
+            if is_text:
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    is_text = False
+            out.flush()
+            os.fsync(out.fileno())
+        path = outdir / ("brief.json" if is_text else "brief.bin")
+        os.replace(tmp, path)
+        tmp = None
+        files.fsync_dir(outdir)
+        return path
+    except OSError as exc:
+        raise (exc if isinstance(exc, files.WriteFailed) else files.WriteFailed(outdir, exc)) from exc
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
-                    details: Mapping[str, Any], raw: bytes) -> Path:
+                    details: Mapping[str, Any], raw: bytes | None, *, source: BinaryIO | None = None,
+                    aside: bool = False, repeat: bool = True) -> Path:
     """Record a rejected brief: outbox/<id>/error.json ({source_file, error, details,
     rejected_at}) and the received bytes (brief.json, or brief.bin when not text).
 
@@ -885,16 +944,51 @@ def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
     some rejections) is sanitized rather than refused, so a rejection is never lost;
     the folder is returned via error.json's parent. error.json goes last, so when it
     exists the bytes are already kept.
+
+    The inbox's hostile cases (daemon/inbox.py):
+    - `raw=None`: nothing was received to keep (a symlink that is never followed, a file
+      that cannot be read and stays in the inbox); only error.json is written.
+    - `source`: keep this open file's whole content instead of `raw`, streamed (a brief
+      over the size cap: the inbox read only its head, and the user's bytes must be kept
+      in full before the file leaves the inbox).
+    - `aside=True`: a run of the same id is using outbox/<id> right now (its brief.json and
+      events.ndjson are live there); archiving them mid-run would split that run's files,
+      so the rejection goes to outbox/<id>/runs/<now>-rejected/ instead.
+    - `repeat=False`: when outbox/<id>/error.json already says this very error about this
+      very file, write nothing (a notice about a file left in the inbox is said once, not
+      again at every restart, each archiving the last).
     """
     outdir = safe_outdir(outbox, brief_id if valid_id(brief_id) and not brief_id.startswith(".")
                          else id_from_filename(brief_id))
-    archive_previous(outdir)
-    write_raw_brief(outdir, raw)
+    if not repeat and (_read_json_field(outdir / "error.json", "source_file") == source_file
+                       and _read_json_field(outdir / "error.json", "error") == error):
+        return outdir / "error.json"
+    now = utc_now_iso()
+    if aside:
+        # The same fresh-name rule as archive_previous's runs/<stamp>, "-2"... on a clash.
+        runs = outdir / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        stamp = now.replace(":", "-") + "-rejected"
+        suffix = 1
+        while True:
+            target = runs / (stamp if suffix == 1 else f"{stamp}-{suffix}")
+            try:
+                target.mkdir()
+                break
+            except FileExistsError:
+                suffix += 1
+        outdir = target
+    else:
+        archive_previous(outdir)
+    if source is not None:
+        _copy_raw_brief(outdir, source)
+    elif raw is not None:
+        write_raw_brief(outdir, raw)
     path = outdir / "error.json"
     files.atomic_write_json(path, _json_safe({
         "source_file": source_file,
         "error": error,
         "details": dict(details),
-        "rejected_at": utc_now_iso(),
+        "rejected_at": now,
     }))
     return path

@@ -2,10 +2,13 @@
 
 Why it looks like this:
 - SearXNG answers 403 to `format=json` unless `search.formats` includes json, and 429
-  when its limiter is on; both are misconfigurations with a known fix, so they are
-  raised as `SearchRefused` carrying that fix, distinct from a transient outage.
+  when its limiter is on; both have a known fix, so they are raised as `SearchRefused`
+  carrying it. Briefs wait for either (a 429 may also pass by itself); the daemon
+  reports the fix once.
 - A broken engine shows up in `unresponsive_engines` with HTTP 200, not as an error:
-  we surface it so the user can see why a search came back thin.
+  we surface it so the user can see why a search came back thin. When no result came
+  back *and* engines failed, the empty answer says nothing about the web: it is an
+  outage (`SearchUnavailable`), never cached as "no results".
 - A malformed or empty response never crashes a brief: it is just no results.
 """
 
@@ -71,7 +74,10 @@ class SearchUnavailable(Exception):
 
 
 class SearchRefused(Exception):
-    """SearXNG answered but refuses us (403 json off, 429 limiter): a misconfiguration with a fix."""
+    """SearXNG answered but refuses us (403 json off, 429 limiter): a misconfiguration with a fix.
+
+    Briefs wait for it like an outage; the fix is what the daemon and `briefd check` print.
+    """
 
     def __init__(self, status: int, fix: str) -> None:
         super().__init__(f"SearXNG answered HTTP {status}: {fix}")
@@ -163,6 +169,9 @@ async def search(client: httpx.AsyncClient, base_url: str, query: str, params: S
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
         payload = None
     response = parse_response(query, payload)
+    if not response.hits and response.unresponsive_engines:
+        raise SearchUnavailable(f"SearXNG at {base_url}: every engine that answered failed "
+                                f"({'; '.join(response.unresponsive_engines)})")
     response.hits = filter_hits(response.hits, params)
     return response
 

@@ -21,11 +21,12 @@ import httpx
 
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, utc_now
 
+from . import crashpoints
 from .brief import Brief, BriefError, parse_brief
 from .chart import write_chart
 from .events import EventLog
 from .fetch import FetchLimits, make_client as make_fetch_client
-from .files import atomic_write_bytes, sweep_temp_files
+from .files import WriteFailed, atomic_write_bytes, sweep_temp_files
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
@@ -68,7 +69,7 @@ def failed_report(run: BriefRow, brief: Brief | None, error: str, stop_reason: s
         "verdict": None, "gaps": [], "queries": [], "usage": {
             "llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "searches": 0,
             "pages_fetched": 0, "page_cache_hits": 0, "llm_cache_hits": 0, "wall_seconds": 0.0,
-            "llm_seconds": 0.0},
+            "llm_seconds": 0.0, "repaired_answers": 0, "retried_answers": 0, "fallback_answers": 0},
         "fallbacks": {}, "error": error,
     }
 
@@ -81,6 +82,8 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.work = asyncio.Event()
         self.running: dict[int, asyncio.Task[None]] = {}
+        self.reported_fixes: set[str] = set()  # misconfigurations already logged with their fix
+        self.fatal: str | None = None  # why the daemon had to stop (the store failed), if it did
         self.inbox = Inbox(settings.inbox, settings.outbox, self.store, settings.settle_seconds,
                            on_accept=lambda _a: self.work.set())
 
@@ -107,7 +110,7 @@ class Daemon:
                 workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
                 await asyncio.gather(*workers)
                 watcher.cancel()
-            return 0
+            return 3 if self.fatal else 0
         finally:
             if observer is not None:
                 observer.stop()
@@ -153,6 +156,7 @@ class Daemon:
                 except asyncio.TimeoutError:
                     pass
                 continue
+            crashpoints.reached("claimed")
             task = asyncio.create_task(self.run_brief(svc, run))
             self.running[run.run_id] = task
             try:
@@ -162,6 +166,10 @@ class Daemon:
                     raise
                 self.store.requeue(run.run_id)
                 log.info("%s: interrupted, re-queued from its last checkpoint", run.brief_id)
+            except Exception as exc:  # run_brief handles all but a store it cannot write to
+                self.fatal = f"{run.brief_id}: the store could not record the brief's state: {exc}"
+                log.critical("%s; stopping: a restart resumes it from its last checkpoint", self.fatal)
+                self.stop()
             finally:
                 self.running.pop(run.run_id, None)
 
@@ -176,6 +184,7 @@ class Daemon:
                 archive_previous(outdir)
                 received = self.store.received_bytes(run.run_id)
                 atomic_write_bytes(outdir / "brief.json", received)
+                crashpoints.reached("outdir_ready")
                 self.store.set_outdir_ready(run.run_id)
                 events.resync()
                 events.emit("signal", message="started", attempt=run.attempts)
@@ -188,19 +197,25 @@ class Daemon:
             if report.get("estimate"):
                 write_chart(outdir, report["estimate"], brief.question)
             write_report(outdir, report, brief.formats)
-            self.store.finish(run.run_id, state=DONE, stop_reason=report["stop_reason"])
+            crashpoints.reached("report_written")
             self.store.service_back(run.run_id)
-            events.emit("complete", stop_reason=report["stop_reason"], report=str(outdir / "report.json"),
-                        usage=report["usage"], sources=len(report["sources"]),
-                        evidence=len(report["evidence"]))
+            self.reported_fixes.clear()  # a brief got through: a misconfiguration seen again is news
+            events.finish("complete", state=DONE, stop_reason=report["stop_reason"],
+                          report=str(outdir / "report.json"), usage=report["usage"],
+                          sources=len(report["sources"]), evidence=len(report["evidence"]))
         except Cancelled:
             self.fail(run, brief, outdir, events, "cancelled at the requester's request", "cancelled",
                       state=CANCELLED)
-        except (ModelMissing, BriefError) as exc:
+        except BriefError as exc:
             self.fail(run, brief, outdir, events, str(exc), "error")
-        except (ServiceDown, Outage) as exc:
-            self.wait_or_fail(run, brief, outdir, events, "ollama" if isinstance(exc, ServiceDown) else "searxng",
-                              str(exc))
+        except ModelMissing as exc:
+            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), fix=exc.fix)
+        except ServiceDown as exc:
+            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc))
+        except Outage as exc:
+            self.wait_or_fail(run, brief, outdir, events, exc.service, str(exc), fix=exc.fix)
+        except WriteFailed as exc:  # disk full, read-only outbox: the research is kept, the brief waits
+            self.wait_or_fail(run, brief, outdir, events, "outbox", str(exc), fix=exc.fix)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or an unforeseen input: never take the daemon down
@@ -208,8 +223,19 @@ class Daemon:
             self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}")
 
     def wait_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
-                     service: str, reason: str) -> None:
-        """A transient outage never fails a brief within `patience_s`: it waits with capped backoff."""
+                     service: str, reason: str, fix: str | None = None) -> None:
+        """A service outage never fails a brief within `patience_s`: it waits with capped backoff.
+
+        A misconfiguration only the user can end (`fix`: model not pulled, SearXNG's json
+        format off or its limiter on) waits the same way, so fixing it resumes every brief
+        where it stood; the daemon's log says the fix once, not once per brief or retry.
+        """
+        if fix is not None and fix not in reason:
+            reason = f"{reason}; to fix: {fix}"
+        if fix is not None and fix not in self.reported_fixes:
+            self.reported_fixes.add(fix)
+            log.warning("%s needs fixing: %s. Briefs wait for it (up to patience_s %g s).",
+                        service, reason, self.settings.patience_s)
         since, outages = self.store.outage_state(run.run_id)
         waited = seconds_since(since)
         if since is not None and waited >= self.settings.patience_s:
@@ -221,7 +247,8 @@ class Daemon:
         retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
         stamp = retry_at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
         self.store.wait_for_service(run.run_id, f"{service}: {reason} (retry at {stamp})", stamp)
-        events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1)
+        given = {"fix": fix} if fix else {}
+        events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1, **given)
         self.work.set()
 
     def retry_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
@@ -235,9 +262,12 @@ class Daemon:
     def fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog, error: str,
              stop_reason: str, state: str = FAILED) -> None:
         report = failed_report(run, brief, error, stop_reason)
-        write_report(outdir, report, brief.formats if brief else ("json", "md"))
-        self.store.finish(run.run_id, state=state, stop_reason=stop_reason, error=error)
-        events.emit("failed", error=error, stop_reason=stop_reason)
+        try:
+            write_report(outdir, report, brief.formats if brief else ("json", "md"))
+        except WriteFailed as exc:  # the store still records the end and why; `briefd show` tells it
+            log.error("%s: %s; its failure is recorded in the store only", run.brief_id, exc)
+        crashpoints.reached("report_written")
+        events.finish("failed", state=state, stop_reason=stop_reason, error=error)
 
 
 class _ServicesContext:

@@ -11,7 +11,7 @@ import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import sqlite_utils
 
@@ -191,13 +191,28 @@ class Store:
     def set_waiting(self, run_id: int, waiting_for: str | None) -> None:
         self.db.execute("UPDATE briefs SET waiting_for = ? WHERE run_id = ?", [waiting_for, run_id])
 
-    def finish(self, run_id: int, *, state: str, stop_reason: str | None, error: str | None = None) -> None:
+    def finish(self, run_id: int, *, state: str, stop_reason: str | None, error: str | None = None,
+               event: tuple[str, dict[str, Any]] | None = None,
+               before_commit: Callable[[int, str], None] | None = None) -> None:
+        """End a run; with `event`, its final event is committed in the same transaction.
+
+        A crash can then never leave a finished brief without its `complete`/`failed`
+        event, nor an event for a brief that is still running. `before_commit(seq, at)`
+        runs inside the transaction (the event log appends its line there): if the
+        process dies before COMMIT the run is still 'running', and its resume rewrites
+        the file from the store, dropping the line.
+        """
         assert state in (DONE, FAILED, CANCELLED)
-        self.db.execute(
-            "UPDATE briefs SET state = ?, stop_reason = ?, error = ?, finished_at = ?, waiting_for = NULL "
-            "WHERE run_id = ?",
-            [state, stop_reason, error, utc_now(), run_id],
-        )
+        with self.immediate():
+            self.db.execute(
+                "UPDATE briefs SET state = ?, stop_reason = ?, error = ?, finished_at = ?, waiting_for = NULL "
+                "WHERE run_id = ?",
+                [state, stop_reason, error, utc_now(), run_id],
+            )
+            if event is not None:
+                seq, at = self._insert_event(run_id, *event)
+                if before_commit is not None:
+                    before_commit(seq, at)
 
     def wait_for_service(self, run_id: int, waiting_for: str, not_before: str) -> None:
         """A service is down: back to the queue, not claimed before `not_before`, the attempt not counted."""
@@ -292,14 +307,17 @@ class Store:
     def add_event(self, run_id: int, type_: str, data: dict[str, Any]) -> tuple[int, str]:
         """Append an event; returns (seq, at). seq is per run and gap-free."""
         with self.immediate():
-            row = self.db.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", [run_id]).fetchone()
-            seq = int(row[0]) + 1
-            at = utc_now()
-            self.db.execute(
-                "INSERT INTO events (run_id, seq, at, type, data) VALUES (?, ?, ?, ?, ?)",
-                [run_id, seq, at, type_, json.dumps(data, ensure_ascii=False)],
-            )
+            return self._insert_event(run_id, type_, data)
+
+    def _insert_event(self, run_id: int, type_: str, data: dict[str, Any]) -> tuple[int, str]:
+        """The INSERT of add_event, for callers already inside a transaction."""
+        row = self.db.execute("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?", [run_id]).fetchone()
+        seq = int(row[0]) + 1
+        at = utc_now()
+        self.db.execute(
+            "INSERT INTO events (run_id, seq, at, type, data) VALUES (?, ?, ?, ?, ?)",
+            [run_id, seq, at, type_, json.dumps(data, ensure_ascii=False)],
+        )
         return seq, at
 
     def events(self, run_id: int) -> list[dict[str, Any]]:
@@ -329,7 +347,10 @@ class Store:
                  SUM(CASE WHEN outcome != 'cached' THEN 1 ELSE 0 END),
                  COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),
                  SUM(CASE WHEN outcome = 'cached' THEN 1 ELSE 0 END),
-                 COALESCE(SUM(CASE WHEN outcome != 'cached' THEN seconds ELSE 0 END), 0)
+                 COALESCE(SUM(CASE WHEN outcome != 'cached' THEN seconds ELSE 0 END), 0),
+                 SUM(CASE WHEN outcome = 'repaired' THEN 1 ELSE 0 END),
+                 SUM(CASE WHEN outcome = 'retried' THEN 1 ELSE 0 END),
+                 SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END)
                FROM model_calls WHERE run_id = ?""",
             [run_id],
         ).fetchone()
@@ -337,6 +358,8 @@ class Store:
             "llm_calls": int(row[0] or 0), "prompt_tokens": int(row[1] or 0),
             "completion_tokens": int(row[2] or 0), "llm_cache_hits": int(row[3] or 0),
             "llm_seconds": round(float(row[4] or 0.0), 3),
+            "repaired_answers": int(row[5] or 0), "retried_answers": int(row[6] or 0),
+            "fallback_answers": int(row[7] or 0),
         }
 
     def model_outcomes(self, run_id: int) -> dict[str, int]:
@@ -372,7 +395,7 @@ class Store:
         )
 
     def record_query(self, run_id: int, round_: int, text: str, results: list[dict[str, Any]],
-                     *, from_cache: bool, error: str | None) -> None:
+                     *, from_cache: bool, error: str | None = None) -> None:
         with self.immediate():
             self.db["queries"].insert({
                 "run_id": run_id, "round": round_, "text": text, "results": len(results),

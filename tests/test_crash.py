@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
 import time
+from pathlib import Path
+from typing import Iterator
 
-from tests.conftest import BRIEFD, OllamaLab, Workspace
+import pytest
+
+from tests.conftest import BRIEFD, OllamaLab, Workspace, serve_ollama
 from tests.lab.corpus import TOPICS
-from tests.lab.servers import start_ollama
+from tests.lab.servers import SearchLab, start_ollama
 
 
 def test_kill_9_mid_brief_then_restart_finishes_once_without_paying_twice(tmp_path, search_lab) -> None:
@@ -52,3 +57,95 @@ def test_kill_9_mid_brief_then_restart_finishes_once_without_paying_twice(tmp_pa
     conn = sqlite3.connect(ws.db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT count(*) FROM briefs WHERE brief_id = 'bridge'").fetchone()[0] == 1
+
+
+# ---- the crash matrix: die at every boundary, restart, check every promise -------------------------
+
+BRIEFS: dict[str, dict] = {
+    "bridge": {"question": TOPICS["kestrel"].question, "depth": "quick"},
+    "tunnel": {"question": TOPICS["northgate"].question, "depth": "quick", "max_rounds": 2,
+               "estimate": {"unit": "USD million", "low": 100, "high": 2000}},
+    "lead": {"question": TOPICS["lakeside"].question, "depth": "quick", "max_rounds": 2,
+             "hypothesis": {"claim": TOPICS["lakeside"].claim}},
+}
+
+
+@pytest.fixture(scope="module")
+def crash_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
+    """A model server of the module's own, so its duplicate-prompt count is this module's alone."""
+    yield from serve_ollama(tmp_path_factory.mktemp("ollama-crash"), "scripted", name="ollama-crash",
+                            extra=("--tokens-per-s", "400"))
+
+
+def assert_nothing_lost(ws: Workspace, ids: list[str], why: str) -> None:
+    """Every promise of the contract after crashes: each brief done once, logs whole, no temp files."""
+    conn = sqlite3.connect(ws.db)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok", why
+        for brief_id in ids:
+            runs = conn.execute("SELECT run_id, state FROM briefs WHERE brief_id = ?", [brief_id]).fetchall()
+            assert len(runs) == 1 and runs[0][1] == "done", f"{why}: {brief_id} runs {runs}"
+            report = ws.report(brief_id)
+            assert report["status"] == "done" and report["id"] == brief_id, why
+            lines = ws.events(brief_id)
+            assert [e["type"] for e in lines].count("complete") == 1, f"{why}: {brief_id} completes once"
+            assert lines[-1]["type"] == "complete", why
+            stored = conn.execute("SELECT seq, type FROM events WHERE run_id = ? ORDER BY seq",
+                                  [runs[0][0]]).fetchall()
+            assert [(e["seq"], e["type"]) for e in lines] == stored, f"{why}: file and store agree"
+    finally:
+        conn.close()
+    assert not [p for p in ws.outbox.rglob("*") if p.name.endswith(".tmp")], f"{why}: temp file visible"
+    assert not [p for p in ws.inbox.iterdir() if p.suffix == ".json"], f"{why}: brief left in the inbox"
+
+
+def crash_workspace(root: Path, search_lab: SearchLab, lab: OllamaLab) -> Workspace:
+    ws = Workspace(root=root, searxng_url=search_lab.searxng_url, ollama_url=lab.url, model="lab-scripted")
+    for brief_id, brief in BRIEFS.items():
+        ws.drop(f"{brief_id}.json", brief)
+    return ws
+
+
+@pytest.mark.parametrize("point", [
+    "accepted:2", "claimed:1", "outdir_ready:2", "model_answer:3", "checkpoint:2", "before_rename:3", "before_rename:6",
+    "report_written:1", "final_event:1", "final_event:3",
+])
+def test_a_crash_at_each_boundary_loses_nothing_and_pays_nothing_twice(
+        point: str, tmp_path: Path, search_lab: SearchLab, crash_ollama: OllamaLab) -> None:
+    crash_ollama.reset()
+    ws = crash_workspace(tmp_path, search_lab, crash_ollama)
+    crashed = ws.briefd("run", "--once", timeout=300, BRIEFD_CRASH_AT=point)
+    assert crashed.returncode == -signal.SIGKILL, f"{point} was never reached: {crashed.stderr[-2000:]}"
+
+    again = ws.briefd("run", "--once", timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_nothing_lost(ws, list(BRIEFS), f"crash at {point}")
+    stats = crash_ollama.stats()
+    assert stats["duplicate_prompts"] == 0, f"crash at {point}: an answer already stored was paid for again"
+
+
+def test_random_kills_under_load_lose_nothing(tmp_path: Path, search_lab: SearchLab,
+                                              crash_ollama: OllamaLab) -> None:
+    """kill -9 at seeded random moments while briefs are in flight (BRIEFD_KILL_SEED replays a run)."""
+    seed = int(os.environ.get("BRIEFD_KILL_SEED", "20261123"))
+    rng = random.Random(seed)
+    crash_ollama.reset()
+    ws = crash_workspace(tmp_path, search_lab, crash_ollama)
+    ids = list(BRIEFS)
+    kills = 0
+    for k in range(6):
+        extra = f"more-{k}"
+        ws.drop(f"{extra}.json", {"question": TOPICS["orbital"].question, "depth": "quick", "max_rounds": 1})
+        ids.append(extra)
+        daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2"), cwd=ws.root,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 2.5))
+        os.kill(daemon.pid, signal.SIGKILL)
+        daemon.wait(timeout=10)
+        kills += 1
+    again = ws.briefd("run", "--once", timeout=300, BRIEFD_WORKERS="2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_nothing_lost(ws, ids, f"seed {seed}")
+    stats = crash_ollama.stats()
+    assert stats["duplicate_prompts"] <= kills * 2, \
+        f"seed {seed}: at most the calls in flight at each kill (two workers) are paid twice"

@@ -58,6 +58,8 @@ class Hostile(BaseHTTPRequestHandler):
             self.redirect(302, f"/chain/{int(path.rsplit('/', 1)[1]) + 1}")
         elif path == "/missing":
             self.send(404, b"<h1>Not found</h1>", "text/html")
+        elif path == "/busy":
+            self.send(503, b"<h1>Try again later</h1>", "text/html")
         elif path == "/image.png":
             self.send(200, PNG, "image/png")
         elif path == "/gzip":
@@ -209,6 +211,7 @@ def test_redirect_loop_is_named_a_loop(server: LabServer) -> None:
     assert result.error == "redirect loop"
     assert result.final_url == server.url("/loop-b")
     assert result.status == 302
+    assert not result.transient, "a loop will not heal: the URL is not worth another try"
 
 
 def test_endless_redirect_chain_stops_after_max_redirects(server: LabServer) -> None:
@@ -240,6 +243,12 @@ def test_http_error_status_is_an_error(server: LabServer) -> None:
     assert not result.ok
     assert result.status == 404
     assert result.error == "HTTP 404"
+    assert not result.transient
+
+
+def test_a_busy_server_is_a_failure_that_may_heal(server: LabServer) -> None:
+    result = fetch(server.url("/busy"))
+    assert (result.ok, result.status, result.error, result.transient) == (False, 503, "HTTP 503", True)
 
 
 # --------------------------------------------------------------------------- bodies that misbehave
@@ -307,6 +316,7 @@ def test_server_that_never_answers_times_out(server: LabServer) -> None:
     result = fetch(server.url("/hang"), FetchLimits(timeout_s=1.0))
     assert result.error == "timeout after 1s"
     assert result.status is None
+    assert result.transient
     assert time.monotonic() - started < 2.5
 
 
@@ -317,6 +327,7 @@ def test_connection_refused_is_said_plainly() -> None:
     result = fetch(f"http://127.0.0.1:{port}/")
     assert result.error == "connection refused"
     assert result.status is None
+    assert result.transient
 
 
 def test_unresolvable_host_is_said_plainly() -> None:

@@ -45,7 +45,8 @@ BAD_BRIEFS: dict[str, bytes] = {
 CONTRACT_KEYS = {"id", "source_file", "status", "question", "started_at", "finished_at", "stop_reason",
                  "summary", "sources", "evidence", "estimate", "verdict", "gaps", "queries", "usage"}
 USAGE_KEYS = {"llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
-              "page_cache_hits", "llm_cache_hits", "wall_seconds", "llm_seconds"}
+              "page_cache_hits", "llm_cache_hits", "wall_seconds", "llm_seconds",
+              "repaired_answers", "retried_answers", "fallback_answers"}
 EVENT_TYPES_SEEN = {"accepted", "round_started", "search_query", "search_result", "evidence_found", "complete"}
 
 

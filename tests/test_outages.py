@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
-from tests.lab.searxng import start_searxng
+from tests.lab.searxng import SearxngOptions, start_searxng
 from tests.lab.servers import free_port, start_ollama
 
 
@@ -89,3 +89,65 @@ def test_searxng_down_then_up_the_brief_waits_and_finishes(tmp_path, search_lab,
     assert report["status"] == "done" and report["evidence"]
     assert report["disclaimer"] is None, "it waited for search instead of answering from the model alone"
 
+
+
+def test_json_format_off_is_reported_once_with_the_fix_and_briefs_resume_once_fixed(
+        tmp_path, search_lab, scripted_ollama) -> None:
+    """A misconfiguration only the user can fix: briefs wait (never fail), the log says the fix
+    once however many briefs and retries hit it, `briefd check` says the same, and fixing it
+    (restarting SearXNG with json on, same port) lets every brief finish."""
+    port = free_port()
+    off = start_searxng(tmp_path / "off", search_lab.datasette_url, port=port,
+                        options=SearxngOptions(json_format=False), name="searxng-json-off")
+    ws = Workspace(root=tmp_path, searxng_url=f"http://127.0.0.1:{port}", ollama_url=scripted_ollama.url,
+                   model="lab-scripted")
+    for name in ("first", "second"):
+        ws.drop(f"{name}.json", {"question": TOPICS["orbital"].question, "depth": "quick",
+                                 "fetch_pages": False, "context": name})
+    daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_MAX_ATTEMPTS="1"), cwd=ws.root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waits = [wait_for_event(ws.outbox / name / "events.ndjson", "waiting") for name in ("first", "second")]
+        assert all(w is not None and w["service"] == "searxng" for w in waits)
+        assert all("formats: [html, json]" in w["fix"] for w in waits), "each brief says what fixes it"
+        check = ws.briefd("check")
+        assert check.returncode != 0 and "formats: [html, json]" in check.stdout + check.stderr
+        status = ws.briefd("status").stdout
+        assert "formats: [html, json]" in status, "briefd status says what the briefs wait for"
+        off.stop()
+        fixed = start_searxng(tmp_path / "on", search_lab.datasette_url, port=port, name="searxng-json-on")
+        try:
+            out, err = daemon.communicate(timeout=240)
+        finally:
+            fixed.stop()
+        assert daemon.returncode == 0, err[-3000:]
+    finally:
+        off.stop()
+        if daemon.poll() is None:
+            daemon.kill()
+    for name in ("first", "second"):
+        report = ws.report(name)
+        assert report["status"] == "done" and report["evidence"], report.get("error")
+        assert report["disclaimer"] is None, "it waited for search instead of answering from the model alone"
+    warnings = [line for line in err.splitlines() if " WARNING " in line or " ERROR " in line]
+    assert len([line for line in warnings if "formats: [html, json]" in line]) == 1, \
+        "the fix is reported once, not per brief or per retry (each waiting event is only echoed at INFO)"
+
+
+def test_a_model_that_is_not_pulled_is_reported_once_and_briefs_wait(tmp_path, search_lab,
+                                                                     scripted_ollama) -> None:
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=scripted_ollama.url,
+                   model="not-pulled-yet:1b")
+    for name in ("one", "two"):
+        ws.drop(f"{name}.json", {"question": TOPICS["kestrel"].question, "context": name, "depth": "quick"})
+    result = ws.briefd("run", "--once", timeout=180, BRIEFD_PATIENCE_S="6")
+    assert result.returncode == 0
+    warnings = [line for line in result.stderr.splitlines() if " WARNING " in line or " ERROR " in line]
+    assert len([line for line in warnings if "run: ollama pull not-pulled-yet:1b" in line]) == 1, warnings
+    for name in ("one", "two"):
+        report = ws.report(name)
+        assert report["status"] == "failed" and "ollama pull not-pulled-yet:1b" in report["error"]
+        events = ws.events(name)
+        waited = [e for e in events if e["type"] == "waiting"]
+        assert waited and waited[0]["fix"] == "run: ollama pull not-pulled-yet:1b", \
+            "it waited for the fix before its patience ran out"

@@ -13,8 +13,6 @@ What to look at:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +22,7 @@ from pathlib import Path
 
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import start_ollama, start_search_lab
+from tests.lab.workspace import BRIEFD, Workspace
 
 BRIEFS = {
     "kestrel": {"question": TOPICS["kestrel"].question, "depth": "quick"},
@@ -33,19 +32,17 @@ BRIEFS = {
 }
 
 
-def run_pass(root: Path, env: dict[str, str], label: str) -> list[dict]:
-    inbox = root / "inbox"
-    inbox.mkdir(exist_ok=True)
+def run_pass(ws: Workspace, label: str) -> list[dict]:
     for brief_id, brief in BRIEFS.items():
-        (inbox / f"{brief_id}.json").write_text(json.dumps(brief))
-    briefd = str(Path(sys.executable).with_name("briefd"))
+        ws.drop(f"{brief_id}.json", brief)
     started = time.monotonic()
-    subprocess.run([briefd, "run", "--once"], env=env, cwd=root, check=True,
-                   stderr=open(root / f"{label}.log", "w"))
+    with open(ws.root / f"{label}.log", "w") as log:
+        subprocess.run([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_FETCH_TIMEOUT_S="5"), cwd=ws.root,
+                       check=True, stderr=log)
     total = time.monotonic() - started
     rows = []
     for brief_id in BRIEFS:
-        report = json.loads((root / "outbox" / brief_id / "report.json").read_text())
+        report = ws.report(brief_id)
         usage = report["usage"]
         rows.append({"pass": label, "brief": brief_id, **usage, "evidence": len(report["evidence"]),
                      "busy": usage["llm_seconds"] / usage["wall_seconds"] if usage["wall_seconds"] else 0.0})
@@ -66,12 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         lab.stop()
         raise
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_")}
-        env.update({"BRIEFD_INBOX": str(root / "inbox"), "BRIEFD_OUTBOX": str(root / "outbox"),
-                    "BRIEFD_DB": str(root / "briefd.db"), "OLLAMA_HOST": url, "BRIEFD_MODEL": "lab-scripted",
-                    "BRIEFD_SEARXNG_URL": lab.searxng_url, "BRIEFD_FETCH_TIMEOUT_S": "5",
-                    "NO_PROXY": "127.0.0.1,localhost"})
-        rows = run_pass(root, env, "first") + run_pass(root, env, "again")
+        ws = Workspace(root=root, searxng_url=lab.searxng_url, ollama_url=url, model="lab-scripted")
+        rows = run_pass(ws, "first") + run_pass(ws, "again")
     finally:
         ollama.stop()
         lab.stop()
