@@ -1,12 +1,13 @@
 # briefd: the README's two commands, and a few more.
 #   make demo   venv + install + lab servers on loopback + the example brief, with real inference
 #   make test   venv with test extras + the whole suite
+#   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: demo test bench lab clean venv
+.PHONY: demo test bench soak lab clean venv
 
 venv: $(STAMP)
 
@@ -27,6 +28,9 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.lab.bench
+
+soak: $(STAMP)
+	$(PY) -m tests.lab.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) lab-run .pytest_cache

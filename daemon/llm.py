@@ -318,7 +318,9 @@ def _close_truncated(span: str, why: _Attempts) -> tuple[Any, list[str]] | objec
     Sensible means Python's decoder read everything up to the last, unfinished token
     (a string, number or literal that was being written, or a dangling comma, colon or
     key). An error earlier in the text is a malformed answer, not a truncated one, and
-    is reported as such rather than silently cut away.
+    is reported as such rather than silently cut away. The unfinished token is dropped,
+    never closed: a string cut mid-word ("…a 14-k") would otherwise be published as if
+    whole, so a summary that was cut leaves nothing and is asked for again, shorter.
     """
     repairs: list[str] = []
     text = span
@@ -362,7 +364,8 @@ def _close_truncated(span: str, why: _Attempts) -> tuple[Any, list[str]] | objec
             inside = True
         elif ch in "{[":
             stack.append(ch)
-            cuts.append((i + 1, "".join(_CLOSER[b] for b in reversed(stack))))
+            if len(stack) == 1:  # only the outermost: a nested {} or [] would stand for a lost item
+                cuts.append((i + 1, _CLOSER[ch]))
         elif ch in "}]":
             if stack:
                 stack.pop()
@@ -371,15 +374,7 @@ def _close_truncated(span: str, why: _Attempts) -> tuple[Any, list[str]] | objec
             cuts.append((i, "".join(_CLOSER[b] for b in reversed(stack))))
 
     closers = "".join(_CLOSER[b] for b in reversed(stack))
-    tries: list[str] = []
-    if inside:
-        # Drop a half-written escape (a lone backslash, or \u with under four hex digits).
-        tail = re.sub(r"\\u[0-9a-fA-F]{0,3}$", "", text)
-        if len(tail) == len(text) and escaped:
-            tail = text[:-1]
-        tries.append(tail + '"' + closers)
-    else:
-        tries.append(body.rstrip(",").rstrip() + closers)
+    tries: list[str] = [] if inside else [body.rstrip(",").rstrip() + closers]
     for index, cut_closers in reversed(cuts[-_MAX_CUTS_TRIED:]):
         tries.append(text[:index].rstrip().rstrip(",").rstrip() + cut_closers)
 

@@ -152,6 +152,9 @@ def coerce_plan(question: str) -> Callable[[Any], Plan]:
     def coerce(data: Any) -> Plan:
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        if isinstance(data.get("queries"), str):
+            # one string where a list belongs ("q1, q2, q3") would be searched as one odd query
+            raise ValueError("'queries' must be a list of separate search queries, not one string")
         queries = _strings(data.get("queries"), "queries", 8, 200)
         gaps = _strings(data.get("gaps"), "gaps", 5)
         if not queries:

@@ -65,8 +65,8 @@ REPAIRED: list[tuple[str, Any, list[str]]] = [
      '{"sentence_ids": ["S4"], "summ',
      {"items": [{"sentence_ids": ["S1", "S2"], "summary": "The audit found 7.3 bn", "confidence": 0.8, "gap": "G1"},
                 {"sentence_ids": ["S4"]}]}, ["truncated"]),
-    ('{"items": [{"sentence_ids": ["S1"], "summary": "The audit found 7.3 bn', 
-     {"items": [{"sentence_ids": ["S1"], "summary": "The audit found 7.3 bn"}]}, ["truncated"]),
+    ('{"items": [{"sentence_ids": ["S1"], "summary": "The audit found 7.3 bn',
+     {"items": [{"sentence_ids": ["S1"]}]}, ["truncated"]),
     ('{"items": [{"sentence_ids": ["S1"], "confidence": 0.', {"items": [{"sentence_ids": ["S1"]}]}, ["truncated"]),
     ('{"items": [{"sentence_ids": ["S1"], "ok": tru', {"items": [{"sentence_ids": ["S1"]}]}, ["truncated"]),
     ('{"items": [{"sentence_ids": ["S1"]}], "new_gaps": ["x"', {"items": [{"sentence_ids": ["S1"]}], "new_gaps": ["x"]},
@@ -76,20 +76,22 @@ REPAIRED: list[tuple[str, Any, list[str]]] = [
     ('{"items": [{"sentence_ids": ["S1"]}], "new_gaps": ["x"], "new_q', {"items": [{"sentence_ids": ["S1"]}],
                                                                         "new_gaps": ["x"]}, ["truncated"]),
     ('{"items": [{"sentence_ids": ["S1"]}], "new_gaps": ', {"items": [{"sentence_ids": ["S1"]}]}, ["truncated"]),
-    ('{"queries": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l', 
-     {"queries": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]}, ["truncated"]),
-    ('{"summary": "caf\\u00e9 and \\u00', {"summary": "café and "}, ["truncated"]),
-    ('{"summary": "a backslash \\', {"summary": "a backslash "}, ["truncated"]),
+    ('{"queries": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l',
+     {"queries": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]}, ["truncated"]),
     ('```json\n{"angles": ["one", "two"], "queries": ["q1"', {"angles": ["one", "two"], "queries": ["q1"]},
      ["fence", "truncated"]),
-    ('{"angles": ["a",], "queries": ["q1", "q2', {"angles": ["a"], "queries": ["q1", "q2"]},
+    ('{"angles": ["a",], "queries": ["q1", "q2', {"angles": ["a"], "queries": ["q1"]},
      ["trailing_comma", "truncated"]),
-    ('<think>long reasoning</think>{"queries": ["q1", "q', {"queries": ["q1", "q"]}, ["think", "truncated"]),
+    ('<think>long reasoning</think>{"queries": ["q1", "q', {"queries": ["q1"]}, ["think", "truncated"]),
 ]
 
 # (answer, words the reason must contain)
 REJECTED: list[tuple[str, str]] = [
     ("", "empty"),
+    # a string cut mid-way is dropped, never closed: nothing complete is left
+    ('{"summary": "caf\\u00e9 and \\u00', "cut off"),
+    ('{"summary": "a backslash \\', "cut off"),
+    ('{"summary": "The bridge closed for repairs to a 14-k', "cut off"),
     ("   \n\t ", "empty"),
     ("I'm sorry, but I cannot browse the internet to answer this question.", "no JSON object"),
     ("The plan is to search for audits and press reports.", "no JSON object"),
@@ -139,7 +141,7 @@ def test_the_longest_json_wins_over_brackets_in_the_prose() -> None:
 def test_a_truncated_answer_is_preferred_to_the_complete_pieces_inside_it() -> None:
     # The inner objects are complete JSON; the answer is the outer one, cut off.
     answer = '{"items": [{"gap": "G1"}, {"gap": "G2"}, {"gap": "G'
-    assert parse_json_answer_ex(answer) == ({"items": [{"gap": "G1"}, {"gap": "G2"}, {"gap": "G"}]}, ["truncated"])
+    assert parse_json_answer_ex(answer) == ({"items": [{"gap": "G1"}, {"gap": "G2"}]}, ["truncated"])
 
 
 def test_hostile_inputs_fail_fast_with_answer_error() -> None:

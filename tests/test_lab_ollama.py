@@ -24,6 +24,8 @@ import jsonschema
 import ollama
 import pytest
 
+from tests.lab.drivers import CHAOS_KINDS, REFUSAL
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # ----------------------------------------------------------------------------- schemas briefd sends
@@ -276,7 +278,7 @@ def test_root_version_tags_show_and_ps_look_like_ollama(lab: LabServer) -> None:
 
     client = lab.client()
     names = [m.model for m in client.list().models]
-    assert names == ["lab-scripted:latest", "lab-messy:latest"]
+    assert names == ["lab-scripted:latest", "lab-messy:latest", "lab-chaos:latest"]
     shown = client.show("lab-scripted")
     assert shown.details is not None and shown.details.family == "lab"
     assert shown.capabilities == ["completion"]
@@ -440,6 +442,103 @@ def test_messy_first_attempts_are_dirty_and_retries_are_clean(lab: LabServer, sc
         clean = chat(lab, "lab-scripted", prompt, schema)
         assert retry.content == clean.content
     assert kinds == {"fence", "prose", "think", "truncated", "shape"}
+
+
+# ----------------------------------------------------------------------------- lab-chaos
+
+CHAOS_TASKS: list[tuple[dict[str, Any], Any]] = [
+    (PLAN_SCHEMA, lambda q: plan_prompt(q)),
+    (EVIDENCE_SCHEMA, lambda q: evidence_prompt(question=q)[0]),
+    (SYNTHESIS_SCHEMA, lambda q: synthesis_prompt(question=q)),
+]
+
+
+def _chaos_kind(r: Reply) -> str:
+    """What a broken lab-chaos answer looks like to a client: the lab-messy kinds, or no JSON at all."""
+    if r.content == "":
+        return "empty"
+    if r.content == REFUSAL:
+        return "refusal"
+    return _kind(r)
+
+
+def _chaos_requests(n: int) -> list[tuple[dict[str, Any], str]]:
+    """n distinct first requests (schema, prompt), cycling through the three tasks."""
+    out = []
+    for i in range(n):
+        schema, make_prompt = CHAOS_TASKS[i % len(CHAOS_TASKS)]
+        out.append((schema, make_prompt(f"How large was the cost overrun of the Berlin airport, variant {i}?")))
+    return out
+
+
+def _chaos_sequence(server: LabServer, n: int) -> list[str]:
+    """Ask n first questions, each followed by the retry a client sends after a bad answer;
+    the chaos kinds the server logged, in order ("" = answered cleanly)."""
+    for schema, prompt in _chaos_requests(n):
+        for msgs in (messages(prompt), retry_messages(prompt, "{")):
+            try:
+                chat(server, "lab-chaos", msgs, schema)
+            except ollama.ResponseError as err:
+                assert err.status_code == 500
+    return [c["chaos"] for c in server.stats()["calls"]]
+
+
+def test_chaos_is_seeded_replays_and_breaks_retries_less(tmp_path: Path) -> None:
+    """The same seed breaks the same requests the same way (a failing run can be replayed);
+    another seed gives another plan; retries break less often than first answers."""
+    flags = ("--chaos-share", "0.5", "--chaos-slow-s", "0.05")
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+    first = start_server(tmp_path / "a", "--chaos-seed", "11", *flags)
+    other = start_server(tmp_path / "b", "--chaos-seed", "12", *flags)
+    try:
+        run = _chaos_sequence(first, 24)
+        first.reset()
+        assert _chaos_sequence(first, 24) == run
+        assert _chaos_sequence(other, 24) != run
+    finally:
+        stop_server(first)
+        stop_server(other)
+    firsts, retries = run[0::2], run[1::2]
+    assert 6 <= sum(map(bool, firsts)) <= 18, firsts  # about half of 24 (0.5 share)
+    assert sum(map(bool, retries)) < sum(map(bool, firsts)), run  # a third of that share
+    assert set(run) - {""} <= set(CHAOS_KINDS)
+
+
+def test_every_chaos_kind_does_what_it_says(tmp_path: Path) -> None:
+    """With every first answer broken and no retry broken, nine requests see all nine kinds
+    (the seeded deck), each breaks the way its name says, and asking again gets the clean answer."""
+    server = start_server(tmp_path, "--chaos-share", "1", "--chaos-retry-share", "0", "--chaos-slow-s", "0.5")
+    try:
+        seen: list[str] = []
+        for schema, prompt in _chaos_requests(len(CHAOS_KINDS)):
+            clean = chat(server, "lab-scripted", prompt, schema).content
+            t0 = time.monotonic()
+            try:
+                r = chat(server, "lab-chaos", prompt, schema)
+            except ollama.ResponseError as err:
+                broken = server.stats()["calls"][-1]
+                assert broken["chaos"] == "http500" and broken["outcome"] == "chaos-500"
+                assert err.status_code == 500 and "runner" in err.error
+                again = chat(server, "lab-chaos", prompt, schema)  # the same request, re-asked
+                assert again.content == clean
+                call = server.stats()["calls"][-1]
+                assert (call["key"], call["attempt"], call["chaos"]) == (broken["key"], broken["attempt"] + 1, "")
+                seen.append("http500")
+                continue
+            kind = server.stats()["calls"][-1]["chaos"]
+            seen.append(kind)
+            if kind == "slow":
+                assert time.monotonic() - t0 >= 0.5 and r.content == clean
+                continue
+            assert _chaos_kind(r) == kind and not _is_usable(r.content, schema), (kind, r.content)
+            assert (r.done_reason == "length") == (kind == "truncated")
+            retry = chat(server, "lab-chaos", retry_messages(prompt, r.content), schema)
+            assert retry.content == clean
+        assert sorted(seen) == sorted(CHAOS_KINDS)
+        assert server.stats()["chaos"] == {kind: 1 for kind in CHAOS_KINDS}
+    finally:
+        stop_server(server)
 
 
 # ----------------------------------------------------------------------------- options: num_predict, num_ctx, stream

@@ -7,13 +7,17 @@ model answers and how many tokens it "costs".
 
 Two drivers:
 
-* ``ScriptedDriver`` (models ``lab-scripted`` and ``lab-messy``): a deterministic,
+* ``ScriptedDriver`` (models ``lab-scripted``, ``lab-messy``, ``lab-chaos``): a deterministic,
   dumb matcher that reads briefd's PROMPT PROTOCOL (spec/INTERFACES.md) and answers
   it with plausible JSON. It never follows instructions in page text because it
   never reads instructions at all; it only counts shared content words.
   ``lab-messy`` gives the same content dirty on a first attempt (fences, prose,
   a <think> block, truncation, wrong shape, an invented citation) and clean on a
   retry, like a small local model that a repair/retry loop must cope with.
+  ``lab-chaos`` is the scripted driver under a seeded fault plan (``Chaos``): the
+  server draws per request whether it breaks and how; content faults (the messy
+  kinds plus an empty answer and a refusal) are made here by ``make_dirty``, HTTP
+  500s and slow answers by the server.
   Token counting is an approximation: one token per 4 characters, rounded up
   (``approx_tokens``). It is close enough to real tokenizers for English prose
   to make context-size arithmetic in briefd meaningful.
@@ -33,7 +37,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -83,6 +89,9 @@ class InferenceRequest:
     top_k: int = 40
     top_p: float = 0.9
     repeat_penalty: float = 1.1
+    # lab-chaos: the content fault the server drew for this request ("" = answer cleanly);
+    # the server decides because only it knows how often this exact request was asked
+    chaos: str = ""
 
     @property
     def task(self) -> str:
@@ -110,7 +119,7 @@ class Completion:
     done_reason: str  # "stop" | "length"
     prompt_seconds: float
     eval_seconds: float
-    dirty: str = ""  # lab-messy: which kind of dirt was applied ("" when clean)
+    dirty: str = ""  # lab-messy / lab-chaos: which kind of dirt was applied ("" when clean)
     # done_reason may also be "cancelled" (lab-only): the client hung up mid-answer
     truncated: bool = False  # the prompt did not fit num_ctx and was cut (lab-only fact)
 
@@ -646,7 +655,15 @@ def dirty_kind(request: InferenceRequest) -> str:
 
 
 def make_dirty(kind: str, task: str, text: str, obj: Any) -> tuple[str, bool]:
-    """A first-attempt answer as a small model gives it. Returns (text, cut_short)."""
+    """A first-attempt answer as a small model gives it. Returns (text, cut_short).
+
+    ``kind`` is one of ``DIRT_KINDS`` (lab-messy) or the chaos-only ``empty`` and
+    ``refusal``, which carry no JSON at all.
+    """
+    if kind == "empty":
+        return "", False
+    if kind == "refusal":
+        return REFUSAL, False
     if task == "synthesis" and isinstance(obj, dict) and isinstance(obj.get("summary"), str):
         obj = dict(obj, summary=obj["summary"].replace("\n\n", " Experts broadly agree on this [42].\n\n", 1)
                    if "\n\n" in obj["summary"] else obj["summary"] + " Experts broadly agree on this [42].")
@@ -673,6 +690,85 @@ def make_dirty(kind: str, task: str, text: str, obj: Any) -> tuple[str, bool]:
     return json.dumps(bad, ensure_ascii=False), False
 
 
+REFUSAL = "I'm sorry, but I can't help with that."
+
+# What lab-chaos can do to an answer. Content kinds are made by the driver (make_dirty);
+# server kinds by the HTTP server: an HTTP 500 (the runner crashed) and a slow answer.
+CHAOS_CONTENT_KINDS = (*DIRT_KINDS, "empty", "refusal")
+CHAOS_SERVER_KINDS = ("http500", "slow")
+CHAOS_KINDS = CHAOS_CONTENT_KINDS + CHAOS_SERVER_KINDS
+
+
+_TODAY_LINE = re.compile(r"^TODAY:.*$", re.MULTILINE)
+_LOOPBACK_PORT = re.compile(r"(//(?:127\.0\.0\.1|localhost)):\d+")
+
+
+def steady_hash(request: InferenceRequest) -> int:
+    """``request_hash`` without what changes between two runs of the same test: the date
+    briefd puts in its prompts and the lab's random ports in page URLs."""
+    def steady(text: str) -> str:
+        return _LOOPBACK_PORT.sub(r"\1", _TODAY_LINE.sub("", text))
+
+    return request_hash(replace(request, messages=tuple(replace(m, content=steady(m.content))
+                                                        for m in request.messages)))
+
+
+def _unit_interval(*parts: object) -> float:
+    """A stable number in [0, 1) from the parts (Python's hash() is salted per process)."""
+    digest = hashlib.sha256("\0".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass
+class Chaos:
+    """The seeded fault plan of ``lab-chaos``: which answers break, and how.
+
+    Whether a request breaks is a pure function of (seed, the request's prompt, its
+    attempt), with the date and the lab's ports left out (``steady_hash``), so the same
+    requests break in a rerun, tomorrow too. A re-ask of the same request (attempt > 1,
+    after a 500) and briefd's retry after a bad answer break less often
+    (``retry_share``), so most retries recover and a few end as fallbacks.
+
+    *Which* kind a broken answer gets is dealt from a seeded deck of all
+    ``CHAOS_KINDS``, reshuffled per pass: any ``len(CHAOS_KINDS)`` broken answers in a
+    row cover every kind, so a short test run can count on seeing each one without
+    hunting for a lucky seed (a kind drawn per request would miss one in most short
+    runs). The price: the deal follows the order requests are served in, which replays
+    for a client that asks in a fixed order; briefd's evidence calls follow page fetches,
+    so two of them can swap kinds between runs.
+    """
+
+    seed: int = 0
+    share: float = 0.4
+    retry_share: float | None = None  # None: a third of ``share``
+    slow_s: float = 2.0  # how long a "slow" answer stalls before it is generated
+    dealt: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.retry_share is None:
+            self.retry_share = self.share / 3
+        for name in ("share", "retry_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"chaos {name} must be between 0 and 1")
+
+    def draw(self, request: InferenceRequest, attempt: int) -> str:
+        """The fault for this request ("" for a clean answer); ``attempt`` counts from 1."""
+        share = self.share if attempt <= 1 and not request.is_retry else self.retry_share
+        if _unit_interval(self.seed, steady_hash(request), attempt) >= (share or 0.0):
+            return ""
+        with self._lock:
+            k, self.dealt = self.dealt, self.dealt + 1
+        rounds, position = divmod(k, len(CHAOS_KINDS))
+        deck = list(CHAOS_KINDS)
+        random.Random(f"{self.seed}:{rounds}").shuffle(deck)
+        return deck[position]
+
+    def reset(self) -> None:
+        with self._lock:
+            self.dealt = 0
+
+
 def _digest(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()
 
@@ -697,6 +793,7 @@ class ScriptedDriver:
         return [
             ModelCard("lab-scripted:latest", "lab", "0M", "none", 1024, _digest("lab-scripted"), 32768),
             ModelCard("lab-messy:latest", "lab", "0M", "none", 1024, _digest("lab-messy"), 32768),
+            ModelCard("lab-chaos:latest", "lab", "0M", "none", 1024, _digest("lab-chaos"), 32768),
         ]
 
     def ensure_loaded(self, model: str, num_ctx: int) -> float:
@@ -721,8 +818,11 @@ class ScriptedDriver:
         text, obj = scripted_answer(request)
         dirt = ""
         cut = False
-        if request.model.startswith("lab-messy") and not request.is_retry and obj is not None:
+        if request.chaos in CHAOS_CONTENT_KINDS and obj is not None:
+            dirt = request.chaos
+        elif request.model.startswith("lab-messy") and not request.is_retry and obj is not None:
             dirt = dirty_kind(request)
+        if dirt:
             text, cut = make_dirty(dirt, request.task, text, obj)
         done_reason = "length" if cut else "stop"
         if request.num_predict > 0 and approx_tokens(text) > request.num_predict:

@@ -33,12 +33,20 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   "count": 1, "status": 500, "seconds": 2.0, "model": optional}``: the next
   ``count`` inference calls misbehave (HTTP error, slow answer, connection closed
   without a response, empty content, an array that never ends until num_predict);
-- ``POST /lab/reset``: clear stats and faults.
+- ``POST /lab/reset``: clear stats and faults (and restart the chaos deal);
+- the model ``lab-chaos`` (scripted driver): a seeded share of its answers break
+  (``tests.lab.drivers.Chaos``): fenced, wrapped in prose, a leading <think> block,
+  cut off mid-JSON (done_reason "length"), empty, the wrong shape, a refusal (all
+  made by the driver), an HTTP 500 or a slow answer (made here). Which request
+  breaks is a pure function of (``--chaos-seed``, its prompt, how many times this
+  exact request was asked), so a run replays; ``/lab/stats`` ``chaos`` counts the
+  kinds applied and every logged call carries ``chaos``, ``key`` and ``attempt``.
 
 Knobs: ``--default-num-ctx`` (2048, older Ollama's default; today's Ollama picks
 4096 on small machines), ``--max-queue`` (512), ``--tokens-per-s`` (scripted:
 answer as slowly as a real model), ``--load-delay-s`` (scripted: cost of a
-(re)load), ``--threads`` (llama).
+(re)load), ``--threads`` (llama), ``--chaos-seed`` / ``--chaos-share`` /
+``--chaos-retry-share`` / ``--chaos-slow-s`` (lab-chaos).
 
 Run: ``python -m tests.lab.ollama_server --host 127.0.0.1 --port N --driver scripted|llama [--log FILE]``
 (``--port 0`` picks a free port). The first stdout line is
@@ -58,12 +66,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
 from tests.lab.drivers import (
+    CHAOS_CONTENT_KINDS,
+    CHAOS_SERVER_KINDS,
+    Chaos,
     Completion,
     Driver,
     InferenceRequest,
@@ -78,6 +89,8 @@ OLLAMA_VERSION = "0.12.10"
 DEFAULT_NUM_CTX = 2048
 DEFAULT_MAX_QUEUE = 512
 SERVER_BUSY = "server busy, please try again.  maximum pending requests exceeded"
+RUNNER_CRASHED = "llama runner process has terminated: exit status 2"  # Ollama's 500 when the runner dies
+CHAOS_MODEL = "lab-chaos:latest"
 
 
 def go_time(ns_since_epoch: int) -> str:
@@ -139,6 +152,18 @@ class LabState:
     prompt_hashes: set[str] = field(default_factory=set)
     loads: dict[str, int] = field(default_factory=dict)
     loaded: dict[str, tuple[int, float]] = field(default_factory=dict)  # model -> (num_ctx, loaded_at)
+    chaos: Chaos = field(default_factory=Chaos)
+    asked: dict[str, int] = field(default_factory=dict)  # prompt key -> times this exact request came
+
+    def count_ask(self, key: str) -> int:
+        """The attempt number of this exact request: 1 the first time, 2 when re-asked (after a 500)."""
+        with self.state_lock:
+            self.asked[key] = self.asked.get(key, 0) + 1
+            return self.asked[key]
+
+    def draw_chaos(self, request: InferenceRequest, attempt: int) -> str:
+        """lab-chaos only: the fault this request gets ("" = a clean answer)."""
+        return self.chaos.draw(request, attempt) if request.model == CHAOS_MODEL else ""
 
     def cards(self) -> dict[str, ModelCard]:
         return {c.name: c for c in self.driver.models()}
@@ -179,7 +204,10 @@ class LabState:
         by: dict[str, dict[str, dict[str, int]]] = {"chat": {}, "generate": {}}
         retries: dict[str, dict[str, int]] = {}
         outcomes: dict[str, int] = {}
+        chaos: dict[str, int] = {}
         for c in calls:
+            if c.get("chaos"):
+                chaos[c["chaos"]] = chaos.get(c["chaos"], 0) + 1
             if c.get("endpoint") in by and c.get("reached_model"):
                 m = by[c["endpoint"]].setdefault(c["model"], {})
                 m[c["task"]] = m.get(c["task"], 0) + 1
@@ -196,6 +224,9 @@ class LabState:
             "truncated_prompts": sum(1 for c in calls if c.get("truncated")),
             "loads": loads,
             "outcomes": outcomes,
+            "chaos": chaos,  # lab-chaos: kind -> answers it was applied to
+            "chaos_config": {"seed": self.chaos.seed, "share": self.chaos.share,
+                             "retry_share": self.chaos.retry_share, "slow_s": self.chaos.slow_s},
             "pending_faults": faults,
             "calls": calls,
         }
@@ -206,6 +237,8 @@ class LabState:
             self.calls.clear()
             self.prompt_hashes.clear()
             self.loads.clear()
+            self.asked.clear()
+        self.chaos.reset()
 
 
 # --------------------------------------------------------------------------- request parsing
@@ -530,7 +563,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, final)
             return
         key = prompt_key(body)
-        entry["duplicate"] = False
+        entry.update(duplicate=False, key=key[:16], chaos="")
         with st.state_lock:
             if st.waiting >= st.max_queue:
                 busy = True
@@ -550,17 +583,30 @@ class Handler(BaseHTTPRequestHandler):
                     entry["reached_model"] = False
                     self._hang_up(entry, "client-gone")
                     return
+                entry["attempt"] = st.count_ask(key)
                 fault = st.take_fault(request.model)
                 if fault and fault.kind == "status":
                     entry.update(outcome=f"fault-{fault.status}")
                     st.record(entry)
-                    raise BadRequest(fault.message or "llama runner process has terminated: exit status 2", fault.status)
+                    raise BadRequest(fault.message or RUNNER_CRASHED, fault.status)
                 if fault and fault.kind == "drop":
                     self._hang_up(entry, "fault-drop")
                     return
                 if fault and fault.kind == "delay" and not sleep_unless(fault.seconds, self._client_gone):
                     self._hang_up(entry, "client-gone")
                     return
+                chaos = "" if fault else st.draw_chaos(request, entry["attempt"])
+                if chaos in CHAOS_SERVER_KINDS:
+                    entry["chaos"] = chaos
+                if chaos == "http500":
+                    entry.update(outcome="chaos-500")
+                    st.record(entry)
+                    raise BadRequest(RUNNER_CRASHED, 500)
+                if chaos == "slow" and not sleep_unless(st.chaos.slow_s, self._client_gone):
+                    self._hang_up(entry, "client-gone")
+                    return
+                if chaos in CHAOS_CONTENT_KINDS:
+                    request = replace(request, chaos=chaos)
                 load_s = self._load(request)
                 if fault and fault.kind == "empty":
                     prompt_tokens = min(approx_tokens(" ".join(m.content for m in request.messages)), request.num_ctx)
@@ -575,6 +621,8 @@ class Handler(BaseHTTPRequestHandler):
             entry.update(outcome="http-500", error=f"{type(e).__name__}: {e}")
             st.record(entry)
             raise BadRequest(f"llama runner error: {e}", 500) from None
+        if request.chaos:  # what the driver really did (it cannot dirty an answer that is not JSON)
+            entry["chaos"] = completion.dirty
         entry.update(
             done_reason=completion.done_reason,
             dirty=completion.dirty,
@@ -706,6 +754,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens-per-s", type=float, default=0.0, help="scripted: sleep like a model this fast")
     ap.add_argument("--load-delay-s", type=float, default=0.0, help="scripted: seconds per (re)load")
     ap.add_argument("--threads", type=int, default=2, help="llama: CPU threads")
+    ap.add_argument("--chaos-seed", type=int, default=0, help="lab-chaos: seed of the fault plan")
+    ap.add_argument("--chaos-share", type=float, default=0.4, help="lab-chaos: share of first answers that break")
+    ap.add_argument("--chaos-retry-share", type=float, default=None,
+                    help="lab-chaos: share of retries and re-asks that break (default: a third of --chaos-share)")
+    ap.add_argument("--chaos-slow-s", type=float, default=2.0, help="lab-chaos: seconds a slow answer stalls")
     args = ap.parse_args(argv)
     try:
         if args.driver == "scripted":
@@ -715,8 +768,14 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"lab-ollama: driver {args.driver!r} unavailable: {e}", file=sys.stderr)
         return 3
+    try:
+        chaos = Chaos(seed=args.chaos_seed, share=args.chaos_share, retry_share=args.chaos_retry_share,
+                      slow_s=args.chaos_slow_s)
+    except ValueError as e:
+        ap.error(str(e))
     with open(args.log, "a", encoding="utf-8") if args.log else contextlib.nullcontext(sys.stderr) as log:
-        state = LabState(driver=driver, default_num_ctx=args.default_num_ctx, max_queue=args.max_queue, log=log)
+        state = LabState(driver=driver, default_num_ctx=args.default_num_ctx, max_queue=args.max_queue, log=log,
+                         chaos=chaos)
         try:
             server = make_server(args.host, args.port, state)
         except OSError as e:

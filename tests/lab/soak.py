@@ -1,0 +1,232 @@
+"""`make soak`: the lab under load and faults for a bounded time, then a count of what was lost.
+
+Not a test (nothing here is timed against a threshold): a figure to keep. For `--seconds`
+it keeps dropping briefs of every kind plus hostile inputs into the inbox while it
+- runs `briefd run` (two workers) and kills it with SIGKILL, or stops it with SIGTERM,
+  at seeded random moments;
+- takes the model server or SearXNG down for a few seconds and brings it back on the
+  same port (an outage the briefs must wait out);
+- serves the model through the lab's chaos driver (`lab-chaos`: fences, prose, cut-off,
+  empty, <think>, wrong shape, refusals, HTTP 500s, slow answers).
+Then it brings every service back, drains the queue with `briefd run --once` and checks
+every promise: each valid brief has exactly one report with status done and exactly one
+`complete` event; each bad input has an error.json with its bytes kept; no temp file is
+visible; the store passes its integrity check. It prints the counts and exits 1 if any
+brief was lost. `--seed` replays a run's choices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.lab.corpus import TOPICS
+from tests.lab.searxng import SearxngServer, start_searxng
+from tests.lab.servers import Proc, free_port, start_ollama, start_search_lab
+from tests.lab.workspace import BRIEFD, Workspace
+
+VALID: list[dict[str, Any]] = [
+    {"question": TOPICS["kestrel"].question, "depth": "quick"},
+    {"question": TOPICS["orbital"].question, "depth": "quick", "fetch_pages": False},
+    {"question": TOPICS["northgate"].question, "depth": "quick", "max_rounds": 2,
+     "estimate": {"unit": "USD million", "low": 100, "high": 2000}},
+    {"question": TOPICS["lakeside"].question, "depth": "quick", "max_rounds": 2,
+     "hypothesis": {"claim": TOPICS["lakeside"].claim}},
+]
+
+BAD: list[bytes] = [
+    b"",
+    b"\xff\xfe\x00garbage\x80",
+    b'{"question": "unterminated',
+    b'{"question": "Why?", "depth": "forever"}',
+    b'{"question": "Why?", "id": "../../etc/passwd"}',
+    b'{"questoin": "typo in the field name"}',
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"question": "' + b"x" * 2_000_000 + b'"}',
+    b'{"question": "\\ud800 lone surrogate"}',
+    b'["a list, not an object"]',
+]
+
+
+@dataclass
+class Tally:
+    accepted: list[str] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)
+    kills: int = 0
+    terms: int = 0
+    outages: dict[str, int] = field(default_factory=lambda: {"ollama": 0, "searxng": 0})
+
+
+class Services:
+    """The model server and SearXNG on fixed ports, so either can go down and come back."""
+
+    def __init__(self, root: Path, datasette_url: str, seed: int) -> None:
+        self.root = root
+        self.datasette_url = datasette_url
+        self.seed = seed
+        self.ollama_port = free_port()
+        self.searxng_port = free_port()
+        self.ollama: Proc | None = None
+        self.searxng: SearxngServer | None = None
+        self.starts = 0
+
+    @property
+    def ollama_url(self) -> str:
+        return f"http://127.0.0.1:{self.ollama_port}"
+
+    @property
+    def searxng_url(self) -> str:
+        return f"http://127.0.0.1:{self.searxng_port}"
+
+    def start_ollama(self) -> None:
+        self.starts += 1
+        self.ollama, _ = start_ollama(self.root / "logs", "scripted", name=f"ollama-{self.starts}",
+                                      port=self.ollama_port,
+                                      extra=("--tokens-per-s", "400", "--chaos-seed", str(self.seed)))
+
+    def start_searxng(self) -> None:
+        self.starts += 1
+        self.searxng = start_searxng(self.root / "searxng", self.datasette_url, port=self.searxng_port,
+                                     name=f"searxng-{self.starts}")
+
+    def stop(self) -> None:
+        if self.ollama is not None:
+            self.ollama.stop()
+        if self.searxng is not None:
+            self.searxng.stop()
+
+
+def drop_some(ws: Workspace, rng: random.Random, tally: Tally, n: int) -> None:
+    for _ in range(n):
+        k = len(tally.accepted) + len(tally.bad)
+        if rng.random() < 0.25:
+            name = f"bad-{k}"
+            ws.drop(f"{name}.json", rng.choice(BAD))
+            tally.bad.append(name)
+        else:
+            name = f"brief-{k}"
+            brief = dict(rng.choice(VALID), context=f"soak brief {k}")
+            ws.drop(f"{name}.json", brief)
+            tally.accepted.append(name)
+
+
+def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Tally) -> None:
+    """One daemon life: start it, maybe break a service meanwhile, then kill or stop it."""
+    log = open(ws.root / "daemon.log", "a")
+    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2"), cwd=ws.root,
+                              stdout=log, stderr=log)
+    try:
+        time.sleep(rng.uniform(0.5, 4.0))
+        if rng.random() < 0.3:
+            which = rng.choice(["ollama", "searxng"])
+            (services.ollama if which == "ollama" else services.searxng).stop()  # type: ignore[union-attr]
+            time.sleep(rng.uniform(1.0, 5.0))
+            services.start_ollama() if which == "ollama" else services.start_searxng()
+            tally.outages[which] += 1
+            time.sleep(rng.uniform(0.5, 2.0))
+        if rng.random() < 0.75:
+            os.kill(daemon.pid, signal.SIGKILL)
+            tally.kills += 1
+        else:
+            daemon.send_signal(signal.SIGTERM)
+            tally.terms += 1
+        daemon.wait(timeout=60)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        log.close()
+
+
+def lost_briefs(ws: Workspace, tally: Tally) -> list[str]:
+    """Every promise, checked: what does not hold names the brief it failed for."""
+    lost: list[str] = []
+    conn = sqlite3.connect(ws.db)
+    try:
+        if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+            lost.append("(store integrity)")
+        for name in tally.accepted:
+            try:
+                report = ws.report(name)
+                completes = [e["type"] for e in ws.events(name)].count("complete")
+            except (OSError, ValueError):
+                lost.append(f"{name}: no readable report")
+                continue
+            runs = conn.execute("SELECT count(*) FROM briefs WHERE brief_id = ?", [name]).fetchone()[0]
+            if report.get("status") != "done" or completes != 1 or runs != 1:
+                lost.append(f"{name}: status {report.get('status')}, {completes} complete event(s), {runs} run(s)")
+        for name in tally.bad:
+            folder = ws.outbox / name
+            if not (folder / "error.json").is_file() or not any(
+                    (folder / kept).is_file() for kept in ("brief.json", "brief.bin")):
+                lost.append(f"{name}: bad input without error.json and its bytes")
+    finally:
+        conn.close()
+    if any(p.name.endswith(".tmp") for p in ws.outbox.rglob("*")):
+        lost.append("(a temp file is visible in the outbox)")
+    if any(p.suffix == ".json" for p in ws.inbox.iterdir()):
+        lost.append("(a brief is still in the inbox)")
+    return lost
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=120.0, help="how long to keep breaking things")
+    parser.add_argument("--seed", type=int, default=1, help="replays a run's choices")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (printed at the end)")
+    args = parser.parse_args(argv)
+    rng = random.Random(args.seed)
+    root = Path(tempfile.mkdtemp(prefix="briefd-soak-"))
+    lab = start_search_lab(root / "lab")
+    services = Services(root, lab.datasette_url, args.seed)
+    tally = Tally()
+    started = time.monotonic()
+    try:
+        services.start_ollama()
+        services.start_searxng()
+        ws = Workspace(root=root, searxng_url=services.searxng_url, ollama_url=services.ollama_url,
+                       model="lab-chaos")
+        while time.monotonic() - started < args.seconds:
+            drop_some(ws, rng, tally, rng.randint(1, 3))
+            chaos_round(ws, services, rng, tally)
+        drain_started = time.monotonic()
+        with open(root / "daemon.log", "a") as log:
+            drained = subprocess.run([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_WORKERS="2"), cwd=root,
+                                     stdout=log, stderr=log, timeout=1800)
+        drain_s = time.monotonic() - drain_started
+        lost = lost_briefs(ws, tally)
+        finished = len(tally.accepted) - len([x for x in lost if x.startswith("brief-")])
+    finally:
+        services.stop()
+        lab.stop()
+    print(f"briefd soak: {time.monotonic() - started:.0f} s (seed {args.seed}; "
+          f"{args.seconds:g} s of faults, then a {drain_s:.0f} s drain, exit {drained.returncode})")
+    print(f"briefs accepted:   {len(tally.accepted)}")
+    print(f"briefs finished:   {finished}")
+    print(f"kills survived:    {tally.kills} (SIGKILL) + {tally.terms} (SIGTERM)")
+    print(f"outages survived:  {sum(tally.outages.values())} "
+          f"(ollama {tally.outages['ollama']}, searxng {tally.outages['searxng']})")
+    print(f"bad inputs tried:  {len(tally.bad)}")
+    print(f"briefs lost:       {len(lost)}")
+    for line in lost:
+        print(f"  LOST {line}")
+    if args.keep:
+        print(f"work folder: {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if lost or drained.returncode != 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
