@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -74,7 +75,7 @@ BRIEFS: dict[str, dict] = {
 def crash_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
     """A model server of the module's own, so its duplicate-prompt count is this module's alone."""
     yield from serve_ollama(tmp_path_factory.mktemp("ollama-crash"), "scripted", name="ollama-crash",
-                            extra=("--tokens-per-s", "400"))
+                            extra=("--tokens-per-s", "1500"))
 
 
 def assert_nothing_lost(ws: Workspace, ids: list[str], why: str) -> None:
@@ -99,27 +100,39 @@ def assert_nothing_lost(ws: Workspace, ids: list[str], why: str) -> None:
     assert not [p for p in ws.inbox.iterdir() if p.suffix == ".json"], f"{why}: brief left in the inbox"
 
 
-def crash_workspace(root: Path, search_lab: SearchLab, lab: OllamaLab) -> Workspace:
-    ws = Workspace(root=root, searxng_url=search_lab.searxng_url, ollama_url=lab.url, model="lab-scripted")
-    for brief_id, brief in BRIEFS.items():
-        ws.drop(f"{brief_id}.json", brief)
+@dataclass
+class QuickWorkspace(Workspace):
+    """The lab's slow pages trickle until the fetch timeout: 1.5 s keeps each crash case short."""
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return super().env(**{"BRIEFD_FETCH_TIMEOUT_S": "1.5", **extra})
+
+
+def crash_workspace(root: Path, search_lab: SearchLab, lab: OllamaLab, ids: tuple[str, ...] = tuple(BRIEFS)
+                    ) -> Workspace:
+    ws = QuickWorkspace(root=root, searxng_url=search_lab.searxng_url, ollama_url=lab.url, model="lab-scripted")
+    for brief_id in ids:
+        ws.drop(f"{brief_id}.json", BRIEFS[brief_id])
     return ws
+
+
+MATRIX_BRIEFS = ("bridge", "tunnel")  # a plain brief and an estimate: every boundary is crossed twice
 
 
 @pytest.mark.parametrize("point", [
     "accepted:2", "claimed:1", "outdir_ready:2", "model_answer:3", "checkpoint:2", "before_rename:3", "before_rename:6",
-    "report_written:1", "final_event:1", "final_event:3",
+    "report_written:1", "final_event:1", "final_event:2",
 ])
 def test_a_crash_at_each_boundary_loses_nothing_and_pays_nothing_twice(
         point: str, tmp_path: Path, search_lab: SearchLab, crash_ollama: OllamaLab) -> None:
     crash_ollama.reset()
-    ws = crash_workspace(tmp_path, search_lab, crash_ollama)
+    ws = crash_workspace(tmp_path, search_lab, crash_ollama, MATRIX_BRIEFS)
     crashed = ws.briefd("run", "--once", timeout=300, BRIEFD_CRASH_AT=point)
     assert crashed.returncode == -signal.SIGKILL, f"{point} was never reached: {crashed.stderr[-2000:]}"
 
     again = ws.briefd("run", "--once", timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert_nothing_lost(ws, list(BRIEFS), f"crash at {point}")
+    assert_nothing_lost(ws, list(MATRIX_BRIEFS), f"crash at {point}")
     stats = crash_ollama.stats()
     assert stats["duplicate_prompts"] == 0, f"crash at {point}: an answer already stored was paid for again"
 
@@ -146,6 +159,40 @@ def test_random_kills_under_load_lose_nothing(tmp_path: Path, search_lab: Search
     again = ws.briefd("run", "--once", timeout=300, BRIEFD_WORKERS="2")
     assert again.returncode == 0, again.stderr[-3000:]
     assert_nothing_lost(ws, ids, f"seed {seed}")
+    resumed = [b for b in ids if any(e["type"] == "signal" and "resumed" in e.get("message", "")
+                                     for e in ws.events(b))]
+    assert resumed, f"seed {seed}: no kill landed mid-brief, so the run proved nothing"
     stats = crash_ollama.stats()
     assert stats["duplicate_prompts"] <= kills * 2, \
         f"seed {seed}: at most the calls in flight at each kill (two workers) are paid twice"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_mid_brief_exits_0_promptly_and_the_brief_resumes(
+        sig: signal.Signals, tmp_path: Path, search_lab: SearchLab, crash_ollama: OllamaLab) -> None:
+    crash_ollama.reset()
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=crash_ollama.url,
+                   model="lab-scripted")
+    ws.drop("bridge.json", BRIEFS["bridge"])
+    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(), cwd=ws.root,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    events = ws.outbox / "bridge" / "events.ndjson"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (events.exists() and '"round_started"' in events.read_text()):
+        time.sleep(0.05)
+    daemon.send_signal(sig)
+    signalled = time.monotonic()
+    try:
+        assert daemon.wait(timeout=30) == 0, "a stop signal is a graceful exit 0"
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    assert time.monotonic() - signalled < 10, "it stops within a bounded time, not after the brief"
+    assert not (ws.outbox / "bridge" / "report.json").exists(), "stopped mid-brief, not after it"
+    status = json.loads(ws.briefd("status", "--json").stdout)
+    assert status["counts"].get("queued") == 1 and not status["counts"].get("failed"), status["counts"]
+
+    again = ws.briefd("run", "--once", timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert_nothing_lost(ws, ["bridge"], f"after {sig.name}")
+    assert crash_ollama.stats()["duplicate_prompts"] <= 1, "at most the call in flight is asked again"

@@ -151,3 +151,34 @@ def test_a_model_that_is_not_pulled_is_reported_once_and_briefs_wait(tmp_path, s
         waited = [e for e in events if e["type"] == "waiting"]
         assert waited and waited[0]["fix"] == "run: ollama pull not-pulled-yet:1b", \
             "it waited for the fix before its patience ran out"
+
+
+def test_ollama_dies_mid_brief_and_comes_back_the_brief_finishes_once(tmp_path, search_lab) -> None:
+    """The model server is killed while a brief is in flight, then started again on its port."""
+    port = free_port()
+    proc, url = start_ollama(tmp_path / "logs", "scripted", name="ollama-first", port=port,
+                             extra=("--tokens-per-s", "150"))
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=url, model="lab-scripted")
+    ws.drop("interrupted.json", {"question": TOPICS["kestrel"].question, "depth": "quick"})
+    daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_MAX_ATTEMPTS="1"), cwd=ws.root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = None
+    try:
+        assert wait_for_event(ws.outbox / "interrupted" / "events.ndjson", "round_started") is not None
+        proc.popen.kill()  # dies as a crashed server does, mid-answer
+        proc.popen.wait(10)
+        waiting = wait_for_event(ws.outbox / "interrupted" / "events.ndjson", "waiting")
+        assert waiting is not None and waiting["service"] == "ollama"
+        second, _ = start_ollama(tmp_path / "logs", "scripted", name="ollama-again", port=port)
+        out, err = daemon.communicate(timeout=240)
+        assert daemon.returncode == 0, err[-3000:]
+    finally:
+        proc.stop()
+        if second is not None:
+            second.stop()
+        if daemon.poll() is None:
+            daemon.kill()
+    report = ws.report("interrupted")
+    assert report["status"] == "done" and report["evidence"], report.get("error")
+    types = [e["type"] for e in ws.events("interrupted")]
+    assert types.count("complete") == 1 and "failed" not in types
