@@ -839,21 +839,26 @@ def _archive_previous(outdir: Path) -> Path | None:
         newest = max(e.stat(follow_symlinks=False).st_mtime for e in entries)
         stamp = datetime.fromtimestamp(newest, timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     runs = outdir / "runs"
-    runs.mkdir(exist_ok=True)
-    suffix = 1
-    while True:
-        target = runs / (stamp if suffix == 1 else f"{stamp}-{suffix}")
-        try:
-            target.mkdir()
-            break
-        except FileExistsError:
-            suffix += 1
+    target = _fresh_run_folder(runs, stamp)
     for entry in entries:
         os.rename(entry.path, target / entry.name)
     files.fsync_dir(target)
     files.fsync_dir(runs)
     files.fsync_dir(outdir)
     return target
+
+
+def _fresh_run_folder(runs: Path, stamp: str) -> Path:
+    """Create runs/<stamp>, or <stamp>-2, -3, ... when taken: an earlier run is never overwritten."""
+    runs.mkdir(parents=True, exist_ok=True)
+    suffix = 1
+    while True:
+        target = runs / (stamp if suffix == 1 else f"{stamp}-{suffix}")
+        try:
+            target.mkdir()
+            return target
+        except FileExistsError:
+            suffix += 1
 
 
 def valid_id(brief_id: str) -> bool:
@@ -965,19 +970,7 @@ def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
         return outdir / "error.json"
     now = utc_now_iso()
     if aside:
-        # The same fresh-name rule as archive_previous's runs/<stamp>, "-2"... on a clash.
-        runs = outdir / "runs"
-        runs.mkdir(parents=True, exist_ok=True)
-        stamp = now.replace(":", "-") + "-rejected"
-        suffix = 1
-        while True:
-            target = runs / (stamp if suffix == 1 else f"{stamp}-{suffix}")
-            try:
-                target.mkdir()
-                break
-            except FileExistsError:
-                suffix += 1
-        outdir = target
+        outdir = _fresh_run_folder(outdir / "runs", now.replace(":", "-") + "-rejected")
     else:
         archive_previous(outdir)
     if source is not None:
