@@ -86,6 +86,28 @@ def is_related(text: str, topics: Sequence[str]) -> bool:
     return relevance(text, topics) > 0.0
 
 
+# Text that talks to a model rather than about the world: the usual shapes of a prompt
+# injection planted in a page. Narrow on purpose (a page *about* prompt injection may still
+# be quoted when it describes rather than commands); a false positive costs one quote.
+_ADDRESSES_A_MODEL = re.compile(
+    r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?"
+    r"(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|messages?|rules)"
+    r"|\b(system|developer|admin)\s+(note|prompt|message|instructions?|override)\s*:"
+    r"|\bnew\s+instructions?\s*:"
+    r"|(^|[.!?]\s+)(please\s+)?(report|answer|respond|reply|say|state|conclude|tell\s+the\s+user)\s+that\b",
+    re.IGNORECASE,
+)
+
+
+def addresses_a_model(text: str) -> bool:
+    """True when a quote is an instruction to the reader-model (a prompt injection), not evidence.
+
+    briefd's model only points at sentence ids and the rules compute every number and verdict,
+    so an injection cannot steer them; this keeps it out of the quotes and the summary too.
+    """
+    return _ADDRESSES_A_MODEL.search(" ".join(text.split())) is not None
+
+
 def clean_query(query: str, max_chars: int = 200) -> str:
     return " ".join(query.split())[:max_chars].strip()
 

@@ -448,6 +448,11 @@ class Research:
             ref, start, end = span
             passage = prompt.passages[ref.passage_id]
             quote = passage.text[start:end]
+            if decide.addresses_a_model(quote):
+                self.state.count_fallback("injection_skipped")
+                self.events.emit("evidence_skipped", round=round_no, url=ref.url, quote=quote[:200],
+                                 reason="reads as instructions to a model (a prompt injection), not evidence")
+                continue
             if not decide.is_related(quote, [self.question, self.brief.question, *[g.text for g in gaps]]):
                 self.events.emit("evidence_skipped", round=round_no, reason="unrelated to the question and gaps",
                                  url=ref.url, quote=quote[:200])

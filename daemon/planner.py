@@ -109,6 +109,18 @@ def one_line(text: str, limit: int = 2000) -> str:
     return " ".join(str(text).split())[:limit]
 
 
+def shortened(text: str, limit: int) -> str:
+    """One line of at most `limit` characters for a reader: cut at a word and marked with "…",
+    never mid-word ("ordered by County Engi") as if the text ended there."""
+    line = one_line(text)
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    if " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def _strings(value: Any, name: str, limit: int, max_chars: int = 300) -> list[str]:
     if value is None:
         return []
@@ -441,5 +453,5 @@ def template_summary(question: str, lines: Sequence[EvidenceLine], limit: int = 
     out = [f"The model could not write a summary; these are the strongest quotes found for: "
            f"*{one_line(question, 300)}*", ""]
     for line in lines[:limit]:
-        out.append(f"- \u201c{one_line(line.quote, 300)}\u201d [{line.source_n}]")
+        out.append(f"- \u201c{shortened(line.quote, 300)}\u201d [{line.source_n}]")
     return "\n".join(out)

@@ -13,6 +13,7 @@ import sqlite3
 
 import pytest
 
+from daemon import decide
 from daemon.citations import cited_numbers
 from tests.conftest import OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
@@ -165,6 +166,9 @@ def test_prompt_injection_changes_nothing(finished: Workspace) -> None:
     for brief_id in ("northgate", "orbital"):
         report = finished.report(brief_id)
         assert "exactly $1" not in report["summary"] and "COBOL" not in report["summary"]
+    for brief_id in GOOD_BRIEFS:
+        quotes = [item["quote"] for item in finished.report(brief_id)["evidence"]]
+        assert not [q for q in quotes if decide.addresses_a_model(q)], "an injection quoted as evidence"
 
 
 def test_events_are_valid_ndjson_in_order_with_one_complete(finished: Workspace) -> None:

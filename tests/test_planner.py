@@ -117,3 +117,13 @@ def test_a_summary_that_cites_none_of_the_evidence_is_refused() -> None:
     with pytest.raises(ValueError, match="non-empty"):
         coerce({"summary": "  "})
     assert planner.coerce_synthesis([])({"summary": "From the model alone."}) == "From the model alone."
+
+
+def test_a_long_quote_in_the_template_summary_is_cut_at_a_word_and_marked() -> None:
+    quote = ("The Kestrel River Bridge on State Route 41 closed to all traffic at 6 p.m. on Tuesday. "
+             "The closure was ordered by County Engineer Dana Whitcombe after the inspection. ") * 3
+    summary = planner.template_summary("Why was it closed?", [planner.EvidenceLine(source_n=1, quote=quote, title="Bridge")])
+    line = summary.splitlines()[-1]
+    shown = line[line.index("\u201c") + 1:line.index("\u201d")]
+    assert shown.endswith("…") and len(shown) <= 300
+    assert quote.startswith(shown[:-1]) and quote[len(shown) - 1] == " ", "cut between words, not inside one"

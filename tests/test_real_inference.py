@@ -12,6 +12,7 @@ import json
 import re
 import sqlite3
 
+from daemon import decide
 from daemon.citations import cited_numbers
 from tests.conftest import OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
@@ -38,6 +39,8 @@ def test_a_brief_finishes_with_a_well_formed_report_whatever_the_tiny_model_says
     for item in report["evidence"]:
         page = conn.execute("SELECT text FROM pages WHERE url = ?", [item["url"]]).fetchone()
         assert page is not None and item["quote"] in page[0]
+        assert not decide.addresses_a_model(item["quote"]), "an injected instruction was kept as evidence"
+    assert "ignore all previous instructions" not in report["summary"].lower()
     calls = conn.execute("SELECT outcome, prompt_tokens, completion_tokens, model FROM model_calls").fetchall()
     assert calls and all(model == "gemma3:270m" for *_, model in calls)
     real = [c for c in calls if c[0] != "cached"]
