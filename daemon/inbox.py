@@ -338,8 +338,6 @@ class Inbox:
             brief_id=brief.id, question=brief.question, source_file=name, received=data,
             brief_json=json.dumps(brief.to_json(), ensure_ascii=False), inbox_path=inbox_path,
         )
-        self.store.add_event(run_id, "accepted", {"id": brief.id, "source_file": name,
-                                                  "question": brief.question})
         crashpoints.reached("accepted")
         self._remove(path, st)
         self.store.mark_inbox_removed(run_id)

@@ -106,7 +106,11 @@ class Store:
 
     def add_brief(self, *, brief_id: str, question: str, source_file: str, received: bytes,
                   brief_json: str, inbox_path: str) -> int:
-        """Record an accepted brief (bytes included) before its file leaves the inbox."""
+        """Record an accepted brief (bytes included) before its file leaves the inbox.
+
+        Its `accepted` event (seq 1) is committed with it: a crash cannot leave a brief
+        whose event log does not begin with its acceptance.
+        """
         with self.immediate():
             table = self.db["briefs"]
             table.insert({
@@ -115,7 +119,10 @@ class Store:
                 "received_bytes": received, "brief_json": brief_json,
                 "accepted_at": utc_now(), "inbox_path": inbox_path,
             })
-            return int(table.last_pk)
+            run_id = int(table.last_pk)
+            self._insert_event(run_id, "accepted", {"id": brief_id, "source_file": source_file,
+                                                    "question": question})
+            return run_id
 
     def add_rejection(self, *, brief_id: str, source_file: str, received: bytes, error: str,
                       details: dict[str, Any], inbox_path: str) -> int:

@@ -86,9 +86,10 @@ def test_claims_from_many_processes_never_collide(tmp_path: Path) -> None:
 def test_events_are_numbered_per_run(tmp_path: Path) -> None:
     store = Store(tmp_path / "b.db")
     a, b = add(store, "a"), add(store, "b")
-    assert store.add_event(a, "accepted", {})[0] == 1
-    assert store.add_event(b, "accepted", {})[0] == 1
+    assert [e["type"] for e in store.events(a)] == ["accepted"], "accepted is committed with the brief"
+    assert store.events(b)[0]["seq"] == 1 and store.events(b)[0]["id"] == "b"
     assert store.add_event(a, "round_started", {"round": 1})[0] == 2
+    assert store.add_event(b, "round_started", {"round": 1})[0] == 2
     assert [e["type"] for e in store.events(a)] == ["accepted", "round_started"]
     assert store.events(a)[1]["round"] == 1
 
