@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 from . import crashpoints
 
@@ -53,18 +53,33 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     Raises WriteFailed (an OSError) when the filesystem refuses; no temp file is left.
     """
     path = Path(path)
+
+    def write(handle: BinaryIO) -> str:
+        handle.write(data)
+        return path.name
+
+    atomic_write_with(path.parent, write, hint=path.name)
+
+
+def atomic_write_with(folder: Path, write: Callable[[BinaryIO], str], hint: str = "write") -> Path:
+    """The one atomic-write mechanism: `write` fills a temp file in `folder` and returns the
+    name it should have (decided once the content is known, e.g. brief.json vs brief.bin);
+    the file is fsynced, renamed into place and the folder fsynced. Raises WriteFailed."""
+    folder = Path(folder)
     tmp: str | None = None
+    path = folder
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{hint}.", suffix=".tmp", dir=folder)  # hint: whose temp file
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            path = folder / write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         crashpoints.reached("before_rename")
         os.replace(tmp, path)
         tmp = None
-        fsync_dir(path.parent)
+        fsync_dir(folder)
+        return path
     except OSError as exc:
         raise (exc if isinstance(exc, WriteFailed) else WriteFailed(path, exc)) from exc
     finally:

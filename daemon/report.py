@@ -19,7 +19,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Mapping
@@ -901,42 +900,26 @@ def _copy_raw_brief(outdir: Path, source: BinaryIO) -> Path:
     size a user can drop): streamed to a temp name, fsynced, renamed to brief.json when the
     whole stream is UTF-8 text without NUL, else brief.bin. `source` is the inbox file as
     the inbox opened it (never reopened by name: that could follow a link swapped in)."""
-    outdir = Path(outdir)
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    is_text = True
-    tmp: str | None = None
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".brief.", suffix=".tmp", dir=outdir)
-        with os.fdopen(fd, "wb") as out:
-            source.seek(0)
-            while chunk := source.read(1 << 20):
-                out.write(chunk)
-                if is_text:
-                    try:
-                        is_text = "\x00" not in decoder.decode(chunk)
-                    except UnicodeDecodeError:
-                        is_text = False
+
+    def copy(out: BinaryIO) -> str:
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        is_text = True
+        source.seek(0)
+        while chunk := source.read(1 << 20):
+            out.write(chunk)
             if is_text:
                 try:
-                    decoder.decode(b"", final=True)
+                    is_text = "\x00" not in decoder.decode(chunk)
                 except UnicodeDecodeError:
                     is_text = False
-            out.flush()
-            os.fsync(out.fileno())
-        path = outdir / ("brief.json" if is_text else "brief.bin")
-        os.replace(tmp, path)
-        tmp = None
-        files.fsync_dir(outdir)
-        return path
-    except OSError as exc:
-        raise (exc if isinstance(exc, files.WriteFailed) else files.WriteFailed(outdir, exc)) from exc
-    finally:
-        if tmp is not None:
+        if is_text:
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                is_text = False
+        return "brief.json" if is_text else "brief.bin"
+
+    return files.atomic_write_with(Path(outdir), copy, hint="brief")
 
 
 def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
