@@ -402,11 +402,13 @@ class Store:
         )
 
     def record_query(self, run_id: int, round_: int, text: str, results: list[dict[str, Any]],
-                     *, from_cache: bool, error: str | None = None) -> None:
+                     *, from_cache: bool) -> None:
+        """A search that answered. A refused or failed one is an outage and is not recorded
+        (the `error` column is kept for rows written by earlier versions)."""
         with self.immediate():
             self.db["queries"].insert({
                 "run_id": run_id, "round": round_, "text": text, "results": len(results),
-                "searched_at": utc_now(), "from_cache": int(from_cache), "error": error,
+                "searched_at": utc_now(), "from_cache": int(from_cache),
             })
             self.db["search_results"].insert_all(
                 [{"run_id": run_id, "round": round_, "query": text, "rank": i + 1,

@@ -35,7 +35,7 @@ from daemon.files import atomic_write_text
 from daemon.inbox import TAKE_PER_CALL, Accepted, Inbox
 from daemon.report import valid_id
 from store import QUEUED, REJECTED, Store
-from tests.conftest import BRIEFD
+from tests.lab.workspace import BRIEFD, Workspace
 
 QUESTION = "Why was the Kestrel River bridge closed in 2025?"
 VALID = json.dumps({"question": QUESTION}).encode()
@@ -60,6 +60,12 @@ class Box:
 
     def close(self) -> None:
         self.store.close()
+
+    def __enter__(self) -> "Box":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def drop(self, name: str | bytes, data: bytes) -> Path:
         """Put a complete file in the inbox the way `briefd submit` does: temp name, then rename."""
@@ -90,11 +96,8 @@ class Box:
 
 @pytest.fixture
 def box(tmp_path: Path) -> Iterator[Box]:
-    b = Box(tmp_path)
-    try:
+    with Box(tmp_path) as b:
         yield b
-    finally:
-        b.close()
 
 
 def error_json(folder: Path) -> dict[str, Any]:
@@ -121,14 +124,8 @@ def is_text(data: bytes) -> bool:
 
 
 def offline_env(root: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_") and k != "OLLAMA_HOST"}
-    env.update({
-        "BRIEFD_INBOX": str(root / "inbox"), "BRIEFD_OUTBOX": str(root / "outbox"),
-        "BRIEFD_DB": str(root / "briefd.db"), "OLLAMA_HOST": CLOSED_PORT, "BRIEFD_SEARXNG_URL": CLOSED_PORT,
-        "BRIEFD_SETTLE_SECONDS": "0.2", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-    })
-    env.update(extra)
-    return env
+    """A briefd installation whose services are down: these tests are about the inbox only."""
+    return Workspace(root=root, searxng_url=CLOSED_PORT, ollama_url=CLOSED_PORT, model="lab-scripted").env(**extra)
 
 
 def run_once(root: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -148,8 +145,7 @@ def all_outbox_bytes(outbox: Path) -> bytes:
 
 
 def test_a_growing_file_is_taken_only_once_it_holds_still(tmp_path: Path) -> None:
-    b = Box(tmp_path, settle=0.5)
-    try:
+    with Box(tmp_path, settle=0.5) as b:
         path = b.inbox_dir / "slow.json"
         text = json.dumps({"question": QUESTION, "context": "written in three goes"})
         path.write_text(text[:10])
@@ -165,16 +161,13 @@ def test_a_growing_file_is_taken_only_once_it_holds_still(tmp_path: Path) -> Non
         assert not taken.rejected and taken.brief_id == "slow"
         assert b.store.received_bytes(taken.run_id) == text.encode(), "the whole file, not a prefix"
         assert b.left() == []
-    finally:
-        b.close()
 
 
 def test_a_half_brief_closed_by_its_writer_is_not_rejected_before_it_settles(tmp_path: Path) -> None:
     """`echo '{"question": "Why' > b.json; echo ' ..."}' >> b.json`: the first close comes with
     half a brief. A closed event used to make it ready at once, and the half was rejected
     and taken away from its writer."""
-    b = Box(tmp_path, settle=0.5)
-    try:
+    with Box(tmp_path, settle=0.5) as b:
         path = b.inbox_dir / "two-goes.json"
         path.write_bytes(VALID[:15])
         b.inbox.notice(path, complete=True)  # what the watcher delivers for IN_CLOSE_WRITE
@@ -186,13 +179,10 @@ def test_a_half_brief_closed_by_its_writer_is_not_rejected_before_it_settles(tmp
         [taken] = b.inbox.take_ready()
         assert not taken.rejected, "the finished brief is valid and taken at once on close"
         assert b.store.received_bytes(taken.run_id) == VALID
-    finally:
-        b.close()
 
 
 def test_a_file_truncated_and_rewritten_is_judged_on_its_final_bytes(tmp_path: Path) -> None:
-    b = Box(tmp_path, settle=0.4)
-    try:
+    with Box(tmp_path, settle=0.4) as b:
         path = b.inbox_dir / "rewrite.json"
         path.write_bytes(VALID)
         b.inbox.scan()
@@ -209,14 +199,11 @@ def test_a_file_truncated_and_rewritten_is_judged_on_its_final_bytes(tmp_path: P
         [taken] = b.take()
         assert not taken.rejected
         assert b"rewrite change" in b.store.received_bytes(taken.run_id)
-    finally:
-        b.close()
 
 
 def test_a_broken_file_is_still_rejected_once_it_has_settled(tmp_path: Path) -> None:
     """Waiting must not become never: a half brief nobody finishes ends as error.json."""
-    b = Box(tmp_path, settle=0.3)
-    try:
+    with Box(tmp_path, settle=0.3) as b:
         path = b.inbox_dir / "abandoned.json"
         path.write_bytes(VALID[:15])
         b.inbox.notice(path, complete=True)
@@ -226,8 +213,6 @@ def test_a_broken_file_is_still_rejected_once_it_has_settled(tmp_path: Path) -> 
         assert taken.rejected
         error = error_json(b.outbox / "abandoned")
         assert "not valid JSON" in error["error"] and kept(b.outbox / "abandoned") == VALID[:15]
-    finally:
-        b.close()
 
 
 def test_the_daemon_waits_for_a_writer_that_closes_and_reopens(tmp_path: Path) -> None:
@@ -439,9 +424,9 @@ def test_an_unreadable_file_stays_with_a_notice_and_is_taken_once_readable(
 
 def test_a_real_chmod_000_file_is_left_in_place(tmp_path: Path) -> None:
     if os.geteuid() == 0:
-        pytest.skip("running as root: chmod 000 does not stop root from reading (see the simulated test above)")
-    b = Box(tmp_path)
-    try:
+        pytest.skip("running as root, where chmod 000 does not stop reading; it runs as any other user "
+                    "(the simulated EACCES test above covers root)")
+    with Box(tmp_path) as b:
         path = b.drop("locked.json", VALID)
         os.chmod(path, 0)
         assert b.take() == [] and b.left() == ["locked.json"]
@@ -449,8 +434,6 @@ def test_a_real_chmod_000_file_is_left_in_place(tmp_path: Path) -> None:
         os.chmod(path, 0o644)
         [taken] = b.take()
         assert not taken.rejected
-    finally:
-        b.close()
 
 
 def test_an_outbox_it_cannot_write_leaves_the_file_and_takes_the_others(box: Box) -> None:
@@ -611,8 +594,7 @@ def test_two_thousand_briefs_at_once_are_each_taken_exactly_once(box: Box) -> No
 def take_one(name: str, data: bytes) -> None:
     """Drop one file into a fresh installation, let the Inbox take it, check the outcome."""
     with tempfile.TemporaryDirectory() as tmp:
-        b = Box(Path(tmp))
-        try:
+        with Box(Path(tmp)) as b:
             b.drop(name, data)
             taken = b.take()
             assert b.left() == [], "taken out of the inbox"
@@ -631,20 +613,15 @@ def take_one(name: str, data: bytes) -> None:
             assert "field" in error["details"]
             assert kept(folder) == data
             assert (folder / ("brief.json" if is_text(data) else "brief.bin")).exists()
-        finally:
-            b.close()
 
 
 def take_and_read_error(data: bytes) -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        b = Box(Path(tmp))
-        try:
+        with Box(Path(tmp)) as b:
             b.drop("fuzz.json", data)
             [result] = b.take()
             assert result.rejected and kept(b.outbox / "fuzz") == data
             return error_json(b.outbox / "fuzz")["error"]
-        finally:
-            b.close()
 
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),

@@ -98,7 +98,7 @@ def test_reset_round_clears_only_that_round_and_later(tmp_path: Path) -> None:
     store = Store(tmp_path / "b.db")
     run = add(store, "a")
     for round_ in (1, 2):
-        store.record_query(run, round_, f"q{round_}", [{"url": "http://x"}], from_cache=False, error=None)
+        store.record_query(run, round_, f"q{round_}", [{"url": "http://x"}], from_cache=False)
         store.add_evidence(run, [{"round": round_, "url": "http://x", "quote": f"q{round_}"}])
     store.reset_round(run, 2)
     assert [q["round"] for q in store.queries(run)] == [1]
