@@ -7,12 +7,16 @@ it keeps dropping briefs of every kind plus hostile inputs into the inbox while 
 - takes the model server or SearXNG down for a few seconds and brings it back on the
   same port (an outage the briefs must wait out);
 - serves the model through the lab's chaos driver (`lab-chaos`: fences, prose, cut-off,
-  empty, <think>, wrong shape, refusals, HTTP 500s, slow answers).
+  empty, <think>, wrong shape, refusals, HTTP 500s, slow answers);
+- with `--hostile`, also serves the hostile web (tests/lab/hostile.py: compression bombs,
+  pathological text, a 4 MB page of links) as a second SearXNG engine, and puts a proxy in
+  front of SearXNG that gives a share of queries a 90 MB answer.
 Then it brings every service back, drains the queue with `briefd run --once` and checks
 every promise: each valid brief has exactly one report with status done and exactly one
 `complete` event; each bad input has an error.json with its bytes kept; no temp file is
-visible; the store passes its integrity check. It prints the counts and exits 1 if any
-brief was lost. `--seed` replays a run's choices.
+visible; the store passes its integrity check. It prints the counts and the daemon's
+peak RSS (the largest of every `briefd` process it ran, from the kernel's accounting of
+each finished child), and exits 1 if any brief was lost. `--seed` replays a run's choices.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.lab.corpus import TOPICS
-from tests.lab.searxng import SearxngServer, start_searxng
-from tests.lab.servers import Proc, free_port, start_ollama, start_search_lab
+from tests.lab import hostile
+from tests.lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
+from tests.lab.servers import Proc, free_port, start_ollama, start_proc, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
 VALID: list[dict[str, Any]] = [
@@ -66,12 +71,26 @@ class Tally:
     kills: int = 0
     terms: int = 0
     outages: dict[str, int] = field(default_factory=lambda: {"ollama": 0, "searxng": 0})
+    peak_rss_kib: int = 0
+
+    def reaped(self, popen: subprocess.Popen[bytes], timeout: float) -> int:
+        """Wait for a `briefd` child and keep its peak RSS (ru_maxrss, KiB on Linux)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
+            if pid:
+                popen.returncode = os.waitstatus_to_exitcode(status)
+                self.peak_rss_kib = max(self.peak_rss_kib, usage.ru_maxrss)
+                return popen.returncode
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(popen.args, timeout)
+            time.sleep(0.05)
 
 
 class Services:
     """The model server and SearXNG on fixed ports, so either can go down and come back."""
 
-    def __init__(self, root: Path, datasette_url: str, seed: int) -> None:
+    def __init__(self, root: Path, datasette_url: str, seed: int, hostile_web: bool = False) -> None:
         self.root = root
         self.datasette_url = datasette_url
         self.seed = seed
@@ -79,7 +98,23 @@ class Services:
         self.searxng_port = free_port()
         self.ollama: Proc | None = None
         self.searxng: SearxngServer | None = None
+        self.hostile: Proc | None = None
+        self.hostile_port = free_port() if hostile_web else 0
+        self.proxy_port = free_port() if hostile_web else 0
         self.starts = 0
+
+    @property
+    def briefd_searxng_url(self) -> str:
+        """Where briefd searches: the real SearXNG, or the proxy in front of it in hostile mode."""
+        return f"http://127.0.0.1:{self.proxy_port}" if self.hostile_port else self.searxng_url
+
+    def start_hostile(self) -> None:
+        self.hostile = start_proc("hostile", [sys.executable, "-m", "tests.lab.hostile",
+                                              "--web-port", str(self.hostile_port),
+                                              "--proxy-port", str(self.proxy_port),
+                                              "--upstream", self.searxng_url, "--seed", str(self.seed)],
+                                  self.root / "logs")
+        self.hostile.wait_ready(f"http://127.0.0.1:{self.hostile_port}/healthz", timeout=120)
 
     @property
     def ollama_url(self) -> str:
@@ -97,14 +132,18 @@ class Services:
 
     def start_searxng(self) -> None:
         self.starts += 1
+        options = None
+        if self.hostile_port:
+            engines = [engine_settings(self.datasette_url),
+                       hostile.engine_settings(f"http://127.0.0.1:{self.hostile_port}")]
+            options = SearxngOptions(extra_settings={"engines": engines})
         self.searxng = start_searxng(self.root / "searxng", self.datasette_url, port=self.searxng_port,
-                                     name=f"searxng-{self.starts}")
+                                     name=f"searxng-{self.starts}", options=options)
 
     def stop(self) -> None:
-        if self.ollama is not None:
-            self.ollama.stop()
-        if self.searxng is not None:
-            self.searxng.stop()
+        for proc in (self.ollama, self.searxng, self.hostile):
+            if proc is not None:
+                proc.stop()
 
 
 def drop_some(ws: Workspace, rng: random.Random, tally: Tally, n: int) -> None:
@@ -126,6 +165,7 @@ def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Ta
     log = open(ws.root / "daemon.log", "a")
     daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2"), cwd=ws.root,
                               stdout=log, stderr=log)
+    reaped = False
     try:
         time.sleep(rng.uniform(0.5, 4.0))
         if rng.random() < 0.3:
@@ -141,11 +181,12 @@ def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Ta
         else:
             daemon.send_signal(signal.SIGTERM)
             tally.terms += 1
-        daemon.wait(timeout=60)
+        tally.reaped(daemon, timeout=60)
+        reaped = True
     finally:
-        if daemon.poll() is None:
+        if not reaped:
             daemon.kill()
-            daemon.wait()
+            tally.reaped(daemon, timeout=60)
         log.close()
 
 
@@ -185,39 +226,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=120.0, help="how long to keep breaking things")
     parser.add_argument("--seed", type=int, default=1, help="replays a run's choices")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (printed at the end)")
+    parser.add_argument("--hostile", action="store_true",
+                        help="add the hostile web (bombs, pathological text) and 90 MB search answers")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="briefd-soak-"))
     lab = start_search_lab(root / "lab")
-    services = Services(root, lab.datasette_url, args.seed)
+    services = Services(root, lab.datasette_url, args.seed, hostile_web=args.hostile)
     tally = Tally()
     started = time.monotonic()
     try:
         services.start_ollama()
         services.start_searxng()
-        ws = Workspace(root=root, searxng_url=services.searxng_url, ollama_url=services.ollama_url,
+        if args.hostile:
+            services.start_hostile()
+        ws = Workspace(root=root, searxng_url=services.briefd_searxng_url, ollama_url=services.ollama_url,
                        model="lab-chaos")
         while time.monotonic() - started < args.seconds:
             drop_some(ws, rng, tally, rng.randint(1, 3))
             chaos_round(ws, services, rng, tally)
         drain_started = time.monotonic()
         with open(root / "daemon.log", "a") as log:
-            drained = subprocess.run([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_WORKERS="2"), cwd=root,
-                                     stdout=log, stderr=log, timeout=1800)
+            drain = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_WORKERS="2"), cwd=root,
+                                     stdout=log, stderr=log)
+            drained = tally.reaped(drain, timeout=1800)
         drain_s = time.monotonic() - drain_started
         lost = lost_briefs(ws, tally)
         finished = len(tally.accepted) - len([x for x in lost if x.startswith("brief-")])
     finally:
         services.stop()
         lab.stop()
-    print(f"briefd soak: {time.monotonic() - started:.0f} s (seed {args.seed}; "
-          f"{args.seconds:g} s of faults, then a {drain_s:.0f} s drain, exit {drained.returncode})")
+    mode = ", hostile web" if args.hostile else ""
+    print(f"briefd soak: {time.monotonic() - started:.0f} s (seed {args.seed}{mode}; "
+          f"{args.seconds:g} s of faults, then a {drain_s:.0f} s drain, exit {drained})")
     print(f"briefs accepted:   {len(tally.accepted)}")
     print(f"briefs finished:   {finished}")
     print(f"kills survived:    {tally.kills} (SIGKILL) + {tally.terms} (SIGTERM)")
     print(f"outages survived:  {sum(tally.outages.values())} "
           f"(ollama {tally.outages['ollama']}, searxng {tally.outages['searxng']})")
     print(f"bad inputs tried:  {len(tally.bad)}")
+    print(f"daemon peak RSS:   {tally.peak_rss_kib / 1024:.0f} MB")
     print(f"briefs lost:       {len(lost)}")
     for line in lost:
         print(f"  LOST {line}")
@@ -225,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"work folder: {root}")
     else:
         shutil.rmtree(root, ignore_errors=True)
-    return 1 if lost or drained.returncode != 0 else 0
+    return 1 if lost or drained != 0 else 0
 
 
 if __name__ == "__main__":
