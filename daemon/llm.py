@@ -178,7 +178,9 @@ _THINK_CLOSE = re.compile(r"</(?:think|thinking)>", re.IGNORECASE)
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(")?|[{}\[\]]', re.DOTALL)
 _OPENER = re.compile(r"[{\[]")
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
-_TRAILING_COMMA = re.compile(r'("(?:[^"\\]|\\.)*")|,(\s*[}\]])', re.DOTALL)
+# A string, closed or cut off at the end (so ",]" inside a cut-off string is never taken for a
+# trailing comma), or a comma before a closer.
+_TRAILING_COMMA = re.compile(r'("(?:[^"\\]|\\.)*(?:"|\\?\Z))|,(\s*[}\]])', re.DOTALL)
 _PARTIAL_TOKEN = re.compile(r"[A-Za-z0-9.+\-]*\s*")
 _CLOSER = {"{": "}", "[": "]"}
 _JSONISH = re.compile(r'\{\s*["}]|\[\s*(?:["\-0-9{\[\]]|true\b|false\b|null\b)')

@@ -83,6 +83,9 @@ REPAIRED: list[tuple[str, Any, list[str]]] = [
     ('{"angles": ["a",], "queries": ["q1", "q2', {"angles": ["a"], "queries": ["q1"]},
      ["trailing_comma", "truncated"]),
     ('<think>long reasoning</think>{"queries": ["q1", "q', {"queries": ["q1"]}, ["think", "truncated"]),
+    # ",]" inside a string that was cut off is text, not a trailing comma (found by the property below)
+    ('{"a": ["x"], "b": "y,]', {"a": ["x"]}, ["truncated"]),
+    ('{"a": ["x"], "b": "y,] and \\', {"a": ["x"]}, ["truncated"]),
 ]
 
 # (answer, words the reason must contain)
