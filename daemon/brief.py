@@ -840,7 +840,7 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
     low < high by at least estimate_min_width (a range too narrow to tell its ends apart
     cannot be narrowed, and 5e-324..1e-323 divided by zero in the progress score); a
     target_width no finer than that and narrower than the range; a target band inside the
-    range. `low <= high` and `target_low <= target_high` are checked by the caller first.
+    range and narrower than it. `low <= high` and `target_low <= target_high` are checked by the caller first.
     """
     problems: list[_Problem] = []
     width = high - low
@@ -875,6 +875,12 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
                 f"estimate.{name} ({_number(value)}) is {word} estimate.{end} ({_number(bound)}); the target "
                 f"band lies inside the range: move estimate.{name} inside it, or widen the range",
                 {name: value, end: bound}))
+    if not problems and target_low is not None and target_high is not None and target_high - target_low >= width:
+        problems.append(_Problem(
+            "estimate.target_low",
+            f"the target band estimate.target_low..target_high ({_number(target_low)}..{_number(target_high)}) "
+            f"is the whole range, so there is nothing to narrow; give a narrower band inside it, or leave the "
+            f"target out", {"target_low": target_low, "target_high": target_high}))
     return problems
 
 
