@@ -705,7 +705,8 @@ class _Checker:
             expected = f"a number from {-limit:g} to {limit:g}"
         number = _as_finite(value)
         raw = _as_number(value)
-        huge = limit is not None and raw is not None and raw == raw and abs(raw) > limit  # raw == raw: not nan
+        nan = isinstance(raw, float) and math.isnan(raw)
+        huge = limit is not None and raw is not None and not nan and abs(raw) > limit
         if number is None or (positive and number <= 0) or huge:
             fix = ('; write the range in a larger unit (for example "USD trillion" instead of "USD", '
                    '"TB" instead of "bytes")' if huge and limit is not None else "")
