@@ -711,7 +711,8 @@ GOOD_BAD: dict[str, tuple[list[Any], list[Any]]] = {
                   {"unit": "x", "low": 0, "high": 9, "target_low": 3, "target_high": 3}],
                  [{"unit": "x", "low": 1}, {"low": 1, "high": 2}, {"unit": "x", "low": "1", "high": 2},
                   {"unit": "x", "low": 1, "high": 2, "target_low": 1},
-                  {"unit": "x", "low": 1, "high": 2, "target_width": 0}, "1..2"]),
+                  {"unit": "x", "low": 1, "high": 2, "target_width": 0}, "1..2",
+                  {"unit": "x", "low": -1e308, "high": 1e308}, {"unit": "x", "low": 1, "high": 2, "target_width": 1e16}]),
     "hypothesis": ([{"claim": "c"}], [{}, {"claim": ""}, {"claim": "c", "x": 1}, "c"]),
 }
 
