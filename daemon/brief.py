@@ -54,6 +54,15 @@ DEFAULT_FORMATS = ("json", "md")
 TIME_RANGES = ("day", "week", "month", "year")
 # Problems listed in BriefError.details["problems"]; a 1 MiB brief could hold 100,000.
 MAX_LISTED_PROBLEMS = 20
+# Every number of an estimate lies within +-ESTIMATE_MAX_ABS. Why 1e15: about ten times world
+# GDP in USD, so any real quantity fits with a sensible unit ("USD trillion", "TB"); under
+# 2**53, so whole numbers stay exact in floats, SQLite and JavaScript; and far enough from
+# the float limit (1.8e308) that widths, centres and ratios of ranges never overflow.
+ESTIMATE_MAX_ABS = 1e15
+# The narrowest width briefd tells apart, relative to the range's size (and absolute below
+# 1): amounts read from pages keep 12 significant digits (judge._tidy), so 1e-9 leaves a
+# thousand steps of room, and a width of at least 1e-9 never underflows to 0 (5e-324 did).
+ESTIMATE_RESOLUTION = 1e-9
 
 Depth = Literal["quick", "standard", "deep"]
 Format = Literal["json", "md", "html"]
@@ -526,11 +535,12 @@ class _Checker:
         self.unknown_keys(value, "estimate", ESTIMATE_FIELDS, "estimate")
         unit = self.text(value, "unit", "estimate.unit", UNIT_MAX_CHARS, required=True,
                          example='"unit": "USD" (whatever low and high are measured in)')
-        low = self.number(value, "low", "estimate.low", required=True)
-        high = self.number(value, "high", "estimate.high", required=True)
-        target_low = self.number(value, "target_low", "estimate.target_low")
-        target_high = self.number(value, "target_high", "estimate.target_high")
-        target_width = self.number(value, "target_width", "estimate.target_width", positive=True)
+        low = self.number(value, "low", "estimate.low", required=True, limit=ESTIMATE_MAX_ABS)
+        high = self.number(value, "high", "estimate.high", required=True, limit=ESTIMATE_MAX_ABS)
+        target_low = self.number(value, "target_low", "estimate.target_low", limit=ESTIMATE_MAX_ABS)
+        target_high = self.number(value, "target_high", "estimate.target_high", limit=ESTIMATE_MAX_ABS)
+        target_width = self.number(value, "target_width", "estimate.target_width", positive=True,
+                                   limit=ESTIMATE_MAX_ABS)
         for given, needed in (("target_low", "target_high"), ("target_high", "target_low")):
             if given in value and needed not in value:
                 self.add(f"estimate.{needed}", f"estimate.{needed} is required when estimate.{given} is given; "
@@ -548,6 +558,9 @@ class _Checker:
                                             f"estimate.target_high ({_number(target_high)}); swap them so that "
                                             f"target_low <= target_high", target_low=target_low,
                      target_high=target_high)
+        if len(self.problems) == before and low is not None and high is not None:
+            for problem in estimate_range_problems(low, high, target_low, target_high, target_width):
+                self.add(problem.field, problem.message, **problem.details)
         if len(self.problems) > before or unit is None or low is None or high is None:
             return None
         return Estimate(unit=unit, low=low, high=high, target_low=target_low, target_high=target_high,
@@ -677,16 +690,27 @@ class _Checker:
         return number
 
     def number(self, obj: dict[str, Any], key: str, path: str, *, required: bool = False,
-               positive: bool = False) -> float | None:
+               positive: bool = False, limit: float | None = None) -> float | None:
+        """A finite number (above 0 when `positive`, within +-`limit` when given), or a problem."""
         if key not in obj:
             if required:
                 self.add(path, f'{path} is required: add "{key}": <number>', expected="number")
             return None
         value = obj[key]
-        expected = "a number greater than 0" if positive else "a number (like 1500 or 2.5)"
+        if limit is None:
+            expected = "a number greater than 0" if positive else "a number (like 1500 or 2.5)"
+        elif positive:
+            expected = f"a number greater than 0 and at most {limit:g}"
+        else:
+            expected = f"a number from {-limit:g} to {limit:g}"
         number = _as_finite(value)
-        if number is None or (positive and number <= 0):
-            self.add(path, f"{path} must be {expected}, got {_describe(value)}",
+        raw = _as_number(value)
+        nan = isinstance(raw, float) and math.isnan(raw)
+        huge = limit is not None and raw is not None and not nan and abs(raw) > limit
+        if number is None or (positive and number <= 0) or huge:
+            fix = ('; write the range in a larger unit (for example "USD trillion" instead of "USD", '
+                   '"TB" instead of "bytes")' if huge and limit is not None else "")
+            self.add(path, f"{path} must be {expected}, got {_describe(value)}{fix}",
                      expected=expected, got=_preview(value))
             return None
         return number
@@ -809,6 +833,71 @@ def _as_integer(value: Any) -> int | None:
     return None
 
 
+def estimate_range_problems(low: float, high: float, target_low: float | None = None,
+                            target_high: float | None = None,
+                            target_width: float | None = None) -> list[_Problem]:
+    """The rules on an estimate's range that JSON Schema cannot state, as problems with their fix.
+
+    low < high by at least estimate_min_width (a range too narrow to tell its ends apart
+    cannot be narrowed, and 5e-324..1e-323 divided by zero in the progress score); a
+    target_width no finer than that and narrower than the range; a target band inside the
+    range and narrower than it. `low <= high` and `target_low <= target_high` are checked by the caller first.
+    """
+    problems: list[_Problem] = []
+    width = high - low
+    least = estimate_min_width(low, high)
+    if width < least:
+        problems.append(_Problem(
+            "estimate.high",
+            f"estimate.high ({_number(high)}) must be above estimate.low ({_number(low)}) by at least {least:g}, "
+            f"the narrowest range briefd tells apart at this size; widen the range, or write it in a smaller "
+            f'unit (for example "USD thousand" instead of "USD million", "ppm" instead of a fraction)',
+            {"low": low, "high": high, "min_width": least}))
+        return problems
+    if target_width is not None and target_width < least:
+        problems.append(_Problem(
+            "estimate.target_width",
+            f"estimate.target_width ({_number(target_width)}) is below {least:g}, the narrowest width briefd tells "
+            f"apart for a range of this size; give a target_width of at least {least:g}",
+            {"target_width": target_width, "min_width": least}))
+    elif target_width is not None and target_width >= width:
+        problems.append(_Problem(
+            "estimate.target_width",
+            f"estimate.target_width ({_number(target_width)}) is not narrower than the range itself "
+            f"(high - low = {width:g}), so there is nothing to narrow; give a target_width below {width:g}, "
+            f"or leave it out",
+            {"target_width": target_width, "width": width}))
+    for name, value, outside in (("target_low", target_low, target_low is not None and target_low < low),
+                                 ("target_high", target_high, target_high is not None and target_high > high)):
+        if outside and value is not None:
+            end, word, bound = ("low", "below", low) if name == "target_low" else ("high", "above", high)
+            problems.append(_Problem(
+                f"estimate.{name}",
+                f"estimate.{name} ({_number(value)}) is {word} estimate.{end} ({_number(bound)}); the target "
+                f"band lies inside the range: move estimate.{name} inside it, or widen the range",
+                {name: value, end: bound}))
+    if not problems and target_low is not None and target_high is not None and target_high - target_low >= width:
+        problems.append(_Problem(
+            "estimate.target_low",
+            f"the target band estimate.target_low..target_high ({_number(target_low)}..{_number(target_high)}) "
+            f"is the whole range, so there is nothing to narrow; give a narrower band inside it, or leave the "
+            f"target out", {"target_low": target_low, "target_high": target_high}))
+    return problems
+
+
+def estimate_min_width(low: float, high: float) -> float:
+    """The narrowest range (and target_width) briefd accepts around low..high: ESTIMATE_RESOLUTION
+    of the range's largest magnitude, and never below ESTIMATE_RESOLUTION itself."""
+    return ESTIMATE_RESOLUTION * max(1.0, abs(low), abs(high))
+
+
+def _as_number(value: Any) -> int | float | None:
+    """A JSON number of any size (an int past the float range included), never a boolean."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
 def _as_finite(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -863,6 +952,7 @@ def _describe(value: Any) -> str:
 
 
 def _number(value: float) -> str:
+    value = float(value)
     return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
 
 

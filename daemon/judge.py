@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable, Sequence
@@ -433,11 +434,11 @@ def weakest_bound(current: tuple[float, float], readings: Sequence[Reading]) -> 
     next: "narrow_low" or "narrow_high"; otherwise (or with no evidence) "both".
     """
     lo, hi = min(current), max(current)
-    width = hi - lo
-    if not math.isfinite(width) or width <= 0:
+    half = _half_width(lo, hi)
+    if not half > 0:
         return "both"
-    eps = width * 1e-9
-    quarter = width / 4
+    eps = 2 * (half * 1e-9)  # = width * 1e-9, without computing a width that may overflow
+    quarter = half / 2
     low_support = math.fsum(w.weight for w in _credible(readings)
                             if w.speaks_low and lo - eps <= w.low <= lo + quarter)
     high_support = math.fsum(w.weight for w in _credible(readings)
@@ -456,13 +457,45 @@ def _clamp01(x: float) -> float:
     return 0.0 if math.isnan(x) else min(1.0, max(0.0, x))
 
 
-def width_reduction_pct(initial: tuple[float, float], current: tuple[float, float]) -> float:
-    """How much narrower than the initial range the current one is, in percent (negative: wider)."""
-    iw = max(initial) - min(initial)
-    cw = max(current) - min(current)
-    if not (math.isfinite(iw) and math.isfinite(cw)) or iw <= 0:
+def _half_width(lo: float, hi: float) -> float:
+    """(hi - lo) / 2, finite for any finite lo <= hi.
+
+    Why halves: hi - lo overflows to inf for a range such as -1e308..1e308, and the
+    centre (lo + hi) / 2 likewise; hi/2 - lo/2 and lo/2 + hi/2 cannot. Halving is exact
+    for normal floats, so every ordinary range gets the same result as the plain formula;
+    only subnormal ends (below 2.2e-308) lose their last bit, and a half-width that
+    rounds to 0 there is treated as an empty range rather than divided by.
+    """
+    return hi / 2 - lo / 2
+
+
+def _centre(lo: float, hi: float) -> float:
+    return lo / 2 + hi / 2
+
+
+def _bounded(x: float) -> float:
+    """x within the finite floats (nan as 0): a ratio over a tiny width may overflow to inf."""
+    if math.isnan(x):
         return 0.0
-    return _tidy(100.0 * (iw - cw) / iw)
+    return min(_FLOAT_MAX, max(-_FLOAT_MAX, x))
+
+
+_FLOAT_MAX = sys.float_info.max
+
+
+def width_reduction_pct(initial: tuple[float, float], current: tuple[float, float]) -> float:
+    """How much narrower than the initial range the current one is, in percent (negative: wider).
+
+    Total: any finite ranges give a finite number <= 100 (an empty or non-finite initial range
+    gives 0.0), because it goes into events and report.json, where inf is not JSON.
+    """
+    if not all(math.isfinite(x) for x in (*initial, *current)):
+        return 0.0
+    ih = _half_width(min(initial), max(initial))
+    ch = _half_width(min(current), max(current))
+    if not ih > 0:
+        return 0.0
+    return _bounded(_tidy(_bounded(100.0 * ((ih - ch) / ih))))
 
 
 def progress_score(
@@ -479,27 +512,32 @@ def progress_score(
     score = harmonic mean of the two (0 when either is 0). With target_low and target_high the
     target width is their difference; with only target_width the score is the width term
     alone; with no target at all the target width is 0. The score falls when the range widens.
+
+    Total: any finite inputs give a number in 0..1 (a non-finite one gives 0.0). The brief's
+    validation keeps ranges sane, but evidence can move a range anywhere a page's numbers
+    reach, and a score that raised would fail the brief.
     """
+    given = [*initial, *current] + [t for t in (target_low, target_high, target_width) if t is not None]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in given):
+        return 0.0
     i_lo, i_hi = min(initial), max(initial)
     c_lo, c_hi = min(current), max(current)
-    iw, cw = i_hi - i_lo, c_hi - c_lo
+    # Half-widths, not widths: total for every finite input (see _half_width).
+    ih, ch = _half_width(i_lo, i_hi), _half_width(c_lo, c_hi)
     centre: float | None = None
     if target_low is not None and target_high is not None:
         t_lo, t_hi = min(target_low, target_high), max(target_low, target_high)
-        tw, centre = t_hi - t_lo, (t_lo + t_hi) / 2
+        th, centre = _half_width(t_lo, t_hi), _centre(t_lo, t_hi)
     else:
-        tw = target_width if target_width is not None else 0.0
-    values = (iw, cw, tw) + ((centre,) if centre is not None else ())
-    if not all(math.isfinite(v) for v in values):
-        return 0.0
-    if iw - tw > 0:
-        width = _clamp01((iw - cw) / (iw - tw))
+        th = target_width / 2 if target_width is not None else 0.0
+    if ih - th > 0:
+        width = _clamp01((ih - ch) / (ih - th))
     else:  # the initial range was already as narrow as the target
-        width = 1.0 if cw <= tw else 0.0
+        width = 1.0 if ch <= th else 0.0
     if centre is None:
         return width
-    offset = abs((c_lo + c_hi) / 2 - centre)
-    align = _clamp01(1 - offset / (iw / 2)) if iw > 0 else (1.0 if offset == 0 else 0.0)
+    offset = abs(_centre(c_lo, c_hi) - centre)  # may be inf for centres 2e308 apart: align is then 0
+    align = _clamp01(1 - offset / ih) if ih > 0 else (1.0 if offset == 0 else 0.0)
     if width == 0 or align == 0:
         return 0.0
     return 2 * width * align / (width + align)

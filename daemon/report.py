@@ -25,6 +25,7 @@ from typing import Any, BinaryIO, Iterable, Mapping
 
 from daemon import files
 from daemon.brief import id_from_filename
+from daemon.chart import CHART_FILE
 from daemon.citations import CITATION_RE, find_citations
 
 # report.json keys: the contract's, then the ones briefd adds. `blank_report` fills them all.
@@ -34,7 +35,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 )
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
-    "open_questions", "plan_relevance", "sides",
+    "open_questions", "plan_relevance", "sides", "chart",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -80,6 +81,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "open_questions": [],
         "plan_relevance": None,
         "sides": None,
+        "chart": None,
     }
 
 
@@ -109,6 +111,22 @@ def _num(value: Any) -> str:
             return f"{int(value):,}"
         return f"{value:,.4f}".rstrip("0").rstrip(".")
     return _s(value)
+
+
+def chart_note(missing: str | None) -> dict[str, Any]:
+    """report.json's `chart` for an estimate brief: the file written, or why there is none.
+
+    `chart` is null for briefs without an estimate (they never get a chart).
+    """
+    return {"file": None if missing else CHART_FILE, "missing": missing or None}
+
+
+def chart_missing(report: Mapping[str, Any]) -> str | None:
+    """Why an estimate brief's chart.png is missing, or None (drawn, or no chart expected)."""
+    chart = report.get("chart")
+    if isinstance(chart, Mapping) and chart.get("missing"):
+        return _fold(chart.get("missing"))
+    return None
 
 
 def _seconds(value: Any) -> str:
@@ -377,6 +395,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 [(_num(h.get("round")), _num(h.get("low")), _num(h.get("high")),
                   _num(h.get("progress_score")), _num(h.get("tokens"))) for h in history],
             ) + [""]
+        if chart_missing(report):
+            lines += [f"_No chart: {md_text(chart_missing(report))}_", ""]
 
     known = _source_numbers(report)
     lines += ["## Evidence", ""]
@@ -666,6 +686,8 @@ def render_html(report: Mapping[str, Any]) -> str:
                 [tuple(_e(_num(h.get(k))) for k in ("round", "low", "high", "progress_score", "tokens"))
                  for h in history],
             ))
+        if chart_missing(report):
+            parts.append(f"<p><em>No chart: {_e(chart_missing(report))}</em></p>")
 
     parts.append("<h2>Evidence</h2>")
     evidence = [_dict(item) for item in _list(report.get("evidence"))]

@@ -30,7 +30,7 @@ from .files import WriteFailed, atomic_write_bytes, sweep_temp_files
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
-from .report import archive_previous, safe_outdir, write_report
+from .report import archive_previous, chart_note, safe_outdir, write_report
 from .settings import Settings
 
 log = logging.getLogger("briefd")
@@ -194,8 +194,12 @@ class Daemon:
             research = Research(svc, run.run_id, brief, run.started_at or utc_now(), events)
             report = await research.run()
             report["source_file"] = run.source_file
+            report["chart"] = None
             if report.get("estimate"):
-                write_chart(outdir, report["estimate"], brief.question)
+                missing = write_chart(outdir, report["estimate"], brief.question)
+                report["chart"] = chart_note(missing)
+                if missing:  # the report is whole without it: say why, never fail the brief for it
+                    events.emit("signal", message="chart not drawn", reason=missing)
             write_report(outdir, report, brief.formats)
             crashpoints.reached("report_written")
             self.store.service_back(run.run_id)

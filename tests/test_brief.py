@@ -32,6 +32,7 @@ from daemon.brief import (
     Estimate,
     Hypothesis,
     SearchOptions,
+    estimate_range_problems,
     id_from_filename,
     load_schema,
     parse_brief,
@@ -139,12 +140,15 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("empty context", {**BASE, "context": ""}),
     ("context at the limit", {**BASE, "context": "c" * 20000}),
     ("estimate", {**BASE, "estimate": {"unit": "people", "low": 5, "high": 50}}),
-    ("estimate equal bounds", {**BASE, "estimate": {"unit": "USD", "low": 5, "high": 5}}),
+    ("estimate at the magnitude limit", {**BASE, "estimate": {"unit": "x", "low": -1e15, "high": 10**15,
+                                                              "target_width": 2e6}}),
+    ("estimate at the narrowest width", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 1e-9}}),
+    ("estimate target band at an end", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 100,
+                                                             "target_low": 0, "target_high": 99}}),
     ("estimate negative floats", {**BASE, "estimate": {"unit": "%", "low": -2.5, "high": -0.5}}),
     ("estimate target range", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_low": 40,
                                                     "target_high": 60}}),
     ("estimate target width", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_width": 0.5}}),
-    ("estimate huge finite", {**BASE, "estimate": {"unit": "x", "low": -1e308, "high": 10**300}}),
     ("hypothesis", {**BASE, "hypothesis": {"claim": "Fasting lowers HbA1c."}}),
     ("each depth", {**BASE, "depth": "quick"}),
     ("deep", {**BASE, "depth": "deep"}),
@@ -201,6 +205,15 @@ INVALID: list[tuple[Any, str, list[str]]] = [
      ["must be a number", "true (boolean)"]),
     ({**BASE, "estimate": {"unit": "x", "low": 1, "high": 10**309}}, "estimate.high",
      ["estimate.high must be a number"]),
+    # issue 8 #6: numbers whose ranges overflowed the chart and the score (the field, the limit, the fix)
+    ({**BASE, "estimate": {"unit": "USD million", "low": -1e308, "high": 1e308, "target_width": 1e-300}},
+     "estimate.low", ["estimate.low must be a number from -1e+15 to 1e+15", "-1e+308", "larger unit"]),
+    ({**BASE, "estimate": {"unit": "x", "low": -1e308, "high": 10**300}}, "estimate.low", ["larger unit"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 1, "high": 1e15 + 1}}, "estimate.high", ["from -1e+15 to 1e+15"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 1, "high": 9, "target_low": -2e15, "target_high": 3}},
+     "estimate.target_low", ["from -1e+15 to 1e+15"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 1, "high": 9, "target_width": 1e16}}, "estimate.target_width",
+     ["greater than 0 and at most 1e+15"]),
     ({**BASE, "estimate": {"unit": "x", "low": 1, "high": 2, "hgih": 3}}, "estimate.hgih",
      ["'hgih' is not a field of estimate", "did you mean 'high'?"]),
     ({**BASE, "estimate": {"unit": "x", "low": 1, "high": 2, "target_low": 1}}, "estimate.target_high",
@@ -285,7 +298,7 @@ def test_invalid_briefs_fail_schema_and_validator_naming_the_field(brief: Any, f
     assert_usable_error(err)
 
 
-# Three rules the schema can't state (it says so in its description) and one
+# Rules the schema can't state (its description lists them) and one
 # quirk of Python's jsonschema (`$` matches before a final newline with re.search,
 # unlike ECMA-262, which the schema's patterns are written for).
 VALIDATOR_ONLY: list[tuple[Any, str, list[str]]] = [
@@ -293,6 +306,21 @@ VALIDATOR_ONLY: list[tuple[Any, str, list[str]]] = [
      ["estimate.low (50) is greater than estimate.high (10)", "swap them"]),
     ({**BASE, "estimate": {"unit": "x", "low": 1, "high": 9, "target_low": 6, "target_high": 4}},
      "estimate.target_low", ["estimate.target_low (6) is greater than estimate.target_high (4)"]),
+    # issue 8 #6: a range too narrow to tell its ends apart, and targets that cannot be met or make no sense
+    ({**BASE, "estimate": {"unit": "x", "low": 5e-324, "high": 1e-323}}, "estimate.high",
+     ["estimate.high (1e-323) must be above estimate.low (5e-324) by at least 1e-09", "smaller unit"]),
+    ({**BASE, "estimate": {"unit": "USD", "low": 5, "high": 5}}, "estimate.high", ["must be above estimate.low"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 1e15 - 1, "high": 1e15}}, "estimate.high", ["at least 1e+06"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_width": 1e-300}}, "estimate.target_width",
+     ["estimate.target_width (1e-300) is below 1e-07", "at least 1e-07"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_width": 100}}, "estimate.target_width",
+     ["not narrower than the range", "below 100"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 10, "high": 100, "target_low": 5, "target_high": 50}},
+     "estimate.target_low", ["estimate.target_low (5) is below estimate.low (10)", "inside"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 10, "high": 100, "target_low": 50, "target_high": 500}},
+     "estimate.target_high", ["estimate.target_high (500) is above estimate.high (100)"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 10, "high": 100, "target_low": 10, "target_high": 100}},
+     "estimate.target_low", ["is the whole range", "narrower band"]),
     ({"question": "q\ud800"}, "question", ["lone surrogate"]),
     ({**BASE, "id": "abc\n"}, "id", ["id must be"]),
     ({**BASE, "search": {"language": "en\n"}}, "search.language", ["language code"]),
@@ -683,7 +711,8 @@ GOOD_BAD: dict[str, tuple[list[Any], list[Any]]] = {
                   {"unit": "x", "low": 0, "high": 9, "target_low": 3, "target_high": 3}],
                  [{"unit": "x", "low": 1}, {"low": 1, "high": 2}, {"unit": "x", "low": "1", "high": 2},
                   {"unit": "x", "low": 1, "high": 2, "target_low": 1},
-                  {"unit": "x", "low": 1, "high": 2, "target_width": 0}, "1..2"]),
+                  {"unit": "x", "low": 1, "high": 2, "target_width": 0}, "1..2",
+                  {"unit": "x", "low": -1e308, "high": 1e308}, {"unit": "x", "low": 1, "high": 2, "target_width": 1e16}]),
     "hypothesis": ([{"claim": "c"}], [{}, {"claim": ""}, {"claim": "c", "x": 1}, "c"]),
 }
 
@@ -737,6 +766,8 @@ def valid_briefs(draw: st.DrawFn) -> dict[str, Any]:
         low = draw(st.floats(min_value=-1e12, max_value=1e12))
         brief["estimate"]["low"] = low
         brief["estimate"]["high"] = low + draw(st.floats(min_value=0, max_value=1e12))
+        # the rules the schema cannot state (its description lists them) hold for a valid brief
+        assume(not estimate_range_problems(**{k: v for k, v in brief["estimate"].items() if k != "unit"}))
     return brief
 
 

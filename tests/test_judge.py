@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
 
 from daemon import judge
 from daemon.judge import Reading, Stance
@@ -369,6 +370,61 @@ def test_property_progress_score_is_a_fraction(a, b, c, d, e, f) -> None:
     score = judge.progress_score((a, b), (c, d), target_low=e, target_high=f)
     assert 0.0 <= score <= 1.0
     assert 0.0 <= judge.progress_score((a, b), (c, d), target_width=abs(e - f)) <= 1.0
+
+
+# Totality: any finite floats, subnormals and the ends of the float range included (issue 8 #6:
+# an estimate of 5e-324..1e-323 raised ZeroDivisionError in progress_score and failed its brief).
+ANY = st.floats(allow_nan=False, allow_infinity=False)
+RANGE = st.tuples(ANY, ANY)
+
+
+@st.composite
+def any_readings_st(draw: st.DrawFn) -> list[Reading]:
+    return [Reading(low=draw(ANY), high=draw(ANY), confidence=draw(st.floats(0, 1)), impact=draw(IMPACTS),
+                    source=draw(SOURCES), round=1) for _ in range(draw(st.integers(0, 6)))]
+
+
+@example((5e-324, 1e-323), (5e-324, 1e-323), (5e-324, 1e-323), 1e-300)   # the issue's brief
+@example((-1e308, 1e308), (-1e308, 1e308), (-1e308, 1e308), 1e-300)      # the other one
+@example((0.0, 5e-324), (-1.7976931348623157e308, 1.7976931348623157e308), (0.0, 0.0), 5e-324)
+@settings(max_examples=400)
+@given(RANGE, RANGE, RANGE, ANY)
+def test_property_progress_and_width_are_total_for_any_finite_floats(initial, current, target, width) -> None:
+    for kwargs in ({"target_low": target[0], "target_high": target[1]}, {"target_width": abs(width)}, {}):
+        score = judge.progress_score(initial, current, **kwargs)
+        assert math.isfinite(score) and 0.0 <= score <= 1.0, (kwargs, score)
+    pct = judge.width_reduction_pct(initial, current)
+    assert math.isfinite(pct) and pct <= 100.0, pct
+
+
+@example((5e-324, 1e-323), [Reading(1e308, -1e308, 0.9, "widens", "a", 1)])
+@settings(max_examples=300)
+@given(RANGE, any_readings_st())
+def test_property_range_functions_are_total_for_any_finite_floats(initial, readings) -> None:
+    low, high = judge.update_range(initial, readings)
+    assert math.isfinite(low) and math.isfinite(high) and low <= high
+    ends = [*initial] + [x for r in readings for x in (r.low, r.high)]
+    assert min(ends) <= low and high <= max(ends), "the range stays within the numbers it was given"
+    assert judge.weakest_bound((low, high), readings) in {"narrow_low", "narrow_high", "both"}
+    assert judge.weakest_bound(initial, readings) in {"narrow_low", "narrow_high", "both"}
+    assert judge.credible_sources(readings) >= 0
+    score = judge.progress_score(initial, (low, high))
+    assert judge.estimate_stop_reason([score], (low, high), round_=1, max_rounds=3, target_width=1e-300) in {
+        None, judge.TARGET_REACHED, judge.CONVERGED, judge.MAX_ROUNDS}
+    assert judge.plateau([0.0, score, score]) in {True, False}
+
+
+@pytest.mark.parametrize("initial, current", [
+    ((5e-324, 1e-323), (5e-324, 1e-323)),
+    ((-1e308, 1e308), (-1e308, 1e308)),
+    ((-1e308, 1e308), (0.0, 0.0)),
+])
+def test_progress_score_at_the_ends_of_the_float_range(initial, current) -> None:
+    """The same range as the initial one has made no progress; a point inside it is complete progress
+    towards a point (no target): the plain formula's overflow and underflow must not change that."""
+    expected = 0.0 if current == initial else 1.0
+    assert judge.progress_score(initial, current) == expected
+    assert judge.progress_score(initial, current, target_low=current[0], target_high=current[1]) in {0.0, 1.0}
 
 
 @pytest.mark.parametrize("scores, expected", [

@@ -86,6 +86,7 @@ def realistic_report() -> dict[str, Any]:
         "open_questions": ["Still open: the final audited figure. A source you trust would help."],
         "plan_relevance": 0.9,
         "sides": None,
+        "chart": {"file": "chart.png", "missing": None},
     }
 
 

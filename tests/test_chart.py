@@ -1,0 +1,87 @@
+"""chart.png (daemon/chart.py) is total: any estimate gives a PNG or the reason there is none.
+
+Issue 8 #6: a band from -1e308 to 1e308 made matplotlib fail ("arange: cannot compute length")
+and the brief end `failed`. Evidence can move a range anywhere a page's numbers reach, so
+validation alone cannot keep the chart's numbers sane: the chart must never raise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
+from daemon.chart import CHART_FILE, render_chart, write_chart
+from daemon.report import (
+    blank_report,
+    chart_missing,
+    chart_note,
+    render_html,
+    render_markdown,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def estimate(low: float, high: float, history: list[tuple[float, float]] | None = None,
+             target: tuple[float | None, float | None] = (None, None)) -> dict[str, Any]:
+    """An estimate as report.json holds it: the initial range, then one row per round."""
+    return {
+        "unit": "USD million", "initial": {"low": low, "high": high},
+        "target": {"low": target[0], "high": target[1], "width": None}, "final": {"low": low, "high": high},
+        "progress_score": 0.0,
+        "history": [{"round": i + 1, "low": lo, "high": hi, "progress_score": 0.0, "tokens": 1000 * (i + 1)}
+                    for i, (lo, hi) in enumerate(history or [])],
+    }
+
+
+MAX = 1.7976931348623157e308
+EXTREME = [
+    pytest.param(estimate(-1e308, 1e308), id="the issue's band: -1e308..1e308"),
+    pytest.param(estimate(-8e307, 8e307), id="a finite span matplotlib's tick locator still overflows on"),
+    pytest.param(estimate(0, 1.7e308), id="0..1.7e308"),
+    pytest.param(estimate(100, 2000, [(410, 520), (-MAX, MAX)]), id="evidence moved a sane range to the float limits"),
+    pytest.param(estimate(100, 2000, [(410, 520)], target=(-MAX, MAX)), id="a target band at the float limits"),
+    pytest.param(estimate(100, 2000, [(None, 520)]), id="a round without a low"),  # type: ignore[list-item]
+    pytest.param(estimate(100, 2000, [(float("nan"), 520)]), id="nan"),
+    pytest.param(estimate(100, 2000, [(float("-inf"), float("inf"))]), id="infinities"),
+]
+
+
+@pytest.mark.parametrize("est", EXTREME)
+def test_extreme_ranges_give_a_reason_instead_of_raising(est: dict[str, Any], tmp_path: Path) -> None:
+    chart = render_chart(est, "How much did the Northgate tunnel overrun?")
+    assert chart.png is None and chart.missing, "no picture, and a reason"
+    missing = write_chart(tmp_path, est, "How much did the Northgate tunnel overrun?")
+    assert missing and len(missing) <= 500
+    assert not (tmp_path / CHART_FILE).exists(), "no chart file when the chart could not be drawn"
+
+
+def test_the_reason_says_what_went_wrong() -> None:
+    assert "too large to plot" in (render_chart(estimate(-1e308, 1e308), "q").missing or "")
+    assert "arange" in (render_chart(estimate(-8e307, 8e307), "q").missing or ""), "matplotlib's own words"
+
+
+@pytest.mark.parametrize("low, high", [
+    (-ESTIMATE_MAX_ABS, ESTIMATE_MAX_ABS),                            # the widest valid range
+    (0.0, estimate_min_width(0.0, 1e-9)),                             # the narrowest valid range near 0
+    (ESTIMATE_MAX_ABS - estimate_min_width(0, ESTIMATE_MAX_ABS), ESTIMATE_MAX_ABS),  # narrowest at the top
+])
+def test_valid_ranges_at_the_edges_of_validation_are_drawn(low: float, high: float, tmp_path: Path) -> None:
+    est = estimate(low, high, [(low, high), (410, 520)])
+    assert write_chart(tmp_path, est, "q") is None
+    assert (tmp_path / CHART_FILE).read_bytes().startswith(PNG)
+
+
+def test_a_missing_chart_is_noted_in_every_report_format() -> None:
+    report = blank_report("cost", "cost.json", "How much?", "2026-11-23T10:00:00Z")
+    report.update(status="done", estimate=estimate(100, 2000, [(410, 520)]),
+                  chart=chart_note("matplotlib could not draw it: ValueError: arange: cannot compute length"))
+    assert chart_missing(report) == "matplotlib could not draw it: ValueError: arange: cannot compute length"
+    assert "No chart: matplotlib could not draw it" in render_markdown(report)
+    assert "No chart: matplotlib could not draw it" in render_html(report)
+    report["chart"] = chart_note(None)
+    assert report["chart"] == {"file": CHART_FILE, "missing": None}
+    assert chart_missing(report) is None and "No chart" not in render_markdown(report)

@@ -1,0 +1,97 @@
+"""Issue 8 #6: valid briefs that could not finish.
+
+`{"low": -1e308, "high": 1e308, "target_width": 1e-300}` passed validation and failed in
+matplotlib; `{"low": 5e-324, "high": 1e-323}` failed with ZeroDivisionError in the progress
+score. Both ended `failed`. Now validation refuses them naming the field and the fix, a brief
+at the edges of what validation allows finishes `done`, and a chart that cannot be drawn
+leaves a report that says why instead of failing the brief.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
+from daemon.chart import CHART_FILE
+from tests.conftest import BRIEFD, Workspace
+from tests.lab.corpus import TOPICS
+
+QUESTION = TOPICS["northgate"].question
+QUICK = {"depth": "quick", "max_rounds": 1}
+
+# The issue's two briefs, and the field each error must name.
+UNFINISHABLE = {
+    "huge-band": ({"question": QUESTION, **QUICK, "estimate": {
+        "unit": "USD million", "low": -1e308, "high": 1e308, "target_width": 1e-300}}, "estimate.low"),
+    "denormal-band": ({"question": QUESTION, **QUICK, "estimate": {
+        "unit": "USD million", "low": 5e-324, "high": 1e-323, "target_low": 5e-324, "target_high": 1e-323}},
+        "estimate.high"),
+}
+# Valid, and as close to the limits as validation allows.
+WIDEST = {"question": QUESTION, **QUICK, "estimate": {
+    "unit": "USD million", "low": -ESTIMATE_MAX_ABS, "high": ESTIMATE_MAX_ABS,
+    "target_width": estimate_min_width(-ESTIMATE_MAX_ABS, ESTIMATE_MAX_ABS)}}
+NARROWEST = {"question": QUESTION, **QUICK, "estimate": {
+    "unit": "USD million", "low": 0, "high": estimate_min_width(0, 0), "target_low": 0, "target_high": 0}}
+
+
+@pytest.mark.parametrize("name", list(UNFINISHABLE))
+def test_submit_refuses_the_unfinishable_briefs_naming_the_field(name: str, tmp_path: Path) -> None:
+    brief, field = UNFINISHABLE[name]
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(brief))
+    result = subprocess.run([BRIEFD, "submit", str(path), "--inbox", str(tmp_path / "inbox")],
+                            cwd=tmp_path, text=True, capture_output=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{path}: {field}" in result.stderr and "unit" in result.stderr, result.stderr
+    assert not (tmp_path / "inbox").exists() or not list((tmp_path / "inbox").iterdir())
+
+
+def test_edge_briefs_finish_done_and_the_unfinishable_ones_are_refused(workspace: Workspace) -> None:
+    for name, (brief, _field) in UNFINISHABLE.items():
+        workspace.drop(f"{name}.json", brief)
+    workspace.drop("widest.json", WIDEST)
+    workspace.drop("narrowest.json", NARROWEST)
+    result = workspace.briefd("run", "--once", timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    for name, (_brief, field) in UNFINISHABLE.items():
+        folder = workspace.outbox / name
+        assert not (folder / "report.json").exists(), f"{name} was accepted and run"
+        error = json.loads((folder / "error.json").read_text(encoding="utf-8"))
+        assert error["details"]["field"] == field and field in error["error"]
+
+    for name in ("widest", "narrowest"):
+        report = workspace.report(name)
+        assert report["status"] == "done", (name, report.get("error"))
+        assert report["estimate"]["initial"] == {"low": (WIDEST if name == "widest" else NARROWEST)["estimate"]["low"],
+                                                 "high": (WIDEST if name == "widest" else NARROWEST)["estimate"]["high"]}
+        assert 0.0 <= report["estimate"]["progress_score"] <= 1.0
+        assert report["chart"] == {"file": CHART_FILE, "missing": None}
+        assert (workspace.outbox / name / CHART_FILE).read_bytes().startswith(b"\x89PNG")
+        assert workspace.events(name)[-1]["type"] == "complete"
+
+
+@pytest.mark.skipif(shutil.which("latex") is not None, reason="needs a host without LaTeX: text.usetex must fail")
+def test_a_chart_matplotlib_cannot_draw_leaves_a_done_report_that_says_why(workspace: Workspace) -> None:
+    """A real matplotlib failure in the daemon: a matplotlibrc that asks for LaTeX on a host without it
+    (what a user's own ~/.config/matplotlib/matplotlibrc can do to an unattended daemon)."""
+    rc = workspace.root / "matplotlibrc"
+    rc.write_text("text.usetex: True\n")
+    workspace.drop("cost.json", {"question": QUESTION, **QUICK,
+                                 "estimate": {"unit": "USD million", "low": 100, "high": 2000, "target_width": 100}})
+    result = workspace.briefd("run", "--once", timeout=600, MATPLOTLIBRC=str(rc))
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = workspace.report("cost")
+    assert report["status"] == "done", report.get("error")
+    assert report["chart"]["file"] is None and "latex" in report["chart"]["missing"].lower()
+    assert not (workspace.outbox / "cost" / CHART_FILE).exists()
+    assert "No chart:" in (workspace.outbox / "cost" / "report.md").read_text(encoding="utf-8")
+    events = workspace.events("cost")
+    assert any(e["type"] == "signal" and e.get("message") == "chart not drawn" for e in events)
+    assert events[-1]["type"] == "complete"
