@@ -838,15 +838,16 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
                             target_width: float | None = None) -> list[_Problem]:
     """The rules on an estimate's range that JSON Schema cannot state, as problems with their fix.
 
-    low < high by at least estimate_min_width (a range too narrow to tell its ends apart
-    cannot be narrowed, and 5e-324..1e-323 divided by zero in the progress score); a
+    low == high (a point, which the contract allows: there is nothing to narrow, the brief only
+    gathers evidence), or low < high by at least estimate_min_width (a range too narrow to tell
+    its ends apart cannot be narrowed, and 5e-324..1e-323 divided by zero in the progress score); a
     target_width no finer than that and narrower than the range; a target band inside the
     range and narrower than it. `low <= high` and `target_low <= target_high` are checked by the caller first.
     """
     problems: list[_Problem] = []
     width = high - low
     least = estimate_min_width(low, high)
-    if width < least:
+    if 0 < width < least:
         problems.append(_Problem(
             "estimate.high",
             f"estimate.high ({_number(high)}) must be above estimate.low ({_number(low)}) by at least {least:g}, "

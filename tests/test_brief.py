@@ -145,6 +145,8 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("estimate at the narrowest width", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 1e-9}}),
     ("estimate target band at an end", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 100,
                                                              "target_low": 0, "target_high": 99}}),
+    ("estimate equal bounds (a point: CONTRACT says low <= high)",
+     {**BASE, "estimate": {"unit": "USD", "low": 5, "high": 5}}),
     ("estimate negative floats", {**BASE, "estimate": {"unit": "%", "low": -2.5, "high": -0.5}}),
     ("estimate target range", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_low": 40,
                                                     "target_high": 60}}),
@@ -309,7 +311,7 @@ VALIDATOR_ONLY: list[tuple[Any, str, list[str]]] = [
     # issue 8 #6: a range too narrow to tell its ends apart, and targets that cannot be met or make no sense
     ({**BASE, "estimate": {"unit": "x", "low": 5e-324, "high": 1e-323}}, "estimate.high",
      ["estimate.high (1e-323) must be above estimate.low (5e-324) by at least 1e-09", "smaller unit"]),
-    ({**BASE, "estimate": {"unit": "USD", "low": 5, "high": 5}}, "estimate.high", ["must be above estimate.low"]),
+    ({**BASE, "estimate": {"unit": "USD", "low": 5, "high": 5 + 1e-12}}, "estimate.high", ["must be above estimate.low"]),
     ({**BASE, "estimate": {"unit": "x", "low": 1e15 - 1, "high": 1e15}}, "estimate.high", ["at least 1e+06"]),
     ({**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_width": 1e-300}}, "estimate.target_width",
      ["estimate.target_width (1e-300) is below 1e-07", "at least 1e-07"]),

@@ -38,6 +38,8 @@ WIDEST = {"question": QUESTION, **QUICK, "estimate": {
     "target_width": estimate_min_width(-ESTIMATE_MAX_ABS, ESTIMATE_MAX_ABS)}}
 NARROWEST = {"question": QUESTION, **QUICK, "estimate": {
     "unit": "USD million", "low": 0, "high": estimate_min_width(0, 0), "target_low": 0, "target_high": 0}}
+POINT = {"question": QUESTION, **QUICK, "estimate": {"unit": "USD million", "low": 700, "high": 700}}  # low <= high
+EDGES = {"widest": WIDEST, "narrowest": NARROWEST, "point": POINT}
 
 
 @pytest.mark.parametrize("name", list(UNFINISHABLE))
@@ -55,8 +57,8 @@ def test_submit_refuses_the_unfinishable_briefs_naming_the_field(name: str, tmp_
 def test_edge_briefs_finish_done_and_the_unfinishable_ones_are_refused(workspace: Workspace) -> None:
     for name, (brief, _field) in UNFINISHABLE.items():
         workspace.drop(f"{name}.json", brief)
-    workspace.drop("widest.json", WIDEST)
-    workspace.drop("narrowest.json", NARROWEST)
+    for name, brief in EDGES.items():
+        workspace.drop(f"{name}.json", brief)
     result = workspace.briefd("run", "--once", timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
 
@@ -66,11 +68,10 @@ def test_edge_briefs_finish_done_and_the_unfinishable_ones_are_refused(workspace
         error = json.loads((folder / "error.json").read_text(encoding="utf-8"))
         assert error["details"]["field"] == field and field in error["error"]
 
-    for name in ("widest", "narrowest"):
+    for name, brief in EDGES.items():
         report = workspace.report(name)
         assert report["status"] == "done", (name, report.get("error"))
-        assert report["estimate"]["initial"] == {"low": (WIDEST if name == "widest" else NARROWEST)["estimate"]["low"],
-                                                 "high": (WIDEST if name == "widest" else NARROWEST)["estimate"]["high"]}
+        assert report["estimate"]["initial"] == {"low": brief["estimate"]["low"], "high": brief["estimate"]["high"]}
         assert 0.0 <= report["estimate"]["progress_score"] <= 1.0
         assert report["chart"] == {"file": CHART_FILE, "missing": None}
         assert (workspace.outbox / name / CHART_FILE).read_bytes().startswith(b"\x89PNG")
