@@ -216,9 +216,10 @@ class Block:
     """A block of the summary: its lines of inline text (one for a heading or paragraph,
     one per item for a list) or, for code, its lines verbatim."""
 
-    kind: str  # "heading" | "paragraph" | "bullets" | "numbers" | "code"
+    kind: str  # "heading" | "paragraph" | "bullets" | "numbers" | "code" | "table"
     lines: tuple[str, ...]
     level: int = 0
+    rows: tuple[tuple[str, ...], ...] = ()  # a table's cells, the header row first
 
 
 _INLINE_RE = re.compile(
@@ -232,6 +233,9 @@ _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _BULLET_RE = re.compile(r"^\s{0,3}[-*+]\s+(.*)$")
 _ORDERED_RE = re.compile(r"^\s{0,3}\d{1,9}[.)]\s+(.*)$")
 _ATX_RE = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_TABLE_ROW_RE = re.compile(r"^\|.*\|$")
+_TABLE_RULE_RE = re.compile(r"^\|?(?:\s*:?-+:?\s*\|)*\s*:?-+:?\s*\|?$")
+_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
 
 
 def parse_inline(text: str) -> tuple[Inline, ...]:
@@ -257,10 +261,20 @@ def parse_inline(text: str) -> tuple[Inline, ...]:
     return tuple(pieces)
 
 
+def _table(lines: list[str]) -> Block | None:
+    """Lines that are a pipe table (rows, the second a `|---|` rule) as one, else None."""
+    if len(lines) < 2 or not all(_TABLE_ROW_RE.match(line) for line in lines) or not _TABLE_RULE_RE.match(lines[1]):
+        return None
+    rows = [tuple(cell.strip().replace("\\|", "|") for cell in _CELL_SPLIT_RE.split(line[1:-1]))
+            for line in lines[:1] + lines[2:]]
+    width = len(rows[0])
+    return Block("table", (), rows=tuple((row + ("",) * width)[:width] for row in rows))
+
+
 def parse_summary(summary: str) -> list[Block]:
     """The summary's blocks: ATX headings, paragraphs (lines joined), bullet and numbered
-    lists (indented lines continue an item), fenced code (an unclosed fence ends with the
-    summary). Everything else, setext underlines and tables included, is paragraph text."""
+    lists (indented lines continue an item), pipe tables, fenced code (an unclosed fence
+    ends with the summary). Everything else, setext underlines included, is paragraph text."""
     blocks: list[Block] = []
     paragraph: list[str] = []
     items: list[str] = []
@@ -271,7 +285,7 @@ def parse_summary(summary: str) -> list[Block]:
     def flush() -> None:
         nonlocal list_kind
         if paragraph:
-            blocks.append(Block("paragraph", (" ".join(paragraph),)))
+            blocks.append(_table(paragraph) or Block("paragraph", (" ".join(paragraph),)))
             paragraph.clear()
         if list_kind:
             blocks.append(Block(list_kind, tuple(items)))
@@ -396,6 +410,9 @@ def _md_summary(summary: str, known: set[int], links: frozenset[str]) -> str:
         elif block.kind == "heading":
             level = _summary_heading_level(block.level)
             out.append("#" * level + " " + _md_inline(parse_inline(block.lines[0]), known, links))
+        elif block.kind == "table":
+            cells = [tuple(_md_inline(parse_inline(cell), known, links) for cell in row) for row in block.rows]
+            out += _md_table(cells[0], cells[1:])
         elif block.kind in ("bullets", "numbers"):
             for i, item in enumerate(block.lines, start=1):
                 marker = "-" if block.kind == "bullets" else f"{i}."
@@ -649,6 +666,9 @@ def summary_html(summary: str, known: set[int], links: frozenset[str] = frozense
         elif block.kind == "heading":
             level = _summary_heading_level(block.level)
             out.append(f"<h{level}>{_html_inline(parse_inline(block.lines[0]), known, links)}</h{level}>")
+        elif block.kind == "table":
+            cells = [tuple(_html_inline(parse_inline(cell), known, links) for cell in row) for row in block.rows]
+            out.append(_html_table(cells[0], cells[1:]))
         elif block.kind in ("bullets", "numbers"):
             tag = "ul" if block.kind == "bullets" else "ol"
             body = "".join(f"<li>{_html_inline(parse_inline(item), known, links)}</li>" for item in block.lines)

@@ -44,7 +44,7 @@ MARKUP_HOSTILE = [
     "<mailto:a@evil.example>", "<a@evil.example>", "&lt;img src=x onerror=alert(1)&gt;", "&#60;script&#62;",
     "&amp;", "\\", "\\\\", "[1]: javascript:alert(1)", "[1]: https://evil.example/", "[x]: <https://evil.example/>",
     "`", "``", "```", "~~~", "# h", "## h", "> q", "- l", "* l", "+ l", "1. o", "1) o", "|", "| a | b |",
-    "---", "===", "***", "    indented", "\n", "\n\n", " ", "[1]", "[2]", "[1](https://evil.example/)",
+    "---", "===", "***", "|---|---|", "| <b>x</b> \\| y |", "    indented", "\n", "\n\n", " ", "[1]", "[2]", "[1](https://evil.example/)",
     "**", "*", "_", "__", "(", ")", "[", "]", "!", "\"", "'", "https://evil.example/x", "www.evil.example",
     "javascript:alert(1)", "[1000000000000000000000]", "[99]",
 ]
@@ -94,7 +94,8 @@ def url_fields(report: dict[str, Any]) -> set[str]:
 
 # ---------------------------------------------------------------------------- report.md
 
-_MD = MarkdownIt("commonmark", {"html": True})
+# CommonMark with raw HTML on, plus the GFM tables and strikethrough most viewers add.
+_MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 MD_SECTIONS = {"Error", "Research plan", "Summary", "Verdict", "Estimate", "Evidence", "Sources", "Side by side",
                "Open gaps", "Open questions", "Queries", "Fallbacks", "Usage"}
 
@@ -148,6 +149,19 @@ def test_citations_and_source_links_still_read_as_briefd_writes_them() -> None:
     hrefs = [t.attrs["href"] for t in flat(_MD.parse(text)) if t.type == "link_open"]
     assert hrefs == ["https://ok.example/a", "https://ok.example/a", "https://ok.example/b"]
     assert "#### Outlook" in summary
+
+
+def test_a_table_in_the_summary_stays_a_table_of_text() -> None:
+    report = {"question": "q", "status": "done", "usage": {"llm_calls": 1},
+              "summary": "| Year | Cost \\| note |\n|---|---|\n| 2024 | <img src=x onerror=alert(1)> [1] |",
+              "sources": [{"n": 1, "url": "https://ok.example/", "title": "t"}]}
+    tokens = flat(_MD.parse(render_markdown(report)))
+    assert not [t for t in tokens if t.type in ("html_inline", "html_block")]
+    cells = [tokens[i + 1] for i, t in enumerate(tokens) if t.type in ("th_open", "td_open")]
+    shown = ["".join(c.content for c in cell.children or [] if c.type == "text") for cell in cells]
+    assert shown[:4] == ["Year", "Cost | note", "2024", "<img src=x onerror=alert(1)> [1]"]
+    html_text = render_html(report)
+    assert "<td>&lt;img src=x onerror=alert(1)&gt; <a class=\"cite\" href=\"#source-1\">[1]</a></td>" in html_text
 
 
 # ---------------------------------------------------------------------------- report.html
