@@ -18,35 +18,36 @@ import html
 import re
 from typing import Any
 
-# Line breaks of every kind become "\n": CR LF and CR, VT, FF, the C0 separators FS/GS/RS,
-# NEL (U+0085), and the Unicode line and paragraph separators.
-_NEWLINES = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# The characters the rule is about, each set written once (the patterns below combine them).
+# Line breaks other than "\n": CR, VT, FF, the C0 separators FS/GS/RS, NEL, and the
+# Unicode line and paragraph separators (one line to one reader, two to another).
+_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# Controls: C0 but tab and LF (ESC and BEL among them), DEL, and C1 but NEL.
+_CONTROLS = "\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f"
+# Invisible characters that change what is shown: the BOM, and every bidi control
+# (the Arabic letter mark, LRM/RLM, embeddings and overrides, isolates).
+_INVISIBLE = "\ufeff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# Lone surrogates ("\\ud800" in a model's JSON): they cannot even be written as UTF-8.
+_SURROGATES = "\ud800-\udfff"
 
+_NEWLINES = re.compile("\r\n|[" + _BREAKS + "]")
 # A terminal escape sequence goes whole, so "\x1b[31m" leaves nothing behind: CSI
 # (parameters, intermediates, final byte), OSC up to its terminator (BEL or ESC \), and the
-# two-byte forms. An ESC that starts none of these is removed below like any control.
-_ESCAPE_SEQUENCE = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])"
-)
-
-# Removed: C0 controls but tab and newline, DEL, the C1 block (NEL is a newline above),
-# the byte-order mark, and every bidi control (marks, embeddings, overrides, isolates).
-_INVISIBLE_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ufeff" + _INVISIBLE_BIDI + "]")
-
-# A lone surrogate ("\\ud800" in a model's JSON) cannot be written as UTF-8: replaced.
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-# What a terminal must never receive raw: all of the above, and CR (it rewrites the line).
-_TERMINAL_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff" + _INVISIBLE_BIDI + "\ud800-\udfff]"
-)
+# two-byte forms. An ESC that starts none of these is removed with the other controls.
+_ESCAPE_SEQUENCE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[ -/]*[0-~])")
+_CONTROL = re.compile("[" + _CONTROLS + _INVISIBLE + "]")
+LONE_SURROGATE = re.compile("[" + _SURROGATES + "]")
+# What a terminal must never receive raw: every set above (CR too: it rewrites the line).
+_TERMINAL_UNSAFE = re.compile("[" + _BREAKS + _CONTROLS + _INVISIBLE + _SURROGATES + "]")
+_WHITESPACE = re.compile(r"\s+")
 
 
 def clean(value: Any) -> str:
-    """The one cleaning rule for untrusted text: newlines unified, tabs become spaces,
-    escape sequences, control characters, bidi controls and the BOM removed.
-    Everything a reader sees is kept; `None` becomes ""."""
+    """The one cleaning rule for untrusted text: every line break becomes "\\n", a tab a
+    space; escape sequences (whole), controls, bidi controls and the BOM go; a lone
+    surrogate becomes U+FFFD. Everything a reader sees is kept; `None` becomes "".
+    Idempotent, so text cleaned at the door passes the renderers' second clean unchanged
+    (evidence quotes stay verbatim spans of the page text)."""
     if value is None:
         return ""
     text = _NEWLINES.sub("\n", str(value))
@@ -91,7 +92,7 @@ def md_inline(value: Any) -> str:
     whitespace runs made one space (ends kept, so pieces join), and every character that
     could start emphasis, code, a link, an image, raw HTML, an entity or a table cell
     backslash-escaped (CommonMark shows `\\[` as `[`, so the reader sees the text)."""
-    return _MD_SPECIAL.sub(r"\\\1", re.sub(r"\s+", " ", clean(value)))
+    return _MD_SPECIAL.sub(r"\\\1", _WHITESPACE.sub(" ", clean(value)))
 
 
 def md_block_start(line: str) -> str:
