@@ -34,6 +34,8 @@ from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from .untrusted import LONE_SURROGATE
+
 MAX_BRIEF_BYTES = 1 << 20  # 1 MiB: far above any real brief, far below trouble
 QUESTION_MAX_CHARS = 2000
 CONTEXT_MAX_CHARS = 20000
@@ -86,7 +88,7 @@ DOMAIN_RE = re.compile(
 )
 _NON_BLANK = re.compile(r"\S")
 _ID_BAD_RUN = re.compile(r"[^A-Za-z0-9._-]+")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE = LONE_SURROGATE  # one rule: daemon/untrusted.py
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 

@@ -21,7 +21,10 @@ from typing import Iterator, Sequence
 
 # A group: numbers or ranges separated by commas/semicolons, inside one pair of
 # brackets, not followed by "(" (that would make it the text of a Markdown link).
-_NUM_OR_RANGE = r"\d{1,12}(?:[ \t]*[-\u2010-\u2015][ \t]*\d{1,12})?"
+# A number is any run of digits, however long, so that "[1000000000000000000000]" is a
+# citation like any other and is removed for citing nothing; the run is matched
+# possessively (`\d++`), so a long one costs one pass, never a backtracking search.
+_NUM_OR_RANGE = r"\d++(?:[ \t]*[-\u2010-\u2015][ \t]*\d++)?"
 CITATION_RE = re.compile(
     r"\[[ \t]*(" + _NUM_OR_RANGE + r"(?:[ \t]*[,;][ \t]*" + _NUM_OR_RANGE + r")*)[ \t]*\](?!\()"
 )
@@ -30,6 +33,11 @@ _RANGE_RE = re.compile(r"(\d+)[ \t]*[-\u2010-\u2015][ \t]*(\d+)")
 # A range wider than this is not a citation anyone meant ("[1990-2020]" is years);
 # only its two ends are read, so a typo cannot expand into a million numbers.
 MAX_RANGE_SPAN = 50
+
+# No source has a number this long; longer digit runs all read as NO_SUCH_SOURCE
+# (int() of a run past 4,300 digits raises, and none of them can resolve anyway).
+MAX_CITATION_DIGITS = 30
+NO_SUCH_SOURCE = 10**MAX_CITATION_DIGITS
 
 # Marks a removed group while the text around it is tidied; stripped from input first.
 _GONE = "\x00"
@@ -53,15 +61,20 @@ class Citation:
     numbers: tuple[int, ...]
 
 
+def _number(digits: str) -> int:
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= MAX_CITATION_DIGITS else NO_SUCH_SOURCE
+
+
 def _parse_group(body: str) -> tuple[int, ...]:
     numbers: list[int] = []
     for part in re.split(r"[,;]", body):
         part = part.strip()
         match = _RANGE_RE.fullmatch(part)
         if match is None:
-            numbers.append(int(part))
+            numbers.append(_number(part))
             continue
-        low, high = int(match.group(1)), int(match.group(2))
+        low, high = _number(match.group(1)), _number(match.group(2))
         step = 1 if high >= low else -1
         if abs(high - low) > MAX_RANGE_SPAN:
             numbers.extend([low, high])

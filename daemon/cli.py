@@ -231,6 +231,7 @@ def cmd_status(settings, args) -> int:
 
 def cmd_show(settings, args) -> int:
     from .report import safe_outdir
+    from .untrusted import terminal_text
 
     try:
         outdir = safe_outdir(Path(settings.outbox), args.id)
@@ -242,12 +243,12 @@ def cmd_show(settings, args) -> int:
         if not path.exists():
             print(f"briefd: no events for '{args.id}' in {outdir}", file=sys.stderr)
             return EXIT_USAGE
-        sys.stdout.write(path.read_text(encoding="utf-8"))
+        sys.stdout.write(terminal_text(path.read_text(encoding="utf-8", errors="replace")))
         return EXIT_OK
     for name in ("report.md", "report.json", "error.json"):
         path = outdir / name
         if path.exists():
-            sys.stdout.write(path.read_text(encoding="utf-8"))
+            sys.stdout.write(terminal_text(path.read_text(encoding="utf-8", errors="replace")))
             return EXIT_OK
     state = ""
     store = _open_store(settings)

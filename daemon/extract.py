@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import lxml.etree
 import lxml.html
 
+from .untrusted import clean, fold
+
 try:  # trafilatura needs lxml.html.clean, which lxml 5.2+ moved to lxml_html_clean (LAB.md)
     import trafilatura
 except ImportError as exc:  # pragma: no cover - an install problem, said plainly
@@ -200,8 +202,6 @@ def decode_body(body: bytes, content_type: str, *, sniff_meta: bool = True) -> s
 
 # --------------------------------------------------------------------------- text shape
 
-_NEWLINES = re.compile(r"\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\ufeff]")
 _INLINE_SPACE = re.compile(r"[^\S\n]+")
 _LIST_MARKER = re.compile(r"^(?:[-*+•·▪◦‣]\s|\d{1,3}[.)]\s|[a-z][.)]\s|\|)")
 _TERMINAL = ".!?:;…。！？\"'”’)]"
@@ -209,9 +209,7 @@ _TERMINAL = ".!?:;…。！？\"'”’)]"
 
 def _clean_lines(raw: str) -> list[str]:
     """Lines with unified newlines, no control characters and single spaces (blank lines kept as '')."""
-    raw = _NEWLINES.sub("\n", raw)
-    raw = _CONTROL.sub("", raw)
-    return [_INLINE_SPACE.sub(" ", line).strip() for line in raw.split("\n")]
+    return [_INLINE_SPACE.sub(" ", line).strip() for line in clean(raw).split("\n")]
 
 
 def _is_continuation(previous: str, line: str) -> bool:
@@ -257,7 +255,7 @@ def _shape_extracted(raw: str) -> str:
 def _shape_plain(raw: str) -> str:
     """Plain text to page text: hard-wrapped prose is unwrapped, lists and indented lines kept."""
     blocks: list[list[str]] = [[]]
-    normalised = _CONTROL.sub("", _NEWLINES.sub("\n", raw))
+    normalised = clean(raw)
     for original in normalised.split("\n"):
         line = _INLINE_SPACE.sub(" ", original).strip()
         if not line:
@@ -276,7 +274,7 @@ def _shape_plain(raw: str) -> str:
 def _clean_title(title: str | None) -> str:
     if not title:
         return ""
-    return " ".join(_CONTROL.sub("", title).split())[:MAX_TITLE_CHARS]
+    return fold(title)[:MAX_TITLE_CHARS]
 
 
 # --------------------------------------------------------------------------- HTML

@@ -45,6 +45,8 @@ from typing import Any, Callable, Generic, Literal, Protocol, TypeVar
 import httpx
 import ollama
 
+from .untrusted import clean_json
+
 T = TypeVar("T")
 
 __all__ = [
@@ -704,7 +706,7 @@ def _use(answer: str, coerce: Callable[[Any], T]) -> tuple[T, list[str]]:
     except AnswerError as exc:
         raise _Unusable(exc.reason) from None
     try:
-        return coerce(parsed), repairs
+        return coerce(clean_json(parsed)), repairs  # the model's door: every string cleaned (untrusted.py)
     except KeyError as exc:
         raise _Unusable(f"the JSON lacks the required field {exc.args[0]!r}" if exc.args else "a field is missing") from None
     except (ValueError, TypeError, IndexError, AttributeError) as exc:

@@ -1,10 +1,13 @@
 """The outbox side of a brief: report.json/.md/.html, earlier runs kept, rejections kept.
 
 Everything here treats page text and model text as hostile. A quote is a verbatim span of
-some web page and the summary is what a small model wrote after reading such spans, so:
-report.md folds and escapes them so they cannot add headings, links, images or raw HTML
-to the report; report.html escapes every byte of them and turns only http(s) URLs into
-links (plus a Content-Security-Policy that forbids scripts, in case anything slipped).
+some web page and the summary is what a small model wrote after reading such spans, so
+every string goes through daemon/untrusted.py: `clean` again (a stored report may predate
+the door), then the one escape of the format. report.md folds and escapes them so they
+cannot add headings, links, images or raw HTML to the report; the summary, the one field
+that keeps structure, is parsed into a few pieces and each piece's text escaped.
+report.html escapes every byte of them; its only links are the sources' http(s) URLs and
+#source-n anchors (plus a Content-Security-Policy that forbids scripts, in case).
 
 The report dict *is* report.json (CONTRACT.md): the renderers read it and never add to it.
 Outbox paths go through `safe_outdir`, and nothing already in an outbox folder is ever
@@ -14,19 +17,27 @@ deleted: `archive_previous` moves an earlier run aside before a new one writes.
 from __future__ import annotations
 
 import codecs
-import html
 import json
 import math
 import os
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Mapping
+from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
 from daemon import files
 from daemon.brief import id_from_filename
 from daemon.chart import CHART_FILE
 from daemon.citations import CITATION_RE, find_citations
+from daemon.untrusted import (
+    clean,
+    fold,
+    html_escape,
+    md_block_start,
+    md_escape,
+    md_inline,
+)
 
 # report.json keys: the contract's, then the ones briefd adds. `blank_report` fills them all.
 CONTRACT_KEYS: tuple[str, ...] = (
@@ -89,19 +100,9 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
 # Small shared helpers
 
 
-def _s(value: Any) -> str:
-    return "" if value is None else str(value)
-
-
-def _fold(value: Any) -> str:
-    """One line: every run of whitespace (newlines included) becomes one space, controls go."""
-    text = re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", "", _s(value))
-    return " ".join(text.split())
-
-
 def _num(value: Any) -> str:
     if isinstance(value, bool) or value is None:
-        return _s(value)
+        return clean(value)
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
@@ -110,7 +111,7 @@ def _num(value: Any) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return f"{int(value):,}"
         return f"{value:,.4f}".rstrip("0").rstrip(".")
-    return _s(value)
+    return clean(value)
 
 
 def chart_note(missing: str | None) -> dict[str, Any]:
@@ -132,18 +133,19 @@ def chart_missing(report: Mapping[str, Any]) -> str | None:
 def _seconds(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return f"{value:.1f} s"
-    return _s(value)
+    return clean(value)
 
 
 def _confidence(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return f"{value:.2f}"
-    return _s(value)
+    return clean(value)
 
 
 def safe_http_url(url: Any) -> str | None:
-    """The URL when it may become a link (http/https, no whitespace or controls), else None."""
-    if not isinstance(url, str):
+    """The URL when it may become a link (http/https, no whitespace, controls or bidi
+    characters: nothing `clean` would change), else None."""
+    if not isinstance(url, str) or clean(url) != url:
         return None
     if re.fullmatch(r"(?i)https?://[^\s\x00-\x1f\x7f]+", url) is None:
         return None
@@ -172,7 +174,7 @@ def _source_numbers(report: Mapping[str, Any]) -> set[int]:
 
 
 def _stance(item: Mapping[str, Any]) -> str:
-    return _fold(item.get("stance") or item.get("impact") or "")
+    return fold(item.get("stance") or item.get("impact") or "")
 
 
 _USAGE_LABELS: dict[str, str] = {
@@ -201,86 +203,245 @@ def _usage_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
             rows.append((_USAGE_LABELS[key], shown))
     for key, value in usage.items():
         if key not in _USAGE_LABELS:
-            rows.append((_fold(key), _num(value)))
+            rows.append((fold(key), _num(value)))
     return rows
+
+
+# ---------------------------------------------------------------------------
+# The model's summary: a small Markdown subset, parsed once, rendered per format
+#
+# The summary is the one field that keeps structure (headings, lists, code, emphasis,
+# citations). Rather than patching the model's Markdown (a filter that misses one
+# spelling, such as a backslash before a tag, lets it through), it is read into the few
+# pieces briefd renders, and every piece of text in them goes through the one escaping
+# function of the output format. Nothing the model wrote is ever copied into either
+# output as markup; links survive only to the report's own sources.
+
+
+@dataclass(frozen=True)
+class Inline:
+    """A piece of a summary line: text, code, a citation group, a link, or emphasis."""
+
+    kind: str  # "text" | "code" | "cite" | "link" | "strong" | "em"
+    text: str = ""  # the text, the code, the link's label, the citation group as written
+    url: str = ""
+    numbers: tuple[int, ...] = ()
+    children: tuple[Inline, ...] = ()
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block of the summary: its lines of inline text (one for a heading or paragraph,
+    one per item for a list) or, for code, its lines verbatim."""
+
+    kind: str  # "heading" | "paragraph" | "bullets" | "numbers" | "code" | "table"
+    lines: tuple[str, ...]
+    level: int = 0
+    rows: tuple[tuple[str, ...], ...] = ()  # a table's cells, the header row first
+
+
+_INLINE_RE = re.compile(
+    r"(?P<code>(?P<ticks>`+)(?P<code_body>.+?)(?P=ticks))"
+    r"|(?P<link>\[(?P<label>[^\[\]\n]*)\]\((?P<url>[^()\s]*)\))"
+    r"|(?P<cite>" + CITATION_RE.pattern + r")"
+    r"|(?P<strong>\*\*(?=\S)(?P<strong_body>.+?)(?<=\S)\*\*)"
+    r"|(?P<em>(?<![*\w])\*(?=\S)(?P<em_body>[^*]+?)(?<=\S)\*(?![*\w]))"
+)
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_BULLET_RE = re.compile(r"^\s{0,3}[-*+]\s+(.*)$")
+_ORDERED_RE = re.compile(r"^\s{0,3}\d{1,9}[.)]\s+(.*)$")
+_ATX_RE = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_TABLE_ROW_RE = re.compile(r"^\|.*\|$")
+_TABLE_RULE_RE = re.compile(r"^\|?(?:\s*:?-+:?\s*\|)*\s*:?-+:?\s*\|?$")
+_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
+
+
+def parse_inline(text: str) -> tuple[Inline, ...]:
+    """A summary line as pieces; anything not recognised is text."""
+    pieces: list[Inline] = []
+    cursor = 0
+    for m in _INLINE_RE.finditer(text):
+        if m.start() > cursor:
+            pieces.append(Inline("text", text[cursor : m.start()]))
+        if m.group("code") is not None:
+            pieces.append(Inline("code", m.group("code_body").strip() or m.group("code_body")))
+        elif m.group("link") is not None:
+            pieces.append(Inline("link", m.group("label"), url=m.group("url")))
+        elif m.group("cite") is not None:
+            pieces.append(Inline("cite", m.group("cite"), numbers=find_citations(m.group("cite"))[0].numbers))
+        elif m.group("strong") is not None:
+            pieces.append(Inline("strong", children=parse_inline(m.group("strong_body"))))
+        else:
+            pieces.append(Inline("em", children=parse_inline(m.group("em_body"))))
+        cursor = m.end()
+    if cursor < len(text):
+        pieces.append(Inline("text", text[cursor:]))
+    return tuple(pieces)
+
+
+def _table(lines: list[str]) -> Block | None:
+    """Lines that are a pipe table (rows, the second a `|---|` rule) as one, else None."""
+    if len(lines) < 2 or not all(_TABLE_ROW_RE.match(line) for line in lines) or not _TABLE_RULE_RE.match(lines[1]):
+        return None
+    rows = [tuple(cell.strip().replace("\\|", "|") for cell in _CELL_SPLIT_RE.split(line[1:-1]))
+            for line in lines[:1] + lines[2:]]
+    width = len(rows[0])
+    return Block("table", (), rows=tuple((row + ("",) * width)[:width] for row in rows))
+
+
+def parse_summary(summary: str) -> list[Block]:
+    """The summary's blocks: ATX headings, paragraphs (lines joined), bullet and numbered
+    lists (indented lines continue an item), pipe tables, fenced code (an unclosed fence
+    ends with the summary). Everything else, setext underlines included, is paragraph text."""
+    blocks: list[Block] = []
+    paragraph: list[str] = []
+    items: list[str] = []
+    list_kind = ""
+    code: list[str] | None = None
+    fence = ""
+
+    def flush() -> None:
+        nonlocal list_kind
+        if paragraph:
+            blocks.append(_table(paragraph) or Block("paragraph", (" ".join(paragraph),)))
+            paragraph.clear()
+        if list_kind:
+            blocks.append(Block(list_kind, tuple(items)))
+            items.clear()
+            list_kind = ""
+
+    for line in clean(summary).split("\n"):
+        if code is not None:
+            if line.strip().startswith(fence):
+                blocks.append(Block("code", tuple(code)))
+                code = None
+            else:
+                code.append(line)
+            continue
+        fence_match = _FENCE_RE.match(line)
+        heading, bullet, ordered = _ATX_RE.match(line), _BULLET_RE.match(line), _ORDERED_RE.match(line)
+        if fence_match:
+            flush()
+            fence, code = fence_match.group(1), []
+        elif not line.strip():
+            flush()
+        elif heading:
+            flush()
+            blocks.append(Block("heading", (heading.group(2),), level=len(heading.group(1))))
+        elif bullet or ordered:
+            kind = "bullets" if bullet else "numbers"
+            if paragraph or list_kind != kind:
+                flush()
+                list_kind = kind
+            items.append((bullet or ordered).group(1).strip())  # type: ignore[union-attr]
+        elif list_kind and line[:1].isspace():
+            items[-1] += " " + line.strip()
+        else:
+            if list_kind:
+                flush()
+            paragraph.append(line.strip())
+    flush()
+    if code is not None:
+        blocks.append(Block("code", tuple(code)))
+    return blocks
+
+
+def _summary_heading_level(level: int) -> int:
+    """The summary's own headings nest under the report's "Summary" (an h2)."""
+    return min(6, level + 2)
+
+
+def _source_urls(report: Mapping[str, Any]) -> frozenset[str]:
+    """The URLs a summary link may point to: the report's own sources, http(s) only."""
+    urls = (safe_http_url(_dict(source).get("url")) for source in _list(report.get("sources")))
+    return frozenset(url for url in urls if url is not None)
 
 
 # ---------------------------------------------------------------------------
 # Markdown
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
-_MD_LINE_START = re.compile(r"^([#+-])")
-_MD_ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
-
-
-def md_text(value: Any) -> str:
-    """Untrusted text as one inert line of Markdown: folded, and every character that could
-    start emphasis, code, a link, an image, raw HTML or a table cell backslash-escaped
-    (CommonMark renders `\\[` as `[`, so the reader sees the text unchanged)."""
-    text = _MD_SPECIAL.sub(r"\\\1", _fold(value))
-    text = _MD_LINE_START.sub(r"\\\1", text)
-    return _MD_ORDERED_START.sub(r"\1\\\2", text)
-
 
 def _md_url(url: str) -> str:
-    # Percent-encode what would end or break a link destination: spaces, parens, brackets.
-    return re.sub(r"[\s()<>\[\]`\\\"']", lambda m: "%{:02X}".format(ord(m.group(0))), url)
+    """A link destination that means exactly `url`: what would end or break it (spaces,
+    parens, brackets, quotes, backslashes) percent-encoded, and an `&` that would start
+    an entity ("&#60;" reads as "<") backslash-escaped, so the link goes where it says."""
+    url = re.sub(r"[\s()<>\[\]`\\\"']", lambda m: f"%{ord(m.group(0)):02X}", url)
+    return re.sub(r"&(?=#?[A-Za-z0-9]+;)", r"\\&", url)
 
 
 def md_link(title: Any, url: Any) -> str:
     """`[title](url)` for http(s) URLs; otherwise the title and the URL as plain text."""
-    label = md_text(title) or md_text(url) or "untitled"
+    label = md_escape(title) or md_escape(url) or "untitled"
     href = safe_http_url(url)
     if href is None:
-        return f"{label} ({md_text(url)})" if url and label != md_text(url) else label
+        return f"{label} ({md_escape(url)})" if url and label != md_escape(url) else label
     return f"[{label}]({_md_url(href)})"
 
 
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_HEADING_RE = re.compile(r"^( {0,3})(#{1,6})(?=\s|$)")
-_REF_DEF_RE = re.compile(r"^( {0,3})\[([^\]\n]*)\]:")
-_SETEXT_RE = re.compile(r"^( {0,3})(=+|-+)[ \t]*$")
-_RAW_HTML_RE = re.compile(r"<(?=[A-Za-z/!?])")
-_IMAGE_RE = re.compile(r"!\[")
-_MD_LINK_RE = re.compile(r"\[([^\[\]\n]*)\]\(([^()\s]*)(?:\s+[^()]*)?\)")
+def _md_code_span(code: str) -> str:
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", code)), default=0) + 1)
+    return f"{ticks} {code} {ticks}"
 
 
-def _md_summary(summary: str) -> str:
-    """The model's Markdown, kept as Markdown but unable to restructure the report:
-    headings nest under "Summary", raw HTML and images are made literal, links go only to
-    http(s), no reference definitions (they would hijack the [n] citations), and an
-    unclosed code fence is closed so it cannot swallow the rest of the report."""
+def _md_inline(pieces: Iterable[Inline], known: set[int], links: frozenset[str]) -> str:
     out: list[str] = []
-    fence: str | None = None
-    for line in summary.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = line.replace("\x00", "")
-        match = _FENCE_RE.match(line)
-        if fence is not None:
-            out.append(line)
-            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
-                fence = None
-            continue
-        if match:
-            fence = match.group(1)
-            out.append(line)
-            continue
-        if out and out[-1].strip():
-            # "Text\n===" would be a top-level heading (setext): keep the underline literal.
-            line = _SETEXT_RE.sub(r"\1\\\2", line)
-        line = _HEADING_RE.sub(lambda m: m.group(1) + "#" * min(6, len(m.group(2)) + 2), line)
-        line = _REF_DEF_RE.sub(lambda m: m.group(1) + "\\[" + m.group(2) + "]:", line)
-        line = _RAW_HTML_RE.sub(r"\\<", line)
-        line = _IMAGE_RE.sub(r"!\\[", line)
-        line = _MD_LINK_RE.sub(
-            lambda m: m.group(0) if safe_http_url(m.group(2)) else "\\" + m.group(0), line
-        )
-        out.append(line)
-    if fence is not None:
-        out.append(fence)
+    for piece in pieces:
+        if piece.kind == "code":
+            out.append(_md_code_span(fold(piece.text)))
+        elif piece.kind == "cite":
+            out.append(_md_cite(piece, known))
+        elif piece.kind == "link":
+            out.append(_md_summary_link(piece, links))
+        elif piece.kind in ("strong", "em"):
+            mark = "**" if piece.kind == "strong" else "*"
+            out.append(mark + _md_inline(piece.children, known, links) + mark)
+        else:
+            out.append(md_inline(piece.text))
+    return "".join(out)
+
+
+def _md_cite(piece: Inline, known: set[int]) -> str:
+    """Known numbers as briefd's own `[n]`; a group citing nothing known stays text."""
+    if not any(n in known for n in piece.numbers):
+        return md_inline(piece.text)
+    return "".join(f"[{n}]" if n in known else md_inline(f"[{n}]") for n in piece.numbers)
+
+
+def _md_summary_link(piece: Inline, links: frozenset[str]) -> str:
+    """A link survives only to one of the report's sources; otherwise label and URL as text."""
+    label = md_inline(piece.text.strip()) or md_inline(piece.url)
+    if piece.url in links:
+        return f"[{label}]({_md_url(piece.url)})"
+    if not piece.url or piece.url == piece.text.strip():
+        return label
+    return f"{label} ({md_inline(piece.url)})"
+
+
+def _md_summary(summary: str, known: set[int], links: frozenset[str]) -> str:
+    """The model's summary as Markdown that cannot restructure the report: headings nest
+    under "Summary", every piece of text is escaped (no raw HTML, image, autolink or
+    reference definition can form), links only to the sources, code fences always closed."""
+    out: list[str] = []
+    for block in parse_summary(summary):
+        if block.kind == "code":
+            out += _md_fenced("\n".join(block.lines))
+        elif block.kind == "heading":
+            level = _summary_heading_level(block.level)
+            out.append("#" * level + " " + _md_inline(parse_inline(block.lines[0]), known, links))
+        elif block.kind == "table":
+            cells = [tuple(_md_inline(parse_inline(cell), known, links) for cell in row) for row in block.rows]
+            out += _md_table(cells[0], cells[1:])
+        elif block.kind in ("bullets", "numbers"):
+            for i, item in enumerate(block.lines, start=1):
+                marker = "-" if block.kind == "bullets" else f"{i}."
+                out.append(f"{marker} " + md_block_start(_md_inline(parse_inline(item), known, links)))
+        else:
+            out.append(md_block_start(_md_inline(parse_inline(block.lines[0]), known, links)))
+        out.append("")
     return "\n".join(out).strip("\n")
 
 
-def _md_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _md_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
@@ -292,7 +453,12 @@ def _md_fenced(text: str) -> list[str]:
     return [fence, text.replace("\r\n", "\n").rstrip("\n"), fence]
 
 
-def _md_range(value: Any) -> str:
+def _md_num(value: Any) -> str:
+    """A number as report.md shows it; a stored value that is not a number is escaped text."""
+    return md_escape(_num(value))
+
+
+def _range_text(value: Any) -> str:
     rng = _dict(value)
     if not rng:
         return ""
@@ -301,15 +467,15 @@ def _md_range(value: Any) -> str:
 
 def _side_cell(item: Mapping[str, Any]) -> str:
     n = item.get("source")
-    cite = f"[{md_text(n)}] " if _is_n(n) else ""
+    cite = f"[{md_escape(n)}] " if _is_n(n) else ""
     value = ""
     if item.get("low") is not None:
         low, high = item.get("low"), item.get("high")
-        value = f"**{_num(low)}**" if low == high else f"**{_num(low)}\u2013{_num(high)}**"
+        value = f"**{_md_num(low)}**" if low == high else f"**{_md_num(low)}\u2013{_md_num(high)}**"
         value += " "
-    quote = _fold(item.get("quote"))
+    quote = fold(item.get("quote"))
     quote = quote if len(quote) <= 160 else quote[:157] + "..."
-    return f"{value}{cite}{md_text(quote)} ({md_text(item.get('tier') or 'unrated')}, {_confidence(item.get('confidence'))})"
+    return f"{value}{cite}{md_escape(quote)} ({md_escape(item.get('tier') or 'unrated')}, {md_escape(_confidence(item.get('confidence')))})"
 
 
 def _md_sides(sides: Mapping[str, Any]) -> list[str]:
@@ -322,7 +488,7 @@ def _md_sides(sides: Mapping[str, Any]) -> list[str]:
     for i in range(max(len(left), len(right))):
         rows.append((_side_cell(_dict(left[i])) if i < len(left) else "",
                      _side_cell(_dict(right[i])) if i < len(right) else ""))
-    lines += _md_table((md_text(sides.get("left_title")), md_text(sides.get("right_title"))), rows)
+    lines += _md_table((md_escape(sides.get("left_title")), md_escape(sides.get("right_title"))), rows)
     return lines + [""]
 
 
@@ -330,70 +496,71 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     """report.md: the question as title, status, disclaimer, summary, evidence, sources,
     open gaps, queries and usage; a failed brief shows its error."""
     lines: list[str] = []
-    question = md_text(report.get("question")) or "Untitled brief"
+    question = md_escape(report.get("question")) or "Untitled brief"
     lines += [f"# {question}", ""]
 
-    status = md_text(report.get("status")) or "unknown"
+    status = md_escape(report.get("status")) or "unknown"
     facts = [f"**Status:** {status}"]
     if report.get("stop_reason"):
-        facts.append(f"**Stopped:** {md_text(report.get('stop_reason'))}")
+        facts.append(f"**Stopped:** {md_escape(report.get('stop_reason'))}")
     if report.get("started_at"):
-        facts.append(f"**Started:** {md_text(report.get('started_at'))}")
+        facts.append(f"**Started:** {md_escape(report.get('started_at'))}")
     if report.get("finished_at"):
-        facts.append(f"**Finished:** {md_text(report.get('finished_at'))}")
+        facts.append(f"**Finished:** {md_escape(report.get('finished_at'))}")
     lines += [" · ".join(facts), ""]
     details = []
     if report.get("id"):
-        details.append(f"**Brief:** {md_text(report.get('id'))}")
+        details.append(f"**Brief:** {md_escape(report.get('id'))}")
     if report.get("model"):
-        details.append(f"**Model:** {md_text(report.get('model'))}")
+        details.append(f"**Model:** {md_escape(report.get('model'))}")
     if report.get("searxng_url"):
-        details.append(f"**Search:** {md_text(report.get('searxng_url'))}")
+        details.append(f"**Search:** {md_escape(report.get('searxng_url'))}")
     if details:
         lines += [" · ".join(details), ""]
 
     if report.get("disclaimer"):
-        lines += [f"> **Note:** {md_text(report.get('disclaimer'))}", ""]
+        lines += [f"> **Note:** {md_escape(report.get('disclaimer'))}", ""]
 
     if report.get("status") == "failed" or report.get("error"):
         lines += ["## Error", ""]
-        lines += _md_fenced(_s(report.get("error")) or "The brief failed without an error message.")
+        lines += _md_fenced(clean(report.get("error")) or "The brief failed without an error message.")
         lines += [""]
 
     research_question = report.get("research_question")
     angles = _list(report.get("angles"))
-    if (research_question and _fold(research_question) != _fold(report.get("question"))) or angles:
+    if (research_question and fold(research_question) != fold(report.get("question"))) or angles:
         lines += ["## Research plan", ""]
         if research_question:
-            lines += [f"**Research question:** {md_text(research_question)}", ""]
+            lines += [f"**Research question:** {md_escape(research_question)}", ""]
         if angles:
-            lines += [f"- {md_text(angle)}" for angle in angles] + [""]
+            lines += [f"- {md_escape(angle)}" for angle in angles] + [""]
 
-    summary = _s(report.get("summary")).strip()
-    lines += ["## Summary", "", _md_summary(summary) if summary else "_No summary._", ""]
+    summary = clean(report.get("summary")).strip()
+    summary_md = _md_summary(summary, _source_numbers(report), _source_urls(report)) if summary else ""
+    lines += ["## Summary", "", summary_md or "_No summary._", ""]
 
     verdict = _dict(report.get("verdict"))
     if verdict:
         lines += ["## Verdict", ""]
-        lines += [f"**{md_text(verdict.get('value'))}** (rule: {md_text(verdict.get('rule'))}; "
-                  f"evidence level: {md_text(verdict.get('evidence_level'))})", ""]
+        lines += [f"**{md_escape(verdict.get('value'))}** (rule: {md_escape(verdict.get('rule'))}; "
+                  f"evidence level: {md_escape(verdict.get('evidence_level'))})", ""]
 
     estimate = _dict(report.get("estimate"))
     if estimate:
-        unit = md_text(estimate.get("unit"))
+        unit = md_escape(estimate.get("unit"))
         lines += ["## Estimate", ""]
-        rows = [(label, _md_range(estimate.get(key)))
+        rows = [(label, md_escape(_range_text(estimate.get(key))))
                 for label, key in (("Initial", "initial"), ("Target", "target"), ("Final", "final"))
                 if estimate.get(key)]
         lines += _md_table(("", f"Range ({unit})" if unit else "Range"), rows) + [""]
         if estimate.get("progress_score") is not None:
-            lines += [f"**Progress score:** {_num(estimate.get('progress_score'))}", ""]
+            lines += [f"**Progress score:** {_md_num(estimate.get('progress_score'))}", ""]
         history = [_dict(step) for step in _list(estimate.get("history"))]
         if history:
             lines += _md_table(
                 ("Round", "Low", "High", "Progress", "Tokens"),
-                [(_num(h.get("round")), _num(h.get("low")), _num(h.get("high")),
-                  _num(h.get("progress_score")), _num(h.get("tokens"))) for h in history],
+                [tuple(_md_num(h.get(k)) for k in ("round", "low", "high", "progress_score", "tokens"))
+                 for h in history],
             ) + [""]
         if chart_missing(report):
             lines += [f"_No chart: {md_text(chart_missing(report))}_", ""]
@@ -404,14 +571,14 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if not evidence:
         lines += ["_No evidence was found._", ""]
     for item in evidence:
-        lines += [f"> {md_text(item.get('quote'))}", ""]
+        lines += [f"> {md_escape(item.get('quote'))}", ""]
         n = item.get("source")
         where = f"[{n}]" if _is_n(n) and n in known else md_link(item.get("url"), item.get("url"))
-        caption = [where, f"round {_num(item.get('round'))}"]
+        caption = [where, f"round {_md_num(item.get('round'))}"]
         if _stance(item):
-            caption.append(md_text(_stance(item)))
+            caption.append(md_escape(_stance(item)))
         if item.get("confidence") is not None:
-            caption.append(f"confidence {md_text(_confidence(item.get('confidence')))}")
+            caption.append(f"confidence {md_escape(_confidence(item.get('confidence')))}")
         lines += ["— " + " · ".join(caption), ""]
 
     lines += ["## Sources", ""]
@@ -419,26 +586,26 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if not sources:
         lines += ["_No sources are cited._", ""]
     else:
-        lines += [f"- [{md_text(s.get('n'))}] {md_link(s.get('title'), s.get('url'))}"
+        lines += [f"- [{md_escape(s.get('n'))}] {md_link(s.get('title'), s.get('url'))}"
                   for s in sources] + [""]
 
     lines += _md_sides(_dict(report.get("sides")))
 
     gaps = _list(report.get("gaps"))
     lines += ["## Open gaps", ""]
-    lines += ([f"- {md_text(gap)}" for gap in gaps] if gaps else ["_None._"]) + [""]
+    lines += ([f"- {md_escape(gap)}" for gap in gaps] if gaps else ["_None._"]) + [""]
 
     asks = _list(report.get("open_questions"))
     if asks:
         lines += ["## Open questions", "", "_An unattended daemon cannot ask; these are what the requester "
                   "could clarify in a follow-up brief._", ""]
-        lines += [f"- {md_text(ask)}" for ask in asks] + [""]
+        lines += [f"- {md_escape(ask)}" for ask in asks] + [""]
 
     queries = [_dict(q) for q in _list(report.get("queries"))]
     lines += ["## Queries", ""]
     if queries:
         lines += _md_table(("Round", "Query", "Results"),
-                           [(_num(q.get("round")), md_text(q.get("text")), _num(q.get("results")))
+                           [(_md_num(q.get("round")), md_escape(q.get("text")), _md_num(q.get("results")))
                             for q in queries]) + [""]
     else:
         lines += ["_No searches were run._", ""]
@@ -447,12 +614,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if fallbacks:
         lines += ["## Fallbacks", ""]
         lines += _md_table(("Fallback", "Times"),
-                           [(md_text(name), _num(count)) for name, count in fallbacks.items()]) + [""]
+                           [(md_escape(name), _md_num(count)) for name, count in fallbacks.items()]) + [""]
 
     usage = _usage_rows(report)
     if usage:
         lines += ["## Usage", ""]
-        lines += _md_table(("Measure", "Value"), usage) + [""]
+        lines += _md_table(("Measure", "Value"), [(md_escape(label), md_escape(value)) for label, value in usage]) + [""]
 
     return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -461,7 +628,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 # HTML
 
 def _e(value: Any) -> str:
-    return html.escape(_s(value), quote=True)
+    return html_escape(value)
 
 
 def html_link(text: Any, url: Any) -> str:
@@ -483,111 +650,51 @@ def _cite_html(numbers: Iterable[int], known: set[int]) -> str:
     return "".join(parts)
 
 
-_HTML_LINK_RE = re.compile(r"\[([^\[\]\n]*)\]\(([^()\s]*)\)")
-_STRONG_RE = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
-_EM_RE = re.compile(r"(?<![*\w])\*(?=\S)([^*]+?)(?<=\S)\*(?![*\w])")
-_CODE_SPAN_RE = re.compile(r"(`+)(.+?)\1")
-_SLOT = "\x00"
-
-
-def _inline_html(text: str, known: set[int]) -> str:
-    """Escape first, then add the few tags we make ourselves: code, links to http(s),
-    citations as #source-n links, bold, italics. No byte of the input is ever markup."""
-    text = text.replace(_SLOT, "")
-    slots: list[str] = []
-
-    def slot(markup: str) -> str:
-        slots.append(markup)
-        return f"{_SLOT}{len(slots) - 1}{_SLOT}"
-
-    pieces = []
-    cursor = 0
-    for match in _CODE_SPAN_RE.finditer(text):
-        pieces.append(_e(text[cursor : match.start()]))
-        pieces.append(slot(f"<code>{_e(match.group(2).strip())}</code>"))
-        cursor = match.end()
-    pieces.append(_e(text[cursor:]))
-    escaped = "".join(pieces)
-
-    def link(match: re.Match[str]) -> str:
-        url = html.unescape(match.group(2))
-        if safe_http_url(url) is None:
-            return match.group(0)
-        return slot(f'<a href="{_e(url)}" rel="noopener noreferrer nofollow">{match.group(1)}</a>')
-
-    escaped = _HTML_LINK_RE.sub(link, escaped)
-    escaped = CITATION_RE.sub(lambda m: slot(_cite_html(find_citations(m.group(0))[0].numbers, known)),
-                              escaped)
-    escaped = _STRONG_RE.sub(r"<strong>\1</strong>", escaped)
-    escaped = _EM_RE.sub(r"<em>\1</em>", escaped)
-    return re.sub(_SLOT + r"(\d+)" + _SLOT, lambda m: slots[int(m.group(1))], escaped)
-
-
-_BULLET_RE = re.compile(r"^\s{0,3}[-*+]\s+(.*)$")
-_ORDERED_RE = re.compile(r"^\s{0,3}\d{1,9}[.)]\s+(.*)$")
-_ATX_RE = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-
-
-def summary_html(summary: str, known: set[int]) -> str:
-    """The summary's Markdown as safe HTML: paragraphs, headings (nested under the
-    Summary heading), lists, code blocks, and [n] as links to #source-n."""
+def _html_inline(pieces: Iterable[Inline], known: set[int], links: frozenset[str]) -> str:
+    """Every piece's text escaped; the only tags are the ones made here: code, links to
+    the report's sources, citations as #source-n links, bold, italics."""
     out: list[str] = []
-    paragraph: list[str] = []
-    list_tag: str | None = None
-    items: list[str] = []
-    code: list[str] | None = None
-    fence = ""
-
-    def flush() -> None:
-        nonlocal list_tag
-        if paragraph:
-            out.append("<p>" + _inline_html(" ".join(paragraph), known) + "</p>")
-            paragraph.clear()
-        if list_tag:
-            body = "".join(f"<li>{_inline_html(item, known)}</li>" for item in items)
-            out.append(f"<{list_tag}>{body}</{list_tag}>")
-            items.clear()
-            list_tag = None
-
-    for line in summary.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        if code is not None:
-            if line.strip().startswith(fence):
-                out.append("<pre><code>" + _e("\n".join(code)) + "</code></pre>")
-                code = None
+    for piece in pieces:
+        if piece.kind == "code":
+            out.append(f"<code>{_e(piece.text)}</code>")
+        elif piece.kind == "cite":
+            numbers = piece.numbers
+            out.append(_cite_html(numbers, known) if any(n in known for n in numbers) else _e(piece.text))
+        elif piece.kind == "link":
+            label = _e(piece.text.strip()) or _e(piece.url)
+            if piece.url in links:
+                out.append(f'<a href="{_e(piece.url)}" rel="noopener noreferrer nofollow">{label}</a>')
+            elif piece.url and piece.url != piece.text.strip():
+                out.append(f"{label} ({_e(piece.url)})")
             else:
-                code.append(line)
-            continue
-        fence_match = _FENCE_RE.match(line)
-        if fence_match:
-            flush()
-            fence = fence_match.group(1)
-            code = []
-            continue
-        if not line.strip():
-            flush()
-            continue
-        heading = _ATX_RE.match(line)
-        bullet = _BULLET_RE.match(line)
-        ordered = _ORDERED_RE.match(line)
-        if heading:
-            flush()
-            level = min(6, len(heading.group(1)) + 2)
-            out.append(f"<h{level}>{_inline_html(heading.group(2), known)}</h{level}>")
-        elif bullet or ordered:
-            tag = "ul" if bullet else "ol"
-            if paragraph or list_tag != tag:
-                flush()
-                list_tag = tag
-            items.append((bullet or ordered).group(1))  # type: ignore[union-attr]
-        elif list_tag and line[:1].isspace():
-            items[-1] += " " + line.strip()
+                out.append(label)
+        elif piece.kind in ("strong", "em"):
+            tag = "strong" if piece.kind == "strong" else "em"
+            out.append(f"<{tag}>{_html_inline(piece.children, known, links)}</{tag}>")
         else:
-            if list_tag:
-                flush()
-            paragraph.append(line.strip())
-    flush()
-    if code is not None:
-        out.append("<pre><code>" + _e("\n".join(code)) + "</code></pre>")
+            out.append(_e(piece.text))
+    return "".join(out)
+
+
+def summary_html(summary: str, known: set[int], links: frozenset[str] = frozenset()) -> str:
+    """The summary as safe HTML: paragraphs, headings (nested under the Summary heading),
+    lists, code blocks, [n] as links to #source-n, links only to `links` (the sources)."""
+    out: list[str] = []
+    for block in parse_summary(summary):
+        if block.kind == "code":
+            out.append("<pre><code>" + _e("\n".join(block.lines)) + "</code></pre>")
+        elif block.kind == "heading":
+            level = _summary_heading_level(block.level)
+            out.append(f"<h{level}>{_html_inline(parse_inline(block.lines[0]), known, links)}</h{level}>")
+        elif block.kind == "table":
+            cells = [tuple(_html_inline(parse_inline(cell), known, links) for cell in row) for row in block.rows]
+            out.append(_html_table(cells[0], cells[1:]))
+        elif block.kind in ("bullets", "numbers"):
+            tag = "ul" if block.kind == "bullets" else "ol"
+            body = "".join(f"<li>{_html_inline(parse_inline(item), known, links)}</li>" for item in block.lines)
+            out.append(f"<{tag}>{body}</{tag}>")
+        else:
+            out.append(f"<p>{_html_inline(parse_inline(block.lines[0]), known, links)}</p>")
     return "\n".join(out)
 
 
@@ -607,7 +714,7 @@ a.cite{text-decoration:none}
 """.strip()
 
 
-def _html_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _html_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     head = "".join(f"<th>{cell}</th>" for cell in header)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -617,7 +724,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     """report.html: one standalone HTML5 page with inline CSS. Every value from the report
     is escaped; only http(s) URLs become hrefs; a CSP forbids scripts outright."""
     known = _source_numbers(report)
-    question = _fold(report.get("question")) or "Untitled brief"
+    question = fold(report.get("question")) or "Untitled brief"
     failed = report.get("status") == "failed"
     parts: list[str] = [
         "<!DOCTYPE html>",
@@ -647,21 +754,22 @@ def render_html(report: Mapping[str, Any]) -> str:
         parts.append(f'<div class="note"><strong>Note:</strong> {_e(report.get("disclaimer"))}</div>')
 
     if failed or report.get("error"):
-        error = _s(report.get("error")) or "The brief failed without an error message."
+        error = clean(report.get("error")) or "The brief failed without an error message."
         parts.append(f'<h2>Error</h2><pre class="failed">{_e(error)}</pre>')
 
     research_question = report.get("research_question")
     angles = _list(report.get("angles"))
-    if (research_question and _fold(research_question) != _fold(report.get("question"))) or angles:
+    if (research_question and fold(research_question) != fold(report.get("question"))) or angles:
         parts.append("<h2>Research plan</h2>")
         if research_question:
             parts.append(f"<p><strong>Research question:</strong> {_e(research_question)}</p>")
         if angles:
             parts.append("<ul>" + "".join(f"<li>{_e(a)}</li>" for a in angles) + "</ul>")
 
-    summary = _s(report.get("summary")).strip()
+    summary = clean(report.get("summary")).strip()
     parts.append("<h2>Summary</h2>")
-    parts.append(summary_html(summary, known) if summary else "<p><em>No summary.</em></p>")
+    summary_part = summary_html(summary, known, _source_urls(report)) if summary else ""
+    parts.append(summary_part or "<p><em>No summary.</em></p>")
 
     verdict = _dict(report.get("verdict"))
     if verdict:
@@ -673,7 +781,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     if estimate:
         unit = _e(estimate.get("unit"))
         parts.append("<h2>Estimate</h2>")
-        rows = [(label, _e(_md_range(estimate.get(key))))
+        rows = [(label, _e(_range_text(estimate.get(key))))
                 for label, key in (("Initial", "initial"), ("Target", "target"), ("Final", "final"))
                 if estimate.get(key)]
         parts.append(_html_table(("", f"Range ({unit})" if unit else "Range"), rows))
@@ -701,7 +809,7 @@ def render_html(report: Mapping[str, Any]) -> str:
             caption.append(_e(_stance(item)))
         if item.get("confidence") is not None:
             caption.append(f"confidence {_e(_confidence(item.get('confidence')))}")
-        parts.append(f"<figure><blockquote>{_e(_fold(item.get('quote')))}</blockquote>"
+        parts.append(f"<figure><blockquote>{_e(fold(item.get('quote')))}</blockquote>"
                      f"<figcaption>{' · '.join(caption)}</figcaption></figure>")
 
     parts.append("<h2>Sources</h2>")
@@ -713,7 +821,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         for source in sources:
             n = source.get("n")
             anchor = f' id="source-{n}"' if isinstance(n, int) and not isinstance(n, bool) else ""
-            items.append(f"<li{anchor}>[{_e(n)}] {html_link(_fold(source.get('title')) or source.get('url'), source.get('url'))}"
+            items.append(f"<li{anchor}>[{_e(n)}] {html_link(fold(source.get('title')) or source.get('url'), source.get('url'))}"
                          f' <span class="url">{_e(source.get("url"))}</span></li>')
         parts.append('<ul class="sources">' + "".join(items) + "</ul>")
 
@@ -767,11 +875,15 @@ def render_html(report: Mapping[str, Any]) -> str:
 
 
 def _json_safe(value: Any) -> Any:
-    """NaN and infinities become null: json.dumps would write them, and they are not JSON."""
+    """NaN and infinities become null: json.dumps would write them, and they are not JSON.
+    Every string is cleaned, like everything else a report shows (it is a no-op on text
+    that came through the door; it matters for a report built from older stored data)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return clean(value)
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {clean(str(k)): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
@@ -970,8 +1082,8 @@ def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
     """
     outdir = safe_outdir(outbox, brief_id if valid_id(brief_id) and not brief_id.startswith(".")
                          else id_from_filename(brief_id))
-    if not repeat and (_read_json_field(outdir / "error.json", "source_file") == source_file
-                       and _read_json_field(outdir / "error.json", "error") == error):
+    if not repeat and (_read_json_field(outdir / "error.json", "source_file") == clean(source_file)
+                       and _read_json_field(outdir / "error.json", "error") == clean(error)):
         return outdir / "error.json"
     now = utc_now_iso()
     if aside:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from .brief import SearchOptions
+from .untrusted import clean
 
 FIX_JSON_FORMAT = (
     "enable the JSON format in SearXNG's settings.yml: under `search:` set "
@@ -132,8 +133,9 @@ def parse_response(query: str, payload: Any) -> SearchResponse:
             url = item.get("url")
             if not isinstance(url, str) or not url:
                 continue
-            title = item.get("title") if isinstance(item.get("title"), str) else ""
-            content = item.get("content") if isinstance(item.get("content"), str) else ""
+            # Titles and snippets are shown to the model and quoted: through the one door.
+            title = clean(item.get("title")) if isinstance(item.get("title"), str) else ""
+            content = clean(item.get("content")) if isinstance(item.get("content"), str) else ""
             engine = item.get("engine") if isinstance(item.get("engine"), str) else ""
             score = item.get("score") if isinstance(item.get("score"), (int, float)) else None
             hits.append(SearchHit(url=url, title=title.strip() or url, content=content.strip(),

@@ -56,6 +56,11 @@ CASES = [
     pytest.param("Line one [3].\n\nLine two [9].\n- item [1]", [1, 3],
                  "Line one [1].\n\nLine two.\n- item [2]", ["3", "1"], id="markdown-kept"),
     pytest.param("No citations at all.", [1, 2], "No citations at all.", [], id="none-cited"),
+    pytest.param("Claim [1000000000000000000000] and [1].", [1], "Claim and [1].", ["1"], id="absurd-number-removed"),
+    pytest.param("Claim [1234567890123].", [1], "Claim.", [], id="thirteen-digits-removed"),
+    pytest.param("Claim [1, 99999999999999999999] end.", [1], "Claim [1] end.", ["1"], id="absurd-in-group"),
+    pytest.param("Claim [0001] end.", [1], "Claim [1] end.", ["1"], id="leading-zeros"),
+    pytest.param("Claim [2-" + "9" * 40 + "].", [2], "Claim [1].", ["2"], id="absurd-range-end"),
 ]
 
 
@@ -104,6 +109,7 @@ _piece = st.one_of(
     st.lists(st.integers(0, 15), min_size=1, max_size=4).map(lambda ns: "[" + ", ".join(map(str, ns)) + "]"),
     st.tuples(st.integers(0, 15), st.integers(0, 15)).map(lambda ab: f"[{ab[0]}-{ab[1]}]"),
     st.text(alphabet="ab []0123456789,-.(", max_size=6),
+    st.text(alphabet="0123456789", min_size=13, max_size=80).map(lambda digits: f"[{digits}]"),
 )
 
 
@@ -128,3 +134,13 @@ def test_every_output_citation_resolves_and_is_numbered_by_first_appearance(
 def _link_texts(text: str) -> set[int]:
     """Numbers that appear only as Markdown link text `[n](url)`, which are not citations."""
     return {int(n) for n in re.findall(r"\[(\d+)\]\(", text)}
+
+
+def test_a_digit_run_of_any_length_is_a_citation_and_is_removed() -> None:
+    """CONTRACT: every [n] in the final summary resolves, however long the number the model wrote."""
+    for digits in ("1" * 13, "1" * 100, "9" * 5000):
+        text, cited = renumber(f"Claim [{digits}] and [2].", [src(1), src(2)])
+        assert re.findall(r"\[(\d+)\]", text) == ["1"], text[:80]
+        assert urls(cited) == ["2"]
+    # leading zeros are read past, however many: this one is source 1
+    assert renumber("Claim [" + "0" * 5000 + "1].", [src(1)]) == ("Claim [1].", [src(1)])

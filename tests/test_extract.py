@@ -368,3 +368,25 @@ def test_quotes_taken_from_sentences_are_verbatim_page_text() -> None:
     assert ("Dr. Alvarez, an analyst at the U.S. consultancy GridWatch, said the overrun of about £9.5 million "
             "a day was driven by e.g. civil works and labour shortages.") in sentences
     assert "The first reactor is now expected to start in 2030... or perhaps later." in sentences
+
+
+# --------------------------------------------------------------------------- hostile characters
+
+HOSTILE_PAGE = (
+    "<html><head><title>Rates\x1b]0;owned\x07 \u202eexe.txt</title></head><body><article>"
+    "<p>Rates rose\x07 \x1b[31mthree\x1b[0m points in 2024, said the \u202ebank\u202c governor today.\u2028"
+    "Markets fell\u2029sharply.</p>"
+    "<p>\ufeffA second paragraph long enough for the extractor to keep it as article text here.</p>"
+    "</article></body></html>"
+)
+
+
+@pytest.mark.parametrize("content_type", ["text/html; charset=utf-8", "text/plain; charset=utf-8"])
+def test_page_text_carries_no_terminal_escape_control_or_bidi_character(content_type: str) -> None:
+    body = HOSTILE_PAGE if content_type.startswith("text/html") else re.sub(r"<[^>]+>", "\n", HOSTILE_PAGE)
+    page = extract_page(body.encode("utf-8"), "http://news.test/hostile", content_type)
+    assert page is not None
+    for text in (page.text, page.title):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                             "\u2028\u2029\ufeff]", text), repr(text)
+    assert "Rates rose three points in 2024, said the bank governor today." in page.text

@@ -384,6 +384,24 @@ def test_a_cached_answer_needs_no_server_at_all() -> None:
     assert run.waits == []
 
 
+HOSTILE_ANSWER = json.dumps({
+    "research_question": "BER\u0007 \u001b[31moverrun\u001b[0m \u202eevil\u202c\u2028cost\ud800",
+    "queries": ["BER \u2066cost\u2069\taudit", "\u001b]0;owned\u0007final cost"],
+}, ensure_ascii=True)
+
+
+def test_the_models_answer_is_cleaned_at_the_door_fresh_or_cached(server: Scripted) -> None:
+    """Terminal escapes, bidi overrides, line separators and lone surrogates in the model's
+    JSON never reach briefd's values (and so never its reports), also when replayed from cache."""
+    server.script(chat(HOSTILE_ANSWER))
+    cache = DictCache()
+    fresh = ask(config(server.url), cache=cache)
+    cached = ask(config(server.url), cache=cache)
+    assert cached.result.outcome == "cached" and len(server.chats) == 1
+    for run in (fresh, cached):
+        assert run.result.value == ("BER overrun evil\ncost\ufffd", ("BER cost audit", "final cost"))
+
+
 def test_the_cache_key_changes_with_anything_that_changes_the_answer(server: Scripted) -> None:
     cfg = config(server.url)
     cache = DictCache()

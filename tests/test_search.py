@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -77,3 +80,35 @@ def test_cache_key_normalises_the_query_but_not_the_options() -> None:
     a = search.cache_key("Kestrel  Bridge", SearchOptions())
     assert a == search.cache_key("kestrel bridge", SearchOptions())
     assert a != search.cache_key("kestrel bridge", SearchOptions(language="de"))
+
+
+def test_titles_and_snippets_are_cleaned_where_they_enter() -> None:
+    """A search engine's title or snippet with terminal escapes or bidi overrides: the hit
+    briefd keeps (shown to the model, quoted in reports) has none of them."""
+    payload = json.dumps({"results": [{
+        "url": "http://a.example/", "engine": "x",
+        "title": "Rates\u0007 \u001b[31mrise\u001b[0m \u202eexe.txt",
+        "content": "Rates rose\u2028three\u2066 points\u2069\ufeff today.\u009b2J",
+    }]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        response = run(_search(f"http://127.0.0.1:{httpd.server_address[1]}", "rates"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    [hit] = response.hits
+    assert hit.title == "Rates rise exe.txt"
+    assert hit.content == "Rates rose\nthree points today.2J"
