@@ -126,7 +126,7 @@ def chart_missing(report: Mapping[str, Any]) -> str | None:
     """Why an estimate brief's chart.png is missing, or None (drawn, or no chart expected)."""
     chart = report.get("chart")
     if isinstance(chart, Mapping) and chart.get("missing"):
-        return _fold(chart.get("missing"))
+        return fold(chart.get("missing"))
     return None
 
 
@@ -563,7 +563,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                  for h in history],
             ) + [""]
         if chart_missing(report):
-            lines += [f"_No chart: {md_text(chart_missing(report))}_", ""]
+            lines += [f"_No chart: {md_escape(chart_missing(report))}_", ""]
 
     known = _source_numbers(report)
     lines += ["## Evidence", ""]
