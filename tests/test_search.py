@@ -7,9 +7,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -18,6 +16,7 @@ import pytest
 from daemon import search
 from daemon.brief import SearchOptions
 from daemon.extract import MAX_TITLE_CHARS
+from tests.lab import web
 from tests.lab.corpus import TOPICS
 
 
@@ -90,50 +89,14 @@ def test_cache_key_normalises_the_query_but_not_the_options() -> None:
 
 # --------------------------------------------------------------------------- a SearXNG that floods
 
-FLOOD_RESULTS = 200_000
-
-
-def flood_result(n: int) -> bytes:
-    """One result of about 450 bytes, as SearXNG writes them."""
-    return json.dumps({
-        "url": f"http://127.0.0.1:9/flood/{n}", "title": f"Flood result {n}",
-        "content": f"Result {n} of a search answer far larger than any search engine sends. " * 5,
-        "engine": "flood", "score": 1.0, "category": "general", "positions": [n],
-    }).encode()
-
-
-class Flood(BaseHTTPRequestHandler):
-    """Answers every search with FLOOD_RESULTS results (about 90 MB), written as they are made."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Connection", "close")  # the body runs until the connection closes
-        self.end_headers()
-        self.close_connection = True
-        try:
-            self.wfile.write(b'{"query": "flood", "number_of_results": %d, "results": [' % FLOOD_RESULTS)
-            for start in range(0, FLOOD_RESULTS, 1000):
-                batch = b",".join(flood_result(n) for n in range(start, start + 1000))
-                self.wfile.write((b"," if start else b"") + batch)
-            self.wfile.write(b'], "answers": [], "unresponsive_engines": []}')
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # briefd stopped reading, as it should
-
-
 @pytest.fixture(scope="module")
 def flood() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Flood)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    """The lab web's flooding SearXNG: every answer holds web.FLOOD_RESULTS results (about 90 MB)."""
+    lab, thread = web.serve_in_thread()
+    yield f"http://127.0.0.1:{lab.server_address[1]}/hostile/searxng"
+    lab.shutdown()
+    lab.server_close()
+    thread.join(5)
 
 
 MEASURE_SEARCH = r"""
@@ -182,7 +145,7 @@ def test_a_flood_of_results_is_cut_to_what_briefd_uses_with_memory_bounded(flood
 
 
 def test_an_answer_cut_mid_result_keeps_the_results_that_arrived_whole() -> None:
-    whole = b'{"results": [' + b",".join(flood_result(n) for n in range(3)) + b"]}"
+    whole = b'{"results": [' + b",".join(web.flood_result(n, f"http://a.example/{n}") for n in range(3)) + b"]}"
     cut = whole[: whole.index(b"Flood result 2")]
     payload = search.read_answer(cut)
     response = search.parse_response("q", payload)
