@@ -490,12 +490,12 @@ print(json.dumps(asyncio.run(main())))
 """
 
 
-def fetch_in_child(server: LabServer, url: str) -> dict[str, object]:
+def fetch_in_child(server: LabServer, url: str, limit: int = BOMB_LIMIT,
+                   headroom: int = ADDRESS_SPACE_HEADROOM) -> dict[str, object]:
     """Fetch `url` in a fresh interpreter under an address-space cap; what it got and how much it grew."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.run(
-        [sys.executable, "-c", MEASURE_FETCH, server.url("/page"), url, str(BOMB_LIMIT),
-         str(ADDRESS_SPACE_HEADROOM)],
+        [sys.executable, "-c", MEASURE_FETCH, server.url("/page"), url, str(limit), str(headroom)],
         capture_output=True, text=True, timeout=120, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -529,6 +529,15 @@ def test_a_single_layer_bomb_stops_at_the_limit_with_memory_bounded(
     # 5 MB kept, and once more as the result's bytes; the rest is the interpreter's slack.
     # (httpx's own decoding grew ~127 MB here for a single layer, gigabytes for two.)
     assert int(outcome["grew_kb"]) < 60_000  # type: ignore[call-overload]
+
+
+def test_running_out_of_memory_is_a_failure_for_good_not_an_exception(server: LabServer, lab_web: str) -> None:
+    # A limit set far above what the process may map: the gibibyte bomb exhausts memory first.
+    outcome = fetch_in_child(server, f"{lab_web}/hostile/gzip-bomb", limit=4 << 30, headroom=256 << 20)
+    assert "escaped" not in outcome, "MemoryError escaped fetch_page: the brief would retry the page forever"
+    assert outcome["error"] == "out of memory reading this page; not fetched again"
+    assert outcome["transient"] is False
+    assert outcome["body"] == 0
 
 
 # --------------------------------------------------------------------------- DNS rebinding
