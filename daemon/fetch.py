@@ -120,19 +120,20 @@ class FetchResult:
         return self.error is None and self.status is not None and 200 <= self.status < 300
 
 
-def make_client(limits: FetchLimits) -> httpx.AsyncClient:
+def make_client(limits: FetchLimits, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
     """An AsyncClient fit for `fetch_page`: explicit timeouts, bounded pool, no auto-redirects.
 
     trust_env=False: a proxy from the environment would fetch on our behalf and make
     the address checks meaningless, and .netrc credentials must never leak to pages.
     Its transport connects only to addresses `fetch_page` vetted (`PinnedBackend`).
+    `verify` is httpx's: the system's CAs by default, or a context trusting an intranet CA.
     Accept-Encoding is pinned to gzip/deflate, the codings `read_limited` decodes
     itself (httpx's decoders have no output bound, and brotli/zstd would depend on
     which optional packages happen to be installed).
     """
     pool_limits = httpx.Limits(max_connections=16, max_keepalive_connections=0)  # see fetch_page
     return httpx.AsyncClient(
-        transport=pinned_transport(pool_limits),
+        transport=pinned_transport(pool_limits, verify),
         timeout=httpx.Timeout(limits.timeout_s, connect=limits.connect_timeout_s),
         limits=pool_limits,
         follow_redirects=False,
@@ -311,14 +312,14 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def pinned_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+def pinned_transport(limits: httpx.Limits, verify: ssl.SSLContext | bool = True) -> httpx.AsyncHTTPTransport:
     """An httpx transport whose connections go through `PinnedBackend`.
 
     httpx takes no network backend argument, so the pool's backend is wrapped in
     place; if a new httpx/httpcore moves it, this fails loudly at start-up rather
     than fetching unpinned.
     """
-    transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+    transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False, verify=verify)
     pool = getattr(transport, "_pool", None)
     if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
         raise RuntimeError("this httpx/httpcore version hides the network backend; "

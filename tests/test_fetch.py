@@ -11,7 +11,9 @@ import asyncio
 import gzip
 import json
 import os
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -54,6 +56,7 @@ class Hostile(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.hits.append(self.path)
         self.server.user_agents.append(self.headers.get("User-Agent", ""))
+        self.server.hosts.append(self.headers.get("Host", ""))
         try:
             self.route()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
@@ -156,6 +159,7 @@ class LabServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), Hostile)
         self.hits: list[str] = []
         self.user_agents: list[str] = []
+        self.hosts: list[str] = []
         self.stopping = threading.Event()
 
     def url(self, path: str) -> str:
@@ -655,3 +659,41 @@ def test_the_fetch_client_connects_nowhere_unvetted(server: LabServer) -> None:
     with pytest.raises(httpx.ConnectError, match="not resolved and vetted"):
         asyncio.run(go())
     assert len(server.hits) == before
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_https_to_a_pinned_address_still_checks_the_certificate_for_the_name(
+        rebinding, tmp_path: Path) -> None:
+    """Pinning swaps only the TCP target: SNI, the Host header and certificate checks use the name."""
+    _, refused, _ = rebinding
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={REBINDING_NAME}",
+                    "-addext", f"subjectAltName=DNS:{REBINDING_NAME}"], check=True, capture_output=True)
+    tls = LabServer()
+    names: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.sni_callback = lambda _sock, name, _ctx: names.append(name)  # type: ignore[assignment,misc,return-value]
+    tls.socket = context.wrap_socket(tls.socket, server_side=True)
+    threading.Thread(target=tls.serve_forever, daemon=True).start()
+    trusted = ssl.create_default_context(cafile=str(cert))
+    limits = FetchLimits(timeout_s=5)
+
+    async def go(url: str) -> FetchResult:
+        async with make_client(limits, verify=trusted) as client:
+            return await fetch_page(client, url, limits)
+
+    try:
+        by_name = asyncio.run(go(f"https://{REBINDING_NAME}:{tls.server_port}/page"))
+        by_address = asyncio.run(go(f"https://127.0.0.1:{tls.server_port}/page"))
+    finally:
+        tls.stopping.set()
+        tls.shutdown()
+        tls.server_close()
+    assert by_name.ok, by_name.error
+    assert by_name.body == PAGE
+    assert names[0] == REBINDING_NAME
+    assert tls.hosts[0] == f"{REBINDING_NAME}:{tls.server_port}"
+    assert by_address.error == "TLS error: CERTIFICATE_VERIFY_FAILED"  # the certificate names the host, not the IP
+    assert refused.connections == 0
