@@ -416,10 +416,8 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
     for hop in range(limits.max_redirects + 1):
         result.final_url = current
         reason = check_url(current, limits)
-        resolved = Resolved(reason)
-        if reason is None:
-            host = httpx.URL(current).raw_host.decode("ascii")
-            resolved = await resolve_vetted(host, limits)
+        host = httpx.URL(current).raw_host.decode("ascii") if reason is None else ""
+        resolved = Resolved(reason) if reason is not None else await resolve_vetted(host, limits)
         if resolved.reason is not None:
             result.status = None
             result.error = resolved.reason
@@ -516,46 +514,46 @@ class BoundedDecoder:
     """Undo one content coding in pieces of at most DECODE_PIECE_BYTES (zlib's max_length).
 
     The caller stops pulling pieces once it has enough, so decoding never produces
-    more than the limit plus one piece, whatever the compression ratio. deflate is
-    tried zlib-wrapped first and as a raw stream if that fails at once (servers send
-    both, as httpx's own decoder allows).
+    more than the limit plus one piece, whatever the compression ratio. "deflate"
+    arrives zlib-wrapped (as RFC 9110 says) or raw (as some servers send it); its
+    first two bytes tell which (RFC 1950's header check), whatever way the wire
+    splits them.
     """
 
     def __init__(self, coding: str | None) -> None:
         self.coding = coding
-        self._started = False
-        self._z = self._new(coding)
-
-    @staticmethod
-    def _new(coding: str | None, raw_deflate: bool = False) -> zlib._Decompress | None:
-        if coding == "gzip":
-            return zlib.decompressobj(16 + zlib.MAX_WBITS)
-        if coding == "deflate":
-            return zlib.decompressobj(-zlib.MAX_WBITS if raw_deflate else zlib.MAX_WBITS)
-        return None
+        self._head = b""  # deflate's first bytes, until there are two to tell zlib from raw
+        self._z: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS) if coding == "gzip" else None
 
     def decode(self, data: bytes) -> Iterator[bytes]:
         """The decoded form of `data`, piece by piece; trailing bytes after the stream's end are ignored."""
+        if self.coding is None:
+            if data:
+                yield data
+            return
+        z = self._z
+        if z is None:  # deflate, not yet told which kind
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            z = self._z = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(data) else -zlib.MAX_WBITS)
         pending = data
-        while pending:
-            z = self._z
-            if z is None:
-                yield pending
-                return
-            if z.eof:
-                return
+        while not z.eof:
             try:
                 piece = z.decompress(pending, DECODE_PIECE_BYTES)
             except zlib.error as exc:
-                if self.coding == "deflate" and not self._started:
-                    self._started = True
-                    self._z = self._new("deflate", raw_deflate=True)
-                    continue
                 raise BodyRefused(f"bad content encoding: {self.coding} stream is corrupt ({exc})") from exc
-            self._started = True
             pending = z.unconsumed_tail
             if piece:
                 yield piece
+            if not pending and len(piece) < DECODE_PIECE_BYTES:
+                return  # input used up and output not cut short: nothing is held back
+
+
+def _zlib_header(data: bytes) -> bool:
+    """RFC 1950: method 8 (deflate) and a header that is a multiple of 31."""
+    return len(data) >= 2 and data[0] & 0x0F == 8 and ((data[0] << 8) | data[1]) % 31 == 0
 
 
 async def read_limited(response: httpx.Response, max_bytes: int, into: bytearray) -> str | None:

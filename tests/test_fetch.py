@@ -27,6 +27,8 @@ import httpx
 import pytest
 
 from daemon.fetch import (
+    DECODE_PIECE_BYTES,
+    BoundedDecoder,
     FetchLimits,
     FetchResult,
     check_url,
@@ -456,6 +458,27 @@ def test_loopback_names_resolve_and_pass_by_default() -> None:
 
 
 # --------------------------------------------------------------------------- compression bombs
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize("size", [0, 1, DECODE_PIECE_BYTES - 1, DECODE_PIECE_BYTES, DECODE_PIECE_BYTES + 1,
+                                  3 * DECODE_PIECE_BYTES, 1_000_003])
+@pytest.mark.parametrize(("coding", "encode"), [("gzip", gzip.compress), ("deflate", zlib.compress),
+                                                ("deflate", _raw_deflate)])
+def test_bounded_decoding_gives_back_every_byte_however_the_wire_splits_it(size: int, coding: str, encode) -> None:
+    data = (bytes(range(256)) * 7 + b"briefd")[:size] * (size // 1798 + 1)
+    data = data[:size]
+    wire = encode(data)
+    for step in (1, 7, 4096, max(1, len(wire))):
+        decoder = BoundedDecoder(coding)
+        pieces = [piece for i in range(0, len(wire), step) for piece in decoder.decode(wire[i:i + step])]
+        assert b"".join(pieces) == data
+        assert all(len(piece) <= DECODE_PIECE_BYTES for piece in pieces)
+
 
 BOMB_LIMIT = 5_000_000
 ADDRESS_SPACE_HEADROOM = 1 << 30
