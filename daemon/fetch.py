@@ -5,14 +5,19 @@ hands it, so every page is treated as hostile:
 
 - only http and https, never URLs with credentials in them;
 - no link-local or cloud-metadata addresses (169.254.169.254 and friends), checked
-  for the literal host, for every address the name resolves to, for every
-  redirect hop, and once more for the address actually connected to (a DNS answer
-  that changes between our check and httpx's own lookup is caught there);
+  for the literal host, for every address the name resolves to, and for every
+  redirect hop; the connection then goes to an address that was checked (the pin,
+  `PinnedBackend`), never to a second DNS answer, so a name that rebinds between
+  our lookup and the connect gets no byte to the refused address; the address
+  actually connected to is checked once more after the headers, as a second guard;
 - redirects are followed by hand, so each hop gets the same checks, and loops are
   named as loops;
 - the body is streamed and cut at `max_bytes` whatever Content-Length claims, and
   the whole fetch (DNS, connect, headers, body) runs under one wall-clock deadline
-  so a server that trickles a byte a second cannot hold a worker.
+  so a server that trickles a byte a second cannot hold a worker;
+- compressed bodies are decoded here, not by httpx, with an output bound on every
+  zlib call (`read_limited`): a 2 KB gzip bomb costs at most `max_bytes` plus one
+  64 KiB piece, and stacked or unknown codings are refused before decoding.
 
 Network trouble never raises: `fetch_page` returns a `FetchResult` whose `error`
 says, in a few words a user can read in the event log, what went wrong.
@@ -28,9 +33,14 @@ import ipaddress
 import socket
 import ssl
 import time
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from urllib.parse import unquote, urlsplit
 
+import httpcore
 import httpx
 
 MAX_URL_CHARS = 4096
@@ -56,6 +66,14 @@ METADATA_HOSTNAMES = frozenset({"metadata.google.internal", "metadata", "instanc
 """Names that resolve to a metadata endpoint inside a cloud; refused without a DNS lookup."""
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""The codings briefd asks for, and the only ones `read_limited` decodes (one layer at most)."""
+
+DECODE_PIECE_BYTES = 64 * 1024
+"""Most bytes one zlib call may produce: the bound that makes a bomb cost no more than the limit."""
+
+_CODING_ALIASES = {"x-gzip": "gzip"}  # RFC 9110 8.4.1.3: a recipient treats x-gzip as gzip
 
 
 @dataclass(frozen=True)
@@ -102,23 +120,28 @@ class FetchResult:
         return self.error is None and self.status is not None and 200 <= self.status < 300
 
 
-def make_client(limits: FetchLimits) -> httpx.AsyncClient:
+def make_client(limits: FetchLimits, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
     """An AsyncClient fit for `fetch_page`: explicit timeouts, bounded pool, no auto-redirects.
 
     trust_env=False: a proxy from the environment would fetch on our behalf and make
     the address checks meaningless, and .netrc credentials must never leak to pages.
-    Accept-Encoding is pinned to gzip/deflate so behaviour does not change with
-    whichever optional decoders (brotli, zstd) happen to be installed.
+    Its transport connects only to addresses `fetch_page` vetted (`PinnedBackend`).
+    `verify` is httpx's: the system's CAs by default, or a context trusting an intranet CA.
+    Accept-Encoding is pinned to gzip/deflate, the codings `read_limited` decodes
+    itself (httpx's decoders have no output bound, and brotli/zstd would depend on
+    which optional packages happen to be installed).
     """
+    pool_limits = httpx.Limits(max_connections=16, max_keepalive_connections=0)  # see fetch_page
     return httpx.AsyncClient(
+        transport=pinned_transport(pool_limits, verify),
         timeout=httpx.Timeout(limits.timeout_s, connect=limits.connect_timeout_s),
-        limits=httpx.Limits(max_connections=16, max_keepalive_connections=0),  # see fetch_page
+        limits=pool_limits,
         follow_redirects=False,
         trust_env=False,
         headers={
             "User-Agent": limits.user_agent,
             "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
-            "Accept-Encoding": "gzip, deflate",
+            "Accept-Encoding": ACCEPT_ENCODING,
         },
     )
 
@@ -200,33 +223,109 @@ def check_url(url: str, limits: FetchLimits) -> str | None:
     return None
 
 
-async def resolve_and_check(host: str, limits: FetchLimits) -> str | None:
-    """Resolve `host` and refuse it if ANY of its addresses is refused; None when fine.
+@dataclass(frozen=True)
+class Resolved:
+    """A host's addresses after vetting: `reason` says why it is refused (then there are none)."""
+
+    reason: str | None
+    addresses: tuple[_IP, ...] = ()
+
+
+async def resolve_vetted(host: str, limits: FetchLimits) -> Resolved:
+    """Resolve `host` once and vet every address; refused if ANY address is.
 
     Any, not all: a name that answers with both a public and a metadata address
-    would otherwise be a coin toss away from the metadata service.
+    would otherwise be a coin toss away from the metadata service. The addresses
+    returned are the ones the connection may use (see `PinnedBackend`).
     """
     host = unquote(host).strip("[]")
     literal = _literal_ip(host)
     if literal is not None:
-        return address_reason(literal, limits)
+        reason = address_reason(literal, limits)
+        return Resolved(reason, () if reason else (literal,))
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError):
-        return f"cannot resolve host '{host}'"
-    if not infos:
-        return f"cannot resolve host '{host}'"
+        return Resolved(f"cannot resolve host '{host}'")
+    addresses: list[_IP] = []
     for info in infos:
         address = str(info[4][0]).split("%", 1)[0]
         try:
             ip = ipaddress.ip_address(address)
         except ValueError:
-            return f"refused: unparseable address {address!r} for {host}"
+            return Resolved(f"refused: unparseable address {address!r} for {host}")
         reason = address_reason(ip, limits)
         if reason is not None:
-            return f"{reason} (for {host})"
-    return None
+            return Resolved(f"{reason} (for {host})")
+        if ip not in addresses:
+            addresses.append(ip)
+    if not addresses:
+        return Resolved(f"cannot resolve host '{host}'")
+    return Resolved(None, tuple(addresses))
+
+
+async def resolve_and_check(host: str, limits: FetchLimits) -> str | None:
+    """Why `host` may not be fetched, or None (`resolve_vetted` without the addresses)."""
+    return (await resolve_vetted(host, limits)).reason
+
+
+_PINS: ContextVar[Mapping[str, tuple[_IP, ...]]] = ContextVar("briefd_fetch_pins", default=MappingProxyType({}))
+"""Host -> the vetted addresses this task may connect to. Per task, so concurrent fetches never mix."""
+
+
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend, connecting only to the addresses pinned for the host.
+
+    httpx would otherwise resolve the name again when it connects, and a name can
+    answer differently the second time (DNS rebinding). Only the TCP target is
+    swapped: the URL, and so the Host header, TLS SNI and certificate check, still
+    use the name. A host with no pin is refused: nothing connects unvetted.
+    """
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+                          ) -> httpcore.AsyncNetworkStream:
+        addresses = _PINS.get().get(host.lower())
+        if not addresses:
+            raise httpcore.ConnectError(f"refused: {host} was not resolved and vetted before connecting")
+        failure: Exception | None = None
+        for ip in addresses:  # in the resolver's order, as getaddrinfo's callers try them
+            try:
+                return await self._inner.connect_tcp(str(ip), port, timeout=timeout, local_address=local_address,
+                                                     socket_options=socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+                                  ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("refused: pages are not fetched over unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def pinned_transport(limits: httpx.Limits, verify: ssl.SSLContext | bool = True) -> httpx.AsyncHTTPTransport:
+    """An httpx transport whose connections go through `PinnedBackend`.
+
+    httpx takes no network backend argument, so the pool's backend is wrapped in
+    place; if a new httpx/httpcore moves it, this fails loudly at start-up rather
+    than fetching unpinned.
+    """
+    transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False, verify=verify)
+    pool = getattr(transport, "_pool", None)
+    if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
+        raise RuntimeError("this httpx/httpcore version hides the network backend; "
+                           "briefd cannot pin fetches to vetted addresses (pin httpx/httpcore to a known version)")
+    pool._network_backend = PinnedBackend(pool._network_backend)
+    return transport
 
 
 def _peer_reason(response: httpx.Response, limits: FetchLimits) -> str | None:
@@ -291,6 +390,16 @@ async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits) -
         result.transient = True
         if result.body:
             result.truncated = True
+    except BodyRefused as exc:
+        result.error = str(exc)
+        result.transient = False
+        result.truncated = bool(result.body)
+    except MemoryError:
+        # Defence in depth: read_limited bounds what a page may cost, but if memory runs out
+        # anyway this page must not escape as an exception (the brief would retry it forever).
+        result.body = b""
+        result.error = "out of memory reading this page; not fetched again"
+        result.transient = False
     except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError, UnicodeError) as exc:
         result.error = _describe(exc, limits)
         result.transient = isinstance(exc, (httpx.TransportError, OSError))
@@ -307,18 +416,23 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
     for hop in range(limits.max_redirects + 1):
         result.final_url = current
         reason = check_url(current, limits)
-        if reason is None:
-            reason = await resolve_and_check(httpx.URL(current).raw_host.decode("ascii"), limits)
-        if reason is not None:
+        host = httpx.URL(current).raw_host.decode("ascii") if reason is None else ""
+        resolved = Resolved(reason) if reason is not None else await resolve_vetted(host, limits)
+        if resolved.reason is not None:
             result.status = None
-            result.error = reason
+            result.error = resolved.reason
             return
         # Connection: close - a server that sends more than its Content-Length leaves bytes in a
         # kept-alive connection that the pool would hand to the next request (seen in the tests as
-        # "Receive buffer too long"); pages rarely share a host, so reuse buys little.
+        # "Receive buffer too long"); pages rarely share a host, so reuse buys little. It also
+        # means every hop connects afresh, to the addresses just vetted for it.
         headers = {"User-Agent": limits.user_agent, "Connection": "close"}
         request = client.build_request("GET", current, headers=headers)
-        response = await client.send(request, stream=True, follow_redirects=False)
+        pinned = _PINS.set({host.lower(): resolved.addresses})
+        try:
+            response = await client.send(request, stream=True, follow_redirects=False)
+        finally:
+            _PINS.reset(pinned)
         try:
             result.status = response.status_code
             result.content_type = response.headers.get("content-type", "").strip()
@@ -353,24 +467,114 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
 
 
 async def _read_body(result: FetchResult, response: httpx.Response, limits: FetchLimits) -> None:
-    """Stream the body into `result`, stopping at max_bytes whatever the headers claim.
-
-    Counted after content decoding, so a gzip bomb stops at the limit as well.
-    """
-    too_large = f"too large (>{limits.max_bytes} bytes)"
+    """Stream the body into `result`, stopping at max_bytes whatever the headers claim."""
     declared = response.headers.get("content-length", "")
     if declared.strip().isdigit() and int(declared) > limits.max_bytes:
-        result.error = too_large
+        result.error = too_large(limits.max_bytes)
         result.truncated = True
         return
     buffer = bytearray()
     try:
-        async for chunk in response.aiter_bytes():
-            room = limits.max_bytes - len(buffer)
-            buffer += chunk[:room]
-            if len(chunk) > room:
-                result.error = too_large
-                result.truncated = True
-                return
+        cut = await read_limited(response, limits.max_bytes, buffer)
     finally:
         result.body = bytes(buffer)  # also when a timeout cancels us mid-body
+    if cut is not None:
+        result.error = cut
+        result.truncated = True
+
+
+def too_large(max_bytes: int) -> str:
+    return f"too large (>{max_bytes} bytes)"
+
+
+class BodyRefused(ValueError):
+    """A body briefd will not decode: stacked or unknown content codings, or a corrupt stream.
+
+    Permanent: the same URL will send the same body again.
+    """
+
+
+def content_coding(response: httpx.Response) -> str | None:
+    """The one content coding to undo (None: identity); refuses stacks and codings we did not ask for.
+
+    Why refuse stacks: no real server compresses twice, and `gzip, gzip` is how a
+    2 KB body becomes gigabytes; one layer, decoded with a bound, is all a page needs.
+    """
+    codings = [c.strip().lower() for c in response.headers.get_list("content-encoding", split_commas=True)]
+    codings = [_CODING_ALIASES.get(c, c) for c in codings if c and c != "identity"]
+    if len(codings) > 1:
+        raise BodyRefused(f"refused: stacked content encodings ({', '.join(codings)}); "
+                          f"briefd decodes one layer of {ACCEPT_ENCODING}")
+    if codings and codings[0] not in ("gzip", "deflate"):
+        raise BodyRefused(f"refused: content encoding '{codings[0]}' not asked for (briefd accepts {ACCEPT_ENCODING})")
+    return codings[0] if codings else None
+
+
+class BoundedDecoder:
+    """Undo one content coding in pieces of at most DECODE_PIECE_BYTES (zlib's max_length).
+
+    The caller stops pulling pieces once it has enough, so decoding never produces
+    more than the limit plus one piece, whatever the compression ratio. "deflate"
+    arrives zlib-wrapped (as RFC 9110 says) or raw (as some servers send it); its
+    first two bytes tell which (RFC 1950's header check), whatever way the wire
+    splits them.
+    """
+
+    def __init__(self, coding: str | None) -> None:
+        self.coding = coding
+        self._head = b""  # deflate's first bytes, until there are two to tell zlib from raw
+        self._z: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS) if coding == "gzip" else None
+
+    def decode(self, data: bytes) -> Iterator[bytes]:
+        """The decoded form of `data`, piece by piece; trailing bytes after the stream's end are ignored."""
+        if self.coding is None:
+            if data:
+                yield data
+            return
+        z = self._z
+        if z is None:  # deflate, not yet told which kind
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            z = self._z = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(data) else -zlib.MAX_WBITS)
+        pending = data
+        while not z.eof:
+            try:
+                piece = z.decompress(pending, DECODE_PIECE_BYTES)
+            except zlib.error as exc:
+                raise BodyRefused(f"bad content encoding: {self.coding} stream is corrupt ({exc})") from exc
+            pending = z.unconsumed_tail
+            if piece:
+                yield piece
+            if not pending and len(piece) < DECODE_PIECE_BYTES:
+                return  # input used up and output not cut short: nothing is held back
+
+
+def _zlib_header(data: bytes) -> bool:
+    """RFC 1950: method 8 (deflate) and a header that is a multiple of 31."""
+    return len(data) >= 2 and data[0] & 0x0F == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+
+
+async def read_limited(response: httpx.Response, max_bytes: int, into: bytearray) -> str | None:
+    """Read `response`'s body into `into`, decoded, never holding more than `max_bytes` of it.
+
+    Returns None when the whole body fits, else why it was cut (`into` then holds
+    the first `max_bytes` bytes). Both the bytes on the wire and the decoded bytes
+    count against the limit: a stream that decodes to nothing cannot run forever
+    either. Raises BodyRefused for codings we do not decode. This is the one
+    bounded reader: pages and SearXNG answers both come through it.
+    """
+    decoder = BoundedDecoder(content_coding(response))
+    wire = 0
+    async for raw in response.aiter_raw():
+        wire += len(raw)
+        for piece in decoder.decode(raw):
+            room = max_bytes - len(into)
+            into += piece[:room]
+            if len(piece) > room:
+                return too_large(max_bytes) if decoder.coding is None else (
+                    f"{too_large(max_bytes)} once decoded from {wire} {decoder.coding} bytes")
+        if wire > max_bytes:
+            return too_large(max_bytes)
+    return None

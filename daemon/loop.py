@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -261,6 +262,8 @@ class Research:
                 if response.unresponsive_engines:
                     self.events.emit("signal", message="unresponsive search engines",
                                      engines=response.unresponsive_engines)
+                if response.note:
+                    self.events.emit("signal", message=response.note)
             except SearchRefused as exc:
                 raise Outage("searxng", str(exc), fix=exc.fix) from exc
             except SearchUnavailable as exc:
@@ -292,7 +295,7 @@ class Research:
         pages are still downloading, and makes a resumed round send the very same prompts,
         which the answer cache then replays instead of paying for them again.
         """
-        fetches = {url: asyncio.create_task(self.fetch_one(round_no, url, hits.get(url))) for url in urls}
+        fetches = {url: asyncio.create_task(self.fetch_page_safely(round_no, url, hits.get(url))) for url in urls}
         batches = [urls[i:i + PAGES_PER_BATCH] for i in range(0, len(urls), PAGES_PER_BATCH)]
         waiting = {asyncio.create_task(_all_done([fetches[u] for u in batch])): n
                    for n, batch in enumerate(batches)}
@@ -309,6 +312,25 @@ class Research:
         finally:
             for task in [*fetches.values(), *waiting]:
                 task.cancel()
+
+    async def fetch_page_safely(self, round_no: int, url: str,
+                                hit: SearchHit | None) -> tuple[str, list[int]] | None:
+        """`fetch_one`, where whatever one page does wrong marks that URL bad and nothing else.
+
+        A page's failure (MemoryError included: a page that costs too much is bad for good)
+        must never fail the round, or the brief would be retried and fetch it again. A store
+        error or a cancellation is the brief's, not the page's: those still propagate.
+        """
+        try:
+            return await self.fetch_one(round_no, url, hit)
+        except (sqlite3.Error, Cancelled, Outage):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any page failure, by design (see above)
+            reason = f"page failed: {type(exc).__name__}: {exc}"[:500]
+            log.warning("%s: %s", url, reason)
+            self.mark_bad(url, reason, transient=False)
+            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason)
+            return None
 
     async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> tuple[str, list[int]] | None:
         """Fetch (or take from the cache), extract, store; returns (title, passage ids) or None."""

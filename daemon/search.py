@@ -10,20 +10,43 @@ Why it looks like this:
   back *and* engines failed, the empty answer says nothing about the web: it is an
   outage (`SearchUnavailable`), never cached as "no results".
 - A malformed or empty response never crashes a brief: it is just no results.
+- An answer is read through fetch's one bounded reader (`read_limited`) and cut at
+  `SEARCH_MAX_BYTES`; only the first `MAX_HITS_PER_QUERY` results are parsed into
+  objects (ijson, a streaming parser, so a cut answer still yields the results that
+  arrived whole), and each one's text is capped. A 90 MB answer of 200,000 results
+  costs a few MB and stores fifty rows.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import ijson  # type: ignore[import-untyped]
 
 from .brief import SearchOptions
+from .extract import MAX_TITLE_CHARS
+from .fetch import ACCEPT_ENCODING, MAX_URL_CHARS, BodyRefused, read_limited
 from .untrusted import clean
+
+SEARCH_MAX_BYTES = 4 * 1024 * 1024
+"""Most bytes of one SearXNG answer read (decoded). Real answers are tens of KB; the rest is cut."""
+
+MAX_HITS_PER_QUERY = 50
+"""Results kept per query: more than a round can use (it fetches at most 16 pages and reads at most
+32 snippets, see loop.limits_for), with room for the ones that turn out visited, bad or filtered."""
+
+SNIPPET_MAX_CHARS = 1000
+"""A result's snippet is a sentence or two; in snippet-only briefs it is the text the model reads."""
+
+MAX_UNRESPONSIVE_ENGINES = 20
+"""Engines named in a "search engines failed" signal; SearXNG has a few dozen at most."""
 
 FIX_JSON_FORMAT = (
     "enable the JSON format in SearXNG's settings.yml: under `search:` set "
@@ -68,6 +91,7 @@ class SearchResponse:
     hits: list[SearchHit]
     unresponsive_engines: list[str] = field(default_factory=list)
     from_cache: bool = False
+    note: str | None = None  # what was cut from an over-size answer, for a signal event
 
 
 class SearchUnavailable(Exception):
@@ -127,25 +151,62 @@ def parse_response(query: str, payload: Any) -> SearchResponse:
     hits: list[SearchHit] = []
     unresponsive: list[str] = []
     if isinstance(payload, dict):
-        for item in payload.get("results") or []:
+        results = payload.get("results") or []
+        for item in results if isinstance(results, list) else []:
+            if len(hits) >= MAX_HITS_PER_QUERY:
+                break
             if not isinstance(item, dict):
                 continue
             url = item.get("url")
-            if not isinstance(url, str) or not url:
-                continue
-            # Titles and snippets are shown to the model and quoted: through the one door.
-            title = clean(item.get("title")) if isinstance(item.get("title"), str) else ""
-            content = clean(item.get("content")) if isinstance(item.get("content"), str) else ""
-            engine = item.get("engine") if isinstance(item.get("engine"), str) else ""
-            score = item.get("score") if isinstance(item.get("score"), (int, float)) else None
-            hits.append(SearchHit(url=url, title=title.strip() or url, content=content.strip(),
-                                  engine=engine, score=score))
-        for entry in payload.get("unresponsive_engines") or []:
+            if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
+                continue  # fetch refuses longer URLs: such a hit is of no use
+            title = _text(item.get("title"), MAX_TITLE_CHARS)
+            hits.append(SearchHit(url=url, title=title or url[:MAX_TITLE_CHARS],
+                                  content=_text(item.get("content"), SNIPPET_MAX_CHARS),
+                                  engine=_text(item.get("engine"), MAX_TITLE_CHARS),
+                                  score=_score(item.get("score"))))
+        engines = payload.get("unresponsive_engines") or []
+        for entry in islice(engines if isinstance(engines, list) else [], MAX_UNRESPONSIVE_ENGINES):
             if isinstance(entry, (list, tuple)) and entry:
-                unresponsive.append(": ".join(str(x) for x in entry))
+                unresponsive.append(": ".join(str(x) for x in entry)[:MAX_TITLE_CHARS])
             elif isinstance(entry, str):
-                unresponsive.append(entry)
+                unresponsive.append(entry[:MAX_TITLE_CHARS])
     return SearchResponse(query=query, hits=hits, unresponsive_engines=unresponsive)
+
+
+def _text(value: Any, limit: int) -> str:
+    """A title or snippet from SearXNG: shown to the model and quoted, so through the one door, and bounded."""
+    return clean(value).strip()[:limit].strip() if isinstance(value, str) else ""
+
+
+def _score(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def read_answer(data: bytes) -> dict[str, Any] | None:
+    """The parts of a SearXNG answer briefd uses, parsed without building the rest.
+
+    Only the first MAX_HITS_PER_QUERY results become objects, however many the
+    answer holds; an answer cut at SEARCH_MAX_BYTES keeps the results that arrived
+    whole. None when the bytes are not a JSON object at all.
+    """
+    if not data.lstrip().startswith(b"{"):
+        return None
+    return {"results": _items(data, "results.item", MAX_HITS_PER_QUERY),
+            "unresponsive_engines": _items(data, "unresponsive_engines.item", MAX_UNRESPONSIVE_ENGINES)}
+
+
+def _items(data: bytes, prefix: str, most: int) -> list[Any]:
+    """Up to `most` items at `prefix`, stopping quietly where the JSON breaks off or goes wrong."""
+    found: list[Any] = []
+    try:
+        for item in ijson.items(io.BytesIO(data), prefix, use_float=True):
+            found.append(item)
+            if len(found) >= most:
+                break
+    except ijson.JSONError:
+        pass
+    return found
 
 
 async def search(client: httpx.AsyncClient, base_url: str, query: str, params: SearchOptions,
@@ -153,29 +214,40 @@ async def search(client: httpx.AsyncClient, base_url: str, query: str, params: S
     """One SearXNG search. Raises SearchUnavailable (transient) or SearchRefused (fix it)."""
     url = base_url.rstrip("/") + "/search"
     wanted = {"q": query, "format": "json", **query_params(params)}
+    body = bytearray()
     try:
-        resp = await client.get(url, params=wanted, timeout=timeout_s,
-                                headers={"Accept": "application/json"})
+        request = client.build_request("GET", url, params=wanted, timeout=timeout_s,
+                                       headers={"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING})
+        resp = await client.send(request, stream=True)
+        try:
+            _check_status(resp, base_url)
+            cut = await read_limited(resp, SEARCH_MAX_BYTES, body)
+        finally:
+            await resp.aclose()
     except httpx.HTTPError as exc:
         raise SearchUnavailable(f"SearXNG at {base_url} unreachable: {type(exc).__name__}: {exc}") from exc
-    if resp.status_code == 403:
-        raise SearchRefused(403, FIX_JSON_FORMAT)
-    if resp.status_code == 429:
-        raise SearchRefused(429, FIX_LIMITER)
-    if resp.status_code >= 500:
-        raise SearchUnavailable(f"SearXNG at {base_url} answered HTTP {resp.status_code}")
-    if resp.status_code != 200:
-        raise SearchUnavailable(f"SearXNG at {base_url} answered HTTP {resp.status_code}")
-    try:
-        payload = resp.json()
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-        payload = None
+    except BodyRefused as exc:
+        raise SearchUnavailable(f"SearXNG at {base_url} sent an answer briefd cannot read: {exc}") from exc
+    payload = read_answer(bytes(body))
     response = parse_response(query, payload)
+    if cut is not None:
+        response.note = (f"SearXNG's answer to {query!r} was {cut}: read the first {SEARCH_MAX_BYTES} bytes, "
+                         f"kept the {len(response.hits)} results in them")
     if not response.hits and response.unresponsive_engines:
         raise SearchUnavailable(f"SearXNG at {base_url}: every engine that answered failed "
                                 f"({'; '.join(response.unresponsive_engines)})")
     response.hits = filter_hits(response.hits, params)
     return response
+
+
+def _check_status(resp: httpx.Response, base_url: str) -> None:
+    """Raise for an answer that is not a result list: a refusal with a fix, or an outage."""
+    if resp.status_code == 403:
+        raise SearchRefused(403, FIX_JSON_FORMAT)
+    if resp.status_code == 429:
+        raise SearchRefused(429, FIX_LIMITER)
+    if resp.status_code != 200:
+        raise SearchUnavailable(f"SearXNG at {base_url} answered HTTP {resp.status_code}")
 
 
 @dataclass

@@ -9,20 +9,39 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
+import os
+import shutil
 import socket
+import ssl
+import subprocess
+import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import httpx
 import pytest
 
-from daemon.fetch import FetchLimits, FetchResult, check_url, fetch_page, make_client, resolve_and_check
+from daemon.fetch import (
+    DECODE_PIECE_BYTES,
+    BoundedDecoder,
+    FetchLimits,
+    FetchResult,
+    check_url,
+    fetch_page,
+    make_client,
+    resolve_and_check,
+)
+from tests.lab import web
 
 PAGE = (
-    "<!doctype html><html><head><meta charset='utf-8'><title>Steel output</title></head>"
-    "<body><article><p>Steel output rose 4.5% in 2025, the trade body said.</p></article></body></html>"
-).encode("utf-8")
+    b"<!doctype html><html><head><meta charset='utf-8'><title>Steel output</title></head>"
+    b"<body><article><p>Steel output rose 4.5% in 2025, the trade body said.</p></article></body></html>"
+)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
 CHUNK = b"x" * 65536
 
@@ -39,6 +58,7 @@ class Hostile(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.hits.append(self.path)
         self.server.user_agents.append(self.headers.get("User-Agent", ""))
+        self.server.hosts.append(self.headers.get("Host", ""))
         try:
             self.route()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
@@ -64,8 +84,17 @@ class Hostile(BaseHTTPRequestHandler):
             self.send(200, PNG, "image/png")
         elif path == "/gzip":
             self.send(200, gzip.compress(PAGE), "text/html; charset=utf-8", encoding="gzip")
+        elif path == "/deflate-zlib":
+            self.send(200, zlib.compress(PAGE), "text/html; charset=utf-8", encoding="deflate")
+        elif path == "/deflate-raw":
+            raw = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+            self.send(200, raw.compress(PAGE) + raw.flush(), "text/html; charset=utf-8", encoding="deflate")
+        elif path == "/brotli":
+            self.send(200, PAGE, "text/html; charset=utf-8", encoding="br")
         elif path == "/to-metadata":
             self.redirect(302, "http://169.254.169.254/latest/meta-data/iam/security-credentials/")
+        elif path == "/to-rebinding":
+            self.redirect(302, f"http://{REBINDING_NAME}:{self.server.server_port}/page")
         elif path == "/to-ftp":
             self.redirect(302, "ftp://127.0.0.1/pub/file.txt")
         elif path == "/huge-declared":
@@ -128,14 +157,26 @@ class Hostile(BaseHTTPRequestHandler):
 class LabServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Hostile)
+    def __init__(self, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), Hostile)
         self.hits: list[str] = []
         self.user_agents: list[str] = []
+        self.hosts: list[str] = []
         self.stopping = threading.Event()
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.server_port}{path}"
+
+
+@pytest.fixture(scope="module")
+def lab_web() -> Iterator[str]:
+    """The lab's web server, for its hostile pages (the compression bombs)."""
+    web.warm_hostile()
+    lab, thread = web.serve_in_thread()
+    yield f"http://127.0.0.1:{lab.server_address[1]}"
+    lab.shutdown()
+    lab.server_close()
+    thread.join(5)
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +234,20 @@ def test_gzip_body_is_decoded(server: LabServer) -> None:
     result = fetch(server.url("/gzip"))
     assert result.ok
     assert result.body == PAGE
+
+
+@pytest.mark.parametrize("path", ["/deflate-zlib", "/deflate-raw"])
+def test_deflate_body_is_decoded_wrapped_or_raw(server: LabServer, path: str) -> None:
+    result = fetch(server.url(path))
+    assert result.ok, result.error
+    assert result.body == PAGE
+
+
+def test_a_coding_briefd_did_not_ask_for_is_refused_for_good(server: LabServer) -> None:
+    result = fetch(server.url("/brotli"))
+    assert not result.ok
+    assert result.error == "refused: content encoding 'br' not asked for (briefd accepts gzip, deflate)"
+    assert not result.transient
 
 
 def test_binary_page_is_fetched_as_is_and_its_type_recorded(server: LabServer) -> None:
@@ -400,3 +455,268 @@ def test_allow_private_false_refuses_loopback_by_name_and_by_address(server: Lab
 
 def test_loopback_names_resolve_and_pass_by_default() -> None:
     assert asyncio.run(resolve_and_check("localhost", FetchLimits())) is None
+
+
+# --------------------------------------------------------------------------- compression bombs
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize("size", [0, 1, DECODE_PIECE_BYTES - 1, DECODE_PIECE_BYTES, DECODE_PIECE_BYTES + 1,
+                                  3 * DECODE_PIECE_BYTES, 1_000_003])
+@pytest.mark.parametrize(("coding", "encode"), [("gzip", gzip.compress), ("deflate", zlib.compress),
+                                                ("deflate", _raw_deflate)])
+def test_bounded_decoding_gives_back_every_byte_however_the_wire_splits_it(size: int, coding: str, encode) -> None:
+    data = (bytes(range(256)) * 7 + b"briefd")[:size] * (size // 1798 + 1)
+    data = data[:size]
+    wire = encode(data)
+    for step in (1, 7, 4096, max(1, len(wire))):
+        decoder = BoundedDecoder(coding)
+        pieces = [piece for i in range(0, len(wire), step) for piece in decoder.decode(wire[i:i + step])]
+        assert b"".join(pieces) == data
+        assert all(len(piece) <= DECODE_PIECE_BYTES for piece in pieces)
+
+
+BOMB_LIMIT = 5_000_000
+ADDRESS_SPACE_HEADROOM = 1 << 30
+"""The bomb fetch runs in a child whose address space may grow by 1 GiB at most: a regression
+then fails with MemoryError instead of taking gigabytes from the machine."""
+
+MEASURE_FETCH = r"""
+import asyncio, json, resource, sys
+from daemon.fetch import FetchLimits, fetch_page, make_client
+
+warm_url, url, limit, headroom = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+with open("/proc/self/status") as status:
+    vm_bytes = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes + headroom, resource.RLIM_INFINITY))
+
+
+def peak_kb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+async def main() -> dict:
+    limits = FetchLimits(max_bytes=limit, timeout_s=60)
+    async with make_client(limits) as client:
+        warm = await fetch_page(client, warm_url, limits)  # imports, pools and buffers warmed up
+        assert warm.ok, warm.error
+        before = peak_kb()
+        try:
+            result = await fetch_page(client, url, limits)
+        except MemoryError:
+            return {"escaped": "MemoryError"}
+        return {"error": result.error, "transient": result.transient, "body": len(result.body),
+                "grew_kb": peak_kb() - before}
+
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def fetch_in_child(server: LabServer, url: str, limit: int = BOMB_LIMIT,
+                   headroom: int = ADDRESS_SPACE_HEADROOM) -> dict[str, object]:
+    """Fetch `url` in a fresh interpreter under an address-space cap; what it got and how much it grew."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE_FETCH, server.url("/page"), url, str(limit), str(headroom)],
+        capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("bomb", ["nested-bomb", "deflate-gzip-bomb"])
+def test_a_stacked_compression_bomb_is_refused_for_good_without_decoding_it(
+        server: LabServer, lab_web: str, bomb: str) -> None:
+    outcome = fetch_in_child(server, f"{lab_web}/hostile/{bomb}")
+    assert "escaped" not in outcome, "the fetch ran out of memory instead of refusing the page"
+    codings = web.BOMBS[bomb]()[0]
+    assert outcome["error"] == (f"refused: stacked content encodings ({codings}); "
+                                "briefd decodes one layer of gzip, deflate")
+    assert outcome["transient"] is False, "the same URL will send the same bomb: it is bad for good"
+    assert outcome["body"] == 0
+    assert int(outcome["grew_kb"]) < 60_000  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("bomb", ["gzip-bomb", "deflate-bomb", "raw-deflate-bomb"])
+def test_a_single_layer_bomb_stops_at_the_limit_with_memory_bounded(
+        server: LabServer, lab_web: str, bomb: str) -> None:
+    outcome = fetch_in_child(server, f"{lab_web}/hostile/{bomb}")
+    assert "escaped" not in outcome, "the fetch ran out of memory instead of stopping at the limit"
+    coding, body = web.BOMBS[bomb]()
+    error = str(outcome["error"])
+    assert error.startswith(f"too large (>{BOMB_LIMIT} bytes) once decoded from ")
+    assert error.endswith(f" {coding} bytes")
+    assert int(error.split("decoded from ")[1].split()[0]) <= len(body)
+    assert outcome["transient"] is False
+    assert outcome["body"] == BOMB_LIMIT
+    # 5 MB kept, and once more as the result's bytes; the rest is the interpreter's slack.
+    # (httpx's own decoding grew ~127 MB here for a single layer, gigabytes for two.)
+    assert int(outcome["grew_kb"]) < 60_000  # type: ignore[call-overload]
+
+
+def test_running_out_of_memory_is_a_failure_for_good_not_an_exception(server: LabServer, lab_web: str) -> None:
+    # A limit set far above what the process may map: the gibibyte bomb exhausts memory first.
+    outcome = fetch_in_child(server, f"{lab_web}/hostile/gzip-bomb", limit=4 << 30, headroom=256 << 20)
+    assert "escaped" not in outcome, "MemoryError escaped fetch_page: the brief would retry the page forever"
+    assert outcome["error"] == "out of memory reading this page; not fetched again"
+    assert outcome["transient"] is False
+    assert outcome["body"] == 0
+
+
+# --------------------------------------------------------------------------- DNS rebinding
+
+REBINDING_NAME = "rebinding.briefd.test"
+
+
+class Listener:
+    """A bare TCP listener that records every byte anyone sends it (and never answers)."""
+
+    def __init__(self, family: socket.AddressFamily, host: str, port: int = 0) -> None:
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        if family == socket.AF_INET6:
+            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        self.sock.bind((host, port))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.port: int = self.sock.getsockname()[1]
+        self.received = bytearray()
+        self.connections = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.connections += 1
+            conn.settimeout(0.2)
+            with conn:
+                while not self.stopping.is_set():
+                    try:
+                        data = conn.recv(65536)
+                    except TimeoutError:
+                        continue
+                    if not data:
+                        break
+                    self.received += data
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.fixture
+def rebinding(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LabServer, Listener, list[str]]]:
+    """A name that answers 127.0.0.1 (allowed) the first time and :: (refused) ever after.
+
+    The allowed address has the real page server on port P; the refused one ends up
+    at a bare listener on [::1]:P (Linux connects :: to the local host), so the test
+    sees on a real socket whether any byte went where the check said no. Returns the
+    page server, that listener, and the names asked of the resolver.
+    """
+    refused = Listener(socket.AF_INET6, "::1")
+    allowed = LabServer(port=refused.port)
+    thread = threading.Thread(target=allowed.serve_forever, daemon=True)
+    thread.start()
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def resolver(host: str | bytes | None, port: str | int | None, family: int = 0, type: int = 0,
+                 proto: int = 0, flags: int = 0) -> list:  # type: ignore[type-arg]
+        name = host.decode() if isinstance(host, bytes) else host
+        if name != REBINDING_NAME:
+            return real(host, port, family, type, proto, flags)
+        asked.append(name)
+        number = int(port or 0)
+        if len(asked) == 1:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", number))]
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::", number, 0, 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    yield allowed, refused, asked
+    allowed.stopping.set()
+    allowed.shutdown()
+    allowed.server_close()
+    refused.close()
+
+
+def test_a_name_that_rebinds_after_the_check_gets_no_byte_to_the_refused_address(rebinding) -> None:
+    allowed, refused, asked = rebinding
+    assert check_url("http://[::]/", FetchLimits()) == "refused: unroutable address ::"
+    result = fetch(f"http://{REBINDING_NAME}:{refused.port}/page", FetchLimits(timeout_s=3))
+    time.sleep(0.3)  # let the listener's thread take whatever might have arrived
+    assert bytes(refused.received) == b"" and refused.connections == 0, "bytes reached the refused address"
+    assert result.ok, result.error
+    assert result.body == PAGE
+    assert allowed.hits == ["/page"]
+    assert asked == [REBINDING_NAME], "the name must be resolved once per hop, then connected to as checked"
+
+
+def test_each_redirect_hop_is_resolved_and_pinned_afresh(rebinding) -> None:
+    _, refused, _ = rebinding
+    first = fetch(f"http://{REBINDING_NAME}:{refused.port}/page", FetchLimits(timeout_s=3))
+    assert first.ok
+    # the name now answers the refused address: a redirect to it is refused at that hop
+    result = fetch(f"http://127.0.0.1:{refused.port}/to-rebinding", FetchLimits(timeout_s=3))
+    time.sleep(0.3)
+    assert result.error == f"refused: unroutable address :: (for {REBINDING_NAME})"
+    assert result.status is None
+    assert bytes(refused.received) == b"" and refused.connections == 0
+
+
+def test_the_fetch_client_connects_nowhere_unvetted(server: LabServer) -> None:
+    before = len(server.hits)
+
+    async def go() -> None:
+        async with make_client(FetchLimits()) as client:
+            await client.get(server.url("/page"))
+
+    with pytest.raises(httpx.ConnectError, match="not resolved and vetted"):
+        asyncio.run(go())
+    assert len(server.hits) == before
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_https_to_a_pinned_address_still_checks_the_certificate_for_the_name(
+        rebinding, tmp_path: Path) -> None:
+    """Pinning swaps only the TCP target: SNI, the Host header and certificate checks use the name."""
+    _, refused, _ = rebinding
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={REBINDING_NAME}",
+                    "-addext", f"subjectAltName=DNS:{REBINDING_NAME}"], check=True, capture_output=True)
+    tls = LabServer()
+    names: list[str | None] = []
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.sni_callback = lambda _sock, name, _ctx: names.append(name)  # type: ignore[assignment,misc,return-value]
+    tls.socket = context.wrap_socket(tls.socket, server_side=True)
+    threading.Thread(target=tls.serve_forever, daemon=True).start()
+    trusted = ssl.create_default_context(cafile=str(cert))
+    limits = FetchLimits(timeout_s=5)
+
+    async def go(url: str) -> FetchResult:
+        async with make_client(limits, verify=trusted) as client:
+            return await fetch_page(client, url, limits)
+
+    try:
+        by_name = asyncio.run(go(f"https://{REBINDING_NAME}:{tls.server_port}/page"))
+        by_address = asyncio.run(go(f"https://127.0.0.1:{tls.server_port}/page"))
+    finally:
+        tls.stopping.set()
+        tls.shutdown()
+        tls.server_close()
+    assert by_name.ok, by_name.error
+    assert by_name.body == PAGE
+    assert names[0] == REBINDING_NAME
+    assert tls.hosts[0] == f"{REBINDING_NAME}:{tls.server_port}"
+    assert by_address.error == "TLS error: CERTIFICATE_VERIFY_FAILED"  # the certificate names the host, not the IP
+    assert refused.connections == 0

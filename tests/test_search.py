@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
 
 from daemon import search
 from daemon.brief import SearchOptions
+from daemon.extract import MAX_TITLE_CHARS
+from tests.lab import web
 from tests.lab.corpus import TOPICS
 
 
@@ -112,3 +119,81 @@ def test_titles_and_snippets_are_cleaned_where_they_enter() -> None:
     [hit] = response.hits
     assert hit.title == "Rates rise exe.txt"
     assert hit.content == "Rates rose\nthree points today.2J"
+
+
+# --------------------------------------------------------------------------- a SearXNG that floods
+
+@pytest.fixture(scope="module")
+def flood() -> Iterator[str]:
+    """The lab web's flooding SearXNG: every answer holds web.FLOOD_RESULTS results (about 90 MB)."""
+    lab, thread = web.serve_in_thread()
+    yield f"http://127.0.0.1:{lab.server_address[1]}/hostile/searxng"
+    lab.shutdown()
+    lab.server_close()
+    thread.join(5)
+
+
+MEASURE_SEARCH = r"""
+import asyncio, json, resource, sys
+import httpx
+from daemon import search
+from daemon.brief import SearchOptions
+from daemon.extract import MAX_TITLE_CHARS
+
+base_url, headroom = sys.argv[1], int(sys.argv[2])
+with open("/proc/self/status") as status:
+    vm_bytes = next(int(line.split()[1]) for line in status if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes + headroom, resource.RLIM_INFINITY))
+
+
+async def main() -> dict:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            response = await search.search(client, base_url, "flood", SearchOptions(), 60.0)
+        except MemoryError:
+            return {"escaped": "MemoryError"}
+        grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    stored = [h.as_dict() for h in response.hits]  # what the loop caches and records for the query
+    return {"hits": len(response.hits), "stored_bytes": len(json.dumps(stored)), "note": getattr(response, "note", None),
+            "grew_kb": grew}
+
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_a_flood_of_results_is_cut_to_what_briefd_uses_with_memory_bounded(flood: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", MEASURE_SEARCH, flood, str(1 << 30)],
+                          capture_output=True, text=True, timeout=180, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "escaped" not in outcome, "reading the answer ran out of memory"
+    assert outcome["hits"] == search.MAX_HITS_PER_QUERY
+    assert outcome["stored_bytes"] < 100_000  # fifty results of ~450 bytes, not 90 MB
+    assert outcome["note"] == (f"SearXNG's answer to 'flood' was too large (>{search.SEARCH_MAX_BYTES} bytes): "
+                               f"read the first {search.SEARCH_MAX_BYTES} bytes, kept the "
+                               f"{search.MAX_HITS_PER_QUERY} results in them")
+    assert outcome["grew_kb"] < 60_000  # the 4 MiB read and 50 hits; 90 MB parsed would be ~900 MB
+
+
+def test_an_answer_cut_mid_result_keeps_the_results_that_arrived_whole() -> None:
+    whole = b'{"results": [' + b",".join(web.flood_result(n, f"http://a.example/{n}") for n in range(3)) + b"]}"
+    cut = whole[: whole.index(b"Flood result 2")]
+    payload = search.read_answer(cut)
+    response = search.parse_response("q", payload)
+    assert [h.title for h in response.hits] == ["Flood result 0", "Flood result 1"]
+
+
+def test_each_hit_keeps_only_what_briefd_can_use() -> None:
+    payload = {"results": [
+        {"url": "http://a.example/" + "x" * 5000, "title": "too long a URL to fetch"},
+        {"url": "http://b.example/", "title": "T" * 10_000, "content": "C" * 1_000_000, "engine": "E" * 1000},
+    ] + [{"url": f"http://c.example/{n}", "title": str(n)} for n in range(1000)]}
+    response = search.parse_response("q", payload)
+    assert len(response.hits) == search.MAX_HITS_PER_QUERY
+    first = response.hits[0]
+    assert first.url == "http://b.example/"
+    assert len(first.content) == search.SNIPPET_MAX_CHARS
+    assert len(first.title) <= MAX_TITLE_CHARS and len(first.engine) <= MAX_TITLE_CHARS

@@ -16,6 +16,8 @@ Routes:
   /pages/<slug>.html         the page, with its kind's behaviour
   /go/<slug>                 301 to /pages/<slug>.html  (kind "moved")
   /loop/<slug>/a, /b         302 to each other forever  (kind "redirect_loop")
+  /hostile/<name>            hostile answers outside the corpus (HOSTILE_ROUTES): compression
+                             bombs, and /hostile/searxng/search, a SearXNG that floods
 
 Run: python -m tests.lab.web --port N [--host 127.0.0.1]
 """
@@ -23,7 +25,10 @@ Run: python -m tests.lab.web --port N [--host 127.0.0.1]
 from __future__ import annotations
 
 import argparse
+import functools
+import gzip
 import html
+import json
 import random
 import struct
 import sys
@@ -204,6 +209,9 @@ class LabHandler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send(200, b"ok\n", "text/plain; charset=utf-8")
             return
+        if path.startswith("/hostile/"):
+            serve_hostile(self, path.removeprefix("/hostile/"))
+            return
         parts = path.strip("/").split("/")
         if len(parts) == 2 and parts[0] == "go":
             page = PAGES_BY_SLUG.get(parts[1])
@@ -325,6 +333,110 @@ class LabHandler(BaseHTTPRequestHandler):
             line += 200
             send_chunk(batch.encode())
             time.sleep(STREAM_CHUNK_DELAY)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile answers outside the corpus (issue 8): compression bombs and a flooding SearXNG.
+# Search results never link here by themselves; the tests and `make soak`'s hostile mode point
+# briefd at /hostile/searxng, whose answers rank the bombs first.
+
+BOMB_BYTES = 1 << 30
+"""What each bomb decodes to: a gibibyte of zeros (the gzip one is 1 MB on the wire, nested 1,827 bytes)."""
+
+FLOOD_RESULTS = 200_000
+"""Results in each /hostile/searxng answer: about 90 MB of JSON."""
+
+
+def compress_zeros(wbits: int, total: int = BOMB_BYTES) -> bytes:
+    """`total` zeros compressed (gzip: wbits 31, zlib: 15, raw deflate: -15), built 1 MiB at a time."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    zeros = bytes(1 << 20)
+    parts = [packer.compress(zeros) for _ in range(total // len(zeros))]
+    return b"".join([*parts, packer.flush()])
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    return compress_zeros(16 + zlib.MAX_WBITS)
+
+
+@functools.cache
+def zlib_bomb() -> bytes:
+    return compress_zeros(zlib.MAX_WBITS, BOMB_BYTES // 4)  # a quarter is plenty, and 4x quicker to build
+
+
+@functools.cache
+def raw_deflate_bomb() -> bytes:
+    return compress_zeros(-zlib.MAX_WBITS, BOMB_BYTES // 4)
+
+
+BOMBS = {
+    # name -> (Content-Encoding, body); each decodes to hundreds of MB or more
+    "nested-bomb": lambda: ("gzip, gzip", gzip.compress(gzip_bomb(), compresslevel=9)),
+    "deflate-gzip-bomb": lambda: ("deflate, gzip", gzip.compress(zlib_bomb(), compresslevel=9)),
+    "gzip-bomb": lambda: ("gzip", gzip_bomb()),
+    "deflate-bomb": lambda: ("deflate", zlib_bomb()),
+    "raw-deflate-bomb": lambda: ("deflate", raw_deflate_bomb()),
+}
+
+
+def warm_hostile() -> None:
+    """Build every bomb now (seconds of CPU), so the first request is not slower than a fetch timeout."""
+    for make in BOMBS.values():
+        make()
+
+
+def flood_result(n: int, url: str) -> bytes:
+    """One SearXNG result of about 450 bytes."""
+    return json.dumps({
+        "url": url, "title": f"Flood result {n}",
+        "content": f"Result {n} of a search answer far larger than any search engine sends. " * 5,
+        "engine": "flood", "score": 1.0, "category": "general", "positions": [n],
+    }).encode()
+
+
+def flood_urls(origin: str) -> list[str]:
+    """What a flood answer ranks first: every bomb, then the corpus's readable articles."""
+    return ([f"{origin}/hostile/{name}" for name in BOMBS]
+            + [f"{origin}{page.path}" for page in PAGES if page.kind == "article"])
+
+
+def serve_hostile(handler: BaseHTTPRequestHandler, name: str) -> None:
+    """Answer /hostile/<name>; an unknown name is a plain 404."""
+    if name in BOMBS:
+        encoding, body = BOMBS[name]()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/html; charset=utf-8")
+        handler.send_header("Content-Encoding", encoding)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    elif name == "searxng/search":
+        _serve_flood(handler)
+    else:
+        body = b"no such hostile page"
+        handler.send_response(404)
+        handler.send_header("Content-Type", "text/plain")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+
+def _serve_flood(handler: BaseHTTPRequestHandler) -> None:
+    """A SearXNG JSON answer of FLOOD_RESULTS results, written as it is made (never held whole)."""
+    origin = f"http://{handler.headers.get('Host') or '127.0.0.1'}"
+    first = flood_urls(origin)
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Connection", "close")  # the body runs until the connection closes
+    handler.end_headers()
+    handler.close_connection = True
+    handler.wfile.write(b'{"query": "flood", "number_of_results": %d, "results": [' % FLOOD_RESULTS)
+    for start in range(0, FLOOD_RESULTS, 1000):
+        batch = b",".join(flood_result(n, first[n] if n < len(first) else f"{origin}/hostile/flood/{n}")
+                          for n in range(start, min(start + 1000, FLOOD_RESULTS)))
+        handler.wfile.write((b"," if start else b"") + batch)
+    handler.wfile.write(b'], "answers": [], "unresponsive_engines": []}')
 
 
 class LabWebServer(ThreadingHTTPServer):
