@@ -8,9 +8,9 @@ it keeps dropping briefs of every kind plus hostile inputs into the inbox while 
   same port (an outage the briefs must wait out);
 - serves the model through the lab's chaos driver (`lab-chaos`: fences, prose, cut-off,
   empty, <think>, wrong shape, refusals, HTTP 500s, slow answers);
-- with `--hostile`, also serves the hostile web (tests/lab/hostile.py: compression bombs,
-  pathological text, a 4 MB page of links) as a second SearXNG engine, and puts a proxy in
-  front of SearXNG that gives a share of queries a 90 MB answer.
+- with `--hostile`, also offers the lab web's hostile pages (compression bombs, pathological
+  text, a 4 MB page of links) through a second SearXNG engine, and puts a proxy in front of
+  SearXNG that floods a share of answers with 200,000 results (tests/lab/hostile.py).
 Then it brings every service back, drains the queue with `briefd run --once` and checks
 every promise: each valid brief has exactly one report with status done and exactly one
 `complete` event; each bad input has an error.json with its bytes kept; no temp file is
@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from tests.lab import hostile, web
 from tests.lab.corpus import TOPICS
-from tests.lab import hostile
 from tests.lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
 from tests.lab.servers import Proc, free_port, start_ollama, start_proc, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
@@ -90,31 +92,32 @@ class Tally:
 class Services:
     """The model server and SearXNG on fixed ports, so either can go down and come back."""
 
-    def __init__(self, root: Path, datasette_url: str, seed: int, hostile_web: bool = False) -> None:
+    def __init__(self, root: Path, datasette_url: str, seed: int, hostile_web_url: str = "") -> None:
         self.root = root
         self.datasette_url = datasette_url
+        self.hostile_web_url = hostile_web_url
         self.seed = seed
         self.ollama_port = free_port()
         self.searxng_port = free_port()
         self.ollama: Proc | None = None
         self.searxng: SearxngServer | None = None
-        self.hostile: Proc | None = None
-        self.hostile_port = free_port() if hostile_web else 0
-        self.proxy_port = free_port() if hostile_web else 0
+        self.proxy: Proc | None = None
+        self.proxy_port = free_port() if hostile_web_url else 0
         self.starts = 0
 
     @property
     def briefd_searxng_url(self) -> str:
         """Where briefd searches: the real SearXNG, or the proxy in front of it in hostile mode."""
-        return f"http://127.0.0.1:{self.proxy_port}" if self.hostile_port else self.searxng_url
+        return f"http://127.0.0.1:{self.proxy_port}" if self.proxy_port else self.searxng_url
 
-    def start_hostile(self) -> None:
-        self.hostile = start_proc("hostile", [sys.executable, "-m", "tests.lab.hostile",
-                                              "--web-port", str(self.hostile_port),
-                                              "--proxy-port", str(self.proxy_port),
-                                              "--upstream", self.searxng_url, "--seed", str(self.seed)],
-                                  self.root / "logs")
-        self.hostile.wait_ready(f"http://127.0.0.1:{self.hostile_port}/healthz", timeout=120)
+    def start_proxy(self) -> None:
+        self.proxy = start_proc("search-proxy", [sys.executable, "-m", "tests.lab.hostile",
+                                                 "--port", str(self.proxy_port), "--upstream", self.searxng_url,
+                                                 "--seed", str(self.seed)], self.root / "logs")
+        self.proxy.wait_ready(f"{self.briefd_searxng_url}/healthz", timeout=60)
+        # the lab web builds its bombs on first use: seconds of CPU that a fetch timeout would not wait for
+        for name in web.BOMBS:
+            httpx.get(f"{self.hostile_web_url}/hostile/{name}", timeout=120, trust_env=False)
 
     @property
     def ollama_url(self) -> str:
@@ -133,15 +136,14 @@ class Services:
     def start_searxng(self) -> None:
         self.starts += 1
         options = None
-        if self.hostile_port:
-            engines = [engine_settings(self.datasette_url),
-                       hostile.engine_settings(f"http://127.0.0.1:{self.hostile_port}")]
+        if self.proxy_port:
+            engines = [engine_settings(self.datasette_url), hostile.engine_settings(self.hostile_web_url)]
             options = SearxngOptions(extra_settings={"engines": engines})
         self.searxng = start_searxng(self.root / "searxng", self.datasette_url, port=self.searxng_port,
                                      name=f"searxng-{self.starts}", options=options)
 
     def stop(self) -> None:
-        for proc in (self.ollama, self.searxng, self.hostile):
+        for proc in (self.ollama, self.searxng, self.proxy):
             if proc is not None:
                 proc.stop()
 
@@ -232,14 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="briefd-soak-"))
     lab = start_search_lab(root / "lab")
-    services = Services(root, lab.datasette_url, args.seed, hostile_web=args.hostile)
+    services = Services(root, lab.datasette_url, args.seed, hostile_web_url=lab.web_url if args.hostile else "")
     tally = Tally()
     started = time.monotonic()
     try:
         services.start_ollama()
         services.start_searxng()
         if args.hostile:
-            services.start_hostile()
+            services.start_proxy()
         ws = Workspace(root=root, searxng_url=services.briefd_searxng_url, ollama_url=services.ollama_url,
                        model="lab-chaos")
         while time.monotonic() - started < args.seconds:

@@ -16,8 +16,10 @@ Routes:
   /pages/<slug>.html         the page, with its kind's behaviour
   /go/<slug>                 301 to /pages/<slug>.html  (kind "moved")
   /loop/<slug>/a, /b         302 to each other forever  (kind "redirect_loop")
-  /hostile/<name>            hostile answers outside the corpus (HOSTILE_ROUTES): compression
-                             bombs, and /hostile/searxng/search, a SearXNG that floods
+  /hostile/<name>            hostile answers outside the corpus: compression bombs (BOMBS),
+                             pathological text (PATHOLOGICAL), /hostile/engine (a SearXNG
+                             json_engine offering them all) and /hostile/searxng/search, a
+                             SearXNG that floods
 
 Run: python -m tests.lab.web --port N [--host 127.0.0.1]
 """
@@ -380,6 +382,31 @@ BOMBS = {
 }
 
 
+PROSE = ("The committee reviewed the tender documents and found that the contractor had priced "
+         "the tunnel lining at a rate well below the regional average for comparable work. ")
+
+
+def _html(title: str, body: str) -> bytes:
+    return (f"<!doctype html><html><head><title>{title}</title></head>"
+            f"<body><article><p>{body}</p></article></body></html>").encode()
+
+
+PATHOLOGICAL = {
+    # name -> page; text that once cost the daemon minutes of CPU on its event loop
+    "mr-text": lambda: _html("Messrs", "Mr. " * 50_000),  # 200 KB, a period every 4 characters
+    "one-line-prose": lambda: _html("Tender review", (PROSE * (200_000 // len(PROSE) + 1))[:200_000]),
+    "link-farm": lambda: _html("Links", "".join(f'<a href="/l/{i}">link {i} to somewhere</a> '
+                                                for i in range(100_000))),  # 4 MB, 100,000 links
+}
+
+
+def hostile_engine_rows(origin: str) -> bytes:
+    """A SearXNG `json_engine` answer offering every hostile page, for any query (make soak --hostile)."""
+    rows = [{"url": f"{origin}/hostile/{name}", "title": f"Budget overrun figures ({name})",
+             "content": f"Tender review, costs and closure figures: {name}"} for name in (*BOMBS, *PATHOLOGICAL)]
+    return json.dumps({"rows": rows}).encode()
+
+
 def warm_hostile() -> None:
     """Build every bomb now (seconds of CPU), so the first request is not slower than a fetch timeout."""
     for make in BOMBS.values():
@@ -411,15 +438,23 @@ def serve_hostile(handler: BaseHTTPRequestHandler, name: str) -> None:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
+    elif name in PATHOLOGICAL:
+        _send_plain(handler, 200, PATHOLOGICAL[name](), "text/html; charset=utf-8")
+    elif name == "engine":
+        _send_plain(handler, 200, hostile_engine_rows(f"http://{handler.headers.get('Host') or '127.0.0.1'}"),
+                    "application/json")
     elif name == "searxng/search":
         _serve_flood(handler)
     else:
-        body = b"no such hostile page"
-        handler.send_response(404)
-        handler.send_header("Content-Type", "text/plain")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
+        _send_plain(handler, 404, b"no such hostile page", "text/plain")
+
+
+def _send_plain(handler: BaseHTTPRequestHandler, status: int, body: bytes, content_type: str) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def _serve_flood(handler: BaseHTTPRequestHandler) -> None:
