@@ -348,16 +348,21 @@ class Store:
         })
 
     def model_usage(self, run_id: int) -> dict[str, Any]:
-        """What the run's model calls cost, from the store: the report's usage is this, not a tally in memory."""
+        """What the run's model calls cost, from the store: the report's usage is this, not a tally in memory.
+
+        A "poisoned" row is a request the server refused every time (no answer, no tokens): it is
+        counted apart, as poisoned_answers, not as a model call nor as a bad-output fallback.
+        """
         row = self.db.execute(
             """SELECT
-                 SUM(CASE WHEN outcome != 'cached' THEN 1 ELSE 0 END),
+                 SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned') THEN 1 ELSE 0 END),
                  COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),
                  SUM(CASE WHEN outcome = 'cached' THEN 1 ELSE 0 END),
                  COALESCE(SUM(CASE WHEN outcome != 'cached' THEN seconds ELSE 0 END), 0),
                  SUM(CASE WHEN outcome = 'repaired' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'retried' THEN 1 ELSE 0 END),
-                 SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END)
+                 SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END),
+                 SUM(CASE WHEN outcome = 'poisoned' THEN 1 ELSE 0 END)
                FROM model_calls WHERE run_id = ?""",
             [run_id],
         ).fetchone()
@@ -366,7 +371,7 @@ class Store:
             "completion_tokens": int(row[2] or 0), "llm_cache_hits": int(row[3] or 0),
             "llm_seconds": round(float(row[4] or 0.0), 3),
             "repaired_answers": int(row[5] or 0), "retried_answers": int(row[6] or 0),
-            "fallback_answers": int(row[7] or 0),
+            "fallback_answers": int(row[7] or 0), "poisoned_answers": int(row[8] or 0),
         }
 
     def model_outcomes(self, run_id: int) -> dict[str, int]:
