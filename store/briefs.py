@@ -358,7 +358,7 @@ class Store:
                  SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned') THEN 1 ELSE 0 END),
                  COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),
                  SUM(CASE WHEN outcome = 'cached' THEN 1 ELSE 0 END),
-                 COALESCE(SUM(CASE WHEN outcome != 'cached' THEN seconds ELSE 0 END), 0),
+                 COALESCE(SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned') THEN seconds ELSE 0 END), 0),
                  SUM(CASE WHEN outcome = 'repaired' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'retried' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END),

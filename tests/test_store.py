@@ -124,15 +124,17 @@ def test_model_usage_comes_from_recorded_calls(tmp_path: Path) -> None:
     store = Store(tmp_path / "b.db")
     run = add(store, "a")
     for outcome, pt, ct in (("ok", 100, 20), ("retried", 50, 5), ("cached", None, None),
-                            ("repaired", 10, 2), ("fallback", None, None), ("fallback", None, None)):
+                            ("repaired", 10, 2), ("fallback", None, None), ("fallback", None, None),
+                            ("poisoned", None, None)):
         store.record_model_call(run, CallRecord(
             purpose="plan", model="m", prompt_hash="h", started_at="2026-11-22T00:00:00Z", seconds=1.5,
             prompt_tokens=pt, completion_tokens=ct, outcome=outcome, answer="{}", error=None,
             truncated_prompt=False, truncated_answer=False, attempt=1))
     usage = store.model_usage(run)
+    # a request the server refused every time got no answer: not a model call, counted apart
     assert usage == {"llm_calls": 5, "prompt_tokens": 160, "completion_tokens": 27,
                      "llm_cache_hits": 1, "llm_seconds": 7.5, "repaired_answers": 1,
-                     "retried_answers": 1, "fallback_answers": 2}
+                     "retried_answers": 1, "fallback_answers": 2, "poisoned_answers": 1}
 
 
 def test_page_cache_respects_age(tmp_path: Path) -> None:
