@@ -143,11 +143,11 @@ def test_a_model_server_that_fails_everything_still_makes_the_brief_wait_and_red
     report, events, stats = ws.report(BRIEF_ID), ws.events(BRIEF_ID), model_lab.stats()
 
     assert report["status"] == "done", report.get("error")
-    assert report["usage"]["poisoned_answers"] == 0 and not signals(events, POISONED_MESSAGE)
     waits = [e for e in events if e["type"] == "waiting"]
     assert waits and all(w["service"] == "ollama" for w in waits)
     assert any("health probe failed too" in w["reason"] for w in waits), \
         "the user learns the whole model server is down, not one request"
+    assert report["usage"]["poisoned_answers"] == 0 and not signals(events, POISONED_MESSAGE)
     assert signals(events, "resumed from checkpoint"), "the outage sent the brief back to the queue"
     assert sum(1 for c in stats["calls"] if c["outcome"] == "fault-500") == attempts + 1
 
