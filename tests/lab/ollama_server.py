@@ -48,12 +48,15 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   breaks is a pure function of (``--chaos-seed``, its prompt, how many times this
   exact request was asked), so a run replays; ``/lab/stats`` ``chaos`` counts the
   kinds applied and every logged call carries ``chaos``, ``key`` and ``attempt``.
+  With ``--chaos-poison-share`` a seeded share of prompts is refused with HTTP 500
+  every time they are asked (``chaos`` ``poison``, outcome ``chaos-poison-500``):
+  failures fixed per prompt, as a prompt that crashes Ollama's runner gets.
 
 Knobs: ``--default-num-ctx`` (2048, older Ollama's default; today's Ollama picks
 4096 on small machines), ``--max-queue`` (512), ``--tokens-per-s`` (scripted:
 answer as slowly as a real model), ``--load-delay-s`` (scripted: cost of a
 (re)load), ``--threads`` (llama), ``--chaos-seed`` / ``--chaos-share`` /
-``--chaos-retry-share`` / ``--chaos-slow-s`` (lab-chaos).
+``--chaos-retry-share`` / ``--chaos-slow-s`` / ``--chaos-poison-share`` (lab-chaos).
 
 Run: ``python -m tests.lab.ollama_server --host 127.0.0.1 --port N --driver scripted|llama [--log FILE]``
 (``--port 0`` picks a free port). The first stdout line is
@@ -180,7 +183,9 @@ class LabState:
 
     def draw_chaos(self, request: InferenceRequest, attempt: int) -> str:
         """lab-chaos only: the fault this request gets ("" = a clean answer)."""
-        return self.chaos.draw(request, attempt) if request.model == CHAOS_MODEL else ""
+        if request.model != CHAOS_MODEL:
+            return ""
+        return "poison" if self.chaos.poisons(request) else self.chaos.draw(request, attempt)
 
     def cards(self) -> dict[str, ModelCard]:
         return {c.name: c for c in self.driver.models()}
@@ -251,7 +256,8 @@ class LabState:
             "outcomes": outcomes,
             "chaos": chaos,  # lab-chaos: kind -> answers it was applied to
             "chaos_config": {"seed": self.chaos.seed, "share": self.chaos.share,
-                             "retry_share": self.chaos.retry_share, "slow_s": self.chaos.slow_s},
+                             "retry_share": self.chaos.retry_share, "slow_s": self.chaos.slow_s,
+                             "poison_share": self.chaos.poison_share},
             "pending_faults": faults,
             "calls": calls,
         }
@@ -625,8 +631,12 @@ class Handler(BaseHTTPRequestHandler):
                     self._hang_up(entry, "client-gone")
                     return
                 chaos = "" if fault else st.draw_chaos(request, entry["attempt"])
-                if chaos in CHAOS_SERVER_KINDS:
+                if chaos in CHAOS_SERVER_KINDS or chaos == "poison":
                     entry["chaos"] = chaos
+                if chaos == "poison":
+                    entry.update(outcome="chaos-poison-500")
+                    st.record(entry)
+                    raise BadRequest(RUNNER_CRASHED, 500)
                 if chaos == "http500":
                     entry.update(outcome="chaos-500")
                     st.record(entry)
@@ -788,6 +798,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chaos-retry-share", type=float, default=None,
                     help="lab-chaos: share of retries and re-asks that break (default: a third of --chaos-share)")
     ap.add_argument("--chaos-slow-s", type=float, default=2.0, help="lab-chaos: seconds a slow answer stalls")
+    ap.add_argument("--chaos-poison-share", type=float, default=0.0,
+                    help="lab-chaos: share of prompts refused with HTTP 500 every time they are asked")
     args = ap.parse_args(argv)
     try:
         if args.driver == "scripted":
@@ -799,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     try:
         chaos = Chaos(seed=args.chaos_seed, share=args.chaos_share, retry_share=args.chaos_retry_share,
-                      slow_s=args.chaos_slow_s)
+                      slow_s=args.chaos_slow_s, poison_share=args.chaos_poison_share)
     except ValueError as e:
         ap.error(str(e))
     with open(args.log, "a", encoding="utf-8") if args.log else contextlib.nullcontext(sys.stderr) as log:
