@@ -291,10 +291,17 @@ class Store:
         return int(row[0])
 
     def reset_round(self, run_id: int, round_: int) -> None:
-        """Clear what an interrupted attempt wrote for this round or later, before redoing it."""
+        """Clear what an interrupted attempt wrote for this round or later, before redoing it.
+
+        A query row of a search that really went out is kept: the redone round takes that
+        search from the cache (record_query does not add it twice), and usage must still
+        count the search that was made, not report it as a cache hit.
+        """
         with self.immediate():
-            for table in ("evidence", "queries", "search_results"):
+            for table in ("evidence", "search_results"):
                 self.db.execute(f"DELETE FROM {table} WHERE run_id = ? AND round >= ?", [run_id, round_])
+            self.db.execute("DELETE FROM queries WHERE run_id = ? AND round >= ? AND NOT "
+                            "(from_cache = 0 AND error IS NULL)", [run_id, round_])
 
     # ---- checkpoints ----------------------------------------------------------------------
 
@@ -411,10 +418,13 @@ class Store:
         """A search that answered. A refused or failed one is an outage and is not recorded
         (the `error` column is kept for rows written by earlier versions)."""
         with self.immediate():
-            self.db["queries"].insert({
-                "run_id": run_id, "round": round_, "text": text, "results": len(results),
-                "searched_at": utc_now(), "from_cache": int(from_cache),
-            })
+            searched = self.db.execute(  # kept by reset_round: this round's search, made before a restart
+                "SELECT 1 FROM queries WHERE run_id = ? AND round = ? AND text = ?", [run_id, round_, text]).fetchone()
+            if searched is None:
+                self.db["queries"].insert({
+                    "run_id": run_id, "round": round_, "text": text, "results": len(results),
+                    "searched_at": utc_now(), "from_cache": int(from_cache),
+                })
             self.db["search_results"].insert_all(
                 [{"run_id": run_id, "round": round_, "query": text, "rank": i + 1,
                   "url": r.get("url", ""), "title": r.get("title", ""),

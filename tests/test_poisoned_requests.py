@@ -158,6 +158,8 @@ def test_a_model_server_that_fails_everything_still_makes_the_brief_wait_and_red
     # ... and re-ran nothing that had succeeded: each query searched once, each page fetched
     # once, each model request answered once (the lab counts an answered request seen before).
     assert max(fresh_searches(events).values()) == 1, fresh_searches(events)
+    assert report["usage"]["searches"] == sum(fresh_searches(events).values()), \
+        "usage counts each real search once, the restarted round's included"
     redone = [e for e in events if e["type"] == "search_result" and e["round"] in restarted]
     assert any(e["from_cache"] for e in redone), "the restarted round's searches came from the cache"
     fetched = Counter(e["url"] for e in events if e["type"] == "page_fetched" and e.get("ok", True)

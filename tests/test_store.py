@@ -100,9 +100,15 @@ def test_reset_round_clears_only_that_round_and_later(tmp_path: Path) -> None:
     for round_ in (1, 2):
         store.record_query(run, round_, f"q{round_}", [{"url": "http://x"}], from_cache=False)
         store.add_evidence(run, [{"round": round_, "url": "http://x", "quote": f"q{round_}"}])
+    store.record_query(run, 2, "q2 from the cache", [{"url": "http://x"}], from_cache=True)
     store.reset_round(run, 2)
-    assert [q["round"] for q in store.queries(run)] == [1]
+    # round 2's search that really went out is kept (usage counts it); the cache hit and evidence go
+    assert [(q["round"], q["text"]) for q in store.queries(run)] == [(1, "q1"), (2, "q2")]
     assert [e["round"] for e in store.evidence(run)] == [1]
+    # the redone round takes that search from the cache: listed once, still counted as a search
+    store.record_query(run, 2, "q2", [{"url": "http://x"}], from_cache=True)
+    assert [q["text"] for q in store.queries(run)] == ["q1", "q2"]
+    assert store.search_count(run) == 2
 
 
 def test_rank_passages_by_bm25_with_hostile_query_text(tmp_path: Path) -> None:
