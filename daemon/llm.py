@@ -13,6 +13,16 @@ Why it looks like this:
   one retry with the reason, then the caller's fallback. Bad output never
   raises; only an unreachable service (`ServiceDown`, the brief waits) or a
   model that is not pulled (`ModelMissing`, the user must act) do.
+- An HTTP 500 is either an outage or a poisoned request: Ollama answers 500
+  ("llama runner process has terminated") both when its runner is down and when
+  one prompt crashes the runner every time, while it answers every other prompt.
+  Waiting cannot cure the second, so a request refused with 500 a second time is
+  judged by a health probe: the same model, the same `num_ctx` (no reload), a
+  one-word prompt and one token to generate. The probe needs the runner to load
+  and generate, which `/api/version` or `/api/tags` would not prove (they answer
+  while every inference crashes). The probe answers → the request is poisoned:
+  the caller's fallback, outcome "poisoned", no more asking. It fails too → an
+  outage, waited out as before.
 - Answers are cached by a hash of the exact request, so a restart replays
   finished calls instead of paying for them again.
 
@@ -54,8 +64,11 @@ __all__ = [
     "AnswerError",
     "CallRecord",
     "CallResult",
+    "HealthProbe",
     "ModelConfig",
     "ModelMissing",
+    "PROBE_AFTER_REFUSALS",
+    "PROBE_PURPOSE",
     "ProbeResult",
     "RETRY_PREFIX",
     "ServiceDown",
@@ -64,10 +77,12 @@ __all__ = [
     "call_json",
     "estimate_tokens",
     "fits",
+    "health_probe",
     "make_client",
     "parse_json_answer",
     "parse_json_answer_ex",
     "probe",
+    "probe_options",
     "prompt_budget",
     "prompt_key",
     "request_options",
@@ -546,7 +561,7 @@ def parse_json_answer(text: str) -> Any:
 
 # ---- the call --------------------------------------------------------------------------------------
 
-Outcome = Literal["ok", "repaired", "retried", "fallback", "cached", "error"]
+Outcome = Literal["ok", "repaired", "retried", "fallback", "cached", "error", "poisoned", "probe"]
 
 RETRY_PREFIX = "Your previous answer could not be used:"
 _EMPTY_ANSWER_PLACEHOLDER = "(empty answer)"
@@ -585,7 +600,7 @@ class CallResult(Generic[T]):
     """What `call_json` settled on, and what it cost."""
 
     value: T
-    outcome: Literal["ok", "repaired", "retried", "fallback", "cached"]
+    outcome: Literal["ok", "repaired", "retried", "fallback", "cached", "poisoned"]
     records: list[CallRecord] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -630,6 +645,29 @@ class _Unusable(Exception):
         self.reason = reason
 
 
+@dataclass
+class HealthProbe:
+    """What the health probe found: `response` is set when the model answered it (healthy)."""
+
+    response: ollama.ChatResponse | None
+    started_at: str
+    seconds: float
+    reason: str = ""  # why it failed, when it did
+
+    @property
+    def healthy(self) -> bool:
+        return self.response is not None
+
+
+class _Poisoned(Exception):
+    """This request got HTTP 500 every time while the health probe was answered: asking again will not help."""
+
+    def __init__(self, reason: str, probe: HealthProbe) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.probe = probe
+
+
 def prompt_key(cfg: ModelConfig, messages: list[dict[str, str]], schema: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of (model, messages, format, options): the cache key."""
     payload = {"model": cfg.model, "messages": messages, "format": schema, "options": request_options(cfg)}
@@ -665,11 +703,55 @@ def _transient_status(status: int) -> bool:
     return status >= 500 or status in (408, 429) or status < 0
 
 
+# A request refused with this status this many times is judged by a health probe: the first
+# 500 may be a runner that crashed for another reason and restarts; the second, on the very same
+# request, is the one retry DESIGN.md allows before a fallback.
+RUNNER_FAILED_STATUS = 500
+PROBE_AFTER_REFUSALS = 2
+PROBE_PURPOSE = "health_probe"
+PROBE_PROMPT = "Reply with the single word OK."
+
+
+def probe_options(cfg: ModelConfig) -> dict[str, Any]:
+    """`request_options` with one token to generate: the same `num_ctx`, so the probe never reloads the model."""
+    return {**request_options(cfg), "num_predict": 1}
+
+
+async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthProbe:
+    """Can the model answer anything right now? A one-word prompt, one token, the same model and context.
+
+    Any failure (an HTTP error, no connection, a timeout, an unreadable answer) is "no": an
+    outage. Only an answer says the runner loads and generates, so a request it keeps
+    refusing is refused for what it asks, not because the server is down.
+    """
+    started_at, t0 = _utc_now(), time.monotonic()
+    try:
+        response = await client.chat(
+            model=cfg.model, messages=[{"role": "user", "content": PROBE_PROMPT}], options=probe_options(cfg),
+            think=False, stream=False, keep_alive=cfg.keep_alive,
+        )
+    except ollama.ResponseError as exc:
+        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3),
+                           _one_line(f"HTTP {exc.status_code}: {exc.error}"))
+    except (ConnectionError, httpx.HTTPError) as exc:
+        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3), _transport_reason(exc))
+    except (ValueError, TypeError, AttributeError) as exc:
+        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3),
+                           _one_line(f"unreadable response ({type(exc).__name__}: {exc})", 200))
+    return HealthProbe(response, started_at, round(time.monotonic() - t0, 3))
+
+
 async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dict[str, str]],
                 schema: dict[str, Any],
                 on_wait: Callable[[str, float, str], None] | None) -> tuple[ollama.ChatResponse, str, float]:
-    """One model attempt; transport failures are waited out here, up to `transport_attempts`."""
+    """One model attempt; transport failures are waited out here, up to `transport_attempts`.
+
+    At the second HTTP 500 for this request a health probe decides: answered → `_Poisoned` (this
+    request crashes the model; the caller falls back), not answered → the outage is waited out.
+    """
     failures = 0
+    refusals = 0
+    probe_failed = ""  # said with every later reason: the user learns that the whole server is down
     while True:
         started_at, t0 = _utc_now(), time.monotonic()
         try:
@@ -684,6 +766,16 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
             if not _transient_status(exc.status_code):
                 raise _Rejected(exc.status_code, _one_line(exc.error)) from None
             reason = _one_line(f"HTTP {exc.status_code}: {exc.error}")
+            if exc.status_code == RUNNER_FAILED_STATUS:
+                refusals += 1
+                if refusals == PROBE_AFTER_REFUSALS:  # once per request: an outage is then waited out
+                    probe = await health_probe(client, cfg)
+                    if probe.healthy:
+                        raise _Poisoned(
+                            f"Ollama refused this request {refusals} times ({reason}) but answers others "
+                            f"(a health probe succeeded): the request itself crashes the model",
+                            probe) from None
+                    probe_failed = f"; a health probe failed too ({probe.reason})"
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise ServiceDown(cfg.host, f"bad Ollama address: {exc}") from None
         except (ConnectionError, httpx.TransportError) as exc:
@@ -691,6 +783,7 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
         except (ValueError, TypeError, AttributeError) as exc:
             # A 200 that is not a chat response, or an error body the client cannot read.
             reason = _one_line(f"unreadable response ({type(exc).__name__}: {exc})", 200)
+        reason += probe_failed
         failures += 1
         if failures >= cfg.transport_attempts:
             raise ServiceDown(cfg.host, f"{reason} (after {failures} attempts)")
@@ -712,6 +805,15 @@ def _use(answer: str, coerce: Callable[[Any], T]) -> tuple[T, list[str]]:
     except (ValueError, TypeError, IndexError, AttributeError) as exc:
         raise _Unusable(_one_line(f"the JSON does not match the schema: {exc}" if str(exc)
                                   else f"the JSON does not match the schema ({type(exc).__name__})")) from None
+
+
+def _probe_record(cfg: ModelConfig, probe: HealthProbe) -> CallRecord:
+    """The answered health probe as a model call: it is not free, so usage counts it."""
+    response = probe.response
+    return CallRecord(purpose=PROBE_PURPOSE, model=cfg.model, prompt_hash="", started_at=probe.started_at,
+                      seconds=probe.seconds, prompt_tokens=response.prompt_eval_count if response else None,
+                      completion_tokens=response.eval_count if response else None, outcome="probe",
+                      answer=(response.message.content or "") if response else "")
 
 
 def _retry_messages(cfg: ModelConfig, messages: list[dict[str, str]], bad: str, reason: str) -> list[dict[str, str]]:
@@ -743,8 +845,10 @@ async def call_json(
 
     Cache hit → "cached". Otherwise one chat; a usable answer (after repair) → "ok" or
     "repaired"; else one retry quoting the reason → "retried"; else `fallback()` →
-    "fallback". Raises only ServiceDown (Ollama unreachable after every transport attempt)
-    and ModelMissing (404). Every attempt is passed to `record`.
+    "fallback". A request Ollama keeps refusing with HTTP 500 while its health probe is
+    answered → `fallback()` as "poisoned" (the probe is recorded as a "probe" call: it cost
+    model time). Raises only ServiceDown (Ollama unreachable after every transport attempt,
+    the probe included) and ModelMissing (404). Every attempt is passed to `record`.
     """
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     key = prompt_key(cfg, messages, schema)
@@ -785,6 +889,12 @@ async def call_json(
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="fallback",
                             answer="", error=str(exc), truncated_prompt=over_budget, attempt=attempt))
             return result(fallback(), "fallback", [])
+        except _Poisoned as exc:
+            emit(_probe_record(cfg, exc.probe))
+            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
+                            seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="poisoned",
+                            answer="", error=exc.reason, truncated_prompt=over_budget, attempt=attempt))
+            return result(fallback(), "poisoned", [])
         answer = response.message.content or ""
         prompt_tokens, completion_tokens = response.prompt_eval_count, response.eval_count
         truncated_answer = response.done_reason == "length"

@@ -45,6 +45,7 @@ SEARCH_CACHE_S = 24 * 3600
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 SNIPPETS_PER_BATCH = 8
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
+POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
 DISCLAIMER_MODEL_ONLY = (
     "No usable sources were found for this brief: this answer rests on the model alone, "
     "without evidence. Treat it as unverified."
@@ -714,8 +715,12 @@ class Research:
         crashpoints.reached("model_answer")
         self.store.set_waiting(self.run_id, None)
         self.store.service_back(self.run_id)
-        if result.outcome == "fallback":
+        if result.outcome in ("fallback", "poisoned"):
             self.state.count_fallback(purpose)
+        if result.outcome == "poisoned":
+            # not an outage: the server answers everything else, so the brief goes on without this answer
+            self.events.emit("signal", message=POISONED_MESSAGE, purpose=purpose,
+                             reason=result.records[-1].error if result.records else None)
         if result.repairs:
             self.state.fallbacks["repaired_answers"] = self.state.fallbacks.get("repaired_answers", 0) + 1
         return result.value
@@ -779,6 +784,7 @@ class Research:
             "repaired_answers": model["repaired_answers"],
             "retried_answers": model["retried_answers"],
             "fallback_answers": model["fallback_answers"],
+            "poisoned_answers": model["poisoned_answers"],  # refused by the server every time: fallback used
             "fallbacks": dict(self.state.fallbacks),
         }
 

@@ -52,7 +52,7 @@ REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
     "page_cache_hits", "llm_cache_hits", "wall_seconds", "llm_seconds",
-    "repaired_answers", "retried_answers", "fallback_answers",
+    "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
 
@@ -190,6 +190,7 @@ _USAGE_LABELS: dict[str, str] = {
     "repaired_answers": "Answers repaired",
     "retried_answers": "Answers retried",
     "fallback_answers": "Answers replaced by a fallback",
+    "poisoned_answers": "Requests the model server always refused (fallback used)",
 }
 
 

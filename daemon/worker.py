@@ -69,7 +69,8 @@ def failed_report(run: BriefRow, brief: Brief | None, error: str, stop_reason: s
         "verdict": None, "gaps": [], "queries": [], "usage": {
             "llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "searches": 0,
             "pages_fetched": 0, "page_cache_hits": 0, "llm_cache_hits": 0, "wall_seconds": 0.0,
-            "llm_seconds": 0.0, "repaired_answers": 0, "retried_answers": 0, "fallback_answers": 0},
+            "llm_seconds": 0.0, "repaired_answers": 0, "retried_answers": 0, "fallback_answers": 0,
+            "poisoned_answers": 0},
         "fallbacks": {}, "error": error,
     }
 

@@ -291,10 +291,17 @@ class Store:
         return int(row[0])
 
     def reset_round(self, run_id: int, round_: int) -> None:
-        """Clear what an interrupted attempt wrote for this round or later, before redoing it."""
+        """Clear what an interrupted attempt wrote for this round or later, before redoing it.
+
+        A query row of a search that really went out is kept: the redone round takes that
+        search from the cache (record_query does not add it twice), and usage must still
+        count the search that was made, not report it as a cache hit.
+        """
         with self.immediate():
-            for table in ("evidence", "queries", "search_results"):
+            for table in ("evidence", "search_results"):
                 self.db.execute(f"DELETE FROM {table} WHERE run_id = ? AND round >= ?", [run_id, round_])
+            self.db.execute("DELETE FROM queries WHERE run_id = ? AND round >= ? AND NOT "
+                            "(from_cache = 0 AND error IS NULL)", [run_id, round_])
 
     # ---- checkpoints ----------------------------------------------------------------------
 
@@ -348,16 +355,21 @@ class Store:
         })
 
     def model_usage(self, run_id: int) -> dict[str, Any]:
-        """What the run's model calls cost, from the store: the report's usage is this, not a tally in memory."""
+        """What the run's model calls cost, from the store: the report's usage is this, not a tally in memory.
+
+        A "poisoned" row is a request the server refused every time (no answer, no tokens): it is
+        counted apart, as poisoned_answers, not as a model call nor as a bad-output fallback.
+        """
         row = self.db.execute(
             """SELECT
-                 SUM(CASE WHEN outcome != 'cached' THEN 1 ELSE 0 END),
+                 SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned') THEN 1 ELSE 0 END),
                  COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),
                  SUM(CASE WHEN outcome = 'cached' THEN 1 ELSE 0 END),
-                 COALESCE(SUM(CASE WHEN outcome != 'cached' THEN seconds ELSE 0 END), 0),
+                 COALESCE(SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned') THEN seconds ELSE 0 END), 0),
                  SUM(CASE WHEN outcome = 'repaired' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'retried' THEN 1 ELSE 0 END),
-                 SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END)
+                 SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END),
+                 SUM(CASE WHEN outcome = 'poisoned' THEN 1 ELSE 0 END)
                FROM model_calls WHERE run_id = ?""",
             [run_id],
         ).fetchone()
@@ -366,7 +378,7 @@ class Store:
             "completion_tokens": int(row[2] or 0), "llm_cache_hits": int(row[3] or 0),
             "llm_seconds": round(float(row[4] or 0.0), 3),
             "repaired_answers": int(row[5] or 0), "retried_answers": int(row[6] or 0),
-            "fallback_answers": int(row[7] or 0),
+            "fallback_answers": int(row[7] or 0), "poisoned_answers": int(row[8] or 0),
         }
 
     def model_outcomes(self, run_id: int) -> dict[str, int]:
@@ -406,10 +418,13 @@ class Store:
         """A search that answered. A refused or failed one is an outage and is not recorded
         (the `error` column is kept for rows written by earlier versions)."""
         with self.immediate():
-            self.db["queries"].insert({
-                "run_id": run_id, "round": round_, "text": text, "results": len(results),
-                "searched_at": utc_now(), "from_cache": int(from_cache),
-            })
+            searched = self.db.execute(  # kept by reset_round: this round's search, made before a restart
+                "SELECT 1 FROM queries WHERE run_id = ? AND round = ? AND text = ?", [run_id, round_, text]).fetchone()
+            if searched is None:
+                self.db["queries"].insert({
+                    "run_id": run_id, "round": round_, "text": text, "results": len(results),
+                    "searched_at": utc_now(), "from_cache": int(from_cache),
+                })
             self.db["search_results"].insert_all(
                 [{"run_id": run_id, "round": round_, "query": text, "rank": i + 1,
                   "url": r.get("url", ""), "title": r.get("title", ""),

@@ -659,6 +659,63 @@ def test_faults_give_errors_drops_slowness_and_bad_answers(lab: LabServer) -> No
     assert lab.stats()["pending_faults"] == []
 
 
+def test_a_poisoned_prompt_is_refused_every_time_while_others_are_answered(lab: LabServer) -> None:
+    """Like a prompt that crashes Ollama's runner: the same 500 and body on every ask, for good;
+    a request without the text (another task, or a one-word probe) is answered."""
+    lab.reset()
+    prompt = plan_prompt(QUESTION)
+    lab.fault(kind="poison", match="Berlin Brandenburg")
+    for _ in range(3):
+        with pytest.raises(ollama.ResponseError) as err:
+            chat(lab, "lab-scripted", prompt, PLAN_SCHEMA)
+        assert err.value.status_code == 500 and err.value.error == "llama runner process has terminated: exit status 2"
+    assert chat(lab, "lab-scripted", plan_prompt("Why was the Kestrel River bridge closed?"),
+                PLAN_SCHEMA).done_reason == "stop"
+    assert chat(lab, "lab-scripted", "Reply with the single word OK.", None).content
+    stats = lab.stats()
+    assert stats["outcomes"]["poison-500"] == 3 and len(stats["pending_faults"]) == 1, "never used up"
+    lab.reset()
+    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done_reason == "stop", "reset clears it"
+    with pytest.raises(httpx.HTTPStatusError):
+        lab.fault(kind="poison")  # a poison needs the text it matches
+
+
+def test_a_fault_can_start_after_some_calls_get_through(lab: LabServer) -> None:
+    lab.reset()
+    prompt = plan_prompt(QUESTION)
+    lab.fault(kind="status", status=500, after=2, count=1)
+    assert [chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done_reason for _ in range(2)] == ["stop", "stop"]
+    with pytest.raises(ollama.ResponseError):
+        chat(lab, "lab-scripted", prompt, PLAN_SCHEMA)
+    assert chat(lab, "lab-scripted", prompt, PLAN_SCHEMA).done_reason == "stop"
+    assert lab.stats()["pending_faults"] == []
+
+
+def test_chaos_poison_share_refuses_the_same_prompts_on_every_ask(tmp_path: Path) -> None:
+    """lab-chaos with failures fixed per prompt: a poisoned request is refused on every attempt
+    (a re-ask does not draw again), the others follow the usual chaos plan."""
+    server = start_server(tmp_path, "--chaos-seed", "3", "--chaos-share", "0", "--chaos-poison-share", "0.5")
+    try:
+        refused: list[bool] = []
+        for schema, prompt in _chaos_requests(12):
+            outcomes = []
+            for _ in range(3):
+                try:
+                    chat(server, "lab-chaos", prompt, schema)
+                    outcomes.append(False)
+                except ollama.ResponseError as err:
+                    assert err.status_code == 500 and "runner process has terminated" in err.error
+                    outcomes.append(True)
+            assert len(set(outcomes)) == 1, f"a poisoned prompt stays poisoned: {outcomes}"
+            refused.append(outcomes[0])
+        assert 2 <= sum(refused) <= 10, refused  # about half of 12
+        stats = server.stats()
+        assert stats["chaos"] == {"poison": 3 * sum(refused)}
+        assert stats["chaos_config"]["poison_share"] == 0.5
+    finally:
+        stop_server(server)
+
+
 def test_inference_is_serialised_and_the_queue_overflows_with_503(tmp_path: Path) -> None:
     server = start_server(tmp_path, "--max-queue", "1")
     try:

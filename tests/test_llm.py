@@ -19,6 +19,8 @@ from typing import Any, Iterator
 import pytest
 
 from daemon.llm import (
+    PROBE_AFTER_REFUSALS,
+    PROBE_PURPOSE,
     RETRY_PREFIX,
     CallRecord,
     CallResult,
@@ -31,6 +33,7 @@ from daemon.llm import (
     fits,
     make_client,
     probe,
+    probe_options,
     prompt_budget,
     prompt_key,
 )
@@ -492,6 +495,67 @@ def test_an_answer_slower_than_the_timeout_is_an_outage(server: Scripted) -> Non
         ask(config(server.url, timeout_s=0.2, transport_attempts=2))
     assert "timed out" in caught.value.reason
     assert time.monotonic() - started < 1.5  # the client did not wait for the slow answers
+
+
+RUNNER_CRASHED = "llama runner process has terminated: exit status 2"  # Ollama's body when a prompt kills its runner
+
+
+def test_a_request_refused_every_time_while_the_server_answers_a_probe_gets_the_fallback(server: Scripted) -> None:
+    """Issue 8 #14: one prompt crashes the runner each time, others are answered. Waiting cannot
+    cure that: after the one re-ask a tiny probe shows the server healthy, and the call falls back."""
+    server.script(*[error(500, RUNNER_CRASHED)] * PROBE_AFTER_REFUSALS, chat("OK", prompt_eval_count=7, eval_count=1),
+                  *[error(500, RUNNER_CRASHED)] * 4)
+    cfg = config(server.url)
+    run = ask(cfg)
+    assert run.result.outcome == "poisoned" and run.result.value == FALLBACK_PLAN
+    assert len(server.chats) == PROBE_AFTER_REFUSALS + 1, "asked twice, probed once, then no more"
+    asked, probe_body = server.chats[:PROBE_AFTER_REFUSALS], server.chats[-1]
+    assert all(body == asked[0] for body in asked), "the same request both times"
+    assert probe_body["model"] == cfg.model and probe_body["options"] == probe_options(cfg)
+    assert probe_body["options"]["num_ctx"] == cfg.num_ctx, "the probe must not make Ollama reload the model"
+    assert "format" not in probe_body and len(probe_body["messages"]) == 1
+    assert [(r.purpose, r.outcome) for r in run.records] == [(PROBE_PURPOSE, "probe"), ("plan", "poisoned")]
+    assert run.records[0].prompt_tokens == 7 and run.records[0].completion_tokens == 1, "the probe's cost is counted"
+    poisoned = run.records[1]
+    assert RUNNER_CRASHED in (poisoned.error or "") and "health probe succeeded" in (poisoned.error or "")
+    assert len(run.waits) == PROBE_AFTER_REFUSALS - 1, "only the first refusal was waited out"
+
+
+def test_a_poisoned_request_is_not_cached_so_a_later_run_asks_again(server: Scripted) -> None:
+    server.script(*[error(500, RUNNER_CRASHED)] * PROBE_AFTER_REFUSALS, chat("OK"), chat(GOOD))
+    cache = DictCache()
+    assert ask(config(server.url), cache=cache).result.outcome == "poisoned"
+    assert not cache.answers
+    assert ask(config(server.url), cache=cache).result.outcome == "ok", "a fixed server gets its chance"
+
+
+def test_a_server_that_fails_the_probe_too_is_an_outage(server: Scripted) -> None:
+    """Everything fails, the probe included: that is an outage, waited out, never a fallback."""
+    attempts = 4
+    server.script(*[error(500, RUNNER_CRASHED)] * (attempts + 1))
+    with pytest.raises(ServiceDown) as caught:
+        ask(config(server.url, transport_attempts=attempts))
+    assert len(server.chats) == attempts + 1, "every attempt plus one probe"
+    assert sum(1 for body in server.chats if "format" not in body) == 1
+    assert "health probe failed too" in caught.value.reason and RUNNER_CRASHED in caught.value.reason
+
+
+def test_a_server_unreachable_at_the_probe_is_an_outage(server: Scripted) -> None:
+    """The probe's own failure mode (no answer at all, here a timeout) counts as unhealthy."""
+    slow_probe = Reply(200, chat("OK").body, delay_s=1.0)
+    server.script(error(500, RUNNER_CRASHED), error(500, RUNNER_CRASHED), slow_probe,
+                  error(500, RUNNER_CRASHED), error(500, RUNNER_CRASHED))
+    with pytest.raises(ServiceDown) as caught:
+        ask(config(server.url, timeout_s=0.3, transport_attempts=4))
+    assert "health probe failed too (timed out" in caught.value.reason
+
+
+def test_other_server_errors_are_not_judged_as_poisoned(server: Scripted) -> None:
+    """503 is Ollama's full queue: load, not this request's fault. It never triggers a probe."""
+    server.script(*[error(503, "server busy, please try again")] * 4)
+    with pytest.raises(ServiceDown):
+        ask(config(server.url, transport_attempts=4))
+    assert all("format" in body for body in server.chats), "no probe was sent"
 
 
 def test_a_model_that_is_not_pulled_raises_model_missing_with_the_fix(server: Scripted) -> None:

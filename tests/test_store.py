@@ -100,9 +100,15 @@ def test_reset_round_clears_only_that_round_and_later(tmp_path: Path) -> None:
     for round_ in (1, 2):
         store.record_query(run, round_, f"q{round_}", [{"url": "http://x"}], from_cache=False)
         store.add_evidence(run, [{"round": round_, "url": "http://x", "quote": f"q{round_}"}])
+    store.record_query(run, 2, "q2 from the cache", [{"url": "http://x"}], from_cache=True)
     store.reset_round(run, 2)
-    assert [q["round"] for q in store.queries(run)] == [1]
+    # round 2's search that really went out is kept (usage counts it); the cache hit and evidence go
+    assert [(q["round"], q["text"]) for q in store.queries(run)] == [(1, "q1"), (2, "q2")]
     assert [e["round"] for e in store.evidence(run)] == [1]
+    # the redone round takes that search from the cache: listed once, still counted as a search
+    store.record_query(run, 2, "q2", [{"url": "http://x"}], from_cache=True)
+    assert [q["text"] for q in store.queries(run)] == ["q1", "q2"]
+    assert store.search_count(run) == 2
 
 
 def test_rank_passages_by_bm25_with_hostile_query_text(tmp_path: Path) -> None:
@@ -124,15 +130,17 @@ def test_model_usage_comes_from_recorded_calls(tmp_path: Path) -> None:
     store = Store(tmp_path / "b.db")
     run = add(store, "a")
     for outcome, pt, ct in (("ok", 100, 20), ("retried", 50, 5), ("cached", None, None),
-                            ("repaired", 10, 2), ("fallback", None, None), ("fallback", None, None)):
+                            ("repaired", 10, 2), ("fallback", None, None), ("fallback", None, None),
+                            ("poisoned", None, None)):
         store.record_model_call(run, CallRecord(
             purpose="plan", model="m", prompt_hash="h", started_at="2026-11-22T00:00:00Z", seconds=1.5,
             prompt_tokens=pt, completion_tokens=ct, outcome=outcome, answer="{}", error=None,
             truncated_prompt=False, truncated_answer=False, attempt=1))
     usage = store.model_usage(run)
+    # a request the server refused every time got no answer: not a model call, counted apart
     assert usage == {"llm_calls": 5, "prompt_tokens": 160, "completion_tokens": 27,
                      "llm_cache_hits": 1, "llm_seconds": 7.5, "repaired_answers": 1,
-                     "retried_answers": 1, "fallback_answers": 2}
+                     "retried_answers": 1, "fallback_answers": 2, "poisoned_answers": 1}
 
 
 def test_page_cache_respects_age(tmp_path: Path) -> None:

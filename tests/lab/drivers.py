@@ -742,13 +742,16 @@ class Chaos:
     share: float = 0.4
     retry_share: float | None = None  # None: a third of ``share``
     slow_s: float = 2.0  # how long a "slow" answer stalls before it is generated
+    # A share of prompts that crash the runner every time they are asked (HTTP 500, whatever
+    # the attempt), as a prompt can crash Ollama's: a pure function of (seed, prompt).
+    poison_share: float = 0.0
     dealt: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         if self.retry_share is None:
             self.retry_share = self.share / 3
-        for name in ("share", "retry_share"):
+        for name in ("share", "retry_share", "poison_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"chaos {name} must be between 0 and 1")
 
@@ -763,6 +766,10 @@ class Chaos:
         deck = list(CHAOS_KINDS)
         random.Random(f"{self.seed}:{rounds}").shuffle(deck)
         return deck[position]
+
+    def poisons(self, request: InferenceRequest) -> bool:
+        """Does this prompt crash the runner every time? Fixed per prompt: asking again never helps."""
+        return _unit_interval(self.seed, "poison", steady_hash(request)) < self.poison_share
 
     def reset(self) -> None:
         with self._lock:

@@ -30,9 +30,16 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   before: "never pay twice"), ``truncated_prompts``, ``loads`` per model (by
   canonical name), outcomes, pending faults, and ``calls``: every request;
 - ``POST /lab/fault`` ``{"kind": "status"|"delay"|"drop"|"empty"|"endless",
-  "count": 1, "status": 500, "seconds": 2.0, "model": optional}``: the next
-  ``count`` inference calls misbehave (HTTP error, slow answer, connection closed
-  without a response, empty content, an array that never ends until num_predict);
+  "count": 1, "status": 500, "seconds": 2.0, "model": optional, "after": 0}``: the
+  next ``count`` inference calls (after letting ``after`` of them through) misbehave
+  (HTTP error, slow answer, connection closed without a response, empty content, an
+  array that never ends until num_predict);
+- ``POST /lab/fault`` ``{"kind": "poison", "match": "TEXT", "status": 500,
+  "message": optional}``: every inference request whose messages contain ``TEXT``
+  gets that HTTP error, with Ollama's body ``{"error": "llama runner process has
+  terminated: exit status 2"}`` by default, for as long as the server runs (until
+  ``/lab/reset``), while every other request is answered: a prompt that crashes
+  Ollama's runner each time. Logged as outcome ``poison-500``;
 - ``POST /lab/reset``: clear stats and faults (and restart the chaos deal);
 - the model ``lab-chaos`` (scripted driver): a seeded share of its answers break
   (``tests.lab.drivers.Chaos``): fenced, wrapped in prose, a leading <think> block,
@@ -41,12 +48,15 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   breaks is a pure function of (``--chaos-seed``, its prompt, how many times this
   exact request was asked), so a run replays; ``/lab/stats`` ``chaos`` counts the
   kinds applied and every logged call carries ``chaos``, ``key`` and ``attempt``.
+  With ``--chaos-poison-share`` a seeded share of prompts is refused with HTTP 500
+  every time they are asked (``chaos`` ``poison``, outcome ``chaos-poison-500``):
+  failures fixed per prompt, as a prompt that crashes Ollama's runner gets.
 
 Knobs: ``--default-num-ctx`` (2048, older Ollama's default; today's Ollama picks
 4096 on small machines), ``--max-queue`` (512), ``--tokens-per-s`` (scripted:
 answer as slowly as a real model), ``--load-delay-s`` (scripted: cost of a
 (re)load), ``--threads`` (llama), ``--chaos-seed`` / ``--chaos-share`` /
-``--chaos-retry-share`` / ``--chaos-slow-s`` (lab-chaos).
+``--chaos-retry-share`` / ``--chaos-slow-s`` / ``--chaos-poison-share`` (lab-chaos).
 
 Run: ``python -m tests.lab.ollama_server --host 127.0.0.1 --port N --driver scripted|llama [--log FILE]``
 (``--port 0`` picks a free port). The first stdout line is
@@ -123,17 +133,27 @@ class BadRequest(Exception):
         self.status = status
 
 
+FAULT_KINDS = ("status", "delay", "drop", "empty", "endless", "poison")
+
+
 @dataclass
 class Fault:
-    kind: str  # status | delay | drop | empty | endless
+    kind: str  # one of FAULT_KINDS
     count: int = 1
     status: int = 500
     seconds: float = 1.0
     model: str = ""  # "" = any model
     message: str = ""
+    after: int = 0  # inference calls to let through before this fault starts
+    match: str = ""  # poison: the text that makes a request fail, every time
 
     def matches(self, model: str) -> bool:
         return not self.model or canonical_name(self.model) == model
+
+    def poisons(self, request: InferenceRequest) -> bool:
+        """A poison fault fails every request whose messages contain its text (never used up)."""
+        return (self.kind == "poison" and bool(self.match) and self.matches(request.model)
+                and any(self.match in m.content for m in request.messages))
 
 
 @dataclass
@@ -163,19 +183,29 @@ class LabState:
 
     def draw_chaos(self, request: InferenceRequest, attempt: int) -> str:
         """lab-chaos only: the fault this request gets ("" = a clean answer)."""
-        return self.chaos.draw(request, attempt) if request.model == CHAOS_MODEL else ""
+        if request.model != CHAOS_MODEL:
+            return ""
+        return "poison" if self.chaos.poisons(request) else self.chaos.draw(request, attempt)
 
     def cards(self) -> dict[str, ModelCard]:
         return {c.name: c for c in self.driver.models()}
 
-    def take_fault(self, model: str) -> Fault | None:
+    def take_fault(self, request: InferenceRequest) -> Fault | None:
+        """The fault this inference call gets: a poison that matches it, else the next counted fault."""
         with self.state_lock:
             for f in self.faults:
-                if f.matches(model):
-                    f.count -= 1
-                    if f.count <= 0:
-                        self.faults.remove(f)
+                if f.poisons(request):
                     return f
+            for f in self.faults:
+                if f.kind == "poison" or not f.matches(request.model):
+                    continue
+                if f.after > 0:
+                    f.after -= 1
+                    continue
+                f.count -= 1
+                if f.count <= 0:
+                    self.faults.remove(f)
+                return f
         return None
 
     def record(self, entry: dict[str, Any]) -> None:
@@ -226,7 +256,8 @@ class LabState:
             "outcomes": outcomes,
             "chaos": chaos,  # lab-chaos: kind -> answers it was applied to
             "chaos_config": {"seed": self.chaos.seed, "share": self.chaos.share,
-                             "retry_share": self.chaos.retry_share, "slow_s": self.chaos.slow_s},
+                             "retry_share": self.chaos.retry_share, "slow_s": self.chaos.slow_s,
+                             "poison_share": self.chaos.poison_share},
             "pending_faults": faults,
             "calls": calls,
         }
@@ -505,8 +536,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _add_fault(self, body: dict[str, Any]) -> None:
         kind = body.get("kind")
-        if kind not in ("status", "delay", "drop", "empty", "endless"):
-            raise BadRequest("kind must be one of status, delay, drop, empty, endless")
+        if kind not in FAULT_KINDS:
+            raise BadRequest(f"kind must be one of {', '.join(FAULT_KINDS)}")
+        if kind == "poison" and not str(body.get("match", "")):
+            raise BadRequest("a poison fault needs match: the text of the requests that fail")
         fault = Fault(
             kind=kind,
             count=int(body.get("count", 1)),
@@ -514,6 +547,8 @@ class Handler(BaseHTTPRequestHandler):
             seconds=float(body.get("seconds", 1.0)),
             model=str(body.get("model", "")),
             message=str(body.get("message", "")),
+            after=max(0, int(body.get("after", 0))),
+            match=str(body.get("match", "")),
         )
         with self.state.state_lock:
             self.state.faults.append(fault)
@@ -584,9 +619,9 @@ class Handler(BaseHTTPRequestHandler):
                     self._hang_up(entry, "client-gone")
                     return
                 entry["attempt"] = st.count_ask(key)
-                fault = st.take_fault(request.model)
-                if fault and fault.kind == "status":
-                    entry.update(outcome=f"fault-{fault.status}")
+                fault = st.take_fault(request)
+                if fault and fault.kind in ("status", "poison"):
+                    entry.update(outcome=f"{'fault' if fault.kind == 'status' else 'poison'}-{fault.status}")
                     st.record(entry)
                     raise BadRequest(fault.message or RUNNER_CRASHED, fault.status)
                 if fault and fault.kind == "drop":
@@ -596,8 +631,12 @@ class Handler(BaseHTTPRequestHandler):
                     self._hang_up(entry, "client-gone")
                     return
                 chaos = "" if fault else st.draw_chaos(request, entry["attempt"])
-                if chaos in CHAOS_SERVER_KINDS:
+                if chaos in CHAOS_SERVER_KINDS or chaos == "poison":
                     entry["chaos"] = chaos
+                if chaos == "poison":
+                    entry.update(outcome="chaos-poison-500")
+                    st.record(entry)
+                    raise BadRequest(RUNNER_CRASHED, 500)
                 if chaos == "http500":
                     entry.update(outcome="chaos-500")
                     st.record(entry)
@@ -759,6 +798,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chaos-retry-share", type=float, default=None,
                     help="lab-chaos: share of retries and re-asks that break (default: a third of --chaos-share)")
     ap.add_argument("--chaos-slow-s", type=float, default=2.0, help="lab-chaos: seconds a slow answer stalls")
+    ap.add_argument("--chaos-poison-share", type=float, default=0.0,
+                    help="lab-chaos: share of prompts refused with HTTP 500 every time they are asked")
     args = ap.parse_args(argv)
     try:
         if args.driver == "scripted":
@@ -770,7 +811,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     try:
         chaos = Chaos(seed=args.chaos_seed, share=args.chaos_share, retry_share=args.chaos_retry_share,
-                      slow_s=args.chaos_slow_s)
+                      slow_s=args.chaos_slow_s, poison_share=args.chaos_poison_share)
     except ValueError as e:
         ap.error(str(e))
     with open(args.log, "a", encoding="utf-8") if args.log else contextlib.nullcontext(sys.stderr) as log:
