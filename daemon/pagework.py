@@ -43,6 +43,7 @@ START_TIMEOUT_S = 60.0
 
 _LENGTH = struct.Struct(">I")
 _READY = b"ready"
+_WARM_UP = b"<html><head><title>t</title></head><body><article><p>A first page. It is read once.</p></article></body></html>"
 
 
 class PageUnreadable(Exception):
@@ -198,6 +199,7 @@ def serve_child() -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     source = sys.stdin.buffer
+    read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's first call is slow: not a page's
     _write_child_frame(out, _READY)
     while True:
         header = _read_child_frame(source)
