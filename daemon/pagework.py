@@ -84,7 +84,7 @@ class PageWorkers:
             try:
                 answer = await asyncio.wait_for(_ask(child, body, url, content_type), self.deadline_s)
                 healthy = True
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise PageUnreadable(
                     f"reading the page took over {self.deadline_s:g} s (a page this costly is not read)") from None
             except (EOFError, BrokenPipeError, ConnectionResetError) as exc:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -25,7 +25,8 @@ from daemon.brief import parse_brief
 from daemon.events import EventLog
 from daemon.extract import MAX_TRAFILATURA_ELEMENTS
 from daemon.fetch import FetchLimits, make_client
-from daemon.llm import ModelConfig, make_client as make_llm_client
+from daemon.llm import ModelConfig
+from daemon.llm import make_client as make_llm_client
 from daemon.loop import Research, Services
 from daemon.pagework import PageWorkers
 from daemon.settings import Settings
@@ -102,7 +103,7 @@ class LoopLag:
             self.worst = max(self.worst, now - last - 0.02)
             last = now
 
-    def __enter__(self) -> LoopLag:
+    def __enter__(self) -> Self:
         self.task = asyncio.get_running_loop().create_task(self._tick())
         return self
 

@@ -23,8 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import start_ollama, start_search_lab
@@ -54,8 +54,8 @@ def pathological() -> list[tuple[str, str, float, float]]:
 
     texts = {
         '"Mr. " * 16000 (one line)': "Mr. " * 16_000,
-        "ordinary prose, one line": (PROSE * 2_100)[:192_000],
-        "a 200 KB page (paragraphs of ~2 KB)": "\n\n".join([PROSE * 22] * 100)[:200_000],
+        "ordinary prose, one line": (PROSE * 2_300)[:192_000],
+        "a 200 KB page (paragraphs of ~2 KB)": "\n\n".join([PROSE * 22] * 110)[:200_000],
         "dots, no space after": "." * 200_000 + "x",
     }
     rows = [(f"split_passages: {name}", f"{len(text):,} chars", *_timed(lambda t=text: split_passages(t)))
