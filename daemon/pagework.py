@@ -20,10 +20,13 @@ and a body frame, and the child answers one JSON frame.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import json
 import os
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -190,6 +193,19 @@ def _answer(header: bytes, body: bytes) -> dict[str, Any]:
                      "passages": [(p.seq, p.start, p.end) for p in page.passages]}}
 
 
+def _memory_trimmer() -> Callable[[], object]:
+    """glibc's malloc_trim, or a no-op where there is none.
+
+    glibc keeps what a big page freed: a child's RSS stayed at 215 MB after a 4 MB page
+    of links (75 MB before); trimming after each page brings it back.
+    """
+    try:
+        trim: Callable[[int], object] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    return lambda: trim(0)
+
+
 def serve_child() -> None:
     """The child's loop: read pages from stdin until it closes, answer on the real stdout.
 
@@ -199,6 +215,7 @@ def serve_child() -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     source = sys.stdin.buffer
+    trim = _memory_trimmer()
     read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's first call is slow: not a page's
     _write_child_frame(out, _READY)
     while True:
@@ -206,7 +223,10 @@ def serve_child() -> None:
         body = _read_child_frame(source) if header is not None else None
         if header is None or body is None:
             return
-        _write_child_frame(out, json.dumps(_answer(header, body)).encode())
+        answer = json.dumps(_answer(header, body)).encode()
+        del body
+        trim()
+        _write_child_frame(out, answer)
 
 
 if __name__ == "__main__":
