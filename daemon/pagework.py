@@ -57,9 +57,15 @@ class PageUnreadable(Exception):
 class _Child:
     process: asyncio.subprocess.Process
 
-    def kill(self) -> None:
+    async def stop(self) -> None:
+        """Kill, reap, and close the pipes now (asyncio's Process has no close(): left to the
+        garbage collector, its transport warns and closes from a finalizer at a random time)."""
         if self.process.returncode is None:
             self.process.kill()
+        await self.process.wait()
+        transport = getattr(self.process, "_transport", None)
+        if transport is not None:
+            transport.close()
 
 
 @dataclass
@@ -81,7 +87,7 @@ class PageWorkers:
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.size))
         async with self._slots:
-            child = self._idle.pop() if self._idle else await _start_child()
+            child = await self._take()
             self._busy.add(child)
             healthy = False
             try:
@@ -97,7 +103,7 @@ class PageWorkers:
                 if healthy:
                     self._idle.append(child)
                 else:
-                    child.kill()
+                    await child.stop()  # also when cancelled: the reap takes milliseconds
         if "error" in answer:
             raise PageUnreadable(f"the page reader failed on this page: {answer['error']}")
         page = answer["page"]
@@ -109,15 +115,21 @@ class PageWorkers:
             passages=[Passage(seq=seq, start=s, end=e, text=text[s:e]) for seq, s, e in page["passages"]],
         )
 
+    async def _take(self) -> _Child:
+        """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.process.returncode is None:
+                return child
+            await child.stop()
+        return await _start_child()
+
     async def close(self) -> None:
         """Stop every child (each also stops by itself when the daemon's end of its pipe closes)."""
         children = [*self._idle, *self._busy]
         self._idle.clear()
         self._busy.clear()
-        for child in children:
-            child.kill()
-        for child in children:
-            await child.process.wait()
+        await asyncio.gather(*(child.stop() for child in children))
 
 
 async def _start_child() -> _Child:
@@ -131,10 +143,10 @@ async def _start_child() -> _Child:
     try:
         ready = await asyncio.wait_for(_read_frame(process), START_TIMEOUT_S)
     except BaseException:
-        child.kill()
+        await child.stop()
         raise
     if ready != _READY:
-        child.kill()
+        await child.stop()
         raise RuntimeError("the page reader child did not start: run `python -m daemon.pagework` to see why")
     return child
 
