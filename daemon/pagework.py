@@ -39,7 +39,7 @@ worst tree trafilatura is still given (`MAX_TRAFILATURA_ELEMENTS`) a few seconds
 2-core box; past this the page is given up for good."""
 
 PAGE_WORKERS = 2
-"""Child processes reading pages at once (about 60 MB each when idle)."""
+"""Child processes reading pages at once (about 75 MB each, idle or between pages: see `_memory_trimmer`)."""
 
 START_TIMEOUT_S = 60.0
 """How long a new child may take to import its libraries before it is counted as broken."""

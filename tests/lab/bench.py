@@ -54,6 +54,7 @@ def pathological() -> list[tuple[str, str, float, float]]:
 
     texts = {
         '"Mr. " * 16000 (one line)': "Mr. " * 16_000,
+        '"Mr. " * 50000 (a 200 KB line)': "Mr. " * 50_000,
         "ordinary prose, one line": (PROSE * 2_300)[:192_000],
         "a 200 KB page (paragraphs of ~2 KB)": "\n\n".join([PROSE * 22] * 110)[:200_000],
         "dots, no space after": "." * 200_000 + "x",
