@@ -32,9 +32,9 @@ from .brief import Brief
 from .citations import Source, renumber
 from .decide import Limits, LoopState, Usage
 from .events import EventLog
-from .extract import extract_page, split_passages
 from .fetch import FetchLimits, fetch_page
 from .llm import CallRecord, ModelConfig, call_json, estimate_tokens, prompt_budget
+from .pagework import PageUnreadable, PageWorkers
 from .search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from .settings import Settings
 
@@ -64,6 +64,7 @@ class Services:
     model: ModelConfig
     fetch_limits: FetchLimits
     fetch_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+    pages: PageWorkers = field(default_factory=PageWorkers)  # reads pages off the event loop, with a deadline
 
 
 class Cancelled(Exception):
@@ -354,15 +355,20 @@ class Research:
                              status=result.status, ok=False, error=result.error,
                              seconds=round(result.elapsed_s, 3))
             return None
-        extracted = await asyncio.to_thread(extract_page, result.body, result.final_url, result.content_type)
-        if extracted is None or not extracted.text.strip():
-            reason = f"no readable text ({result.content_type or 'unknown type'})"
-            self.mark_bad(url, reason, transient=False)
+        # extraction and splitting run in a child process: never on the event loop, and killed
+        # at a deadline, so one page can neither freeze the daemon nor cost more than the bound
+        try:
+            page = await self.svc.pages.read(result.body, result.final_url, result.content_type)
+            reason = None if page else f"no readable text ({result.content_type or 'unknown type'})"
+        except PageUnreadable as exc:
+            page, reason = None, str(exc)
+        if page is None:
+            self.mark_bad(url, reason or "no readable text", transient=False)
             self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                              status=result.status, ok=False, error=reason)
             return None
+        extracted, passages = page.extracted, page.passages
         title = extracted.title or (hit.title if hit else "") or result.final_url
-        passages = split_passages(extracted.text)
         self.store.save_page(
             url=url, final_url=result.final_url, status=result.status,
             content_type=result.content_type, title=title, text=extracted.text,

@@ -30,6 +30,7 @@ from .files import WriteFailed, atomic_write_bytes, sweep_temp_files
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
+from .pagework import PageWorkers
 from .report import archive_previous, chart_note, safe_outdir, write_report
 from .settings import Settings
 
@@ -289,14 +290,17 @@ class _ServicesContext:
         self.fetch_client = make_fetch_client(limits)
         model = model_config(settings)
         self.llm_client = make_llm_client(model)
+        self.pages = PageWorkers()
         return Services(settings=settings, store=self.store, http=self.http,
                         fetch_client=self.fetch_client, llm_client=self.llm_client, model=model,
                         fetch_limits=limits,
-                        fetch_slots=asyncio.Semaphore(max(1, settings.fetch_concurrency)))
+                        fetch_slots=asyncio.Semaphore(max(1, settings.fetch_concurrency)),
+                        pages=self.pages)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
         await self.fetch_client.aclose()
+        await self.pages.close()
 
 
 def serve(settings: Settings, once: bool = False) -> int:

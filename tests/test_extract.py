@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -296,6 +298,101 @@ PAGE_TEXTS = st.one_of(st.lists(TOKENS, max_size=80).map("".join), st.text(max_s
 @settings(max_examples=400, deadline=None)
 def test_sentence_spans_are_ordered_disjoint_stripped_and_complete(text: str) -> None:
     check_sentence_spans(text, split_sentences(text))
+
+
+# The splitter as it was before issue 8: slices the line around every full stop (quadratic),
+# kept here word for word as the reference the linear one must agree with on ordinary text.
+_REF_BOUNDARY = re.compile(r"(?:\.{2,}|…|[.!?]+)[\"'”’»)\]]*(?=\s)|[。！？]+[\"'”’」』)\]]*")
+_REF_WORD_BEFORE = re.compile(r"([^\s(\[\"'“‘«]*)$")
+
+
+def _reference_is_boundary(line: str, match: re.Match[str]) -> bool:
+    from daemon.extract import _NEVER_END, _NUMBER_ABBREVS
+
+    rest = line[match.end():].lstrip()
+    if not rest:
+        return False
+    punct = match.group()
+    if punct[0] in "。！？":
+        return True
+    if rest[0].islower():
+        return False
+    if "!" in punct or "?" in punct or punct.startswith("..") or punct.startswith("…"):
+        return True
+    before = line[: match.start()]
+    word = _REF_WORD_BEFORE.search(before).group(1).lower()  # type: ignore[union-attr]
+    if word.rstrip(".") in _NEVER_END or word in _NEVER_END:
+        return False
+    if word in _NUMBER_ABBREVS and rest[0].isdigit():
+        return False
+    if len(word) == 1 and word.isalpha():
+        return False
+    if word.isdigit() and len(word) <= 3 and not before[: len(before) - len(word)].strip(" -*•"):
+        return False
+    return True
+
+
+def reference_split_sentences(text: str) -> list[tuple[int, int]]:
+    from daemon.extract import _strip_span
+
+    spans: list[tuple[int, int]] = []
+    line_start = 0
+    for line in text.split("\n"):
+        cursor = 0
+        for match in _REF_BOUNDARY.finditer(line):
+            if _reference_is_boundary(line, match):
+                start, end = _strip_span(text, line_start + cursor, line_start + match.end())
+                if start < end:
+                    spans.append((start, end))
+                cursor = match.end()
+        start, end = _strip_span(text, line_start + cursor, line_start + len(line))
+        if start < end:
+            spans.append((start, end))
+        line_start += len(line) + 1
+    return spans
+
+
+SENTENCE_TOKENS = st.sampled_from(
+    ["word", "Word", "Dr.", "dr.", "e.g.", "i.e.", "U.S.", "1.2bn", "$4.5", "...", "..", "\u2026", ".", "?", "!",
+     "?!", '"', ")", "(", "'", "\u201d", "\u00bb", "\u00ab", "\u201c", " ", "  ", "\n", "\t", "\u00a0", "No.",
+     "no.", "5", "12", "123", "1234", "J.", "x", "A", "- ", "* ", "\u2022", "\u3002", "\uff01", "Fig.",
+     "." * 40, "a" * 40, "Mr" + "." * 35, "Mr.", "mr"]
+)
+
+
+@given(st.one_of(st.lists(SENTENCE_TOKENS, max_size=60).map("".join), st.text(max_size=200)))
+@settings(max_examples=1500, deadline=None)
+def test_the_linear_splitter_agrees_with_the_reference(text: str) -> None:
+    assert split_sentences(text) == reference_split_sentences(text)
+
+
+PATHOLOGICAL_TEXT = {
+    "abbreviations": "'Mr. ' * 16_000",  # 66 s before: each full stop re-read the line before it
+    "prose on one line": "('The board met on Tuesday. Dr. Alvarez said costs rose. ' * 3_500)[:192_000]",  # 29 s
+    "a run of dots": "'.' * 40_000 + 'x'",  # 30 s: the boundary pattern restarted at every dot
+}
+
+
+@pytest.mark.parametrize("expression", PATHOLOGICAL_TEXT.values(), ids=PATHOLOGICAL_TEXT.keys())
+def test_pathological_text_is_split_in_linear_time(expression: str) -> None:
+    """Counted in a subprocess with a cap the quadratic splitter needs 1.5-3x more than (not a speed test)."""
+    code = (f"from daemon.extract import split_passages\ntext = {expression}\n"
+            f"passages = split_passages(text)\nassert passages and passages[-1].end <= len(text)\n")
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"split_passages({expression}) took over 20 s: the splitter is not linear")
+
+
+def test_a_page_of_short_unwrapped_lines_is_shaped_in_linear_time() -> None:
+    """1.5 million short lines of plain text: joining them by growing a string was quadratic (minutes)."""
+    code = ("from daemon.extract import extract_page\n"
+            "page = extract_page(b'word\\n' * 1_000_000, 'http://x.test/', 'text/plain')\n"
+            "assert page is not None and page.text.startswith('word word')\n")
+    try:
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("shaping a page of a million short lines took over 20 s: not linear")
 
 
 # --------------------------------------------------------------------------- passages

@@ -4,7 +4,12 @@ Runs the four lab briefs through `briefd run --once` against the real search lab
 scripted model server slowed to a realistic pace (--tokens-per-s), then runs them again to
 show what the caches save. Prints one table; numbers are wall-clock on this machine.
 
+Then (first, and alone with --pathological-only) it times what one hostile page costs: the
+splitter on pathological text, and reading a 4 MB page of 100,000 links, with trafilatura
+alone (what every page got before MAX_TRAFILATURA_ELEMENTS) and with briefd's reader.
+
 What to look at:
+- pathological text: each well under a second (the quadratic splitter took 29 s to minutes).
 - model busy %: llm_seconds / wall_seconds per brief. Fetches overlap the model's reading,
   so this stays high even with slow pages in the results.
 - the second pass: page and answer caches mean no page is fetched and no prompt paid twice.
@@ -18,11 +23,61 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
+
+PROSE = "The board met on Tuesday. Dr. Alvarez said costs rose by 4.5 million, e.g. for labour. "
+
+
+def _link_farm(links: int = 100_000) -> bytes:
+    items = "".join(f'<li><a href="/p/{i}">Link {i}</a></li>' for i in range(links))
+    return f"<html><head><title>Links</title></head><body><ul>{items}</ul></body></html>".encode()
+
+
+def _timed(work: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) for one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    work()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def pathological() -> list[tuple[str, str, float, float]]:
+    """What one hostile page costs: (what, size, wall s, CPU s)."""
+    import lxml.html
+    import trafilatura
+
+    from daemon.extract import read_page, split_passages
+
+    texts = {
+        '"Mr. " * 16000 (one line)': "Mr. " * 16_000,
+        '"Mr. " * 50000 (a 200 KB line)': "Mr. " * 50_000,
+        "ordinary prose, one line": (PROSE * 2_300)[:192_000],
+        "a 200 KB page (paragraphs of ~2 KB)": "\n\n".join([PROSE * 22] * 110)[:200_000],
+        "dots, no space after": "." * 200_000 + "x",
+    }
+    rows = [(f"split_passages: {name}", f"{len(text):,} chars", *_timed(lambda t=text: split_passages(t)))
+            for name, text in texts.items()]
+    farm = _link_farm()
+    size = f"{len(farm) / 1e6:.1f} MB, 100k links"
+    rows.append(("trafilatura alone (every page before the cap)", size,
+                 *_timed(lambda: trafilatura.bare_extraction(lxml.html.document_fromstring(farm), with_metadata=True,
+                                                             include_tables=True, include_links=False))))
+    rows.append(("briefd's reader: read_page (extract + split)", size,
+                 *_timed(lambda: read_page(farm, "http://farm.test/", "text/html"))))
+    return rows
+
+
+def print_pathological() -> None:
+    print("briefd bench: what one hostile page costs (this process, this machine)")
+    print("what | size | wall_seconds | cpu_seconds")
+    for what, size, wall, cpu in pathological():
+        print(f"{what} | {size} | {wall:.3f} | {cpu:.3f}")
+    print()
+
 
 BRIEFS = {
     "kestrel": {"question": TOPICS["kestrel"].question, "depth": "quick"},
@@ -54,7 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens-per-s", type=float, default=60.0,
                         help="pace of the scripted model (a 7B model on a GPU is ~40-80)")
+    parser.add_argument("--pathological-only", action="store_true",
+                        help="only time what hostile pages cost (no lab, no briefs)")
     args = parser.parse_args(argv)
+    print_pathological()
+    if args.pathological_only:
+        return 0
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-"))
     lab = start_search_lab(root / "lab")
     try:

@@ -1,0 +1,245 @@
+"""Reading fetched pages in child processes that a deadline can kill.
+
+Extraction (lxml, trafilatura) and splitting are CPU-bound and run in C or in long
+Python loops: in the daemon's process they would hold the event loop (or, in a
+thread, the GIL and the daemon's exit) for as long as one hostile page makes them
+take, and a thread cannot be stopped. A child process can: each read has a
+wall-clock deadline, and a child that passes it is killed and replaced. So one page
+costs at most `PAGE_DEADLINE_S`, and SIGTERM never waits for a page.
+
+The children are plain `python -m daemon.pagework` processes (no fork of a
+threaded daemon), started on first use, reused, and at most `PAGE_WORKERS` at once:
+two keep a 2-core box's second core busy without doubling the memory for nothing.
+A child exits when its stdin closes, so none outlives the daemon.
+
+Protocol, both ways: frames of a 4-byte big-endian length and that many bytes. The
+child first sends a ready frame; then per page the parent sends a JSON header frame
+and a body frame, and the child answers one JSON frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import json
+import os
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .extract import Extracted, PageText, Passage, read_page
+
+PAGE_DEADLINE_S = 15.0
+"""Wall-clock time one page may take to read. An article takes well under a second, the
+worst tree trafilatura is still given (`MAX_TRAFILATURA_ELEMENTS`) a few seconds on a busy
+2-core box; past this the page is given up for good."""
+
+PAGE_WORKERS = 2
+"""Child processes reading pages at once (about 75 MB each, idle or between pages: see `_memory_trimmer`)."""
+
+START_TIMEOUT_S = 60.0
+"""How long a new child may take to import its libraries before it is counted as broken."""
+
+_LENGTH = struct.Struct(">I")
+_READY = b"ready"
+_WARM_UP = b"<html><head><title>t</title></head><body><article><p>A first page. It is read once.</p></article></body></html>"
+
+
+class PageUnreadable(Exception):
+    """This page cannot be read within the bound: too costly, or it broke the reader. Permanent."""
+
+
+@dataclass(eq=False)  # compared by identity: the busy set holds the children themselves
+class _Child:
+    process: asyncio.subprocess.Process
+
+    async def stop(self) -> None:
+        """Kill, reap, and close the pipes now (asyncio's Process has no close(): left to the
+        garbage collector, its transport warns and closes from a finalizer at a random time)."""
+        if self.process.returncode is None:
+            self.process.kill()
+        await self.process.wait()
+        transport = getattr(self.process, "_transport", None)
+        if transport is not None:
+            transport.close()
+
+
+@dataclass
+class PageWorkers:
+    """A small pool of page-reading children; `await read(...)` reads one page within the deadline."""
+
+    size: int = PAGE_WORKERS
+    deadline_s: float = PAGE_DEADLINE_S
+    _idle: list[_Child] = field(default_factory=list)
+    _busy: set[_Child] = field(default_factory=set)
+    _slots: asyncio.Semaphore | None = None
+
+    async def read(self, body: bytes, url: str, content_type: str) -> PageText | None:
+        """`extract.read_page` in a child: a PageText, or None when the page has no readable text.
+
+        Raises PageUnreadable when it takes longer than `deadline_s` or the child dies on
+        it; the child is killed either way, and also when the caller is cancelled.
+        """
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(max(1, self.size))
+        async with self._slots:
+            child = await self._take()
+            self._busy.add(child)
+            healthy = False
+            try:
+                answer = await asyncio.wait_for(_ask(child, body, url, content_type), self.deadline_s)
+                healthy = True
+            except TimeoutError:
+                raise PageUnreadable(
+                    f"reading the page took over {self.deadline_s:g} s (a page this costly is not read)") from None
+            except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
+                raise PageUnreadable(f"the page reader stopped on this page ({type(exc).__name__})") from None
+            finally:
+                self._busy.discard(child)
+                if healthy:
+                    self._idle.append(child)
+                else:
+                    await child.stop()  # also when cancelled: the reap takes milliseconds
+        if "error" in answer:
+            raise PageUnreadable(f"the page reader failed on this page: {answer['error']}")
+        page = answer["page"]
+        if page is None:
+            return None
+        text = page["text"]
+        return PageText(
+            extracted=Extracted(title=page["title"], text=text, method=page["method"]),
+            passages=[Passage(seq=seq, start=s, end=e, text=text[s:e]) for seq, s, e in page["passages"]],
+        )
+
+    async def _take(self) -> _Child:
+        """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.process.returncode is None:
+                return child
+            await child.stop()
+        return await _start_child()
+
+    async def close(self) -> None:
+        """Stop every child (each also stops by itself when the daemon's end of its pipe closes)."""
+        children = [*self._idle, *self._busy]
+        self._idle.clear()
+        self._busy.clear()
+        await asyncio.gather(*(child.stop() for child in children))
+
+
+async def _start_child() -> _Child:
+    root = str(Path(__file__).resolve().parent.parent)  # where `daemon` is importable from
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "daemon.pagework", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, env=env)
+    child = _Child(process)
+    try:
+        ready = await asyncio.wait_for(_read_frame(process), START_TIMEOUT_S)
+    except BaseException:
+        await child.stop()
+        raise
+    if ready != _READY:
+        await child.stop()
+        raise RuntimeError("the page reader child did not start: run `python -m daemon.pagework` to see why")
+    return child
+
+
+async def _ask(child: _Child, body: bytes, url: str, content_type: str) -> dict[str, Any]:
+    stdin = child.process.stdin
+    assert stdin is not None
+    header = json.dumps({"url": url, "content_type": content_type}).encode()
+    stdin.write(_LENGTH.pack(len(header)) + header + _LENGTH.pack(len(body)))
+    stdin.write(body)
+    await stdin.drain()
+    answer: dict[str, Any] = json.loads(await _read_frame(child.process))
+    return answer
+
+
+async def _read_frame(process: asyncio.subprocess.Process) -> bytes:
+    stdout = process.stdout
+    assert stdout is not None
+    try:
+        (length,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
+        return await stdout.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise EOFError("the page reader exited") from exc
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def _read_child_frame(stream: BinaryIO) -> bytes | None:
+    head = _read_exact(stream, _LENGTH.size)
+    if head is None:
+        return None
+    return _read_exact(stream, _LENGTH.unpack(head)[0])
+
+
+def _write_child_frame(stream: BinaryIO, data: bytes) -> None:
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _answer(header: bytes, body: bytes) -> dict[str, Any]:
+    job = json.loads(header)
+    try:
+        page = read_page(body, job["url"], job["content_type"])
+    except Exception as exc:  # noqa: BLE001 - said to the parent, which gives the page up
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    if page is None:
+        return {"page": None}
+    return {"page": {"title": page.extracted.title, "text": page.extracted.text,
+                     "method": page.extracted.method,
+                     "passages": [(p.seq, p.start, p.end) for p in page.passages]}}
+
+
+def _memory_trimmer() -> Callable[[], object]:
+    """glibc's malloc_trim, or a no-op where there is none.
+
+    glibc keeps what a big page freed: a child's RSS stayed at 215 MB after a 4 MB page
+    of links (75 MB before); trimming after each page brings it back.
+    """
+    try:
+        trim: Callable[[int], object] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    return lambda: trim(0)
+
+
+def serve_child() -> None:
+    """The child's loop: read pages from stdin until it closes, answer on the real stdout.
+
+    Anything a library prints goes to stderr: fd 1 is pointed there, and the frames go
+    to a private copy of the original stdout.
+    """
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    source = sys.stdin.buffer
+    trim = _memory_trimmer()
+    read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's first call is slow: not a page's
+    _write_child_frame(out, _READY)
+    while True:
+        header = _read_child_frame(source)
+        body = _read_child_frame(source) if header is not None else None
+        if header is None or body is None:
+            return
+        answer = json.dumps(_answer(header, body)).encode()
+        del body
+        trim()
+        _write_child_frame(out, answer)
+
+
+if __name__ == "__main__":
+    serve_child()
