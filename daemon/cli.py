@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
-from .brief import BriefError, load_schema, parse_brief
+from .brief import MAX_BRIEF_BYTES, BriefError, load_schema, parse_brief, too_large
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
 
@@ -122,12 +122,17 @@ def cmd_run(settings, args) -> int:
 
 def cmd_submit(settings, args) -> int:
     """Validate every file first; write nothing unless all are valid."""
+    from .files import TooLarge, read_file_at_most
+
     prepared: list[tuple[Path, bytes]] = []
     for path in args.files:
         try:
-            data = path.read_bytes()
+            data = read_file_at_most(path, MAX_BRIEF_BYTES)
         except OSError as exc:
             print(f"briefd: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except TooLarge as exc:
+            print(f"briefd: {path}: {too_large(exc.size)}", file=sys.stderr)
             return EXIT_USAGE
         try:
             parse_brief(data, path.name)
