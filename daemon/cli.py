@@ -103,21 +103,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check,
     }[args.command]
-    return handler(settings, args)
+    try:
+        return handler(settings, args)
+    except Exception as exc:  # a store that fails (damaged, full, locked past the busy timeout): exit 3
+        code = store_failure(settings, exc, "use")
+        if code is None:
+            raise
+        return code
 
 
 def cmd_run(settings, args) -> int:
-    from .inbox import InboxLocked
+    from .files import Locked
     from .worker import serve
 
     try:
         return serve(settings, once=args.once)
-    except InboxLocked as exc:
+    except Locked as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    except OSError as exc:
-        print(f"briefd: cannot use {exc.filename or 'a required path'}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+    except Exception as exc:
+        code = store_failure(settings, exc, "use")
+        if code is not None:
+            return code
+        if isinstance(exc, OSError):
+            print(f"briefd: cannot use {exc.filename or 'a required path'}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+        raise
 
 
 def cmd_submit(settings, args) -> int:
@@ -205,8 +216,27 @@ def status_data(settings) -> dict[str, Any]:
         store.close()
 
 
+def store_failure(settings, exc: BaseException, doing: str) -> int | None:
+    """A command's store failure as the user should meet it: what, why and the fix, exit 3
+    (None: not a store failure, a bug to raise as it is)."""
+    from store import diagnose
+
+    problem = diagnose(exc, Path(settings.db))
+    if problem is None:
+        return None
+    print(f"briefd: cannot {doing} the store {settings.db}: it {problem.reason}; to fix: {problem.fix}",
+          file=sys.stderr)
+    return EXIT_UNAVAILABLE
+
+
 def cmd_status(settings, args) -> int:
-    data = status_data(settings)
+    try:
+        data = status_data(settings)
+    except Exception as exc:
+        code = store_failure(settings, exc, "read")
+        if code is None:
+            raise
+        return code
     if args.json:
         print(json.dumps(data, indent=2))
         return EXIT_OK
@@ -335,19 +365,27 @@ def _writable(name: str, folder: Path) -> tuple[bool, str, str | None]:
 
 
 def _db_health(path: Path) -> tuple[bool, str, str | None]:
-    from store import Store
+    """Open the store and run PRAGMA quick_check; its own lines name any damage."""
+    from store import Store, damaged, diagnose
 
     try:
         store = Store(path)
-    except Exception as exc:  # sqlite raises several types; all mean the same to the user
-        return False, f"database {path} cannot be opened: {exc}", "check the path and its permissions"
+    except Exception as exc:  # sqlite raises several types; diagnose says what each means
+        problem = diagnose(exc, path)
+        if problem is None:
+            return False, f"database {path} cannot be opened: {exc}", "check the path and its permissions"
+        return False, f"database {path} cannot be opened: it {problem.reason}", problem.fix
     try:
-        result = store.integrity_check()
+        lines = store.quick_check()
+    except Exception as exc:
+        problem = diagnose(exc, path) or damaged(path, f"is damaged ({exc})")
+        return False, f"database {path} cannot be checked: it {problem.reason}", problem.fix
     finally:
         store.close()
-    if result != "ok":
-        return False, f"database {path} failed its integrity check: {result}", \
-            "restore from a backup made with VACUUM INTO"
+    if lines != ["ok"]:
+        shown = "\n       ".join(lines)
+        return False, f"database {path} failed its check (PRAGMA quick_check):\n       {shown}", \
+            damaged(path, "").fix
     return True, f"database {path} is healthy", None
 
 

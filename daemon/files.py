@@ -13,12 +13,14 @@ so /dev/zero or a 5 GB file costs at most that much memory and time.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Self
 
 from . import crashpoints
 
@@ -157,3 +159,54 @@ def read_file_at_most(path: Path, limit: int) -> bytes:
     if len(data) > limit:  # a device or pipe, or a file that grew while read
         raise TooLarge(Path(path), None, limit)
     return data
+
+
+class Locked(Exception):
+    """Another live briefd holds a lock this one needs; the message names it and the fix."""
+
+    def __init__(self, path: Path, holder: str, what: str, fix: str) -> None:
+        super().__init__(f"another briefd ({holder}) is already {what} (lock {path}); {fix}")
+        self.path, self.holder = Path(path), holder
+
+
+@dataclass
+class ProcessLock:
+    """An flock held for the life of this process: the kernel releases it when the process
+    dies, however it dies, so a crash never leaves a stale lock to clear by hand."""
+
+    path: Path
+    fd: int
+
+    def release(self) -> None:
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def hold_lock(path: Path, what: str, fix: str) -> ProcessLock:
+    """The one lock mechanism (the inbox's and the store's): take `path`'s flock or raise
+    Locked naming the holder's pid, which the holder writes into the file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown pid"
+        finally:
+            os.close(fd)
+        raise Locked(path, holder, what, fix) from None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass  # a full disk: the lock holds all the same; a second daemon is told "unknown pid"
+    return ProcessLock(path, fd)

@@ -55,7 +55,6 @@ Hostile entries, decided (issue 4):
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -63,14 +62,14 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
-from store import QUEUED, RUNNING, Store, sha256_hex
+from store import QUEUED, RUNNING, Store, diagnose, sha256_hex
 
 from . import crashpoints
 # _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
 from .brief import MAX_BRIEF_BYTES, BriefError, _clean, id_from_filename, parse_brief, too_large
-from .files import read_at_most
+from .files import Locked, ProcessLock, hold_lock, read_at_most
 from .report import write_rejection
 
 log = logging.getLogger("briefd")
@@ -81,40 +80,16 @@ LOCK_NAME = ".briefd.lock"
 TAKE_PER_CALL = 100
 
 
-class InboxLocked(Exception):
-    def __init__(self, path: Path, holder: str) -> None:
-        super().__init__(f"another briefd ({holder}) is already serving this inbox (lock {path})")
-        self.holder = holder
+# The inbox's lock is the shared one (files.hold_lock); these names are what callers know it by.
+InboxLocked = Locked
+InboxLock = ProcessLock
 
 
-@dataclass
-class InboxLock:
-    path: Path
-    fd: int
-
-    def release(self) -> None:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
-
-
-def acquire_lock(inbox: Path) -> InboxLock:
-    """Take the inbox's lock for the life of this process, or raise InboxLocked naming the holder."""
+def acquire_lock(inbox: Path) -> ProcessLock:
+    """Take the inbox's lock for the life of this process, or raise Locked naming the holder."""
     inbox.mkdir(parents=True, exist_ok=True)
-    path = inbox / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown pid"
-        finally:
-            os.close(fd)
-        raise InboxLocked(path, holder) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
-    return InboxLock(path, fd)
+    return hold_lock(inbox / LOCK_NAME, "serving this inbox",
+                     "stop it first, or give this daemon an inbox of its own (--inbox)")
 
 
 # What the store records as received from a hard link: nothing, since it is never read.
@@ -207,6 +182,7 @@ class Inbox:
     on_accept: Callable[[Accepted], None] | None = None
     tracked: dict[Path, _Seen] = field(default_factory=dict)
     refused: dict[Path, tuple[_Version, str]] = field(default_factory=dict)
+    store_problem: str | None = None  # the store failure last logged by take_ready (said once)
 
     def reconcile(self) -> int:
         """Finish what a crash interrupted: a recorded brief whose file is still in the inbox."""
@@ -283,10 +259,19 @@ class Inbox:
             try:
                 result = self.accept(path, seen)
             except Exception as exc:  # a bug or a surprise must not stop the other files or the daemon
+                problem = diagnose(exc, self.store.path)
+                if problem is not None:  # the store's fault, not the file's: it stays tracked, tried again
+                    self.notice(path)
+                    if problem.reason != self.store_problem:
+                        self.store_problem = problem.reason
+                        log.warning("files stay in the inbox until the store can take them: the store %s "
+                                    "(to fix: %s)", problem.reason, problem.fix)
+                    break
                 log.exception("%s could not be taken", _clean(path.name))
                 self._leave(path, f"could not be taken ({type(exc).__name__}: {_clean(str(exc))}); "
                                   f"it stays in the inbox and is tried again when it changes or briefd restarts")
                 continue
+            self.store_problem = None
             if result is not None:
                 out.append(result)
                 if self.on_accept:
@@ -422,7 +407,7 @@ class Inbox:
         return self._reject_unread(path, st, HARD_LINK_RECEIVED, error, details, "a hard link")
 
     def _reject_unread(self, path: Path, st: os.stat_result, received: bytes, error: str,
-                       details: dict[str, object], what: str) -> Accepted | None:
+                       details: dict[str, Any], what: str) -> Accepted | None:
         """A link of either kind: error.json and a store row that keep no content, then out of the inbox."""
         inbox_path = _clean(str(path))
         if self._already_recorded(path, st, inbox_path, sha256_hex(received)):
