@@ -377,9 +377,9 @@ def _db_health(path: Path) -> tuple[bool, str, str | None]:
         return False, f"database {path} cannot be opened: it {problem.reason}", problem.fix
     try:
         lines = store.quick_check()
-    except Exception as exc:
+    except Exception as exc:  # quick_check itself stops on some damage: that is its report
         problem = diagnose(exc, path) or damaged(path, f"is damaged ({exc})")
-        return False, f"database {path} cannot be checked: it {problem.reason}", problem.fix
+        return False, f"database {path} failed its check (PRAGMA quick_check stopped: {exc})", problem.fix
     finally:
         store.close()
     if lines != ["ok"]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -266,6 +267,17 @@ class StoreUnavailable(Exception):
         self.path, self.problem = Path(path), problem
 
 
+NEARLY_FULL_BYTES = 1 << 20  # less free space than this under the store: an I/O error there is a full disk
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
+
+
 def damaged(path: Path, reason: str) -> StoreProblem:
     """A store SQLite cannot trust: never written to again by briefd until the user acts."""
     return StoreProblem(DAMAGED, reason,
@@ -292,9 +304,15 @@ def diagnose(exc: BaseException, path: Path) -> StoreProblem | None:
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in text:
         return StoreProblem(LOCKED, f"is locked by another process ({text})",
                             "wait, or stop the other program that holds it (another briefd, sqlite3, a backup tool)")
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or "malformed" in text or "not a database" in text:
+    # "Could not decode to UTF-8": Python's sqlite3 reading a text column whose bytes are not the
+    # UTF-8 briefd wrote, i.e. a damaged page the B-tree itself did not notice.
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or any(
+            sign in text for sign in ("malformed", "not a database", "Could not decode to UTF-8")):
         return damaged(path, f"is damaged ({text})")
-    if code == _SQLITE_FULL or "disk is full" in text:
+    if code == _SQLITE_FULL or "disk is full" in text or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN)
+                                                          and _nearly_full(folder)):
+        # A full disk often reaches SQLite as an I/O error: growing the WAL's -shm file fails
+        # (SQLITE_IOERR_SHMSIZE) before any write could say SQLITE_FULL. The free space tells.
         return StoreProblem(FULL, f"cannot be written: the disk is full ({text})",
                             f"free space on the filesystem that holds {folder}")
     if code in (_SQLITE_READONLY, _SQLITE_CANTOPEN, _SQLITE_PERM) or "readonly" in text or "unable to open" in text:
