@@ -273,8 +273,6 @@ def test_a_second_daemon_on_the_same_store_exits_3_naming_the_first(workspace: W
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     second: subprocess.Popen[str] | None = None
     try:
-        lock = store_lock_path(workspace.db)
-        wait_for(lambda: lock.exists() and lock.read_text().strip() == f"pid {first.pid}", 30, "the store lock")
         workspace.drop("bridge.json", {"question": TOPICS["kestrel"].question, "depth": "quick"})
         events = workspace.outbox / "bridge" / "events.ndjson"
         wait_for(lambda: events.exists() and '"started"' in events.read_text(), 60, "the brief to start")
@@ -285,6 +283,7 @@ def test_a_second_daemon_on_the_same_store_exits_3_naming_the_first(workspace: W
         assert second.returncode == 3, err[-3000:]
         assert f"pid {first.pid}" in err and str(workspace.db) in err and "--db" in err
         assert "Traceback" not in err
+        assert store_lock_path(workspace.db).read_text().strip() == f"pid {first.pid}"
         wait_for(lambda: (workspace.outbox / "bridge" / "report.json").exists(), 240, "the report")
     finally:
         if second is not None and second.poll() is None:
