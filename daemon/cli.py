@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }[args.command]
     try:
         return handler(settings, args)
-    except Exception as exc:  # a store that fails (damaged, full, locked past the busy timeout): exit 3
+    except Exception as exc:  # a failing store (damaged, full, locked too long): exit 3; else re-raised
         code = store_failure(settings, exc, "use")
         if code is None:
             raise
@@ -121,7 +121,7 @@ def cmd_run(settings, args) -> int:
     except Locked as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    except Exception as exc:
+    except Exception as exc:  # a store failure or a path it cannot use: exit 3; else re-raised
         code = store_failure(settings, exc, "use")
         if code is not None:
             return code

@@ -18,7 +18,8 @@ Rules (RELIABILITY.md):
 - Order of durability: a valid brief is recorded in SQLite (bytes included) before the
   file leaves the inbox; a rejected one has its error.json and bytes written to the
   outbox first. A crash in between is reconciled at start-up (same path, same bytes).
-- One daemon per inbox: an flock the kernel releases when the process dies.
+- One daemon per inbox: an flock the kernel releases when the process dies (files.hold_lock;
+  the store has one too, daemon/worker.py).
 - One file that can't be handled is logged and left in place; it never stops the others.
 
 Hostile entries, decided (issue 4):
@@ -69,7 +70,7 @@ from store import QUEUED, RUNNING, Store, diagnose, sha256_hex
 from . import crashpoints
 # _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
 from .brief import MAX_BRIEF_BYTES, BriefError, _clean, id_from_filename, parse_brief, too_large
-from .files import Locked, ProcessLock, hold_lock, read_at_most
+from .files import ProcessLock, hold_lock, read_at_most
 from .report import write_rejection
 
 log = logging.getLogger("briefd")
@@ -80,13 +81,9 @@ LOCK_NAME = ".briefd.lock"
 TAKE_PER_CALL = 100
 
 
-# The inbox's lock is the shared one (files.hold_lock); these names are what callers know it by.
-InboxLocked = Locked
-InboxLock = ProcessLock
-
-
 def acquire_lock(inbox: Path) -> ProcessLock:
-    """Take the inbox's lock for the life of this process, or raise Locked naming the holder."""
+    """Take the inbox's lock for the life of this process, or raise files.Locked naming the
+    holder (the one lock mechanism, shared with the store's lock)."""
     inbox.mkdir(parents=True, exist_ok=True)
     return hold_lock(inbox / LOCK_NAME, "serving this inbox",
                      "stop it first, or give this daemon an inbox of its own (--inbox)")

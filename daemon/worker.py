@@ -4,6 +4,11 @@
 take everything in the inbox, resume every interrupted brief, finish them all,
 return. Briefs run as asyncio tasks (`workers` at once); all store access happens
 on the event loop's thread, where the store's connection lives.
+
+One daemon per store and per inbox (two flocks, `<db>.lock` and `<inbox>/.briefd.lock`).
+When the store fails (issue 8): another process holding SQLite's lock is waited for,
+saying so; anything else (damaged, full, not writable) stops the daemon with exit 3,
+the reason and the fix, and never costs a brief an attempt: a restart resumes it.
 """
 
 from __future__ import annotations

@@ -296,7 +296,8 @@ def diagnose(exc: BaseException, path: Path) -> StoreProblem | None:
     if isinstance(exc, SchemaTooNew):
         return StoreProblem(TOO_NEW, str(exc), "run the newer briefd, or point --db at another store")
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return StoreProblem(FULL, f"cannot be written: {exc.strerror}", f"free space on the filesystem that holds {folder}")
+        return StoreProblem(FULL, f"cannot be written: {exc.strerror}",
+                            f"free space on the filesystem that holds {folder}")
     if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.IntegrityError):
         return None
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
