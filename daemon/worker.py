@@ -90,8 +90,10 @@ def failed_report(run: BriefRow, brief: Brief | None, error: str, stop_reason: s
 
 
 def store_lock_path(db: Path) -> Path:
-    """The lock that makes one daemon per store: `<db>.lock`, next to the database."""
-    return Path(db).with_name(Path(db).name + ".lock")
+    """The lock that makes one daemon per store: `<db>.lock`, next to the database, after
+    symlinks are resolved (a link to the store is the same store)."""
+    real = Path(db).resolve()
+    return real.with_name(real.name + ".lock")
 
 
 def acquire_store_lock(db: Path) -> ProcessLock:
@@ -304,7 +306,17 @@ class Daemon:
 
     async def run_brief(self, svc: Services, run: BriefRow) -> None:
         settings = self.settings
-        outdir = safe_outdir(settings.outbox, run.brief_id)
+        try:
+            outdir = safe_outdir(settings.outbox, run.brief_id)
+        except ValueError as exc:
+            # Accepted by an older briefd whose id rule let ".x" or "-rf" through: there is no safe
+            # folder for it, so it ends failed in the store (`briefd show`/`status` tell) rather
+            # than stopping the daemon at every start.
+            error = f"{exc}; submit the brief again with an id that starts with a letter, digit or _"
+            log.error("%s: %s", run.brief_id, error)
+            self.store.finish(run.run_id, state=FAILED, stop_reason="error", error=error,
+                              event=("failed", {"state": FAILED, "stop_reason": "error", "error": error}))
+            return
         events = EventLog(self.store, run.run_id, run.brief_id, outdir / "events.ndjson")
         brief: Brief | None = None
         try:

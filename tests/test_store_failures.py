@@ -42,20 +42,20 @@ def offline(root: Path) -> Workspace:
     return Workspace(root=root, searxng_url=CLOSED_PORT, ollama_url=CLOSED_PORT, model="lab-scripted")
 
 
-def seed(db: Path, count: int, running: int = 0, context_chars: int = 0) -> list[str]:
+def seed(db: Path, count: int, running: int = 0, context_chars: int = 0, ids_as: str | None = None) -> list[str]:
     """`count` accepted briefs in a real store (the first `running` of them claimed), as the
-    inbox records them; returns their ids."""
+    inbox records them (`ids_as`: under this id instead, as an older briefd may have); returns their ids."""
     store = Store(db)
     ids: list[str] = []
     try:
         for i in range(count):
             data = json.dumps({"question": f"{QUESTION} (variant {i})", "context": "c" * context_chars}).encode()
             brief = parse_brief(data, f"b{i}.json")
-            run_id = store.add_brief(brief_id=brief.id, question=brief.question, source_file=f"b{i}.json",
+            run_id = store.add_brief(brief_id=ids_as or brief.id, question=brief.question, source_file=f"b{i}.json",
                                      received=data, brief_json=json.dumps(brief.to_json()),
                                      inbox_path=str(db.parent / "inbox" / f"b{i}.json"))
             store.mark_inbox_removed(run_id)
-            ids.append(brief.id)
+            ids.append(ids_as or brief.id)
         for _ in range(running):
             assert store.claim_next() is not None
     finally:
@@ -293,3 +293,45 @@ def test_a_second_daemon_on_the_same_store_exits_3_naming_the_first(workspace: W
         assert first.wait(timeout=60) == 0
     types = [e["type"] for e in workspace.events("bridge")]
     assert types.count("complete") == 1 and workspace.report("bridge")["status"] == "done"
+
+
+# --------------------------------------------------------------------------- a store from an older briefd
+
+
+@pytest.mark.parametrize("old_id", [".x", "-rf"])
+def test_a_queued_brief_whose_id_the_rule_now_refuses_fails_instead_of_stopping_the_daemon(
+        tmp_path: Path, old_id: str) -> None:
+    """An older briefd accepted ".x" and "-rf" (issue 8 #13). Such a brief left queued in the store
+    has no safe outbox folder now: it ends failed with the reason, and the daemon carries on."""
+    ws = offline(tmp_path)
+    seed(ws.db, 1, ids_as=old_id)
+    result = ws.briefd("run", "--once", timeout=60)
+    no_traceback(result)
+    assert result.returncode == 0, result.stderr[-3000:]
+    conn = sqlite3.connect(ws.db)
+    state, error = conn.execute("SELECT state, error FROM briefs").fetchone()
+    events = conn.execute("SELECT type FROM events ORDER BY seq").fetchall()
+    conn.close()
+    assert state == "failed" and "invalid brief id" in error and "submit the brief again" in error
+    assert events[-1] == ("failed",)
+    assert not ws.outbox.exists() or not [p for p in ws.outbox.iterdir() if p.name[0] in ".-"]
+
+
+@pytest.mark.parametrize("how", ["same path", "relative path", "symlink"])
+def test_one_store_under_another_name_is_still_one_store(tmp_path: Path, how: str) -> None:
+    """The store's lock follows the file, not the spelling of --db."""
+    ws = offline(tmp_path)
+    seed(ws.db, 0)
+    first = subprocess.Popen([BRIEFD, "run"], env=ws.env(), cwd=ws.root, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        lock = store_lock_path(ws.db)
+        wait_for(lambda: lock.exists() and lock.read_text().strip() == f"pid {first.pid}", 30, "the store lock")
+        other = {"same path": str(ws.db), "relative path": "./briefd.db", "symlink": str(tmp_path / "alias.db")}[how]
+        if how == "symlink":
+            os.symlink(ws.db, other)
+        second = ws.briefd("run", "--once", timeout=60, BRIEFD_DB=other, BRIEFD_INBOX=str(tmp_path / "inbox2"))
+        assert second.returncode == 3 and f"pid {first.pid}" in second.stderr, second.stderr[-3000:]
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 0
