@@ -79,7 +79,9 @@ BUDGET_FIELDS = ("llm_tokens", "seconds", "pages")
 SEARCH_FIELDS = ("categories", "engines", "language", "time_range", "include_domains", "exclude_domains")
 
 # The same patterns as brief.schema.json, matched whole (fullmatch), as ECMA-262 reads `^...$`.
-ID_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
+# An id names a folder: it starts with a letter, digit or "_", so it is never hidden (".x"),
+# never "." or "..", and never read as an option by a shell tool ("-rf").
+ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 LANGUAGE_RE = re.compile(r"(all|auto|[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,2})")
 SEARCH_TERM_RE = re.compile(r"[^,]*[^,\s][^,]*")
 DOMAIN_RE = re.compile(
@@ -317,15 +319,17 @@ def decode_json(data: bytes) -> Any:
     return value
 
 
-def too_large(size: int) -> BriefError:
+def too_large(size: int | None) -> BriefError:
     """The error for a brief over MAX_BRIEF_BYTES, naming the file's real size.
 
-    Shared with the inbox, which reads at most MAX_BRIEF_BYTES + 1 bytes of a file (a
-    10 GB drop must not be read into memory) and so knows the size only from stat:
-    the message must say 10,000,000,000 bytes, not the 1,048,577 it happened to read.
+    Shared with the inbox and `briefd submit`, which read at most MAX_BRIEF_BYTES + 1
+    bytes of a file (a 10 GB drop must not be read into memory) and so know the size
+    only from stat: the message must say 10,000,000,000 bytes, not the 1,048,577 it
+    happened to read. None: no size to tell (/dev/zero, a pipe), only "more than".
     """
+    shown = f"{size:,} bytes" if size is not None else f"more than {MAX_BRIEF_BYTES:,} bytes"
     return BriefError(
-        "", f"the brief is too large: {size:,} bytes, and the limit is {MAX_BRIEF_BYTES:,} bytes "
+        "", f"the brief is too large: {shown}, and the limit is {MAX_BRIEF_BYTES:,} bytes "
             f"(1 MiB); shorten the context or split it into several briefs",
         {"size": size, "limit": MAX_BRIEF_BYTES},
     )
@@ -518,14 +522,14 @@ class _Checker:
         if "id" not in obj:
             return id_from_filename(source_name)
         value = obj["id"]
-        if isinstance(value, str) and ID_RE.fullmatch(value) and value.strip("."):
+        if valid_id(value):
             return value
         suggestion = _sanitize_id(value, value) if isinstance(value, str) else id_from_filename(source_name)
-        self.add("id", f"id must be 1 to {ID_MAX_CHARS} characters from A-Z a-z 0-9 . _ - (no slashes, spaces "
-                       f'or other characters, and not only dots), got {_describe(value)}; for example "{suggestion}", '
-                       f"or leave id out to use the file name",
-                 expected="string matching ^[A-Za-z0-9._-]{1,100}$, not only dots", got=_preview(value),
-                 suggestion=suggestion)
+        self.add("id", f"id must be 1 to {ID_MAX_CHARS} characters from A-Z a-z 0-9 . _ - starting with a letter, "
+                       f"digit or _ (no slashes, spaces or other characters, and not only dots; not starting with '.', "
+                       f"which makes a hidden folder, or '-', which tools read as an option), got {_describe(value)}; "
+                       f'for example "{suggestion}", or leave id out to use the file name',
+                 expected=f"string matching ^{ID_RE.pattern}$", got=_preview(value), suggestion=suggestion)
         return None
 
     # -- nested objects
@@ -788,6 +792,12 @@ class _Checker:
 
 
 # --------------------------------------------------------------------------- ids and the schema
+
+
+def valid_id(brief_id: object) -> bool:
+    """The one id rule (ID_RE, as brief.schema.json says it): validation, the inbox and
+    the outbox's path builder (report.safe_outdir) all ask this function."""
+    return isinstance(brief_id, str) and ID_RE.fullmatch(brief_id) is not None
 
 
 def id_from_filename(name: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import __version__
-from .brief import BriefError, load_schema, parse_brief
+from .brief import MAX_BRIEF_BYTES, BriefError, load_schema, parse_brief, too_large
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
 
@@ -103,31 +103,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check,
     }[args.command]
-    return handler(settings, args)
+    try:
+        return handler(settings, args)
+    except Exception as exc:  # a failing store (damaged, full, locked too long): exit 3; else re-raised
+        code = store_failure(settings, exc, "use")
+        if code is None:
+            raise
+        return code
 
 
 def cmd_run(settings, args) -> int:
-    from .inbox import InboxLocked
+    from .files import Locked
     from .worker import serve
 
     try:
         return serve(settings, once=args.once)
-    except InboxLocked as exc:
+    except Locked as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    except OSError as exc:
-        print(f"briefd: cannot use {exc.filename or 'a required path'}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+    except Exception as exc:  # a store failure or a path it cannot use: exit 3; else re-raised
+        code = store_failure(settings, exc, "use")
+        if code is not None:
+            return code
+        if isinstance(exc, OSError):
+            print(f"briefd: cannot use {exc.filename or 'a required path'}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+        raise
 
 
 def cmd_submit(settings, args) -> int:
     """Validate every file first; write nothing unless all are valid."""
+    from .files import TooLarge, read_file_at_most
+
     prepared: list[tuple[Path, bytes]] = []
     for path in args.files:
         try:
-            data = path.read_bytes()
+            data = read_file_at_most(path, MAX_BRIEF_BYTES)
         except OSError as exc:
             print(f"briefd: {path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except TooLarge as exc:
+            print(f"briefd: {path}: {too_large(exc.size)}", file=sys.stderr)
             return EXIT_USAGE
         try:
             parse_brief(data, path.name)
@@ -200,8 +216,27 @@ def status_data(settings) -> dict[str, Any]:
         store.close()
 
 
+def store_failure(settings, exc: BaseException, doing: str) -> int | None:
+    """A command's store failure as the user should meet it: what, why and the fix, exit 3
+    (None: not a store failure, a bug to raise as it is)."""
+    from store import diagnose
+
+    problem = diagnose(exc, Path(settings.db))
+    if problem is None:
+        return None
+    print(f"briefd: cannot {doing} the store {settings.db}: it {problem.reason}; to fix: {problem.fix}",
+          file=sys.stderr)
+    return EXIT_UNAVAILABLE
+
+
 def cmd_status(settings, args) -> int:
-    data = status_data(settings)
+    try:
+        data = status_data(settings)
+    except Exception as exc:
+        code = store_failure(settings, exc, "read")
+        if code is None:
+            raise
+        return code
     if args.json:
         print(json.dumps(data, indent=2))
         return EXIT_OK
@@ -331,19 +366,27 @@ def _writable(name: str, folder: Path) -> tuple[bool, str, str | None]:
 
 
 def _db_health(path: Path) -> tuple[bool, str, str | None]:
-    from store import Store
+    """Open the store and run PRAGMA quick_check; its own lines name any damage."""
+    from store import Store, damaged, diagnose
 
     try:
         store = Store(path)
-    except Exception as exc:  # sqlite raises several types; all mean the same to the user
-        return False, f"database {path} cannot be opened: {exc}", "check the path and its permissions"
+    except Exception as exc:  # sqlite raises several types; diagnose says what each means
+        problem = diagnose(exc, path)
+        if problem is None:
+            return False, f"database {path} cannot be opened: {exc}", "check the path and its permissions"
+        return False, f"database {path} cannot be opened: it {problem.reason}", problem.fix
     try:
-        result = store.integrity_check()
+        lines = store.quick_check()
+    except Exception as exc:  # quick_check itself stops on some damage: that is its report
+        problem = diagnose(exc, path) or damaged(path, f"is damaged ({exc})")
+        return False, f"database {path} failed its check (PRAGMA quick_check stopped: {exc})", problem.fix
     finally:
         store.close()
-    if result != "ok":
-        return False, f"database {path} failed its integrity check: {result}", \
-            "restore from a backup made with VACUUM INTO"
+    if lines != ["ok"]:
+        shown = "\n       ".join(lines)
+        return False, f"database {path} failed its check (PRAGMA quick_check):\n       {shown}", \
+            damaged(path, "").fix
     return True, f"database {path} is healthy", None
 
 

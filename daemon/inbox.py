@@ -18,7 +18,8 @@ Rules (RELIABILITY.md):
 - Order of durability: a valid brief is recorded in SQLite (bytes included) before the
   file leaves the inbox; a rejected one has its error.json and bytes written to the
   outbox first. A crash in between is reconciled at start-up (same path, same bytes).
-- One daemon per inbox: an flock the kernel releases when the process dies.
+- One daemon per inbox: an flock the kernel releases when the process dies (files.hold_lock;
+  the store has one too, daemon/worker.py).
 - One file that can't be handled is logged and left in place; it never stops the others.
 
 Hostile entries, decided (issue 4):
@@ -29,6 +30,12 @@ Hostile entries, decided (issue 4):
   who can write into the inbox make briefd, perhaps running as another user, copy any
   file it can read (`/etc/passwd`, a key) into the outbox as brief.json. The file is
   opened with O_NOFOLLOW, so a link swapped in after the check is not followed either.
+- A hard link (a regular file with more than one name, st_nlink > 1) is rejected the same
+  way and for the same reason: `ln /home/someone/secret.json inbox/x.json` needs no read
+  access to the secret from whoever makes the link, and briefd would copy it out. It is
+  never read: error.json says it is a hard link and to copy the file instead; the name in
+  the inbox is removed (the file itself lives on under its other name). The link count is
+  checked on lstat and again on the opened descriptor, so a link made in between is seen.
 - A directory, FIFO, socket or device named `*.json` is left where it is (there are no
   bytes to keep, a FIFO would block a reader, and a user's folder is not briefd's to
   move); outbox/<id>/error.json says why, once per file and message.
@@ -49,7 +56,6 @@ Hostile entries, decided (issue 4):
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -57,13 +63,14 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
-from store import QUEUED, RUNNING, Store, sha256_hex
+from store import QUEUED, RUNNING, Store, diagnose, sha256_hex
 
 from . import crashpoints
 # _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
 from .brief import MAX_BRIEF_BYTES, BriefError, _clean, id_from_filename, parse_brief, too_large
+from .files import ProcessLock, hold_lock, read_at_most
 from .report import write_rejection
 
 log = logging.getLogger("briefd")
@@ -74,40 +81,21 @@ LOCK_NAME = ".briefd.lock"
 TAKE_PER_CALL = 100
 
 
-class InboxLocked(Exception):
-    def __init__(self, path: Path, holder: str) -> None:
-        super().__init__(f"another briefd ({holder}) is already serving this inbox (lock {path})")
-        self.holder = holder
-
-
-@dataclass
-class InboxLock:
-    path: Path
-    fd: int
-
-    def release(self) -> None:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
-
-
-def acquire_lock(inbox: Path) -> InboxLock:
-    """Take the inbox's lock for the life of this process, or raise InboxLocked naming the holder."""
+def acquire_lock(inbox: Path) -> ProcessLock:
+    """Take the inbox's lock for the life of this process, or raise files.Locked naming the
+    holder (the one lock mechanism, shared with the store's lock)."""
     inbox.mkdir(parents=True, exist_ok=True)
-    path = inbox / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown pid"
-        finally:
-            os.close(fd)
-        raise InboxLocked(path, holder) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
-    return InboxLock(path, fd)
+    return hold_lock(inbox / LOCK_NAME, "serving this inbox",
+                     "stop it first, or give this daemon an inbox of its own (--inbox)")
+
+
+# What the store records as received from a hard link: nothing, since it is never read.
+HARD_LINK_RECEIVED = b""
+
+
+def is_hard_link(st: os.stat_result) -> bool:
+    """A regular file with another name somewhere: never read from the inbox (module docstring)."""
+    return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
 
 
 def is_candidate(path: Path, inbox: Path) -> bool:
@@ -169,10 +157,13 @@ def _received(path: Path) -> bytes | None:
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
+        if is_hard_link(st):
+            return HARD_LINK_RECEIVED
         try:
-            return handle.read(MAX_BRIEF_BYTES + 1)
+            return read_at_most(handle, MAX_BRIEF_BYTES)
         except OSError:
             return None
 
@@ -188,6 +179,7 @@ class Inbox:
     on_accept: Callable[[Accepted], None] | None = None
     tracked: dict[Path, _Seen] = field(default_factory=dict)
     refused: dict[Path, tuple[_Version, str]] = field(default_factory=dict)
+    store_problem: str | None = None  # the store failure last logged by take_ready (said once)
 
     def reconcile(self) -> int:
         """Finish what a crash interrupted: a recorded brief whose file is still in the inbox."""
@@ -264,10 +256,19 @@ class Inbox:
             try:
                 result = self.accept(path, seen)
             except Exception as exc:  # a bug or a surprise must not stop the other files or the daemon
+                problem = diagnose(exc, self.store.path)
+                if problem is not None:  # the store's fault, not the file's: it stays tracked, tried again
+                    self.notice(path)
+                    if problem.reason != self.store_problem:
+                        self.store_problem = problem.reason
+                        log.warning("files stay in the inbox until the store can take them: the store %s "
+                                    "(to fix: %s)", problem.reason, problem.fix)
+                    break
                 log.exception("%s could not be taken", _clean(path.name))
                 self._leave(path, f"could not be taken ({type(exc).__name__}: {_clean(str(exc))}); "
                                   f"it stays in the inbox and is tried again when it changes or briefd restarts")
                 continue
+            self.store_problem = None
             if result is not None:
                 out.append(result)
                 if self.on_accept:
@@ -286,6 +287,8 @@ class Inbox:
             return None
         if stat.S_ISLNK(st.st_mode):
             return self._reject_link(path, st)
+        if is_hard_link(st):
+            return self._reject_hard_link(path, st)
         if not stat.S_ISREG(st.st_mode):
             kind = _kind(st.st_mode)
             return self._leave(path, f"{_clean(path.name)} is a {kind}, not a file: briefd takes only files "
@@ -306,8 +309,10 @@ class Inbox:
             if not stat.S_ISREG(before.st_mode) or (before.st_dev, before.st_ino) != (st.st_dev, st.st_ino):
                 self.notice(path)  # replaced since lstat: look again
                 return None
+            if is_hard_link(before):  # linked since lstat: still never read
+                return self._reject_hard_link(path, before)
             try:
-                data = handle.read(MAX_BRIEF_BYTES + 1)
+                data = read_at_most(handle, MAX_BRIEF_BYTES)
             except OSError as exc:
                 return self._leave_unreadable(path, st, exc)
             after = os.fstat(fd)
@@ -381,20 +386,35 @@ class Inbox:
             return None
         except OSError as exc:
             return self._leave_unreadable(path, st, exc)
-        received = os.fsencode(target)
-        inbox_path = _clean(str(path))
-        if self._already_recorded(path, st, inbox_path, sha256_hex(received)):
-            return None
         name, shown = _clean(path.name), _clean(target)
         error = (f"{name} is a symbolic link (to {json.dumps(shown, ensure_ascii=False)}), and briefd never "
                  f"follows links in the inbox, so that nothing outside it is read into the outbox; copy the brief "
                  f"file itself into the inbox (for example cp -L), not a link to it")
         details = {"field": "", "reason": "symlink", "link_target": shown}
+        return self._reject_unread(path, st, os.fsencode(target), error, details, "a symbolic link")
+
+    def _reject_hard_link(self, path: Path, st: os.stat_result) -> Accepted | None:
+        """A hard link: rejected without reading a byte of it (see the module docstring)."""
+        name = _clean(path.name)
+        error = (f"{name} is a hard link (the file has {st.st_nlink} names), and briefd never reads linked "
+                 f"files in the inbox, so that nothing outside it is read into the outbox; copy the brief file "
+                 f"into the inbox (cp, not ln). The name was removed from the inbox; the file itself is "
+                 f"untouched under its other name")
+        details = {"field": "", "reason": "hard link", "links": st.st_nlink}
+        return self._reject_unread(path, st, HARD_LINK_RECEIVED, error, details, "a hard link")
+
+    def _reject_unread(self, path: Path, st: os.stat_result, received: bytes, error: str,
+                       details: dict[str, Any], what: str) -> Accepted | None:
+        """A link of either kind: error.json and a store row that keep no content, then out of the inbox."""
+        inbox_path = _clean(str(path))
+        if self._already_recorded(path, st, inbox_path, sha256_hex(received)):
+            return None
+        name = _clean(path.name)
         brief_id = id_from_filename(path.name)
         try:
             write_rejection(self.outbox, brief_id, name, error, details, None, aside=self._outdir_busy(brief_id))
         except (OSError, ValueError) as exc:
-            return self._leave(path, f"it is a symbolic link and its rejection could not be written to the "
+            return self._leave(path, f"it is {what} and its rejection could not be written to the "
                                      f"outbox: {exc}", st)
         run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=received, error=error,
                                           details=details, inbox_path=inbox_path)

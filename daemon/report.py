@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
 from daemon import files
-from daemon.brief import id_from_filename
+from daemon.brief import ID_RE, id_from_filename, valid_id
 from daemon.chart import CHART_FILE
 from daemon.citations import CITATION_RE, find_citations
 from daemon.untrusted import (
@@ -55,9 +55,6 @@ USAGE_KEYS: tuple[str, ...] = (
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
-
-ID_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
-
 
 def utc_now_iso() -> str:
     """ISO 8601 UTC to the second with a Z: the one timestamp form report.json uses."""
@@ -995,21 +992,16 @@ def _fresh_run_folder(runs: Path, stamp: str) -> Path:
             suffix += 1
 
 
-def valid_id(brief_id: str) -> bool:
-    """The id rule: [A-Za-z0-9._-]{1,100} and not only dots ("." and ".." are paths)."""
-    return (isinstance(brief_id, str) and ID_RE.fullmatch(brief_id) is not None
-            and brief_id.strip(".") != "")
-
-
 def safe_outdir(outbox: Path, brief_id: str) -> Path:
     """outbox/<id>, after making sure it is exactly one folder directly inside the outbox.
 
-    Refuses (ValueError) an id outside [A-Za-z0-9._-]{1,100}, an id of only dots, and an
-    entry that resolves anywhere else (a symlink out of the outbox, or to a sibling).
+    Refuses (ValueError) an id that breaks the id rule (brief.valid_id: no hidden or
+    option-like names, no "..") and an entry that resolves anywhere else (a symlink out
+    of the outbox, or to a sibling).
     """
     if not valid_id(brief_id):
-        raise ValueError(f"invalid brief id {brief_id!r}: expected 1-100 of A-Z a-z 0-9 . _ - "
-                         "and not only dots")
+        raise ValueError(f"invalid brief id {brief_id!r}: expected ^{ID_RE.pattern}$ (1-100 of A-Z a-z 0-9 . _ -, "
+                         "not starting with '.' or '-')")
     root = Path(outbox).resolve()
     candidate = root / brief_id
     resolved = candidate.resolve()
@@ -1081,8 +1073,7 @@ def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
       very file, write nothing (a notice about a file left in the inbox is said once, not
       again at every restart, each archiving the last).
     """
-    outdir = safe_outdir(outbox, brief_id if valid_id(brief_id) and not brief_id.startswith(".")
-                         else id_from_filename(brief_id))
+    outdir = safe_outdir(outbox, brief_id if valid_id(brief_id) else id_from_filename(brief_id))
     if not repeat and (_read_json_field(outdir / "error.json", "source_file") == clean(source_file)
                        and _read_json_field(outdir / "error.json", "error") == clean(error)):
         return outdir / "error.json"

@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from .files import TooLarge, read_file_at_most
+
 DEFAULT_OLLAMA_PORT = 11434
+MAX_CONFIG_BYTES = 1 << 20  # briefd.toml is a few lines; /dev/zero given as --config must not be read whole
 DEFAULT_OLLAMA_HOST = f"http://127.0.0.1:{DEFAULT_OLLAMA_PORT}"
 
 # The default model: Qwen2.5 3B Instruct, `ollama pull qwen2.5:3b` (Ollama's
@@ -301,9 +304,12 @@ def _find_config(config_path: Path | None, env: Mapping[str, str], cwd: Path) ->
 
 def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
     try:
-        data = path.read_bytes()
+        data = read_file_at_most(path, MAX_CONFIG_BYTES)
     except OSError as exc:
         raise SettingsError(f"{path}: cannot be read ({exc.strerror or exc}); make it a readable file",
+                            str(path), None) from None
+    except TooLarge as exc:
+        raise SettingsError(f"{exc}; a briefd.toml is a few lines: point --config at the right file",
                             str(path), None) from None
     if data.startswith(b"\xef\xbb\xbf"):  # Windows editors add one; tomllib refuses it
         data = data[3:]

@@ -4,29 +4,36 @@
 take everything in the inbox, resume every interrupted brief, finish them all,
 return. Briefs run as asyncio tasks (`workers` at once); all store access happens
 on the event loop's thread, where the store's connection lives.
+
+One daemon per store and per inbox (two flocks, `<db>.lock` and `<inbox>/.briefd.lock`).
+When the store fails (issue 8): another process holding SQLite's lock is waited for,
+saying so; anything else (damaged, full, not writable) stops the daemon with exit 3,
+the reason and the fix, and never costs a brief an attempt: a restart resumes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import signal
 import traceback
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import httpx
 
-from store import CANCELLED, DONE, FAILED, BriefRow, Store, utc_now
+from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
 from . import crashpoints
 from .brief import Brief, BriefError, parse_brief
 from .chart import write_chart
 from .events import EventLog
 from .fetch import FetchLimits, make_client as make_fetch_client
-from .files import WriteFailed, atomic_write_bytes, sweep_temp_files
+from .files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, sweep_temp_files
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
@@ -38,6 +45,14 @@ log = logging.getLogger("briefd")
 
 OUTAGE_BACKOFF_S = 2.0       # first wait after an outage; doubles per consecutive outage
 OUTAGE_BACKOFF_CAP_S = 300.0
+# Another process holding SQLite's lock (a backup, sqlite3, a long `briefd` command) is waited
+# for as long as it holds it, never a crash. At start-up and in the idle loop each try waits
+# LOCK_POLL_S (not the 30 s busy timeout) so SIGTERM is still handled within seconds.
+LOCK_POLL_S = 1.0
+LOCK_RETRY_S = 2.0           # pause between tries
+LOCK_LOG_S = 60.0            # while waiting, say so again this often
+
+T = TypeVar("T")
 
 
 
@@ -76,49 +91,140 @@ def failed_report(run: BriefRow, brief: Brief | None, error: str, stop_reason: s
     }
 
 
+def store_lock_path(db: Path) -> Path:
+    """The lock that makes one daemon per store: `<db>.lock`, next to the database, after
+    symlinks are resolved (a link to the store is the same store)."""
+    real = Path(db).resolve()
+    return real.with_name(real.name + ".lock")
+
+
+def acquire_store_lock(db: Path) -> ProcessLock:
+    """Take the store's lock for the life of this process, or raise Locked naming the holder.
+
+    Two daemons on one store (each with its own inbox) would each re-queue and run the
+    other's running brief: two `complete` events, the model paid twice. The inbox lock
+    cannot see that; this one can, by the same mechanism (files.hold_lock).
+    """
+    return hold_lock(store_lock_path(db), f"using the store {db}",
+                     "stop it first, or give this daemon a store of its own (--db)")
+
+
 class Daemon:
+    store: Store   # opened by serve(), once the locks are held
+    inbox: Inbox
+
     def __init__(self, settings: Settings, once: bool) -> None:
         self.settings = settings
         self.once = once
-        self.store = Store(settings.db)
         self.stopping = asyncio.Event()
         self.work = asyncio.Event()
         self.running: dict[int, asyncio.Task[None]] = {}
         self.reported_fixes: set[str] = set()  # misconfigurations already logged with their fix
         self.fatal: str | None = None  # why the daemon had to stop (the store failed), if it did
-        self.inbox = Inbox(settings.inbox, settings.outbox, self.store, settings.settle_seconds,
-                           on_accept=lambda _a: self.work.set())
 
     async def serve(self) -> int:
+        """Lock, open and recover the store, then run until stopped (or, `once`, until done).
+
+        Raises Locked (another daemon holds the store or the inbox) and StoreUnavailable
+        (the store is damaged, full, not writable) for `briefd run` to turn into exit 3;
+        a store locked by another process is waited for (`patiently`), not a failure.
+        """
         settings = self.settings
-        lock = acquire_lock(settings.inbox)
         observer = None
-        try:
-            settings.outbox.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as held:
+            held.enter_context(acquire_store_lock(settings.db))  # before anything reads or re-queues
+            held.enter_context(acquire_lock(settings.inbox))
+            self.install_signal_handlers()
+            store = await self.patiently(lambda: Store(settings.db), "opening it")
+            if store is None:
+                return 0
+            self.store = store
+            held.callback(store.close)
+            self.inbox = Inbox(settings.inbox, settings.outbox, store, settings.settle_seconds,
+                               on_accept=lambda _a: self.work.set())
+            try:
+                settings.outbox.mkdir(parents=True, exist_ok=True)
+                recovered = await self.patiently(self.recover, "recovering interrupted briefs")
+                if recovered is None:
+                    return 0
+                loop = asyncio.get_running_loop()
+                if not self.once:
+                    observer = start_observer(self.inbox, settings.use_polling, loop.call_soon_threadsafe)
+                self.inbox.scan()
+                async with self.services() as svc:
+                    watcher = asyncio.create_task(self.watch_inbox())
+                    workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
+                    await asyncio.gather(*workers)
+                    watcher.cancel()
+                return 3 if self.fatal else 0
+            finally:
+                if observer is not None:
+                    observer.stop()
+                    observer.join(timeout=5)
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop gracefully, in `run` and `run --once` alike (checkpoint, re-queue,
+        exit 0). Only the main thread can own signals: a daemon embedded in a thread (tests)
+        leaves them to its host."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+            except (RuntimeError, ValueError):
+                return
+
+    def recover(self) -> bool:
+        """Start-up, under both locks: refuse a damaged store before writing to it, re-queue what
+        was running when the last daemon died, sweep temp files, finish interrupted intake."""
+        damage = self.store.quick_check()
+        if damage != ["ok"]:
+            raise StoreUnavailable(self.settings.db, damaged(
+                self.settings.db, "is damaged (PRAGMA quick_check: " + "; ".join(damage[:5]) + ")"))
+        with self.store.busy_timeout(LOCK_POLL_S):
             requeued = self.store.requeue_running()
-            swept = sweep_temp_files(settings.outbox)
-            tidied = self.inbox.reconcile()
-            if requeued or swept or tidied:
-                log.info("recovered: %d brief(s) re-queued, %d temp file(s) swept, %d inbox file(s) tidied",
-                         requeued, swept, tidied)
-            loop = asyncio.get_running_loop()
-            if not self.once:
-                observer = start_observer(self.inbox, settings.use_polling, loop.call_soon_threadsafe)
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    loop.add_signal_handler(sig, self.stop)
-            self.inbox.scan()
-            async with self.services() as svc:
-                watcher = asyncio.create_task(self.watch_inbox())
-                workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
-                await asyncio.gather(*workers)
-                watcher.cancel()
-            return 3 if self.fatal else 0
-        finally:
-            if observer is not None:
-                observer.stop()
-                observer.join(timeout=5)
-            self.store.close()
-            lock.release()
+        swept = sweep_temp_files(self.settings.outbox)
+        tidied = self.inbox.reconcile()
+        if requeued or swept or tidied:
+            log.info("recovered: %d brief(s) re-queued, %d temp file(s) swept, %d inbox file(s) tidied",
+                     requeued, swept, tidied)
+        return True
+
+    async def patiently(self, call: Callable[[], T], what: str) -> T | None:
+        """`call()` against the store; while another process holds SQLite's lock, wait and
+        retry (logging it when the wait starts and every LOCK_LOG_S), never crash on it.
+
+        Returns None when told to stop while waiting. Any other store failure raises
+        StoreUnavailable (the reason and the fix); a bug raises as it is.
+        """
+        started: float | None = None
+        said = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                result = call()
+            except Exception as exc:
+                problem = diagnose(exc, self.settings.db)
+                if problem is None:
+                    raise
+                if not problem.locked:
+                    raise StoreUnavailable(self.settings.db, problem) from exc
+                now = loop.time()
+                if started is None or now - said >= LOCK_LOG_S:
+                    waited = 0.0 if started is None else now - started
+                    started = now if started is None else started
+                    said = now
+                    log.warning("store is locked by another process; waiting (%s, %.0f s so far; "
+                                "retrying every %g s): %s", what, waited, LOCK_RETRY_S, problem.reason)
+                try:
+                    await asyncio.wait_for(self.stopping.wait(), timeout=LOCK_RETRY_S)
+                except TimeoutError:
+                    pass
+                if self.stopping.is_set():
+                    return None
+                continue
+            if started is not None:
+                log.info("store is free again after %.0f s; going on (%s)", loop.time() - started, what)
+            return result
 
     def stop(self) -> None:
         """SIGTERM/SIGINT: stop claiming; running briefs go back to the queue from their checkpoint."""
@@ -140,17 +246,40 @@ class Daemon:
             if now - last_scan >= self.settings.poll_seconds:
                 self.inbox.scan()
                 last_scan = now
-            self.inbox.take_ready()
+            self.take_files()
             await asyncio.sleep(0.2)
 
+    def take_files(self) -> None:
+        """Take what is ready in the inbox; a store locked by another process leaves the files
+        for the next turn after LOCK_POLL_S, not the 30 s busy timeout (Inbox.take_ready)."""
+        with self.store.busy_timeout(LOCK_POLL_S):
+            self.inbox.take_ready()
+
+    def claim(self) -> BriefRow | None:
+        with self.store.busy_timeout(LOCK_POLL_S):
+            return self.store.claim_next()
+
+    def nothing_left(self) -> bool:
+        """`run --once` is done: no file waiting in the inbox, nothing queued or running."""
+        return not self.inbox.tracked and self.store.pending_work() == 0
+
     async def worker(self, svc: Services) -> None:
+        try:
+            await self.work_on(svc)
+        except StoreUnavailable as exc:  # idle: nothing is lost by stopping; a restart resumes
+            if self.fatal is None:
+                self.fatal = str(exc)
+                log.critical("%s; stopping (exit 3)", exc)
+            self.stop()
+
+    async def work_on(self, svc: Services) -> None:
         while not self.stopping.is_set():
             if self.once:
                 self.inbox.scan()
-                self.inbox.take_ready()
-            run = self.store.claim_next()
+                self.take_files()
+            run = await self.patiently(self.claim, "claiming the next brief")
             if run is None:
-                if self.once and not self.inbox.tracked and self.store.pending_work() == 0:
+                if self.once and await self.patiently(self.nothing_left, "checking for work left"):
                     return
                 self.work.clear()
                 try:
@@ -169,15 +298,27 @@ class Daemon:
                 self.store.requeue(run.run_id)
                 log.info("%s: interrupted, re-queued from its last checkpoint", run.brief_id)
             except Exception as exc:  # run_brief handles all but a store it cannot write to
-                self.fatal = f"{run.brief_id}: the store could not record the brief's state: {exc}"
-                log.critical("%s; stopping: a restart resumes it from its last checkpoint", self.fatal)
+                problem = diagnose(exc, self.settings.db)
+                why = StoreUnavailable(self.settings.db, problem) if problem else exc
+                self.fatal = f"{run.brief_id}: the store could not record the brief's state: {why}"
+                log.critical("%s; stopping (exit 3): a restart resumes it from its last checkpoint", self.fatal)
                 self.stop()
             finally:
                 self.running.pop(run.run_id, None)
 
     async def run_brief(self, svc: Services, run: BriefRow) -> None:
         settings = self.settings
-        outdir = safe_outdir(settings.outbox, run.brief_id)
+        try:
+            outdir = safe_outdir(settings.outbox, run.brief_id)
+        except ValueError as exc:
+            # Accepted by an older briefd whose id rule let ".x" or "-rf" through: there is no safe
+            # folder for it, so it ends failed in the store (`briefd show`/`status` tell) rather
+            # than stopping the daemon at every start.
+            error = f"{exc}; submit the brief again with an id that starts with a letter, digit or _"
+            log.error("%s: %s", run.brief_id, error)
+            self.store.finish(run.run_id, state=FAILED, stop_reason="error", error=error,
+                              event=("failed", {"state": FAILED, "stop_reason": "error", "error": error}))
+            return
         events = EventLog(self.store, run.run_id, run.brief_id, outdir / "events.ndjson")
         brief: Brief | None = None
         try:
@@ -225,6 +366,8 @@ class Daemon:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or an unforeseen input: never take the daemon down
+            if diagnose(exc, settings.db) is not None:
+                raise  # the store failed, not the brief: no attempt is spent; the daemon stops (exit 3)
             log.error("%s: %s\n%s", run.brief_id, exc, traceback.format_exc())
             self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}")
 

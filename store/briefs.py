@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 import sqlite_utils
 
 from .db import (
-    CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING,
+    BUSY_TIMEOUT_S, CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING,
     connect, fts_or_query, sha256_hex, utc_now,
 )
 
@@ -556,6 +556,23 @@ class Store:
 
     def integrity_check(self) -> str:
         return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def quick_check(self, max_lines: int = 20) -> list[str]:
+        """`PRAGMA quick_check`: ["ok"], or up to `max_lines` lines naming the damage. It reads
+        every page once (about a second per GB) but skips integrity_check's index cross-checks."""
+        return [str(row[0]) for row in self.db.execute(f"PRAGMA quick_check({int(max_lines)})").fetchall()]
+
+    @contextlib.contextmanager
+    def busy_timeout(self, seconds: float) -> Iterator[None]:
+        """Wait at most `seconds` for another process's lock during the block (then SQLite
+        says "database is locked"), for callers that wait their own way and must stay
+        responsive meanwhile; the usual BUSY_TIMEOUT_S is restored after."""
+        conn = self.db.conn
+        conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
 
 
 def _age_seconds(iso: str | None) -> float:

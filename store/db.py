@@ -14,9 +14,12 @@ Why these choices (RELIABILITY.md):
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 import sqlite3
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -203,12 +206,16 @@ def _migration_4(db: sqlite_utils.Database) -> None:
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4}
 
 
+class SchemaTooNew(RuntimeError):
+    """The store was written by a newer briefd: this one must not touch it."""
+
+
 def migrate(db: sqlite_utils.Database) -> int:
     """Walk `PRAGMA user_version` forward, one migration per version, each in a transaction."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
-        raise RuntimeError(
-            f"the database was written by a newer briefd (schema {version}, this one knows {SCHEMA_VERSION})"
+        raise SchemaTooNew(
+            f"was written by a newer briefd (schema {version}, this one knows {SCHEMA_VERSION})"
         )
     while version < SCHEMA_VERSION:
         version += 1
@@ -222,3 +229,97 @@ def migrate(db: sqlite_utils.Database) -> int:
             conn.execute("ROLLBACK")
             raise
     return version
+
+
+# ---- when the store fails ---------------------------------------------------------------------
+# SQLite's primary result codes (the low byte of an extended code), as sqlite3 reports them.
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 5, 6, 8, 10, 11
+_SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB, _SQLITE_PERM = 13, 14, 26, 3
+
+LOCKED, DAMAGED, FULL, NOT_WRITABLE, DISK_ERROR, TOO_NEW = (
+    "locked", "damaged", "full", "not writable", "disk error", "too new",
+)
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """Why the store cannot be used right now, and what the user does about it.
+
+    `kind` LOCKED is the one a daemon waits out (another process holds SQLite's lock);
+    every other kind needs the user, so the daemon stops with exit 3 and this message
+    rather than guess: a damaged store is never written to, so no brief is lost.
+    """
+
+    kind: str
+    reason: str
+    fix: str
+
+    @property
+    def locked(self) -> bool:
+        return self.kind == LOCKED
+
+
+class StoreUnavailable(Exception):
+    """The store failed in a way only the user can fix: the message says why and how."""
+
+    def __init__(self, path: Path, problem: StoreProblem) -> None:
+        super().__init__(f"the store {path} {problem.reason}; to fix: {problem.fix}")
+        self.path, self.problem = Path(path), problem
+
+
+NEARLY_FULL_BYTES = 1 << 20  # less free space than this under the store: an I/O error there is a full disk
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
+
+
+def damaged(path: Path, reason: str) -> StoreProblem:
+    """A store SQLite cannot trust: never written to again by briefd until the user acts."""
+    return StoreProblem(DAMAGED, reason,
+                        f"stop briefd, keep a copy of {Path(path).name}, and restore it from a backup (made with "
+                        f"VACUUM INTO) or recover it (sqlite3 {path} .recover | sqlite3 recovered.db); "
+                        f"`briefd check` shows the damage")
+
+
+def diagnose(exc: BaseException, path: Path) -> StoreProblem | None:
+    """What a failure of the store means to the user, or None when it is not the store's
+    (a bug: a constraint or a misuse of the API is not something to tell the user to fix)."""
+    path = Path(path)
+    folder = path.parent
+    if isinstance(exc, StoreUnavailable):
+        return exc.problem
+    if isinstance(exc, SchemaTooNew):
+        return StoreProblem(TOO_NEW, str(exc), "run the newer briefd, or point --db at another store")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreProblem(FULL, f"cannot be written: {exc.strerror}",
+                            f"free space on the filesystem that holds {folder}")
+    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.IntegrityError):
+        return None
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc)
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in text:
+        return StoreProblem(LOCKED, f"is locked by another process ({text})",
+                            "wait, or stop the other program that holds it (another briefd, sqlite3, a backup tool)")
+    # "Could not decode to UTF-8": Python's sqlite3 reading a text column whose bytes are not the
+    # UTF-8 briefd wrote, i.e. a damaged page the B-tree itself did not notice.
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or any(
+            sign in text for sign in ("malformed", "not a database", "Could not decode to UTF-8")):
+        return damaged(path, f"is damaged ({text})")
+    if code == _SQLITE_FULL or "disk is full" in text or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN)
+                                                          and _nearly_full(folder)):
+        # A full disk often reaches SQLite as an I/O error: growing the WAL's -shm file fails
+        # (SQLITE_IOERR_SHMSIZE) before any write could say SQLITE_FULL. The free space tells.
+        return StoreProblem(FULL, f"cannot be written: the disk is full ({text})",
+                            f"free space on the filesystem that holds {folder}")
+    if code in (_SQLITE_READONLY, _SQLITE_CANTOPEN, _SQLITE_PERM) or "readonly" in text or "unable to open" in text:
+        return StoreProblem(NOT_WRITABLE, f"cannot be opened for writing ({text})",
+                            f"make {path} and {folder} writable by the user briefd runs as, or set --db")
+    if code == _SQLITE_IOERR or "I/O error" in text:
+        return StoreProblem(DISK_ERROR, f"cannot be read or written ({text})",
+                            f"check the disk under {folder} (dmesg); then `briefd check`")
+    return None  # "no such column" and the like: a bug, handled where bugs are

@@ -135,8 +135,8 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("question at the length limit", {"question": "x" * 2000}),
     ("id", {**BASE, "id": "eu-dc_jobs.2026"}),
     ("id of 100 characters", {**BASE, "id": "a" * 100}),
-    ("id with leading dot", {**BASE, "id": ".a"}),
-    ("id of dashes", {**BASE, "id": "--"}),
+    ("id with a leading underscore", {**BASE, "id": "_a"}),
+    ("id ending in dots and dashes", {**BASE, "id": "a.--"}),
     ("empty context", {**BASE, "context": ""}),
     ("context at the limit", {**BASE, "context": "c" * 20000}),
     ("estimate", {**BASE, "estimate": {"unit": "people", "low": 5, "high": 50}}),
@@ -191,6 +191,12 @@ INVALID: list[tuple[Any, str, list[str]]] = [
     ({**BASE, "id": ""}, "id", ["id must be 1 to 100 characters"]),
     ({**BASE, "id": ".."}, "id", ["not only dots"]),
     ({**BASE, "id": "."}, "id", ["not only dots"]),
+    ({**BASE, "id": ".x"}, "id", ["id must be", "hidden folder", '"x"']),
+    ({**BASE, "id": ".hidden.v2"}, "id", ["not starting with '.'", '"hidden.v2"']),
+    ({**BASE, "id": "-rf"}, "id", ["id must be", "read as an option", '"rf"']),
+    ({**BASE, "id": ".a"}, "id", ["not starting with '.'", '"a"']),
+    ({**BASE, "id": "--"}, "id", ["not starting with", "'-'"]),
+    ({**BASE, "id": "--help"}, "id", ["not starting with", "'-'", '"help"']),
     ({**BASE, "id": "a" * 101}, "id", ["1 to 100 characters"]),
     ({**BASE, "id": "café"}, "id", ["id must be"]),
     ({**BASE, "id": 7}, "id", ["got 7 (integer)"]),
@@ -696,7 +702,7 @@ def test_adversarial_one_mib_briefs_are_judged_quickly(name: str) -> None:
 # Generated briefs built from good and bad values per field: the schema and the
 # validator must agree on every one (minus the validator-only rules, excluded).
 GOOD_BAD: dict[str, tuple[list[Any], list[Any]]] = {
-    "id": (["a", "x.y_z-1", "." * 1 + "a"], ["", "a/b", "..", "a b", 3, None]),
+    "id": (["a", "x.y_z-1", "_a", "a.-"], ["", "a/b", "..", "a b", 3, None, ".a", "-rf"]),
     "context": (["", "ctx"], [1, ["x"], "c" * 20001]),
     "depth": (["quick", "standard", "deep"], ["Deep", 1, None]),
     "max_rounds": ([1, 10, 4.0], [0, 11, True, "3", 2.5]),

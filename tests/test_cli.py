@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 
+from daemon.brief import MAX_BRIEF_BYTES
 from tests.conftest import BRIEFD, Workspace
 
 
@@ -45,6 +47,48 @@ def test_submit_writes_valid_briefs_atomically_and_refuses_invalid_ones(tmp_path
     assert sorted(p.name for p in inbox.iterdir()) == ["good-2.json", "good.json"], "never overwrites"
     assert (inbox / "good.json").read_bytes() == good.read_bytes()
     assert again.stdout.strip().endswith("good-2.json")
+
+
+def _run_capped(args: list[str], cwd: Path) -> tuple[int, str, float, int]:
+    """`briefd ARGS` under a 2 GiB address-space cap (an unbounded read dies of MemoryError instead
+    of taking the machine): exit code, stderr, wall seconds and the child's own peak RSS in bytes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_") and k != "OLLAMA_HOST"}
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    started = time.monotonic()
+    proc = subprocess.Popen([BRIEFD, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, preexec_fn=cap)
+    try:
+        stderr = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        if proc.stderr:
+            proc.stderr.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, stderr, time.monotonic() - started, usage.ru_maxrss * 1024
+
+
+def test_submit_refuses_endless_and_huge_inputs_at_once_with_bounded_memory(tmp_path: Path) -> None:
+    """Issue 8 #8: /dev/zero was read until the OOM killer came (23 GB); a 5 GB sparse file took
+    22 s. Both are refused as too large (exit 2), having read at most the limit plus one byte."""
+    sparse = tmp_path / "sparse.json"
+    with open(sparse, "wb") as handle:
+        handle.truncate(5_000_000_000)
+    inbox = tmp_path / "inbox"
+    cases = [("/dev/zero", f"more than {MAX_BRIEF_BYTES:,} bytes"), (str(sparse), "5,000,000,000 bytes")]
+    for path, size in cases:
+        code, stderr, wall, peak = _run_capped(["submit", path, "--inbox", str(inbox)], tmp_path)
+        assert code == 2, stderr[-2000:]
+        assert "too large" in stderr and size in stderr and f"limit is {MAX_BRIEF_BYTES:,} bytes" in stderr
+        assert "Traceback" not in stderr
+        assert wall < 30, f"{path}: {wall:.1f} s"
+        assert peak < 400 << 20, f"{path}: peak RSS {peak >> 20} MiB"
+    assert not inbox.exists() or not list(inbox.iterdir()), "nothing was written"
+    code, stderr, _wall, peak = _run_capped(["--config", "/dev/zero", "status"], tmp_path)
+    assert code == 2 and "too large" in stderr and "/dev/zero" in stderr, stderr[-2000:]
+    assert peak < 400 << 20, "briefd.toml is read with the same bound"
 
 
 def test_unknown_command_and_bad_settings_exit_2(tmp_path: Path) -> None:

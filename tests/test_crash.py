@@ -167,14 +167,18 @@ def test_random_kills_under_load_lose_nothing(tmp_path: Path, search_lab: Search
         f"seed {seed}: at most the calls in flight at each kill (two workers) are paid twice"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+# `run --once` (cron mode) stops the same way: issue 8 #12, where SIGTERM used to kill it (143).
+@pytest.mark.parametrize("sig, command", [(signal.SIGTERM, ("run",)), (signal.SIGINT, ("run",)),
+                                          (signal.SIGTERM, ("run", "--once")), (signal.SIGINT, ("run", "--once"))],
+                         ids=["SIGTERM run", "SIGINT run", "SIGTERM run --once", "SIGINT run --once"])
 def test_a_stop_signal_mid_brief_exits_0_promptly_and_the_brief_resumes(
-        sig: signal.Signals, tmp_path: Path, search_lab: SearchLab, crash_ollama: OllamaLab) -> None:
+        sig: signal.Signals, command: tuple[str, ...], tmp_path: Path, search_lab: SearchLab,
+        crash_ollama: OllamaLab) -> None:
     crash_ollama.reset()
     ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=crash_ollama.url,
                    model="lab-scripted")
     ws.drop("bridge.json", BRIEFS["bridge"])
-    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(), cwd=ws.root,
+    daemon = subprocess.Popen([BRIEFD, *command], env=ws.env(), cwd=ws.root,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     events = ws.outbox / "bridge" / "events.ndjson"
     deadline = time.monotonic() + 90

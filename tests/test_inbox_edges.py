@@ -373,6 +373,75 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(box: Box, tmp_path: P
     assert secret.read_text() == '{"question": "SECRET-race"}'
 
 
+def test_hard_links_are_rejected_and_never_read(tmp_path: Path) -> None:
+    """Issue 8 #13: `ln secret inbox/x.json` gives the inbox a second name for a file outside it;
+    briefd, perhaps running as another user, must not copy it out. Refused like a symlink, and
+    its content reaches neither the outbox nor the store; the file itself is untouched."""
+    b = Box(tmp_path)
+    b.close()
+    secret = tmp_path / "private" / "secret.json"
+    secret.parent.mkdir()
+    secret_bytes = json.dumps({"question": "TOP-SECRET-h4rd: must not reach the outbox"}).encode()
+    secret.write_bytes(secret_bytes)
+    os.link(secret, b.inbox_dir / "linked.json")
+    b.drop("fine.json", b"[]")
+    run_once(tmp_path)
+    assert b.left() == [], "the link's name left the inbox"
+    folder = tmp_path / "outbox" / "linked"
+    error = error_json(folder)
+    assert "hard link" in error["error"] and "cp, not ln" in error["error"]
+    assert error["details"]["reason"] == "hard link"
+    assert sorted(p.name for p in folder.iterdir()) == ["error.json"], "no bytes were read to keep"
+    stored = b"".join(bytes(r["received_bytes"] or b"") for r in b.rows())
+    assert b"TOP-SECRET-h4rd" not in all_outbox_bytes(tmp_path / "outbox") + stored
+    assert secret.read_bytes() == secret_bytes and os.stat(secret).st_nlink == 1, "the file lives on, unread"
+    assert error_json(tmp_path / "outbox" / "fine")["source_file"] == "fine.json", "the others are taken"
+    assert [r["state"] for r in b.rows()] == [REJECTED] * 2
+
+
+def test_a_hard_link_made_after_the_check_is_not_read(box: Box, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race: lstat sees one name, then a second name appears just before the file is opened."""
+    path = box.drop("race.json", json.dumps({"question": "SECRET-link-race"}).encode())
+    real_open = os.open
+    linked: list[bool] = []
+
+    def link_then_open(p: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(os.fsdecode(p)) == path and not linked:
+            linked.append(True)
+            os.link(path, tmp_path / "elsewhere.json")
+        return real_open(p, flags, *args, **kwargs)
+
+    monkeypatch.setattr("daemon.inbox.os.open", link_then_open)
+    box.inbox.notice(path, complete=True)
+    [taken] = box.inbox.take_ready()
+    assert linked and taken.rejected and "hard link" in (taken.error or "")
+    assert b"SECRET-link-race" not in all_outbox_bytes(box.outbox) + b"".join(
+        bytes(r["received_bytes"] or b"") for r in box.rows())
+
+
+@pytest.mark.parametrize("bad_id, why", [(".x", "hidden folder"), ("..hidden", "hidden folder"),
+                                         ("-rf", "read as an option"), ("--help", "read as an option")])
+def test_an_explicit_id_that_is_hidden_or_option_like_is_refused(box: Box, bad_id: str, why: str) -> None:
+    """Issue 8 #13: an explicit id names outbox/<id>; ".x" would be a hidden folder and "-rf" one
+    that `rm`, `ls` or `cd` read as an option. Refused at validation, in the inbox as in submit."""
+    data = json.dumps({"question": QUESTION, "id": bad_id}).encode()
+    box.drop("named.json", data)
+    [taken] = box.take()
+    assert taken.rejected and taken.brief_id == "named"
+    error = error_json(box.outbox / "named")
+    assert error["details"]["field"] == "id" and why in error["error"]
+    assert kept(box.outbox / "named") == data
+    assert sorted(p.name for p in box.outbox.iterdir()) == ["named"], "no hidden or option-like folder"
+    brief = box.root / "elsewhere" / "named.json"
+    brief.parent.mkdir()
+    brief.write_bytes(data)
+    submitted = subprocess.run([BRIEFD, "submit", str(brief)], env=offline_env(box.root), cwd=box.root,
+                               text=True, capture_output=True, timeout=60)
+    assert submitted.returncode == 2 and why in submitted.stderr, submitted.stderr
+    assert box.left() == [], "submit wrote nothing into the inbox"
+
+
 def test_a_directory_and_a_fifo_named_json_are_left_in_place_with_a_notice(tmp_path: Path) -> None:
     b = Box(tmp_path)
     b.close()

@@ -461,7 +461,7 @@ def test_archive_previous_stamp_from_newest_mtime(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bad", ["..", ".", "...", "a/b", "../x", "", "a" * 101, "a\n", "a b",
-                                 "/etc", "a\\b", "é"])
+                                 "/etc", "a\\b", "é", ".hidden", ".x", "-rf", "--help"])
 def test_safe_outdir_refuses_bad_ids(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ValueError):
         safe_outdir(tmp_path, bad)
@@ -469,7 +469,7 @@ def test_safe_outdir_refuses_bad_ids(tmp_path: Path, bad: str) -> None:
 
 def test_safe_outdir_accepts_plain_ids(tmp_path: Path) -> None:
     assert safe_outdir(tmp_path, "brief-1.v2_x") == tmp_path.resolve() / "brief-1.v2_x"
-    assert safe_outdir(tmp_path, ".hidden") == tmp_path.resolve() / ".hidden"
+    assert safe_outdir(tmp_path, "_private") == tmp_path.resolve() / "_private"
     assert safe_outdir(tmp_path, "a" * 100).name == "a" * 100
 
 

@@ -115,9 +115,13 @@ class Services:
                                                  "--port", str(self.proxy_port), "--upstream", self.searxng_url,
                                                  "--seed", str(self.seed)], self.root / "logs")
         self.proxy.wait_ready(f"{self.briefd_searxng_url}/healthz", timeout=60)
-        # the lab web builds its bombs on first use: seconds of CPU that a fetch timeout would not wait for
+        # The lab web builds its bombs on first use: seconds of CPU that a fetch timeout would not wait
+        # for. Read raw, never decoded: this process's peak RSS is inherited by every child it forks,
+        # so a bomb decoded here would show up as the daemon's.
         for name in web.BOMBS:
-            httpx.get(f"{self.hostile_web_url}/hostile/{name}", timeout=120, trust_env=False)
+            with httpx.stream("GET", f"{self.hostile_web_url}/hostile/{name}", timeout=120, trust_env=False) as r:
+                for _ in r.iter_raw():
+                    pass
 
     @property
     def ollama_url(self) -> str:
