@@ -18,6 +18,7 @@ import httpx
 import pytest
 from hypothesis import settings
 
+from tests.lab import web
 from tests.lab.servers import Proc, SearchLab, start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
@@ -65,6 +66,17 @@ def scripted_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ollama
 @pytest.fixture(scope="session")
 def llama_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
     yield from serve_ollama(tmp_path_factory.mktemp("ollama-llama"), "llama", name="ollama-llama")
+
+
+@pytest.fixture(scope="session")
+def hostile_web() -> Iterator[str]:
+    """The lab web in this process, its bombs built: for its hostile pages (tests/lab/web.py, /hostile/)."""
+    web.warm_hostile()
+    lab, thread = web.serve_in_thread()
+    yield f"http://127.0.0.1:{lab.server_address[1]}"
+    lab.shutdown()
+    lab.server_close()
+    thread.join(5)
 
 
 @pytest.fixture

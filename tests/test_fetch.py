@@ -169,17 +169,6 @@ class LabServer(ThreadingHTTPServer):
 
 
 @pytest.fixture(scope="module")
-def lab_web() -> Iterator[str]:
-    """The lab's web server, for its hostile pages (the compression bombs)."""
-    web.warm_hostile()
-    lab, thread = web.serve_in_thread()
-    yield f"http://127.0.0.1:{lab.server_address[1]}"
-    lab.shutdown()
-    lab.server_close()
-    thread.join(5)
-
-
-@pytest.fixture(scope="module")
 def server() -> Iterator[LabServer]:
     lab = LabServer()
     thread = threading.Thread(target=lab.serve_forever, daemon=True)
@@ -530,8 +519,8 @@ def fetch_in_child(server: LabServer, url: str, limit: int = BOMB_LIMIT,
 
 @pytest.mark.parametrize("bomb", ["nested-bomb", "deflate-gzip-bomb"])
 def test_a_stacked_compression_bomb_is_refused_for_good_without_decoding_it(
-        server: LabServer, lab_web: str, bomb: str) -> None:
-    outcome = fetch_in_child(server, f"{lab_web}/hostile/{bomb}")
+        server: LabServer, hostile_web: str, bomb: str) -> None:
+    outcome = fetch_in_child(server, f"{hostile_web}/hostile/{bomb}")
     assert "escaped" not in outcome, "the fetch ran out of memory instead of refusing the page"
     codings = web.BOMBS[bomb]()[0]
     assert outcome["error"] == (f"refused: stacked content encodings ({codings}); "
@@ -543,8 +532,8 @@ def test_a_stacked_compression_bomb_is_refused_for_good_without_decoding_it(
 
 @pytest.mark.parametrize("bomb", ["gzip-bomb", "deflate-bomb", "raw-deflate-bomb"])
 def test_a_single_layer_bomb_stops_at_the_limit_with_memory_bounded(
-        server: LabServer, lab_web: str, bomb: str) -> None:
-    outcome = fetch_in_child(server, f"{lab_web}/hostile/{bomb}")
+        server: LabServer, hostile_web: str, bomb: str) -> None:
+    outcome = fetch_in_child(server, f"{hostile_web}/hostile/{bomb}")
     assert "escaped" not in outcome, "the fetch ran out of memory instead of stopping at the limit"
     coding, body = web.BOMBS[bomb]()
     error = str(outcome["error"])
@@ -558,9 +547,9 @@ def test_a_single_layer_bomb_stops_at_the_limit_with_memory_bounded(
     assert int(outcome["grew_kb"]) < 60_000  # type: ignore[call-overload]
 
 
-def test_running_out_of_memory_is_a_failure_for_good_not_an_exception(server: LabServer, lab_web: str) -> None:
+def test_running_out_of_memory_is_a_failure_for_good_not_an_exception(server: LabServer, hostile_web: str) -> None:
     # A limit set far above what the process may map: the gibibyte bomb exhausts memory first.
-    outcome = fetch_in_child(server, f"{lab_web}/hostile/gzip-bomb", limit=4 << 30, headroom=256 << 20)
+    outcome = fetch_in_child(server, f"{hostile_web}/hostile/gzip-bomb", limit=4 << 30, headroom=256 << 20)
     assert "escaped" not in outcome, "MemoryError escaped fetch_page: the brief would retry the page forever"
     assert outcome["error"] == "out of memory reading this page; not fetched again"
     assert outcome["transient"] is False

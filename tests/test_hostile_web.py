@@ -12,10 +12,8 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 
 from daemon.search import MAX_HITS_PER_QUERY
 from tests.conftest import OllamaLab
@@ -38,16 +36,6 @@ atexit.register(lambda: open(report, "w").write(str(resource.getrusage(resource.
 from daemon.cli import main
 sys.exit(main(sys.argv[3:]))
 """
-
-
-@pytest.fixture(scope="module")
-def hostile_web() -> Iterator[str]:
-    web.warm_hostile()
-    lab, thread = web.serve_in_thread()
-    yield f"http://127.0.0.1:{lab.server_address[1]}"
-    lab.shutdown()
-    lab.server_close()
-    thread.join(5)
 
 
 def test_bombs_and_a_flooding_searxng_cost_the_brief_nothing(

@@ -26,16 +26,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.lab import web
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
 PROSE = "The board met on Tuesday. Dr. Alvarez said costs rose by 4.5 million, e.g. for labour. "
-
-
-def _link_farm(links: int = 100_000) -> bytes:
-    items = "".join(f'<li><a href="/p/{i}">Link {i}</a></li>' for i in range(links))
-    return f"<html><head><title>Links</title></head><body><ul>{items}</ul></body></html>".encode()
 
 
 def _timed(work: Callable[[], object]) -> tuple[float, float]:
@@ -61,7 +57,7 @@ def pathological() -> list[tuple[str, str, float, float]]:
     }
     rows = [(f"split_passages: {name}", f"{len(text):,} chars", *_timed(lambda t=text: split_passages(t)))
             for name, text in texts.items()]
-    farm = _link_farm()
+    farm = web.PATHOLOGICAL["link-farm"]()  # the page `make soak --hostile` serves
     size = f"{len(farm) / 1e6:.1f} MB, 100k links"
     rows.append(("trafilatura alone (every page before the cap)", size,
                  *_timed(lambda: trafilatura.bare_extraction(lxml.html.document_fromstring(farm), with_metadata=True,
