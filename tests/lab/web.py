@@ -38,7 +38,7 @@ import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from tests.lab.corpus import PAGES, PAGES_BY_SLUG, TOPICS, Page, pages_for
 
@@ -400,10 +400,15 @@ PATHOLOGICAL = {
 }
 
 
-def hostile_engine_rows(origin: str) -> bytes:
-    """A SearXNG `json_engine` answer offering every hostile page, for any query (make soak --hostile)."""
+def hostile_engine_rows(origin: str, query: str) -> bytes:
+    """A SearXNG `json_engine` answer offering every hostile page, for any query (make soak --hostile).
+
+    The order turns with the query, so over a few queries each page is ranked first once: a brief
+    fetches only the top few results of each search."""
+    names = [*BOMBS, *PATHOLOGICAL]
+    turn = zlib.crc32(query.encode()) % len(names)
     rows = [{"url": f"{origin}/hostile/{name}", "title": f"Budget overrun figures ({name})",
-             "content": f"Tender review, costs and closure figures: {name}"} for name in (*BOMBS, *PATHOLOGICAL)]
+             "content": f"Tender review, costs and closure figures: {name}"} for name in names[turn:] + names[:turn]]
     return json.dumps({"rows": rows}).encode()
 
 
@@ -441,7 +446,8 @@ def serve_hostile(handler: BaseHTTPRequestHandler, name: str) -> None:
     elif name in PATHOLOGICAL:
         _send_plain(handler, 200, PATHOLOGICAL[name](), "text/html; charset=utf-8")
     elif name == "engine":
-        _send_plain(handler, 200, hostile_engine_rows(f"http://{handler.headers.get('Host') or '127.0.0.1'}"),
+        query = parse_qs(urlsplit(handler.path).query).get("q", [""])[0]
+        _send_plain(handler, 200, hostile_engine_rows(f"http://{handler.headers.get('Host') or '127.0.0.1'}", query),
                     "application/json")
     elif name == "searxng/search":
         _serve_flood(handler)
