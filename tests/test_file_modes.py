@@ -99,7 +99,7 @@ def test_a_private_umask_keeps_files_private(tmp_path: Path) -> None:
     (0o002, None, 0o664),
     (0o022, "0640", 0o640),
     (0o077, "0o660", 0o660),
-])
+], ids=["umask022", "umask077", "umask002", "file_mode0640", "file_mode0o660-over-umask077"])
 def test_submit_writes_briefs_the_daemons_user_can_read(tmp_path: Path, umask: int, file_mode: str | None,
                                                         expected: int) -> None:
     brief = tmp_path / "brief.json"
