@@ -13,66 +13,79 @@ import logging
 import os
 import sys
 import tempfile
+import textwrap
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, BinaryIO
 
 from . import __version__
 from .brief import MAX_BRIEF_BYTES, BriefError, load_schema, parse_brief, too_large
+from .files import use_file_mode
+from .settings import Settings, SettingsError, load_settings, settings_table
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
 
-SETTING_FLAGS = [
-    ("--inbox", "inbox", "drop folder for briefs (env BRIEFD_INBOX, default ./inbox)"),
-    ("--outbox", "outbox", "reports folder (env BRIEFD_OUTBOX, default ./outbox)"),
-    ("--db", "db", "SQLite store (env BRIEFD_DB, default ./briefd.db)"),
-    ("--ollama-host", "ollama_host", "Ollama server (env OLLAMA_HOST, default http://127.0.0.1:11434)"),
-    ("--model", "model", "Ollama model (env BRIEFD_MODEL)"),
-    ("--searxng-url", "searxng_url", "SearXNG base URL (env BRIEFD_SEARXNG_URL, default http://127.0.0.1:8888)"),
-    ("--workers", "workers", "briefs at once (env BRIEFD_WORKERS, default 1)"),
-]
+log = logging.getLogger("briefd")
+
+
+def setting_flags() -> list[dict[str, Any]]:
+    """The settings that have a flag, straight from settings.py's one table."""
+    return [row for row in settings_table() if row["flag"]]
+
+
+def other_settings_help() -> str:
+    """--help's epilog: the settings without a flag (environment or briefd.toml), from the same table."""
+    lines = ["other settings (environment, or briefd.toml by name):"]
+    for row in settings_table():
+        if not row["flag"]:
+            lines.append(f"  {row['name']} (env {row['env']}, default {row['default']})")
+            lines.extend(textwrap.wrap(row["help"], width=78, initial_indent=" " * 6, subsequent_indent=" " * 6))
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("settings (flag > environment > briefd.toml > default)")
-    for flag, dest, help_ in SETTING_FLAGS:
-        # SUPPRESS: a flag given before the subcommand must not be reset by the subcommand's default
-        group.add_argument(flag, dest=dest, default=argparse.SUPPRESS, help=help_,
-                           type=int if dest == "workers" else str)
+    for row in setting_flags():
+        # SUPPRESS: a flag given before the subcommand must not be reset by the subcommand's default.
+        # Values stay strings: load_settings is the one validator (its errors name the flag and the fix).
+        group.add_argument(row["flag"], dest=row["name"], default=argparse.SUPPRESS,
+                           help=f"{row['help']} (env {row['env']}, default {row['default']})")
     group.add_argument("--config", dest="config", default=argparse.SUPPRESS,
                        help="briefd.toml to read (env BRIEFD_CONFIG, default ./briefd.toml if present)")
-    group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="debug logging")
+    group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="debug logging (the log_level setting, set to debug)")
+    shared: dict[str, Any] = {"parents": [common], "epilog": other_settings_help(),
+                              "formatter_class": argparse.RawDescriptionHelpFormatter}
 
     parser = argparse.ArgumentParser(
-        prog="briefd", parents=[common],
+        prog="briefd", **shared,
         description="Offline-first research daemon: drop a JSON brief into the inbox, get a cited report.",
     )
     parser.add_argument("--version", action="version", version=f"briefd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", parents=[common], help="the daemon (foreground; --once for cron)")
+    run = sub.add_parser("run", **shared, help="the daemon (foreground; --once for cron)")
     run.add_argument("--once", action="store_true",
                      help="take everything in the inbox, resume interrupted briefs, finish them all, exit 0")
-    submit = sub.add_parser("submit", parents=[common], help="validate briefs and put them into the inbox")
+    submit = sub.add_parser("submit", **shared, help="validate briefs and put them into the inbox")
     submit.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    status = sub.add_parser("status", parents=[common], help="queue counts and running briefs")
+    status = sub.add_parser("status", **shared, help="queue counts and running briefs")
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    show = sub.add_parser("show", parents=[common], help="a finished report, or a brief's event log")
+    show = sub.add_parser("show", **shared, help="a finished report, or a brief's event log")
     show.add_argument("id")
     show.add_argument("--events", action="store_true", help="print the event log instead of the report")
-    retry = sub.add_parser("retry", parents=[common], help="re-queue a failed or cancelled brief")
+    retry = sub.add_parser("retry", **shared, help="re-queue a failed or cancelled brief")
     retry.add_argument("id")
-    cancel = sub.add_parser("cancel", parents=[common], help="stop a queued or running brief")
+    cancel = sub.add_parser("cancel", **shared, help="stop a queued or running brief")
     cancel.add_argument("id")
-    sub.add_parser("check", parents=[common], help="probe Ollama, SearXNG, folders and the database")
-    sub.add_parser("schema", parents=[common], help="print the brief JSON Schema")
+    sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
+    sub.add_parser("schema", **shared, help="print the brief JSON Schema")
     return parser
 
 
-def load(args: argparse.Namespace):
-    from .settings import load_settings
-
-    flags = {dest: getattr(args, dest, None) for _flag, dest, _help in SETTING_FLAGS}
+def load(args: argparse.Namespace) -> Settings:
+    flags = {row["name"]: getattr(args, row["name"], None) for row in setting_flags()}
     config = Path(args.config) if getattr(args, "config", None) else None
     return load_settings(flags, os.environ, config)
 
@@ -92,13 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "schema":
         print(json.dumps(load_schema(), indent=2))
         return EXIT_OK
-    from .settings import SettingsError
-
     try:
         settings = load(args)
     except SettingsError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    apply_settings(settings, verbose=getattr(args, "verbose", False))
     handler = {
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check,
@@ -110,6 +122,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         return code
+
+
+def apply_settings(settings: Settings, verbose: bool) -> None:
+    """What a setting changes for the whole process: the log level (-v wins: debug) and the
+    mode of every file briefd creates (files.use_file_mode)."""
+    # settings.LOG_LEVELS are the logging module's own level names, lower-cased
+    logging.getLogger().setLevel(logging.DEBUG if verbose else settings.log_level.upper())
+    use_file_mode(settings.file_mode)
+    log.debug("settings: config file %s; inbox %s; outbox %s; db %s; model %s at %s; SearXNG %s; file mode %s",
+              settings.config_file or "none", settings.inbox, settings.outbox, settings.db, settings.model,
+              settings.ollama_host, settings.searxng_url,
+              "the umask's" if settings.file_mode is None else f"{settings.file_mode:04o}")
 
 
 def cmd_run(settings, args) -> int:
@@ -133,7 +157,7 @@ def cmd_run(settings, args) -> int:
 
 def cmd_submit(settings, args) -> int:
     """Validate every file first; write nothing unless all are valid."""
-    from .files import TooLarge, read_file_at_most
+    from .files import TooLarge, atomic_write_with, read_file_at_most
 
     prepared: list[tuple[Path, bytes]] = []
     for path in args.files:
@@ -153,20 +177,23 @@ def cmd_submit(settings, args) -> int:
         prepared.append((path, data))
     inbox = Path(settings.inbox)
     try:
-        inbox.mkdir(parents=True, exist_ok=True)
         for path, data in prepared:
             target = _free_name(inbox, path.name if path.name.lower().endswith(".json") else path.name + ".json")
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=inbox)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.rename(tmp, target)
-            print(target)
+            # the files module's atomic write: a temp name the daemon ignores, then rename; and the
+            # mode any file gets (0644 under umask 022), so a daemon running as another user can read it
+            print(atomic_write_with(inbox, _writer(data, target.name), hint=target.name))
     except OSError as exc:
         print(f"briefd: cannot write into the inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     return EXIT_OK
+
+
+def _writer(data: bytes, name: str) -> Callable[[BinaryIO], str]:
+    def write(handle: BinaryIO) -> str:
+        handle.write(data)
+        return name
+
+    return write
 
 
 def _free_name(folder: Path, name: str) -> Path:

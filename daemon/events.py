@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
 from store import Store
 
 from . import crashpoints
-from .files import atomic_write_text
+from .files import atomic_write_text, make_folders, open_append
 
 log = logging.getLogger("briefd")
 
@@ -56,8 +57,8 @@ class EventLog:
         event = {"seq": seq, "at": at, "type": type_, **fields}
         line = json.dumps(event, ensure_ascii=False)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
+            make_folders(self.path.parent)
+            with os.fdopen(open_append(self.path), "a", encoding="utf-8") as handle:
                 handle.write(line + "\n")
         except OSError as exc:  # the store has it; the file is a live view
             log.warning("%s: could not append to %s: %s", self.brief_id, self.path, exc)

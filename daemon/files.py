@@ -5,6 +5,14 @@ The Maildir recipe: write under a temp name readers ignore (a dotfile ending in
 .tmp), fsync it, os.replace it into place, fsync the directory so the rename
 itself survives a power cut.
 
+Modes: a file or folder briefd creates gets the mode any program's would: 0666 / 0777 less
+the umask (or what a default ACL on the folder says), so 0644 under umask 022 and a shared
+outbox is readable by whoever may read it. `tempfile.mkstemp` would make every file 0600
+whatever the umask, so temp files are created here with the same O_EXCL recipe but mode
+0666, and the kernel applies the umask (briefd never reads or changes it: os.umask is
+process-wide and racy with other threads). `use_file_mode` (the `file_mode` setting) fixes
+one mode instead, for deployments whose umask is not the one reports should have.
+
 Reads: `read_at_most` is the one way briefd reads an input it did not write (a brief
 given to `submit`, a file in the inbox, briefd.toml): never more than limit + 1 bytes,
 so /dev/zero or a 5 GB file costs at most that much memory and time.
@@ -16,8 +24,8 @@ import errno
 import fcntl
 import json
 import os
+import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Self
@@ -25,6 +33,91 @@ from typing import Any, BinaryIO, Callable, Self
 from . import crashpoints
 
 READ_CHUNK = 1 << 16
+NEW_FILE_MODE = 0o666  # what every program asks for; the kernel takes the umask (or a default ACL) off it
+NEW_FOLDER_MODE = 0o777
+TEMP_NAME_TRIES = 100  # O_EXCL collisions of 48 random bits: one try in practice
+
+# The `file_mode` setting, process-wide like the umask it stands in for: set once at start-up
+# (use_file_mode), read by every write below, so no caller can forget to pass it.
+_file_mode: int | None = None
+
+
+def use_file_mode(mode: int | None) -> None:
+    """From now on, files briefd creates get exactly `mode` (folders it creates for them get
+    `folder_mode(mode)`); None: the umask decides, as for any program."""
+    global _file_mode
+    _file_mode = mode
+
+
+def folder_mode(mode: int) -> int:
+    """The folder mode that goes with a file mode: an x bit wherever there is an r bit
+    (0640 -> 0750), since a folder that can be read but not entered is no use."""
+    return mode | ((mode & 0o444) >> 2)
+
+
+def _set_mode(fd: int) -> None:
+    """Give a file briefd has just created the `file_mode` setting's mode (if set). fchmod is
+    not subject to the umask, so the setting wins over it, which is what it is for."""
+    if _file_mode is not None:
+        os.fchmod(fd, _file_mode)
+
+
+def make_folders(path: Path) -> None:
+    """`mkdir -p path`: folders are created as any program's are (0777 less the umask); with
+    `file_mode` set, the ones created here get folder_mode(file_mode), keeping a setgid bit
+    inherited from the parent (a shared group folder's files must stay in its group)."""
+    path = Path(path)
+    missing: list[Path] = []
+    probe = path
+    while not os.path.isdir(probe) and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            make_folder(folder)
+        except FileExistsError:
+            if not folder.is_dir():
+                raise  # another process made it meanwhile: its mode is its own
+
+
+def make_folder(path: Path) -> None:
+    """`mkdir path` (FileExistsError when taken) with the mode make_folders gives."""
+    os.mkdir(path, NEW_FOLDER_MODE)
+    if _file_mode is not None:
+        os.chmod(path, folder_mode(_file_mode) | (os.stat(path).st_mode & stat.S_ISGID))
+
+
+def create_temp(folder: Path, hint: str) -> tuple[int, str]:
+    """A new empty temp file `.<hint>.<random>.tmp` in `folder` (which must exist), opened
+    for writing: mkstemp's O_EXCL recipe, but with the mode any program's file would get
+    (see the module doc) instead of mkstemp's fixed 0600. Returns (fd, path)."""
+    for _ in range(TEMP_NAME_TRIES):
+        name = os.path.join(folder, f".{hint}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, NEW_FILE_MODE)
+        except FileExistsError:
+            continue
+        try:
+            _set_mode(fd)
+        except OSError:
+            os.close(fd)
+            os.unlink(name)
+            raise
+        return fd, name
+    raise FileExistsError(errno.EEXIST, f"no free temp name in {folder} after {TEMP_NAME_TRIES} tries")
+
+
+def open_append(path: Path) -> int:
+    """An fd appending to `path` (created as any file briefd writes when missing): the live
+    event log. With `file_mode` set, a file briefd owns is given that mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, NEW_FILE_MODE)
+    try:
+        if _file_mode is not None and os.fstat(fd).st_uid == os.geteuid():
+            _set_mode(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 class WriteFailed(OSError):
@@ -79,8 +172,8 @@ def atomic_write_with(folder: Path, write: Callable[[BinaryIO], str], hint: str 
     tmp: str | None = None
     path = folder
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{hint}.", suffix=".tmp", dir=folder)  # hint: whose temp file
+        make_folders(folder)
+        fd, tmp = create_temp(folder, hint)  # hint: whose temp file
         with os.fdopen(fd, "wb") as handle:
             path = folder / write(handle)
             handle.flush()

@@ -981,12 +981,12 @@ def _archive_previous(outdir: Path) -> Path | None:
 
 def _fresh_run_folder(runs: Path, stamp: str) -> Path:
     """Create runs/<stamp>, or <stamp>-2, -3, ... when taken: an earlier run is never overwritten."""
-    runs.mkdir(parents=True, exist_ok=True)
+    files.make_folders(runs)
     suffix = 1
     while True:
         target = runs / (stamp if suffix == 1 else f"{stamp}-{suffix}")
         try:
-            target.mkdir()
+            files.make_folder(target)
             return target
         except FileExistsError:
             suffix += 1

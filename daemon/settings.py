@@ -1,8 +1,9 @@
 """briefd's settings: flag > environment > briefd.toml > default (CONTRACT.md, "Settings").
 
-One table (`_SPECS`) drives loading, the error messages and `settings_table()`
-(which the CLI turns into --help and the README), so the three can't drift
-apart. The defaults live in one place: the `Settings` dataclass.
+One table (`_SPECS`) drives loading, the error messages, the CLI's setting flags and
+their --help (cli.build_parser reads `settings_table()`), and the README's settings
+table (`settings_markdown()`; tests/test_settings.py fails when the README differs), so
+none of them can drift apart. The defaults live in one place: the `Settings` dataclass.
 
 Every bad value becomes a `SettingsError` that names where it came from
 ("BRIEFD_WORKERS in the environment", "/etc/briefd/briefd.toml line 3",
@@ -82,6 +83,7 @@ class Settings:
     max_attempts: int = 3
     patience_s: float = 21600.0  # how long a brief waits out a service outage before it fails (6 h)
     log_level: str = "info"
+    file_mode: int | None = None  # None: the umask decides (files.use_file_mode)
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
 
@@ -102,13 +104,15 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class _Spec:
     name: str
-    kind: str  # path | ollama | url | model | int | float | bool | level
+    kind: str  # path | ollama | url | model | int | float | bool | level | mode
     help: str
     flag: str | None = None  # only the contract settings have a documented flag
     env: str | None = None  # None: BRIEFD_<NAME>
     low: float | None = None
     high: float | None = None
     above_low: bool = False  # low itself not allowed (timeouts must be > 0)
+    shown_default: str | None = None  # the default in words, where the value itself says nothing (None)
+    example: str | None = None  # the value error messages suggest (else the default)
 
     @property
     def env_name(self) -> str:
@@ -149,7 +153,10 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("max_attempts", "int", "attempts before a brief that keeps failing is marked failed", low=1, high=100),
     _Spec("patience_s", "float", "seconds a brief waits out an Ollama or SearXNG outage before failing",
           low=0, above_low=True),
-    _Spec("log_level", "level", "log detail: debug, info, warning or error"),
+    _Spec("log_level", "level", "log detail: debug, info, warning or error (-v is debug)"),
+    _Spec("file_mode", "mode", "mode of every file briefd writes, in octal (e.g. \"0640\"; folders it makes get "
+                               "x where r); unset: what the umask gives, 0644 under umask 022",
+          shown_default="unset", example="0640"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
@@ -207,9 +214,27 @@ def settings_table() -> list[dict[str, Any]]:
     """Each setting: name, flag (None: environment/toml only), env, toml key, default as shown, help."""
     return [
         {"name": spec.name, "flag": spec.flag, "env": spec.env_name, "toml": spec.name,
-         "default": _display(_DEFAULTS[spec.name]), "help": spec.help}
+         "default": _shown_default(spec), "help": spec.help}
         for spec in _SPECS
     ]
+
+
+SETTINGS_MARKDOWN_HEADER = ("| setting (`briefd.toml`) | flag | environment | default | what it is |\n"
+                            "|---|---|---|---|---|")
+
+
+def settings_markdown() -> str:
+    """The README's settings table, made from `settings_table()` (a test compares the two)."""
+    def cell(text: str | None, code: bool = True) -> str:
+        if not text:
+            return "–"
+        if code:
+            return "`" + text.replace("|", "\\|") + "`"
+        return re.sub(r"([\\`*_<>\[\]|])", r"\\\1", text)  # Markdown's own characters, shown as they are
+
+    rows = [f"| {cell(r['toml'])} | {cell(r['flag'])} | {cell(r['env'])} | {cell(r['default'])} | "
+            f"{cell(r['help'], code=False)} |" for r in settings_table()]
+    return "\n".join([SETTINGS_MARKDOWN_HEADER, *rows])
 
 
 # --------------------------------------------------------------------------- Ollama and SearXNG addresses
@@ -378,7 +403,7 @@ def _subject(source: _Source, name: str) -> str:
 
 
 def _fix(spec: _Spec, source: _Source) -> str:
-    example = _display(_DEFAULTS[spec.name])
+    example = spec.example or _display(_DEFAULTS[spec.name])
     if source.kind == "flag":
         return f"pass e.g. {spec.flag_name} {example}"
     if source.kind == "env":
@@ -477,13 +502,39 @@ def _to_level(spec: _Spec, raw: Any, source: _Source) -> str:
     raise _Bad(f"one of {', '.join(LOG_LEVELS)}")
 
 
+def _to_mode(spec: _Spec, raw: Any, source: _Source) -> int | None:
+    """An octal file mode as a string ("0640", "640", "0o640"). Only as a string: TOML's 640
+    would be decimal, and its 0o640 cannot be told from a decimal 416 once read. No x, setuid,
+    setgid or sticky bits (reports are not programs), and owner read+write (briefd rewrites
+    and appends to its own files)."""
+    if raw is None:
+        return None
+    expected = 'an octal file mode in quotes, such as "0640"' if source.kind == "toml" else \
+        "an octal file mode such as 0640"
+    if not isinstance(raw, str):
+        raise _Bad(expected)
+    match = re.fullmatch(r"[ \t]*(?:0o|0)?([0-7]{3})[ \t]*", raw)
+    if match is None:
+        raise _Bad(expected, "3 octal digits, optionally after a 0: owner, group, others")
+    mode = int(match.group(1), 8)
+    if mode & 0o111:
+        raise _Bad(expected, "no execute bits: briefd's files are not programs")
+    if mode & 0o600 != 0o600:
+        raise _Bad(expected, "the owner needs read and write (6): briefd rewrites and appends to its own files")
+    return mode
+
+
 _CONVERTERS = {
     "path": _to_path, "ollama": _to_ollama, "url": _to_url, "model": _to_model,
-    "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level,
+    "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
 }
 
 
 # --------------------------------------------------------------------------- small helpers
+
+
+def _shown_default(spec: _Spec) -> str:
+    return spec.shown_default or _display(_DEFAULTS[spec.name])
 
 
 def _display(value: Any) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 
 from daemon.brief import MAX_BRIEF_BYTES
+from daemon.settings import settings_table
 from tests.conftest import BRIEFD, Workspace
 
 
@@ -193,3 +194,51 @@ def test_cancel_and_retry(workspace: Workspace) -> None:
     assert retried.returncode == 0 and "re-queued" in retried.stdout
     assert json.loads(workspace.briefd("status", "--json").stdout)["counts"]["queued"] == 1
     assert workspace.briefd("retry", "later").returncode == 2, "only failed or cancelled briefs are retried"
+
+
+def test_help_lists_every_setting_from_the_one_table(tmp_path: Path) -> None:
+    """--help is built from settings.py's table: each flag with its environment name and default,
+    and every setting without a flag by name, so a setting added to the table shows up here."""
+    for args in (["--help"], ["run", "--help"]):
+        shown = " ".join(run(*args, cwd=tmp_path).stdout.split())  # argparse wraps lines
+        for row in settings_table():
+            if row["flag"]:
+                assert f"{row['flag']} {row['name'].upper()}" in shown
+                assert f"(env {row['env']}, default {row['default']})" in shown
+            else:
+                assert f"{row['name']} (env {row['env']}, default {row['default']})" in shown
+
+
+def test_a_flag_from_the_table_reaches_the_settings(tmp_path: Path) -> None:
+    """Flags are read as strings and checked by load_settings, whose message names the flag and the fix."""
+    bad = run("--workers", "many", "status", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "--workers must be a whole number from 1 to 64, got 'many'; pass e.g. --workers 1" in bad.stderr
+    assert run("status", "--workers", "3", cwd=tmp_path).returncode == 0
+
+
+def _run_once_logging(tmp_path: Path, *flags: str, **env: str) -> str:
+    """`briefd run --once` with one INFO line due (a temp file a crash left in the outbox is
+    swept) and one WARNING line (a rejected brief); no service is needed for either."""
+    work = tmp_path / "w"
+    (work / "inbox").mkdir(parents=True, exist_ok=True)
+    (work / "outbox" / "old").mkdir(parents=True, exist_ok=True)
+    (work / "outbox" / "old" / ".report.json.abc123.tmp").write_text("half")
+    (work / "inbox" / "bad.json").write_text('{"qestion": "Why?"}')
+    result = run(*flags, "run", "--once", cwd=work, env={"BRIEFD_SETTLE_SECONDS": "0", "OLLAMA_HOST": "127.0.0.1:9",
+                                                          "BRIEFD_SEARXNG_URL": "http://127.0.0.1:9", **env})
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def test_log_level_is_applied(tmp_path: Path) -> None:
+    """Issue 9 #10: log_level was parsed and validated, then never used."""
+    levels = {}
+    for level in ("debug", "info", "warning", "error"):
+        stderr = _run_once_logging(tmp_path / level, BRIEFD_LOG_LEVEL=level)
+        levels[level] = {name for name in ("DEBUG", "INFO", "WARNING") if f" briefd {name} " in stderr}
+    assert levels == {"debug": {"DEBUG", "INFO", "WARNING"}, "info": {"INFO", "WARNING"}, "warning": {"WARNING"},
+                      "error": set()}
+    assert "bad.json rejected" in _run_once_logging(tmp_path / "default")
+    verbose = _run_once_logging(tmp_path / "verbose", "-v", BRIEFD_LOG_LEVEL="error")
+    assert " briefd DEBUG settings: " in verbose, "-v is debug whatever log_level says"

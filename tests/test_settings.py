@@ -19,6 +19,7 @@ from daemon.settings import (
     SettingsError,
     load_settings,
     normalize_ollama_host,
+    settings_markdown,
     settings_table,
 )
 
@@ -351,35 +352,83 @@ def test_the_normalised_ollama_host_reaches_a_real_server(cwd: Path, tags_server
 
 # --------------------------------------------------------------------------- the table for --help and the README
 
-CONTRACT_ROWS = [
-    ("inbox", "--inbox", "BRIEFD_INBOX", "./inbox"),
-    ("outbox", "--outbox", "BRIEFD_OUTBOX", "./outbox"),
-    ("db", "--db", "BRIEFD_DB", "./briefd.db"),
-    ("ollama_host", "--ollama-host", "OLLAMA_HOST", "http://127.0.0.1:11434"),
-    ("model", "--model", "BRIEFD_MODEL", DEFAULT_MODEL),
-    ("searxng_url", "--searxng-url", "BRIEFD_SEARXNG_URL", "http://127.0.0.1:8888"),
-    ("workers", "--workers", "BRIEFD_WORKERS", "1"),
-]
+README = Path(__file__).parents[1] / "README.md"
+FLAGGED = [row for row in settings_table() if row["flag"]]  # the settings CONTRACT.md lists with a flag
 
 
-def test_settings_table_matches_the_contract_word_for_word() -> None:
+def readme_settings_rows() -> list[str]:
+    """The table under README's "### Settings" heading, line by line."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n### Settings\n", 1)[1].split("\n#", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("|")]
+
+
+def test_the_readme_settings_table_is_the_table_in_code() -> None:
+    """As datasette's docs tests do: the README documents every setting the code has, with the
+    flag, environment name and default the code uses, and nothing the code does not have."""
+    expected = settings_markdown().splitlines()
+    assert readme_settings_rows() == expected, (
+        "README.md's settings table differs from daemon/settings.py; replace it with the output of\n"
+        "  python -c 'from daemon.settings import settings_markdown; print(settings_markdown())'")
+
+
+def test_a_setting_missing_from_the_readme_is_caught() -> None:
+    """The drift test can fail: a README without one row, or with a renamed flag, is not the table."""
+    rows = readme_settings_rows()
+    assert [r for r in rows if "`workers`" not in r] != settings_markdown().splitlines()
+    assert [r.replace("`--workers`", "`--jobs`") for r in rows] != settings_markdown().splitlines()
+
+
+def test_settings_table_shape() -> None:
     table = settings_table()
-    assert [(r["name"], r["flag"], r["env"], r["default"]) for r in table[:7]] == CONTRACT_ROWS
     assert [r["name"] for r in table] == [f.name for f in dataclasses.fields(Settings) if f.name != "config_file"]
     for row in table:
         assert row["help"] and row["toml"] == row["name"]
-    for row in table[7:]:
-        assert row["flag"] is None and row["env"] == f"BRIEFD_{row['name'].upper()}"
+        if not row["flag"]:
+            assert row["env"] == f"BRIEFD_{row['name'].upper()}"
+    assert [r["name"] for r in table[:len(FLAGGED)]] == [r["name"] for r in FLAGGED], "flagged settings first"
     by_name = {r["name"]: r for r in table}
     assert by_name["use_polling"]["default"] == "false"
     assert by_name["llm_timeout_s"]["default"] == "300.0"
+    assert by_name["model"]["default"] == DEFAULT_MODEL
     json.dumps(table)
 
 
-@pytest.mark.parametrize("name,flag,env,_default", CONTRACT_ROWS)
-def test_every_contract_env_name_is_read(cwd: Path, name: str, flag: str, env: str, _default: str) -> None:
+@pytest.mark.parametrize("row", FLAGGED, ids=[r["name"] for r in FLAGGED])
+def test_every_flagged_setting_is_read_from_its_environment_name(cwd: Path, row: dict[str, Any]) -> None:
+    name, env = row["name"], row["env"]
     value = {"inbox": "x", "outbox": "x", "db": "x", "ollama_host": "h:1", "model": "x",
              "searxng_url": "http://h:2", "workers": "7"}[name]
     s = load_settings({}, {env: value})
     assert str(getattr(s, name)) in {str(cwd / "x"), "http://h:1", "x", "http://h:2", "7"}
     assert getattr(s, name) != getattr(load_settings({}, {}), name)
+
+
+# --------------------------------------------------------------------------- file_mode
+
+
+@pytest.mark.parametrize("raw,mode", [("0640", 0o640), ("640", 0o640), ("0o660", 0o660), (" 0600 ", 0o600),
+                                      ("0666", 0o666)])
+def test_file_mode_is_an_octal_string(cwd: Path, raw: str, mode: int) -> None:
+    assert load_settings({}, {"BRIEFD_FILE_MODE": raw}).file_mode == mode
+    write_toml(cwd, f'file_mode = "{raw}"\n')
+    assert load_settings({}, {}).file_mode == mode
+    (cwd / "briefd.toml").unlink()
+    assert load_settings({}, {}).file_mode is None, "unset: the umask decides"
+
+
+@pytest.mark.parametrize("text,words", [
+    ("file_mode = 0o640\n", ['file_mode must be an octal file mode in quotes, such as "0640", got 416',
+                             'write e.g. file_mode = "0640"']),
+    ("file_mode = 640\n", ["in quotes"]),
+    ('file_mode = "0750"\n', ["no execute bits"]),
+    ('file_mode = "0400"\n', ["the owner needs read and write"]),
+    ('file_mode = "2660"\n', ["3 octal digits"]),
+    ('file_mode = "u=rw"\n', ["3 octal digits"]),
+])
+def test_bad_file_modes_name_the_line_and_the_fix(cwd: Path, text: str, words: list[str]) -> None:
+    toml = write_toml(cwd, text)
+    err = error_of()
+    assert str(err).startswith(f"{toml} line 1: ") and err.setting == "file_mode"
+    for word in words:
+        assert word in str(err)
