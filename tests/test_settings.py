@@ -432,3 +432,38 @@ def test_bad_file_modes_name_the_line_and_the_fix(cwd: Path, text: str, words: l
     assert str(err).startswith(f"{toml} line 1: ") and err.setting == "file_mode"
     for word in words:
         assert word in str(err)
+
+
+# ---------------------------------------------------------------------------------------------
+# CONTRACT.md's settings table, read from the contract itself (it sits in shared/ beside the
+# checkout, where CI runs), so no copy of it lives here to drift: every contract row must be a
+# setting with that flag, environment name and default, and the new surface's settings must exist
+# under the names the contract fixes.
+
+CONTRACT = Path(__file__).resolve().parents[2] / "shared" / "CONTRACT.md"
+
+
+def contract_settings_rows() -> list[list[str]]:
+    text = CONTRACT.read_text(encoding="utf-8")
+    block = text.split("| setting | flag | environment | default |", 1)[1].split("\n\n", 1)[0]
+    return [[cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
+            for line in block.splitlines()[2:] if line.startswith("|")]
+
+
+@pytest.mark.skipif(not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout (shared/)")
+def test_the_contracts_settings_are_the_flags_and_environment_names_in_code() -> None:
+    rows = contract_settings_rows()
+    assert len(rows) == 7, rows
+    by_flag = {row["flag"]: row for row in settings_table() if row["flag"]}
+    for _label, flag, env, default in rows:
+        assert flag in by_flag, f"CONTRACT.md's {flag} is not a flag"
+        assert by_flag[flag]["env"] == env, (flag, by_flag[flag]["env"], env)
+        if not default.startswith("a sensible"):  # the model: "a sensible small instruct model, documented"
+            assert by_flag[flag]["default"] == default, (flag, by_flag[flag]["default"], default)
+
+
+@pytest.mark.skipif(not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout (shared/)")
+def test_file_mode_is_named_as_the_contract_fixes_it() -> None:
+    text = CONTRACT.read_text(encoding="utf-8")
+    assert "`file_mode`" in text
+    assert "file_mode" in {row["name"] for row in settings_table()}
