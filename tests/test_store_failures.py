@@ -33,6 +33,9 @@ from store.db import BUSY_TIMEOUT_S
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 
+# Every test here runs the real `briefd` daemon against its store in a subprocess.
+pytestmark = pytest.mark.lab
+
 CLOSED_PORT = "http://127.0.0.1:9"  # discard: nothing listens, every connection is refused
 QUESTION = "Why was the Kestrel River bridge closed in 2025?"
 
