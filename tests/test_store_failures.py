@@ -155,6 +155,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-u
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 def test_a_store_held_by_another_process_is_waited_for_at_start_up_and_when_idle(tmp_path: Path) -> None:
     """BEGIN EXCLUSIVE held by another process for longer than SQLite's busy timeout, first while
     the daemon starts (requeue_running), then while it idles (claim_next): it says it waits,
