@@ -5,6 +5,11 @@
 - `scripted_ollama`: our Ollama-compatible server with the scripted driver.
 - `llama_ollama`: the same server doing real inference (llama-cpp-python, Gemma 3 270M).
 - `briefd`: run the real `briefd` console script in a subprocess against them.
+
+Markers (registered in pyproject.toml): every test that asks for one of `LAB_FIXTURES`, directly
+or through another fixture, is marked `lab` here, so `pytest -m "not lab"` runs the pure tests in
+about a minute; modules that start lab servers or the daemon themselves say `pytestmark = pytest.mark.lab`.
+`slow` marks tests that take more than about ten seconds on their own.
 """
 
 from __future__ import annotations
@@ -22,7 +27,18 @@ from tests.lab import web
 from tests.lab.servers import Proc, SearchLab, start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
-__all__ = ["BRIEFD", "OllamaLab", "Workspace", "serve_ollama"]
+__all__ = ["BRIEFD", "LAB_FIXTURES", "OllamaLab", "Workspace", "serve_ollama"]
+
+# The fixtures that start the lab's servers. One list, read by the hook below: a new test that
+# asks for any of them (even through a fixture of its own) is a lab test without anyone marking it.
+LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "llama_ollama", "workspace", "hostile_web"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `lab` every test whose fixture closure starts a lab server."""
+    for item in items:
+        if LAB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.lab)
 
 
 @pytest.fixture(scope="session")

@@ -23,8 +23,11 @@ from hypothesis import strategies as st
 
 from daemon.brief import (
     BUDGET_MINIMUMS,
+    CONTEXT_MAX_CHARS,
     DEPTH_PRESETS,
+    ID_MAX_CHARS,
     MAX_BRIEF_BYTES,
+    QUESTION_MAX_CHARS,
     SAFE_INT_MAX,
     Brief,
     BriefError,
@@ -132,13 +135,13 @@ BASE = {"question": "How many people work in EU data centres?"}
 
 VALID: list[tuple[str, dict[str, Any]]] = [
     ("minimal", {"question": "q"}),
-    ("question at the length limit", {"question": "x" * 2000}),
+    ("question at the length limit", {"question": "x" * QUESTION_MAX_CHARS}),
     ("id", {**BASE, "id": "eu-dc_jobs.2026"}),
-    ("id of 100 characters", {**BASE, "id": "a" * 100}),
+    ("id at the length limit", {**BASE, "id": "a" * ID_MAX_CHARS}),
     ("id with a leading underscore", {**BASE, "id": "_a"}),
     ("id ending in dots and dashes", {**BASE, "id": "a.--"}),
     ("empty context", {**BASE, "context": ""}),
-    ("context at the limit", {**BASE, "context": "c" * 20000}),
+    ("context at the limit", {**BASE, "context": "c" * CONTEXT_MAX_CHARS}),
     ("estimate", {**BASE, "estimate": {"unit": "people", "low": 5, "high": 50}}),
     ("estimate at the magnitude limit", {**BASE, "estimate": {"unit": "x", "low": -1e15, "high": 10**15,
                                                               "target_width": 2e6}}),
@@ -184,11 +187,12 @@ INVALID: list[tuple[Any, str, list[str]]] = [
     ({"question": 5}, "question", ["question must be a string", "got 5 (integer)"]),
     ({"question": ""}, "question", ["question must not be empty"]),
     ({"question": "  \n\t"}, "question", ["question must not be empty or blank"]),
-    ({"question": "x" * 2001}, "question", ["2,001 characters", "limit of 2,000", "context"]),
+    ({"question": "x" * (QUESTION_MAX_CHARS + 1)}, "question",
+     [f"{QUESTION_MAX_CHARS + 1:,} characters", f"limit of {QUESTION_MAX_CHARS:,}", "context"]),
     ({**BASE, "id": "../etc/passwd"}, "id", ["id must be", "no slashes", '"../etc/passwd" (string)',
                                              '"etc-passwd"']),
     ({**BASE, "id": "a b"}, "id", ["id must be", '"a-b"']),
-    ({**BASE, "id": ""}, "id", ["id must be 1 to 100 characters"]),
+    ({**BASE, "id": ""}, "id", [f"id must be 1 to {ID_MAX_CHARS} characters"]),
     ({**BASE, "id": ".."}, "id", ["not only dots"]),
     ({**BASE, "id": "."}, "id", ["not only dots"]),
     ({**BASE, "id": ".x"}, "id", ["id must be", "hidden folder", '"x"']),
@@ -197,11 +201,12 @@ INVALID: list[tuple[Any, str, list[str]]] = [
     ({**BASE, "id": ".a"}, "id", ["not starting with '.'", '"a"']),
     ({**BASE, "id": "--"}, "id", ["not starting with", "'-'"]),
     ({**BASE, "id": "--help"}, "id", ["not starting with", "'-'", '"help"']),
-    ({**BASE, "id": "a" * 101}, "id", ["1 to 100 characters"]),
+    ({**BASE, "id": "a" * (ID_MAX_CHARS + 1)}, "id", [f"1 to {ID_MAX_CHARS} characters"]),
     ({**BASE, "id": "café"}, "id", ["id must be"]),
     ({**BASE, "id": 7}, "id", ["got 7 (integer)"]),
     ({**BASE, "context": ["a"]}, "context", ["context must be a string", "(array)"]),
-    ({**BASE, "context": "c" * 20001}, "context", ["20,001 characters", "limit of 20,000"]),
+    ({**BASE, "context": "c" * (CONTEXT_MAX_CHARS + 1)}, "context",
+     [f"{CONTEXT_MAX_CHARS + 1:,} characters", f"limit of {CONTEXT_MAX_CHARS:,}"]),
     ({**BASE, "estimate": "1-5"}, "estimate", ["estimate must be an object", '"1-5" (string)']),
     ({**BASE, "estimate": {"low": 1, "high": 2}}, "estimate.unit", ["estimate.unit is required"]),
     ({**BASE, "estimate": {"unit": "", "low": 1, "high": 2}}, "estimate.unit", ["must not be empty"]),
@@ -371,7 +376,7 @@ def test_size_cap_is_checked_before_anything_else() -> None:
     assert parse_brief(fits, "big.json").question == "q"
     err = reject(b"\xff" * (MAX_BRIEF_BYTES + 1))  # not UTF-8 either: the size is what's reported
     assert err.field == ""
-    assert "1,048,577 bytes" in err.message and "1 MiB" in err.message
+    assert f"{MAX_BRIEF_BYTES + 1:,} bytes" in err.message and "1 MiB" in err.message
     assert err.details == {"size": MAX_BRIEF_BYTES + 1, "limit": MAX_BRIEF_BYTES}
 
 
@@ -548,8 +553,8 @@ def test_id_comes_from_the_file_stem_when_absent() -> None:
     ("...hidden.json", "hidden"),
     ("a.b.c.json", "a.b.c"),
     ("under_score.json", "under_score"),
-    ("x" * 150 + ".json", "x" * 100),
-    ("a" * 99 + " b.json", "a" * 99),
+    ("x" * (ID_MAX_CHARS + 50) + ".json", "x" * ID_MAX_CHARS),
+    ("a" * (ID_MAX_CHARS - 1) + " b.json", "a" * (ID_MAX_CHARS - 1)),
     ("noext", "noext"),
 ])
 def test_id_from_filename(name: str, expected: str) -> None:
@@ -634,7 +639,7 @@ def test_huge_strings_never_hang_or_escape(size: int, key: str) -> None:
     data = json.dumps({"question": "q", key: "x" * size}).encode()
     brief = only_brief_errors(data)
     if brief is not None:
-        assert key != "junk" and size <= 20000
+        assert key != "junk" and size <= {"question": QUESTION_MAX_CHARS, "context": CONTEXT_MAX_CHARS}[key]
 
 
 @settings(max_examples=10, deadline=10_000)
@@ -703,7 +708,7 @@ def test_adversarial_one_mib_briefs_are_judged_quickly(name: str) -> None:
 # validator must agree on every one (minus the validator-only rules, excluded).
 GOOD_BAD: dict[str, tuple[list[Any], list[Any]]] = {
     "id": (["a", "x.y_z-1", "_a", "a.-"], ["", "a/b", "..", "a b", 3, None, ".a", "-rf"]),
-    "context": (["", "ctx"], [1, ["x"], "c" * 20001]),
+    "context": (["", "ctx"], [1, ["x"], "c" * (CONTEXT_MAX_CHARS + 1)]),
     "depth": (["quick", "standard", "deep"], ["Deep", 1, None]),
     "max_rounds": ([1, 10, 4.0], [0, 11, True, "3", 2.5]),
     "max_searches_per_round": ([1, 8], [0, 9, False]),
@@ -732,9 +737,9 @@ def mixed_briefs(draw: st.DrawFn) -> dict[str, Any]:
     wrong = draw(st.sets(st.sampled_from(["question", "unknown", *GOOD_BAD]), max_size=2))
     brief: dict[str, Any] = {}
     if "question" in wrong:
-        question = draw(st.sampled_from(["", " ", None, 5, "x" * 2001, "MISSING"]))
+        question = draw(st.sampled_from(["", " ", None, 5, "x" * (QUESTION_MAX_CHARS + 1), "MISSING"]))
     else:
-        question = draw(st.sampled_from(["q", "What?", "x" * 2000]))
+        question = draw(st.sampled_from(["q", "What?", "x" * QUESTION_MAX_CHARS]))
     if question != "MISSING":
         brief["question"] = question
     for name, (good, bad) in GOOD_BAD.items():

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from daemon.brief import MAX_BRIEF_BYTES
 from daemon.settings import settings_table
@@ -140,6 +141,7 @@ def test_a_second_daemon_on_the_same_inbox_exits_3_naming_the_first(workspace: W
         assert first.wait(timeout=30) == 0, "SIGTERM is a graceful exit 0"
 
 
+@pytest.mark.slow
 def test_the_daemon_takes_files_as_they_arrive_and_stops_on_sigterm(workspace: Workspace) -> None:
     # settle 3 s: a writer pausing for 1 s mid-file must not see its file taken half-written
     daemon = subprocess.Popen([BRIEFD, "run"], env=workspace.env(BRIEFD_SETTLE_SECONDS="3"), cwd=workspace.root,

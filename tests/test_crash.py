@@ -21,6 +21,7 @@ from tests.lab.corpus import TOPICS
 from tests.lab.servers import SearchLab, start_ollama
 
 
+@pytest.mark.slow
 def test_kill_9_mid_brief_then_restart_finishes_once_without_paying_twice(tmp_path, search_lab) -> None:
     proc, url = start_ollama(tmp_path / "logs", "scripted", name="ollama-slow", extra=("--tokens-per-s", "60"))
     try:
@@ -137,6 +138,7 @@ def test_a_crash_at_each_boundary_loses_nothing_and_pays_nothing_twice(
     assert stats["duplicate_prompts"] == 0, f"crash at {point}: an answer already stored was paid for again"
 
 
+@pytest.mark.slow
 def test_random_kills_under_load_lose_nothing(tmp_path: Path, search_lab: SearchLab,
                                               crash_ollama: OllamaLab) -> None:
     """kill -9 at seeded random moments while briefs are in flight (BRIEFD_KILL_SEED replays a run)."""

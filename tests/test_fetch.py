@@ -315,10 +315,11 @@ def test_undeclared_huge_body_stops_at_the_limit(server: LabServer) -> None:
     assert not result.ok
 
 
-def test_default_limit_is_five_megabytes(server: LabServer) -> None:
+def test_the_default_limit_holds_without_a_content_length(server: LabServer) -> None:
+    limit = FetchLimits().max_bytes  # the settings default is pinned in tests/test_settings.py
     result = fetch(server.url("/huge-undeclared"))
-    assert result.error == "too large (>5000000 bytes)"
-    assert len(result.body) == 5_000_000
+    assert result.error == f"too large (>{limit} bytes)"
+    assert len(result.body) == limit
 
 
 def test_never_ending_stream_stops_at_the_limit(server: LabServer) -> None:

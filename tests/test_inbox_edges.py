@@ -216,6 +216,7 @@ def test_a_broken_file_is_still_rejected_once_it_has_settled(tmp_path: Path) -> 
         assert "not valid JSON" in error["error"] and kept(b.outbox / "abandoned") == VALID[:15]
 
 
+@pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_the_daemon_waits_for_a_writer_that_closes_and_reopens(tmp_path: Path) -> None:
     """The real `briefd run` with inotify: a close event with half a brief is not a rejection."""
     (tmp_path / "inbox").mkdir()
@@ -302,6 +303,7 @@ def test_a_broken_brief_with_the_id_of_a_running_one_leaves_its_files_alone(box:
     assert error_json(aside)["source_file"] == "q.json" and kept(aside) == bad
 
 
+@pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_the_same_broken_name_twice_through_briefd_keeps_both_errors(tmp_path: Path) -> None:
     b = Box(tmp_path)
     b.close()
@@ -320,6 +322,7 @@ def test_the_same_broken_name_twice_through_briefd_keeps_both_errors(tmp_path: P
 # --------------------------------------------------------------------------- links, folders, FIFOs, permissions
 
 
+@pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_symlinks_are_rejected_and_never_followed(tmp_path: Path) -> None:
     """Decision (daemon/inbox.py): a link is rejected whatever it points to; the target is never
     opened, so nothing outside the inbox is copied into the outbox; the target is untouched."""
@@ -374,6 +377,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(box: Box, tmp_path: P
     assert secret.read_text() == '{"question": "SECRET-race"}'
 
 
+@pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_hard_links_are_rejected_and_never_read(tmp_path: Path) -> None:
     """Issue 8 #13: `ln secret inbox/x.json` gives the inbox a second name for a file outside it;
     briefd, perhaps running as another user, must not copy it out. Refused like a symlink, and
@@ -443,6 +447,7 @@ def test_an_explicit_id_that_is_hidden_or_option_like_is_refused(box: Box, bad_i
     assert box.left() == [], "submit wrote nothing into the inbox"
 
 
+@pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_a_directory_and_a_fifo_named_json_are_left_in_place_with_a_notice(tmp_path: Path) -> None:
     b = Box(tmp_path)
     b.close()
@@ -553,6 +558,7 @@ def test_nfc_and_nfd_names_are_two_files_and_two_briefs(box: Box) -> None:
     assert sorted(r["source_file"] for r in box.rows()) == sorted([nfc, nfd])
 
 
+@pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_a_name_that_is_not_utf8_is_rejected_by_briefd_without_crashing(tmp_path: Path) -> None:
     """Linux names are bytes: b'\\xff\\xfe' decodes with surrogate escapes, which SQLite and
     UTF-8 JSON refuse; rejecting such a file used to crash `briefd run --once`."""
@@ -578,6 +584,7 @@ IGNORED = [".hidden.json", "draft.json.tmp", "draft.json.part", "draft.json~", "
            "._brief.json", ".DS_Store", "brief.jsonx", "brief.tmp"]
 
 
+@pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_ignored_names_are_never_touched(tmp_path: Path) -> None:
     b = Box(tmp_path)
     b.close()

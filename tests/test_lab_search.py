@@ -38,6 +38,9 @@ from tests.lab.searxng import SearxngServer
 from tests.lab.servers import REPO_ROOT, SearchLab, free_port, start_search_lab
 from tests.lab.web import HUGE_BYTES, LYING_LENGTH, SLOW_SECONDS
 
+# Starts the lab servers itself (a module-scoped fixture), not through the conftest fixtures.
+pytestmark = pytest.mark.lab
+
 FAST = httpx.Timeout(5.0)
 
 

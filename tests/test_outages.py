@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 from tests.lab.searxng import SearxngOptions, start_searxng
@@ -53,6 +55,7 @@ def test_ollama_down_then_up_the_brief_waits_and_finishes(tmp_path, search_lab) 
     assert "waiting" in types and types[-1] == "complete" and "failed" not in types
 
 
+@pytest.mark.slow
 def test_a_brief_fails_only_after_its_patience_runs_out(tmp_path, search_lab) -> None:
     ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=f"http://127.0.0.1:{free_port()}",
                    model="lab-scripted")
@@ -134,6 +137,7 @@ def test_json_format_off_is_reported_once_with_the_fix_and_briefs_resume_once_fi
         "the fix is reported once, not per brief or per retry (each waiting event is only echoed at INFO)"
 
 
+@pytest.mark.slow
 def test_a_model_that_is_not_pulled_is_reported_once_and_briefs_wait(tmp_path, search_lab,
                                                                      scripted_ollama) -> None:
     ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=scripted_ollama.url,

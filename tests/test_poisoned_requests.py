@@ -125,6 +125,7 @@ def test_a_prompt_the_model_server_always_refuses_gets_its_fallback_and_the_brie
     assert stats["duplicate_prompts"] == 0
 
 
+@pytest.mark.slow
 def test_a_model_server_that_fails_everything_still_makes_the_brief_wait_and_redoes_nothing(
         tmp_path, search_lab: SearchLab, model_lab: OllamaLab) -> None:
     """An outage mid-round: every request fails, the health probe included. The brief waits
@@ -178,6 +179,7 @@ POISON_FLAGS = ("--chaos-seed", "1", "--chaos-share", "0.4", "--chaos-poison-sha
 CHAOS_BRIEFS = {key: GOOD_BRIEFS[key] for key in ("kestrel", "northgate", "lakeside")}
 
 
+@pytest.mark.slow
 def test_a_chaos_model_with_failures_fixed_per_prompt_cannot_keep_a_brief_looping(
         tmp_path, search_lab: SearchLab) -> None:
     with contextlib.contextmanager(serve_ollama)(tmp_path / "logs", "scripted", name="ollama-chaos-poison",

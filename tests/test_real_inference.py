@@ -12,10 +12,15 @@ import json
 import re
 import sqlite3
 
+import pytest
+
 from daemon import decide
 from daemon.citations import cited_numbers
 from tests.conftest import OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
+
+# Real inference on CPU: each test takes half a minute to a minute (lab: by its llama_ollama fixture).
+pytestmark = pytest.mark.slow
 
 
 def test_a_brief_finishes_with_a_well_formed_report_whatever_the_tiny_model_says(

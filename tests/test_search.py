@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -123,14 +122,10 @@ def test_titles_and_snippets_are_cleaned_where_they_enter() -> None:
 
 # --------------------------------------------------------------------------- a SearXNG that floods
 
-@pytest.fixture(scope="module")
-def flood() -> Iterator[str]:
+@pytest.fixture
+def flood(hostile_web: str) -> str:
     """The lab web's flooding SearXNG: every answer holds web.FLOOD_RESULTS results (about 90 MB)."""
-    lab, thread = web.serve_in_thread()
-    yield f"http://127.0.0.1:{lab.server_address[1]}/hostile/searxng"
-    lab.shutdown()
-    lab.server_close()
-    thread.join(5)
+    return f"{hostile_web}/hostile/searxng"
 
 
 MEASURE_SEARCH = r"""

@@ -33,6 +33,9 @@ from store.db import BUSY_TIMEOUT_S
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 
+# Every test here runs the real `briefd` daemon against its store in a subprocess.
+pytestmark = pytest.mark.lab
+
 CLOSED_PORT = "http://127.0.0.1:9"  # discard: nothing listens, every connection is refused
 QUESTION = "Why was the Kestrel River bridge closed in 2025?"
 
@@ -152,6 +155,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-u
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 def test_a_store_held_by_another_process_is_waited_for_at_start_up_and_when_idle(tmp_path: Path) -> None:
     """BEGIN EXCLUSIVE held by another process for longer than SQLite's busy timeout, first while
     the daemon starts (requeue_running), then while it idles (claim_next): it says it waits,
