@@ -417,6 +417,9 @@ class Daemon:
         format off or its limiter on) waits the same way, so fixing it resumes every brief
         where it stood; the daemon's log says the fix once, not once per brief or retry.
         """
+        if research is not None and brief is not None and self.store.cancel_requested(run.run_id):
+            self.cancelled(run, brief, research, outdir, events)  # cancelled meanwhile: no reason to wait
+            return
         if fix is not None and fix not in reason:
             reason = f"{reason}; to fix: {fix}"
         if fix is not None and fix not in self.reported_fixes:

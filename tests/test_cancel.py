@@ -15,7 +15,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from daemon.report import REPORT_KEYS, USAGE_KEYS, blank_report, render_html, render_markdown
+from daemon.report import (
+    REPORT_KEYS,
+    USAGE_KEYS,
+    blank_report,
+    render_html,
+    render_markdown,
+)
 from store import CANCELLED, FAILED, Store
 from tests.conftest import BRIEFD, OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
@@ -117,6 +123,42 @@ def test_a_brief_cancelled_after_its_first_round_keeps_its_research(tmp_path: Pa
         assert store.counts_by_state()[CANCELLED] == 1
     finally:
         store.close()
+
+
+def test_a_brief_waiting_for_the_model_after_a_round_is_cancelled_with_its_research(
+        tmp_path: Path, search_lab: SearchLab) -> None:
+    """Round 1 done, then the model server goes away: the brief waits (queued, retry later).
+    A cancel then ends it at once, with round 1's research, not when the retry comes."""
+    proc, url = start_ollama(tmp_path / "logs", "scripted", name="ollama-gone", extra=("--tokens-per-s", "60"))
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=url, model="lab-scripted")
+    ws.drop("stranded.json", ESTIMATE_BRIEF)
+    events_file = ws.outbox / "stranded" / "events.ndjson"
+    log = tmp_path / "daemon.log"
+    with open(log, "w") as sink:
+        daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_PATIENCE_S="3600"), cwd=ws.root,
+                                  stdout=sink, stderr=sink)
+    try:
+        try:
+            wait_for(lambda: any(e["type"] == "signal" and e.get("message") == "round 1 done"
+                                 for e in read_events(events_file)), 240, "round 1 to finish")
+        finally:
+            proc.stop()
+        waiting = wait_for(lambda: [e for e in read_events(events_file) if e["type"] == "waiting"], 120,
+                           "the brief to wait for the model")
+        assert waiting[-1]["service"] == "ollama"
+        said = ws.briefd("cancel", "stranded", timeout=60)
+        assert said.returncode == 0, said.stderr
+        wait_for(lambda: (ws.outbox / "stranded" / "report.json").exists(), 60, "the cancelled brief's report")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0, log.read_text()[-3000:]
+
+    report = ws.report("stranded")
+    assert report["status"] == CANCELLED and report["stop_reason"] == CANCELLED
+    assert_full_shape(report)
+    assert report["evidence"] and {e["round"] for e in report["evidence"]} >= {1}
+    assert report["usage"]["llm_calls"] >= 2, "round 1's model calls are counted"
+    assert ws.events("stranded")[-1]["type"] == "cancelled"
 
 
 # --------------------------------------------------------------------------- a queued brief
