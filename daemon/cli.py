@@ -344,15 +344,23 @@ def cmd_cancel(settings, args) -> int:
     if store is None:
         print(f"briefd: no database at {settings.db}", file=sys.stderr)
         return EXIT_USAGE
+    from .files import WriteFailed
+    from .worker import cancel_brief
+
     try:
-        run = store.request_cancel(args.id)
+        run = cancel_brief(settings, store, args.id)
+    except (WriteFailed, OSError, ValueError) as exc:  # cancelled in the store; the outbox refused the report
+        print(f"briefd: '{args.id}' is cancelled, but its report could not be written: {exc}", file=sys.stderr)
+        return EXIT_OK
     finally:
         store.close()
     if run is None:
         print(f"briefd: '{args.id}' is not queued or running", file=sys.stderr)
         return EXIT_USAGE
-    what = "cancelled" if run.state == "cancelled" else "will stop at its next step"
-    print(f"{args.id}: {what}")
+    if run.state == "cancelled":
+        print(f"{args.id}: cancelled before it started; report in {settings.outbox / args.id}")
+    else:
+        print(f"{args.id}: will stop at its next step; its report keeps what was found so far")
     return EXIT_OK
 
 

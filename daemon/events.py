@@ -41,10 +41,14 @@ class EventLog:
                **fields: Any) -> None:
         """The run's last event, committed together with its end state (see Store.finish).
 
-        The line is appended before the commit: a crash in between leaves a running
+        The event carries `state`, `stop_reason` and, when there is one, `error`. The line
+        is appended before the commit: a crash in between leaves a running
         brief whose resume rewrites the file from the store, so the file never ends up
         with two final events or a finished brief with none.
         """
+        # the final event says how the run ended and why, like the store's row does
+        fields = {"state": state, "stop_reason": stop_reason, **({"error": error} if error else {}), **fields}
+
         def append(seq: int, at: str) -> None:
             self._show(seq, at, type_, fields)
             crashpoints.reached("final_event")

@@ -659,6 +659,32 @@ class Research:
         summary, cited = renumber(summary, sources)
         return summary, cited, disclaimer
 
+    def report_so_far(self, stop_reason: str, note: str) -> dict[str, Any]:
+        """The report of a run that ends before its synthesis (a cancel, a failure).
+
+        Everything found so far, through the same rules as a finished report: the evidence,
+        its sources, the queries, the usage with the model calls really made, and the
+        estimate or verdict computed from that evidence. The model is not asked again (a
+        cancel must not cost more), so there is no summary: `note` says why, and every source
+        that supplied evidence is numbered by first appearance, so no evidence is unsourced.
+        Stopped before any search, it asks the requester nothing (nothing was looked for yet).
+        Evidence read in a round the stop interrupted moves the range like any other: the
+        range is a pure function of all evidence so far (judge.update_range).
+        """
+        if self.brief.estimate and any(r.round > self.state.round for r in self.readings()):
+            self.update_estimate(self.state.round + 1)
+        self.state.stop_reason = stop_reason
+        numbers: dict[str, int] = {}
+        titles: dict[str, str] = {}
+        for e in self.store.evidence(self.run_id):
+            numbers.setdefault(e["url"], len(numbers) + 1)
+            titles.setdefault(e["url"], e["title"] or e["url"])
+        sources = [Source(n=n, url=url, title=titles[url]) for url, n in numbers.items()]
+        report = self.report("", sources, note)
+        if not report["queries"]:
+            report["open_questions"] = []  # nothing was searched: "no usable sources" would not be true
+        return report
+
     def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
         by_url = {s.url: s.n for s in sources}
         evidence = [

@@ -61,12 +61,14 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def blank_report(brief_id: str, source_file: str, question: str, started_at: str) -> dict[str, Any]:
-    """A report.json with every key present, so a failed brief still has the full shape."""
+def blank_report(brief_id: str, source_file: str, question: str, started_at: str | None,
+                 status: str = "failed") -> dict[str, Any]:
+    """A report.json with every key present, so a failed or cancelled brief still has the
+    full shape: the worker fills in what is known (worker.ended_report)."""
     return {
         "id": brief_id,
         "source_file": source_file,
-        "status": "failed",
+        "status": status,
         "question": question,
         "started_at": started_at,
         "finished_at": None,
@@ -463,17 +465,48 @@ def _range_text(value: Any) -> str:
     return f"{_num(rng.get('low'))} – {_num(rng.get('high'))}"
 
 
-def _side_cell(item: Mapping[str, Any]) -> str:
+@dataclass(frozen=True)
+class SideCell:
+    """One side-by-side cell as plain text pieces; each format renders and escapes it once.
+
+    report.md and report.html used to share one Markdown string, which the HTML then
+    escaped: the reader saw `**410**` and `\\[final\\]`. Keeping the pieces apart lets
+    each renderer use its own escape (md_escape, html_escape) on untouched text.
+    """
+
+    value: str | None   # the figure the source states ("410" or "380–450"), or None
+    source: int | None  # its number in `sources`, when it has one
+    quote: str          # folded and shortened
+    tier: str
+    confidence: str
+
+
+SIDE_QUOTE_CHARS = 160
+
+
+def side_cell(item: Mapping[str, Any]) -> SideCell:
     n = item.get("source")
-    cite = f"[{md_escape(n)}] " if _is_n(n) else ""
-    value = ""
+    value = None
     if item.get("low") is not None:
         low, high = item.get("low"), item.get("high")
-        value = f"**{_md_num(low)}**" if low == high else f"**{_md_num(low)}\u2013{_md_num(high)}**"
-        value += " "
+        value = _num(low) if low == high else f"{_num(low)}\u2013{_num(high)}"
     quote = fold(item.get("quote"))
-    quote = quote if len(quote) <= 160 else quote[:157] + "..."
-    return f"{value}{cite}{md_escape(quote)} ({md_escape(item.get('tier') or 'unrated')}, {md_escape(_confidence(item.get('confidence')))})"
+    if len(quote) > SIDE_QUOTE_CHARS:
+        quote = quote[:SIDE_QUOTE_CHARS - 3] + "..."
+    return SideCell(value=value, source=n if _is_n(n) else None, quote=quote,
+                    tier=fold(item.get("tier")) or "unrated", confidence=_confidence(item.get("confidence")))
+
+
+def _md_side_cell(cell: SideCell) -> str:
+    value = f"**{md_escape(cell.value)}** " if cell.value is not None else ""
+    cite = f"[{cell.source}] " if cell.source is not None else ""
+    return f"{value}{cite}{md_escape(cell.quote)} ({md_escape(cell.tier)}, {md_escape(cell.confidence)})"
+
+
+def _html_side_cell(cell: SideCell, known: set[int]) -> str:
+    value = f"<strong>{_e(cell.value)}</strong> " if cell.value is not None else ""
+    cite = _cite_html([cell.source], known) + " " if cell.source is not None else ""
+    return f"{value}{cite}{_e(cell.quote)} ({_e(cell.tier)}, {_e(cell.confidence)})"
 
 
 def _md_sides(sides: Mapping[str, Any]) -> list[str]:
@@ -484,8 +517,8 @@ def _md_sides(sides: Mapping[str, Any]) -> list[str]:
     lines = ["## Side by side", ""]
     rows = []
     for i in range(max(len(left), len(right))):
-        rows.append((_side_cell(_dict(left[i])) if i < len(left) else "",
-                     _side_cell(_dict(right[i])) if i < len(right) else ""))
+        rows.append((_md_side_cell(side_cell(_dict(left[i]))) if i < len(left) else "",
+                     _md_side_cell(side_cell(_dict(right[i]))) if i < len(right) else ""))
     lines += _md_table((md_escape(sides.get("left_title")), md_escape(sides.get("right_title"))), rows)
     return lines + [""]
 
@@ -701,7 +734,7 @@ body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#fafafa;color:#222}
 main{max-width:52rem;margin:0 auto;padding:1.5rem;background:#fff}
 h1{font-size:1.6rem;line-height:1.25}
 .status{color:#555}.status strong{color:#222}
-.failed{color:#a00}
+.failed{color:#a00}.cancelled{color:#a60}
 .note{border-left:4px solid #d90;background:#fff8e6;padding:.5rem 1rem;margin:1rem 0}
 blockquote{border-left:4px solid #ccc;margin:.5rem 0;padding:.25rem 1rem;color:#333;overflow-wrap:anywhere}
 figure{margin:1rem 0}figcaption{font-size:.9rem;color:#555}
@@ -739,7 +772,8 @@ def render_html(report: Mapping[str, Any]) -> str:
         "<body><main>",
         f"<h1>{_e(question)}</h1>",
     ]
-    facts = [f"<strong>Status:</strong> <span class=\"{'failed' if failed else 'done'}\">"
+    status_class = "failed" if failed else "cancelled" if report.get("status") == "cancelled" else "done"
+    facts = [f"<strong>Status:</strong> <span class=\"{status_class}\">"
              f"{_e(report.get('status') or 'unknown')}</span>"]
     for label, key in (("Stopped", "stop_reason"), ("Started", "started_at"),
                        ("Finished", "finished_at"), ("Brief", "id"), ("Model", "model"),
@@ -827,8 +861,8 @@ def render_html(report: Mapping[str, Any]) -> str:
     left, right = _list(sides.get("left")), _list(sides.get("right"))
     if left or right:
         parts.append("<h2>Side by side</h2>")
-        rows = [(_e(_side_cell(_dict(left[i]))) if i < len(left) else "",
-                 _e(_side_cell(_dict(right[i]))) if i < len(right) else "")
+        rows = [(_html_side_cell(side_cell(_dict(left[i])), known) if i < len(left) else "",
+                 _html_side_cell(side_cell(_dict(right[i])), known) if i < len(right) else "")
                 for i in range(max(len(left), len(right)))]
         parts.append(_html_table((_e(sides.get("left_title")), _e(sides.get("right_title"))), rows))
 

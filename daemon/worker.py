@@ -38,7 +38,7 @@ from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
 from .pagework import PageWorkers
-from .report import archive_previous, chart_note, safe_outdir, write_report
+from .report import REPORT_KEYS, archive_previous, blank_report, chart_note, safe_outdir, write_report
 from .settings import Settings
 
 log = logging.getLogger("briefd")
@@ -76,19 +76,61 @@ def brief_of(store: Store, run: BriefRow) -> Brief:
     return parse_brief(store.received_bytes(run.run_id), run.source_file)
 
 
-def failed_report(run: BriefRow, brief: Brief | None, error: str, stop_reason: str) -> dict[str, Any]:
-    return {
-        "id": run.brief_id, "source_file": run.source_file, "status": "failed",
-        "question": run.question, "research_question": None, "angles": [],
-        "started_at": run.started_at, "finished_at": utc_now(), "stop_reason": stop_reason,
-        "summary": "", "disclaimer": None, "sources": [], "evidence": [], "estimate": None,
-        "verdict": None, "gaps": [], "queries": [], "usage": {
-            "llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "searches": 0,
-            "pages_fetched": 0, "page_cache_hits": 0, "llm_cache_hits": 0, "wall_seconds": 0.0,
-            "llm_seconds": 0.0, "repaired_answers": 0, "retried_answers": 0, "fallback_answers": 0,
-            "poisoned_answers": 0},
-        "fallbacks": {}, "error": error,
-    }
+CANCEL_NOTE = ("Cancelled at the requester's request (briefd cancel) after {rounds} finished round{s} "
+               "(of at most {max_rounds}): this report holds everything found until then. The model "
+               "was not asked for a summary after the cancel.")
+CANCEL_UNSTARTED_NOTE = ("Cancelled at the requester's request (briefd cancel) before it started: "
+                         "nothing was searched or read.")
+FAILED_NOTE = "The brief failed before its summary was written: this report holds everything found until then."
+
+
+def ended_report(run: BriefRow, settings: Settings, *, status: str, stop_reason: str,
+                 error: str | None, note: str | None, found: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report of a brief that did not finish (failed or cancelled): one shape for all.
+
+    `report.blank_report` (every key of a done report) filled with what is known: the run,
+    the model and search service it used, and `found`, the research so far
+    (Research.report_so_far) when there was any. CONTRACT.md's readers can then rely on
+    the same keys whatever the status.
+    """
+    report = blank_report(run.brief_id, run.source_file, run.question, run.started_at, status=status)
+    if found is not None:
+        report.update({key: found[key] for key in REPORT_KEYS if key in found})
+    report.update(id=run.brief_id, source_file=run.source_file, status=status, stop_reason=stop_reason,
+                  error=error, finished_at=utc_now(), model=settings.model, searxng_url=settings.searxng_url,
+                  disclaimer=note)
+    return report
+
+
+def cancel_note(research: Research) -> str:
+    rounds = research.state.round
+    return CANCEL_NOTE.format(rounds=rounds, s="" if rounds == 1 else "s", max_rounds=research.brief.max_rounds)
+
+
+def cancel_brief(settings: Settings, store: Store, brief_id: str) -> BriefRow | None:
+    """`briefd cancel`: stop a queued or running brief (None when it is neither).
+
+    A queued brief that never started ends here, with its report (the full shape, empty
+    research), brief.json and events.ndjson in the outbox, as a daemon would have
+    written them. Anything that had started is flagged for the daemon, which stops it at
+    its next step and keeps what it found (Daemon.run_brief).
+    """
+    event = ("cancelled", {"state": CANCELLED, "stop_reason": CANCELLED, "reason": CANCEL_UNSTARTED_NOTE})
+    run = store.request_cancel(brief_id, event)
+    if run is None or run.state != CANCELLED:
+        return run
+    outdir = safe_outdir(settings.outbox, run.brief_id)
+    archive_previous(outdir)  # an earlier run's report under this id is kept, never overwritten
+    atomic_write_bytes(outdir / "brief.json", store.received_bytes(run.run_id))
+    EventLog(store, run.run_id, run.brief_id, outdir / "events.ndjson").resync()
+    try:
+        formats = brief_of(store, run).formats
+    except BriefError:
+        formats = ("json", "md")
+    report = ended_report(run, settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
+                          note=CANCEL_UNSTARTED_NOTE)
+    write_report(outdir, report, formats)
+    return run
 
 
 def store_lock_path(db: Path) -> Path:
@@ -321,6 +363,7 @@ class Daemon:
             return
         events = EventLog(self.store, run.run_id, run.brief_id, outdir / "events.ndjson")
         brief: Brief | None = None
+        research: Research | None = None
         try:
             brief = brief_of(self.store, run)
             if not run.outdir_ready:
@@ -337,12 +380,7 @@ class Daemon:
             research = Research(svc, run.run_id, brief, run.started_at or utc_now(), events)
             report = await research.run()
             report["source_file"] = run.source_file
-            report["chart"] = None
-            if report.get("estimate"):
-                missing = write_chart(outdir, report["estimate"], brief.question)
-                report["chart"] = chart_note(missing)
-                if missing:  # the report is whole without it: say why, never fail the brief for it
-                    events.emit("signal", message="chart not drawn", reason=missing)
+            self.draw_chart(outdir, report, brief, events)
             write_report(outdir, report, brief.formats)
             crashpoints.reached("report_written")
             self.store.service_back(run.run_id)
@@ -351,34 +389,37 @@ class Daemon:
                           report=str(outdir / "report.json"), usage=report["usage"],
                           sources=len(report["sources"]), evidence=len(report["evidence"]))
         except Cancelled:
-            self.fail(run, brief, outdir, events, "cancelled at the requester's request", "cancelled",
-                      state=CANCELLED)
+            assert research is not None and brief is not None  # only Research.run raises it
+            self.cancelled(run, brief, research, outdir, events)
         except BriefError as exc:
             self.fail(run, brief, outdir, events, str(exc), "error")
         except ModelMissing as exc:
-            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), fix=exc.fix)
+            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), fix=exc.fix, research=research)
         except ServiceDown as exc:
-            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc))
+            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), research=research)
         except Outage as exc:
-            self.wait_or_fail(run, brief, outdir, events, exc.service, str(exc), fix=exc.fix)
+            self.wait_or_fail(run, brief, outdir, events, exc.service, str(exc), fix=exc.fix, research=research)
         except WriteFailed as exc:  # disk full, read-only outbox: the research is kept, the brief waits
-            self.wait_or_fail(run, brief, outdir, events, "outbox", str(exc), fix=exc.fix)
+            self.wait_or_fail(run, brief, outdir, events, "outbox", str(exc), fix=exc.fix, research=research)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or an unforeseen input: never take the daemon down
             if diagnose(exc, settings.db) is not None:
                 raise  # the store failed, not the brief: no attempt is spent; the daemon stops (exit 3)
             log.error("%s: %s\n%s", run.brief_id, exc, traceback.format_exc())
-            self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}")
+            self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}", research)
 
     def wait_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
-                     service: str, reason: str, fix: str | None = None) -> None:
+                     service: str, reason: str, fix: str | None = None, research: Research | None = None) -> None:
         """A service outage never fails a brief within `patience_s`: it waits with capped backoff.
 
         A misconfiguration only the user can end (`fix`: model not pulled, SearXNG's json
         format off or its limiter on) waits the same way, so fixing it resumes every brief
         where it stood; the daemon's log says the fix once, not once per brief or retry.
         """
+        if research is not None and brief is not None and self.store.cancel_requested(run.run_id):
+            self.cancelled(run, brief, research, outdir, events)  # cancelled meanwhile: no reason to wait
+            return
         if fix is not None and fix not in reason:
             reason = f"{reason}; to fix: {fix}"
         if fix is not None and fix not in self.reported_fixes:
@@ -390,7 +431,7 @@ class Daemon:
         if since is not None and waited >= self.settings.patience_s:
             self.fail(run, brief, outdir, events,
                       f"{service} stayed unavailable for {waited:.0f} s (patience_s {self.settings.patience_s:g}): "
-                      f"{reason}", "error")
+                      f"{reason}", "error", research)
             return
         delay = min(OUTAGE_BACKOFF_CAP_S, OUTAGE_BACKOFF_S * 2 ** min(outages, 10)) * random.uniform(0.8, 1.2)
         retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
@@ -401,22 +442,69 @@ class Daemon:
         self.work.set()
 
     def retry_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
-                      error: str) -> None:
+                      error: str, research: Research | None = None) -> None:
         if run.attempts < self.settings.max_attempts:
             self.store.requeue(run.run_id)
             events.emit("signal", message="attempt failed; re-queued", error=error, attempt=run.attempts)
         else:
-            self.fail(run, brief, outdir, events, f"{error} (after {run.attempts} attempts)", "error")
+            self.fail(run, brief, outdir, events, f"{error} (after {run.attempts} attempts)", "error", research)
 
     def fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog, error: str,
-             stop_reason: str, state: str = FAILED) -> None:
-        report = failed_report(run, brief, error, stop_reason)
+             stop_reason: str, research: Research | None = None) -> None:
+        found = self.found_so_far(run, research, stop_reason, FAILED_NOTE)
+        report = ended_report(run, self.settings, status=FAILED, stop_reason=stop_reason, error=error,
+                              note=FAILED_NOTE if found and found["evidence"] else None, found=found)
+        self.write_ended(run, brief, outdir, report, events)
+        events.finish("failed", state=FAILED, stop_reason=stop_reason, error=error)
+
+    def cancelled(self, run: BriefRow, brief: Brief, research: Research, outdir: Path, events: EventLog) -> None:
+        """`briefd cancel` reached a running brief: it ends `cancelled`, keeping what it found."""
+        note = cancel_note(research)
+        found = self.found_so_far(run, research, CANCELLED, note)
+        report = ended_report(run, self.settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
+                              note=note, found=found)
+        self.write_ended(run, brief, outdir, report, events)
+        events.finish("cancelled", state=CANCELLED, stop_reason=CANCELLED, reason=note,
+                      report=str(outdir / "report.json"), usage=report["usage"],
+                      sources=len(report["sources"]), evidence=len(report["evidence"]))
+
+    def found_so_far(self, run: BriefRow, research: Research | None, stop_reason: str,
+                     note: str) -> dict[str, Any] | None:
+        """The research so far for an ended report, or None (none, or it cannot be computed).
+
+        Never raises for a bug in building it: the brief must still end with a report. A
+        store failure still raises (the daemon stops with exit 3; a restart resumes).
+        """
+        if research is None:
+            return None
+        try:
+            return research.report_so_far(stop_reason, note)
+        except Exception as exc:
+            if diagnose(exc, self.settings.db) is not None:
+                raise
+            log.error("%s: the research so far could not be reported: %s\n%s", run.brief_id, exc,
+                      traceback.format_exc())
+            return None
+
+    def write_ended(self, run: BriefRow, brief: Brief | None, outdir: Path, report: dict[str, Any],
+                    events: EventLog) -> None:
+        if brief is not None:
+            self.draw_chart(outdir, report, brief, events)
         try:
             write_report(outdir, report, brief.formats if brief else ("json", "md"))
         except WriteFailed as exc:  # the store still records the end and why; `briefd show` tells it
-            log.error("%s: %s; its failure is recorded in the store only", run.brief_id, exc)
+            log.error("%s: %s; its end is recorded in the store only", run.brief_id, exc)
         crashpoints.reached("report_written")
-        events.finish("failed", state=state, stop_reason=stop_reason, error=error)
+
+    @staticmethod
+    def draw_chart(outdir: Path, report: dict[str, Any], brief: Brief, events: EventLog) -> None:
+        """chart.png for an estimate brief, noted in report["chart"]; a missing chart never fails a brief."""
+        report["chart"] = None
+        if report.get("estimate"):
+            missing = write_chart(outdir, report["estimate"], brief.question)
+            report["chart"] = chart_note(missing)
+            if missing:  # the report is whole without it: say why, never fail the brief for it
+                events.emit("signal", message="chart not drawn", reason=missing)
 
 
 class _ServicesContext:

@@ -258,17 +258,31 @@ class Store:
             "cancel_requested = 0 WHERE run_id = ?", [run.run_id])
         return self.get_brief(run.run_id)
 
-    def request_cancel(self, brief_id: str) -> BriefRow | None:
-        """Queued → cancelled now; running → flagged, the worker stops at its next step."""
+    def request_cancel(self, brief_id: str,
+                       event: tuple[str, dict[str, Any]] | None = None) -> BriefRow | None:
+        """Stop a queued or running brief; None when its latest run is neither.
+
+        A queued run that never started ends `cancelled` now, with `event` as its last
+        event in the same transaction (nothing was found, so there is nothing to keep). A
+        run that is running, or queued after it had started (waiting for a service,
+        re-queued by a stop), is flagged: the daemon takes it at once (`not_before`
+        cleared), stops at its next step and writes the report of what it found so far.
+        """
         run = self.latest_run(brief_id)
         if run is None or run.state not in (QUEUED, RUNNING):
             return None
-        if run.state == QUEUED:
-            self.db.execute(
-                "UPDATE briefs SET state = 'cancelled', finished_at = ?, stop_reason = 'cancelled' "
-                "WHERE run_id = ? AND state = 'queued'", [utc_now(), run.run_id])
-        else:
-            self.db.execute("UPDATE briefs SET cancel_requested = 1 WHERE run_id = ?", [run.run_id])
+        with self.immediate():
+            ended = 0
+            if run.state == QUEUED and not run.outdir_ready:
+                ended = self.db.execute(
+                    "UPDATE briefs SET state = 'cancelled', finished_at = ?, stop_reason = 'cancelled', "
+                    "waiting_for = NULL WHERE run_id = ? AND state = 'queued' AND outdir_ready = 0",
+                    [utc_now(), run.run_id]).rowcount
+                if ended and event is not None:
+                    self._insert_event(run.run_id, *event)
+            if not ended:  # running, started before, or claimed meanwhile: the worker ends it
+                self.db.execute("UPDATE briefs SET cancel_requested = 1, not_before = NULL WHERE run_id = ?",
+                                [run.run_id])
         return self.get_brief(run.run_id)
 
     def cancel_requested(self, run_id: int) -> bool:

@@ -15,6 +15,7 @@ import pytest
 
 from daemon import decide
 from daemon.citations import cited_numbers
+from daemon.report import REPORT_KEYS
 from tests.conftest import OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
 
@@ -117,6 +118,14 @@ def test_citations_resolve_and_are_numbered_by_first_appearance(finished: Worksp
     for item in report["evidence"]:
         if item["source"] is not None:
             assert by_n[item["source"]] == item["url"]
+
+
+@pytest.mark.parametrize("brief_id", list(GOOD_BRIEFS))
+def test_a_done_report_has_exactly_the_keys_failed_and_cancelled_ones_share(finished: Workspace,
+                                                                              brief_id: str) -> None:
+    """report.REPORT_KEYS is the shape of a done report; tests/test_cancel.py holds failed and
+    cancelled reports to it, so every key a done report has, they have too."""
+    assert sorted(finished.report(brief_id)) == sorted(REPORT_KEYS)
 
 
 @pytest.mark.parametrize("brief_id", ["kestrel", "northgate", "lakeside"])
