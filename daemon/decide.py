@@ -20,10 +20,14 @@ STOPWORDS = frozenset(
     under vs versus""".split()
 )
 
-# Stop reasons (report.json `stop_reason`).
-MAX_ROUNDS, BUDGET, STALLED, GAPS_CLOSED, EXHAUSTED, CANCELLED = (
-    "max_rounds", "budget", "stalled", "gaps_closed", "exhausted", "cancelled",
+# Stop reasons (report.json `stop_reason`): the one list, used by the loop, its policies and tests.
+TARGET_REACHED, BUDGET, STALLED, CONVERGED, GAPS_CLOSED, MAX_ROUNDS, EXHAUSTED, CANCELLED = (
+    "target_reached", "budget", "stalled", "converged", "gaps_closed", "max_rounds", "exhausted", "cancelled",
 )
+# The order stop_reason checks them in (the first that holds wins); EXHAUSTED is the loop's own
+# (it alone knows whether it could make another query), CANCELLED the worker's.
+STOP_ORDER = (TARGET_REACHED, BUDGET, STALLED, CONVERGED, GAPS_CLOSED, MAX_ROUNDS)
+STALL_ROUNDS = 2   # rounds in a row without new evidence that make a brief stalled (seed 4)
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -147,6 +151,7 @@ class LoopState:
     next_action: str = "plan"
     why: str = "a new brief starts with a plan"
     stop_reason: str | None = None
+    stop_explanation: str | None = None  # the stop reason in one sentence, as the report says it
     current_round: dict[str, Any] = field(default_factory=dict)  # {round, queries, urls}: replayed on resume
     remaining: dict[str, Any] = field(default_factory=dict)  # budgets left: rounds, tokens, seconds, pages
     plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
@@ -223,26 +228,66 @@ class Usage:
     pages: int
 
 
-def stop_reason(state: LoopState, limits: Limits, usage: Usage) -> str | None:
-    """Why the rounds should stop now, or None to run another round.
+@dataclass(frozen=True)
+class Progress:
+    """What a brief's kind says about its own answer; its policy (daemon/policy.py) computes it.
 
-    Checked before every round, in this order: a hard budget beats everything; then the
-    round cap; then stalling (no new evidence for 2 rounds: more of the same won't help);
-    then success (every gap answered). Running out of queries is checked by the caller,
-    which knows whether it could still make one.
+    `target_reached`: an estimate's range meets its target with enough credible sources.
+    `converged`: an estimate's progress score has stopped moving.
+    `answered_ends_it`: whether every gap answered ends the brief: a plain brief's yes; a
+    hypothesis's only once its verdict is decided; an estimate's never (it is done when its
+    range is, not when the planner's gaps are).
     """
-    if limits.budget_tokens is not None and usage.tokens >= limits.budget_tokens:
+
+    target_reached: bool = False
+    converged: bool = False
+    answered_ends_it: bool = True
+
+
+def spent_budget(limits: Limits, usage: Usage) -> str | None:
+    """Which hard budget is spent ("tokens", "seconds" or "pages"), or None."""
+    for name, cap, used in (("tokens", limits.budget_tokens, usage.tokens),
+                            ("seconds", limits.budget_seconds, usage.seconds),
+                            ("pages", limits.budget_pages, usage.pages)):
+        if cap is not None and used >= cap:
+            return name
+    return None
+
+
+def stalled(state: LoopState) -> bool:
+    """No new evidence for STALL_ROUNDS rounds in a row: more of the same won't help."""
+    recent = state.new_evidence_per_round[-STALL_ROUNDS:]
+    return len(recent) == STALL_ROUNDS and not any(recent)
+
+
+def stop_reason(state: LoopState, limits: Limits, usage: Usage, progress: Progress = Progress()) -> str | None:
+    """Why the rounds should stop now, or None to run another round: the one stop rule.
+
+    Checked before every round, in STOP_ORDER; the first that holds wins:
+    1. target_reached: the brief's answer is found (success first: a budget spent in the
+       same round does not hide it).
+    2. budget: a hard budget (tokens, seconds, pages) is spent.
+    3. stalled: no new evidence for STALL_ROUNDS rounds. Before converged, because a score
+       that stops moving for lack of evidence has not converged (seed 1's pitfall).
+    4. converged: the estimate's score stopped moving while evidence still came in.
+    5. gaps_closed: every gap answered, where that ends the brief (Progress.answered_ends_it).
+    6. max_rounds: the round cap. Last, because every reason above says more about why;
+       the report's sentence gives the round count whatever the reason.
+    Running out of queries (exhausted) is checked by the caller, which knows whether it
+    could still make one.
+    """
+    if state.round >= 1 and progress.target_reached:
+        return TARGET_REACHED
+    if spent_budget(limits, usage) is not None:
         return BUDGET
-    if limits.budget_seconds is not None and usage.seconds >= limits.budget_seconds:
-        return BUDGET
-    if limits.budget_pages is not None and usage.pages >= limits.budget_pages:
-        return BUDGET
+    if stalled(state):
+        return STALLED
+    if state.round >= 1 and progress.converged:
+        return CONVERGED
+    if progress.answered_ends_it and state.round >= 1 and state.gaps and not state.open_gaps():
+        return GAPS_CLOSED
     if state.round >= limits.max_rounds:
         return MAX_ROUNDS
-    if len(state.new_evidence_per_round) >= 2 and not any(state.new_evidence_per_round[-2:]):
-        return STALLED
-    if state.round >= 1 and state.gaps and not state.open_gaps():
-        return GAPS_CLOSED
     return None
 
 

@@ -11,6 +11,7 @@ Numbers used below (the worked examples are repeated as tests):
   CREDIBLE = 0.5    readings and stances below this confidence never move anything
   TRIM = 0.1        each bound trims the outer 10 % of credible weight
   PLAUSIBLE = 10    a positive estimate ignores lone readings 10x outside the brief's range
+  TARGET_SOURCES = 2   a range meets its target only with 2 independent credible sources inside it
   SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
 """
 
@@ -543,7 +544,11 @@ def progress_score(
     return 2 * width * align / (width + align)
 
 
-def plateau(scores: Sequence[float], min_gain: float = 0.005, window: int = 2) -> bool:
+PLATEAU_GAIN = 0.005   # seed 1: a score that moved less than this ...
+PLATEAU_ROUNDS = 2     # ... over this many rounds has converged
+
+
+def plateau(scores: Sequence[float], min_gain: float = PLATEAU_GAIN, window: int = PLATEAU_ROUNDS) -> bool:
     """True when the score has moved less than `min_gain` over the last `window` rounds.
 
     Needs window + 1 scores. "Moved" counts both ways: a score that fell means new evidence
@@ -557,50 +562,49 @@ def plateau(scores: Sequence[float], min_gain: float = 0.005, window: int = 2) -
     return max(recent) - min(recent) < min_gain
 
 
-TARGET_SCORE = 0.95
-TARGET_REACHED, CONVERGED, MAX_ROUNDS, BUDGET, STALLED = (
-    "target_reached", "converged", "max_rounds", "budget", "stalled",
-)
+TARGET_SOURCES = 2  # independent credible sources inside a range before it can count as the answer
 
 
-def estimate_stop_reason(
-    scores: Sequence[float],
+def target_met(
     current: tuple[float, float],
-    *,
-    round_: int,
-    max_rounds: int,
-    over_budget: bool = False,
-    stalled: bool = False,
+    target_low: float | None = None,
+    target_high: float | None = None,
     target_width: float | None = None,
-    sources: int | None = None,
-) -> str | None:
-    """Why an estimate brief stops after round `round_` (rounds done), or None to go on.
+) -> bool:
+    """Whether the range itself meets the brief's target (seed 1, read literally).
 
-    Checked in this order, the first that holds wins:
-    1. target_reached: the latest score >= 0.95, or the width <= target_width. When
-       `sources` (credible_sources) is given, it needs at least 2: one source saying one
-       number is a point, not a confirmed range.
-    2. budget: a hard budget is spent.
-    3. stalled: no new evidence for 2 rounds (the caller's test). Before `converged`, because a
-       score that stops moving for lack of evidence has not converged (seed 1's pitfall).
-    4. converged: plateau(scores).
-    5. max_rounds: round_ >= max_rounds.
+    With target_low/target_high: the whole range lies inside [target_low, target_high].
+    With target_width: the range is no wider than it. With no target: never (the brief
+    narrows toward a point, and a point is not claimed from evidence; the loop stops on
+    convergence, stalling, the budget or the round cap instead).
+
+    Why not the progress score: it blends width and centre, so 430..520 against a 400..460
+    target scores 0.968 while 520 lies outside the target; a score says how far the range
+    has come, not whether it is the answer.
     """
-    width = max(current) - min(current)
-    enough_sources = sources is None or sources >= 2
-    hit_score = bool(scores) and math.isfinite(scores[-1]) and scores[-1] >= TARGET_SCORE
-    hit_width = target_width is not None and math.isfinite(width) and width <= target_width
-    if enough_sources and (hit_score or hit_width):
-        return TARGET_REACHED
-    if over_budget:
-        return BUDGET
-    if stalled:
-        return STALLED
-    if plateau(scores):
-        return CONVERGED
-    if round_ >= max_rounds:
-        return MAX_ROUNDS
-    return None
+    lo, hi = min(current), max(current)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    if target_low is not None and target_high is not None:
+        return min(target_low, target_high) <= lo and hi <= max(target_low, target_high)
+    if target_width is not None:
+        return _half_width(lo, hi) <= target_width / 2
+    return False
+
+
+def supporting_sources(current: tuple[float, float], readings: Sequence[Reading],
+                       initial: tuple[float, float] | None = None) -> int:
+    """How many independent sources give a credible reading that lies inside `current`.
+
+    Credible is what update_range counts: a non-neutral reading whose tier-capped
+    confidence is at least CREDIBLE (0.5), so a regulator, peer-reviewed, industry or news
+    source can be credible and a social/anonymous one (capped at 0.3) never is; with
+    `initial`, a lone reading more than PLAUSIBLE times outside it is left out too.
+    Independent means a different `source` (the page's URL). A reading supports the range
+    when both its ends lie inside it: a figure the range does not contain is not support.
+    """
+    lo, hi = min(current), max(current)
+    return len({w.source for w in _credible(readings, initial) if lo <= w.low and w.high <= hi})
 
 
 # ----------------------------------------------------------------- verdicts

@@ -1,8 +1,10 @@
 """The research loop: the story of one brief, top to bottom.
 
 plan → rounds of (search → pick URLs → fetch while the model reads → evidence →
-integrate → checkpoint) → synthesis → report. Decisions (which queries, which
-URLs, when to stop) are the pure functions of `decide`; prompts and answer
+integrate → checkpoint) → synthesis → report. Decisions are pure functions:
+which queries and URLs and the one stop rule are `decide`'s, what depends on the
+brief's kind (when it is done, aimed queries, what the synthesis must state, the
+estimate / verdict / side-by-side blocks) is its `policy`'s; prompts and answer
 parsing are `planner`'s; this file only sequences them and does the I/O.
 
 Crash safety: the loop state is checkpointed after the plan and after every
@@ -35,6 +37,7 @@ from .events import EventLog
 from .fetch import FetchLimits, fetch_page
 from .llm import CallRecord, ModelConfig, call_json, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
+from .policy import EstimatePolicy, Facts, policy_for
 from .search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from .settings import Settings
 
@@ -121,7 +124,8 @@ class Research:
         self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
         self.state = LoopState.from_dict(saved) if saved else LoopState()
-        self.kind = "estimate" if brief.estimate else "hypothesis" if brief.hypothesis else "plain"
+        self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
+        self.kind = self.policy.kind
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -135,23 +139,22 @@ class Research:
                 # prompts are the same and the answers already received are replayed, not paid again
                 await self.round(resumed["round"], resumed["queries"], resumed.get("urls"))
                 continue
-            reason = self.stop_reason()
+            facts = self.facts()
+            reason = self.policy.stop_reason(facts)
             queries: list[str] = []
             if reason is None:
-                if self.brief.estimate and self.state.round >= 1:
-                    # each round leads with a query aimed at the bound the evidence supports least
-                    aimed = self.state.add_queries(self.bound_queries()[:1])
-                    self.state.pending_queries = aimed + [q for q in self.state.pending_queries if q not in aimed]
-                if self.brief.estimate and not self.state.pending_queries:
-                    self.state.add_queries(self.bound_queries())
-                if self.brief.hypothesis and not self.state.pending_queries:
-                    self.state.add_queries(self.claim_queries())
+                aim = self.policy.aimed_queries(facts)
+                lead = self.state.add_queries(aim.lead)
+                self.state.pending_queries = lead + [q for q in self.state.pending_queries if q not in lead]
+                if not self.state.pending_queries:
+                    self.state.add_queries(aim.refill)
                 queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
                 if not queries:
                     reason = decide.EXHAUSTED
             self.state.next_action, self.state.why = decide.next_action(self.state, reason)
             if reason is not None:
                 self.state.stop_reason = reason
+                self.state.stop_explanation = self.policy.explain_stop(facts, reason)
                 self.state.phase = "synthesis"
                 self.checkpoint()
                 break
@@ -407,27 +410,13 @@ class Research:
         rows = self.store.passages(ranked)
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]
-        line, ask = self.task_line()
+        line, ask = self.policy.evidence_task(self.state)
         prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits, extra=line, ask=ask)
         if not prompt.used_passages:
             return
         answer = await self.ask("evidence", prompt.text, planner.evidence_schema(self.kind), planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
-
-    def task_line(self) -> tuple[str, str]:
-        """What an estimate or hypothesis brief adds to an evidence prompt: a section, and what to ask."""
-        if self.brief.estimate:
-            low, high = self.current_range()
-            unit = self.brief.estimate.unit
-            return (f"ESTIMATE: {unit}, current range {low:g}..{high:g}",
-                    f"For each item give the figure it states, in {unit} (value, or low and high), how it "
-                    f"moves the ESTIMATE (impact) and the source's tier.")
-        if self.brief.hypothesis:
-            return (f"CLAIM: {planner.one_line(self.brief.hypothesis.claim, 500)}",
-                    "For each item say whether it supports or contradicts the CLAIM (stance), and the "
-                    "source's tier.")
-        return "", ""
 
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
@@ -521,120 +510,33 @@ class Research:
                               round=e["round"])
                 for e in self.store.evidence(self.run_id) if e["low"] is not None and e["high"] is not None]
 
-    def initial_range(self) -> tuple[float, float]:
-        return (self.brief.estimate.low, self.brief.estimate.high)
+    def stances(self) -> list[judge.Stance]:
+        return [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
+                             tier=e["tier"], domain=e["url"])
+                for e in self.store.evidence(self.run_id)]
 
-    def current_range(self) -> tuple[float, float]:
-        if self.state.estimate_history:
-            last = self.state.estimate_history[-1]
-            return (last["low"], last["high"])
-        return self.initial_range()
+    def usage_now(self) -> Usage:
+        return Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at), pages=self.pages_read())
 
-    def score(self, current: tuple[float, float]) -> float:
-        est = self.brief.estimate
-        return judge.progress_score(self.initial_range(), current, target_low=est.target_low,
-                                    target_high=est.target_high, target_width=est.target_width)
+    def facts(self) -> Facts:
+        """What the policy decides from, read from the store and the state."""
+        return Facts(state=self.state, limits=self.limits, usage=self.usage_now(),
+                     readings=self.readings() if self.brief.estimate else (),
+                     stances=self.stances() if self.brief.hypothesis else ())
 
     def update_estimate(self, round_no: int) -> None:
         """The range after this round: a pure function of all evidence so far (judge.update_range)."""
-        low, high = judge.update_range(self.initial_range(), self.readings())
-        score = self.score((low, high))
+        assert isinstance(self.policy, EstimatePolicy)
+        low, high = self.policy.range_after(self.readings())
+        score = self.policy.score((low, high))
         tokens = self.tokens_used()
         self.state.estimate_history = [h for h in self.state.estimate_history if h["round"] < round_no]
         self.state.estimate_history.append(
             {"round": round_no, "low": low, "high": high, "progress_score": round(score, 4), "tokens": tokens})
         self.events.emit("iteration_update", round=round_no, low=low, high=high,
                          progress_score=round(score, 4),
-                         width_reduction_pct=round(judge.width_reduction_pct(self.initial_range(), (low, high)), 2),
+                         width_reduction_pct=round(judge.width_reduction_pct(self.policy.initial, (low, high)), 2),
                          tokens_so_far=tokens)
-
-    def bound_queries(self) -> list[str]:
-        """Queries aimed at what keeps the range wide: the bound the evidence supports least."""
-        topic = " ".join(decide.content_words(self.brief.question)[:6])
-        unit = self.brief.estimate.unit
-        bound = judge.weakest_bound(self.current_range(), self.readings())
-        aim = {"narrow_low": ["minimum", "lowest estimate"], "narrow_high": ["maximum", "highest estimate"],
-               "both": ["official figure", "audited total"]}.get(bound, ["official figure"])
-        return [f"{topic} {word} {unit}" for word in aim] + [f"{topic} final figure report"]
-
-    def claim_queries(self) -> list[str]:
-        """Queries for both sides of a claim: what would support it and what would refute it."""
-        words = " ".join(decide.content_words(self.brief.hypothesis.claim)[:8])
-        return [words, f"{words} evidence", f"{words} denied false", f"{words} confirmed official"]
-
-    def estimate_stop(self) -> str | None:
-        """target_reached (score ≥ 0.95 or width ≤ target) or converged (gain < 0.005 over 2 rounds)."""
-        if not self.brief.estimate or not self.state.estimate_history:
-            return None
-        est = self.brief.estimate
-        low, high = self.current_range()
-        width_target = est.target_width if est.target_width is not None else (
-            est.target_high - est.target_low if est.target_low is not None and est.target_high is not None else None)
-        scores = [h["progress_score"] for h in self.state.estimate_history]
-        reached = scores[-1] >= judge.TARGET_SCORE or (width_target is not None and high - low <= width_target)
-        if reached and judge.credible_sources(self.readings()) >= 2:  # one source can't end it
-            return "target_reached"
-        if judge.plateau([0.0, *scores]):
-            return "converged"
-        return None
-
-    def sides(self, evidence: list[dict[str, Any]], estimate: dict[str, Any] | None) -> dict[str, Any] | None:
-        """Sources that disagree, side by side: inside vs outside the final range, or for vs against."""
-        def brief_item(e: dict[str, Any]) -> dict[str, Any]:
-            return {"source": e["source"], "url": e["url"], "title": e["title"], "quote": e["quote"],
-                    "confidence": e["confidence"], "tier": e["tier"], "low": e["low"], "high": e["high"]}
-
-        if estimate is not None:
-            low, high = estimate["final"]["low"], estimate["final"]["high"]
-            read = [e for e in evidence if e["low"] is not None]
-            inside = [brief_item(e) for e in read if low <= e["low"] and e["high"] <= high]
-            outside = [brief_item(e) for e in read if not (low <= e["low"] and e["high"] <= high)]
-            return {"left_title": f"Within the final range ({low:g}\u2013{high:g})", "left": inside,
-                    "right_title": "Outside it (not corroborated, or low confidence)", "right": outside}
-        if self.brief.hypothesis:
-            return {"left_title": "Supports the claim",
-                    "left": [brief_item(e) for e in evidence if e["stance"] == "supports"],
-                    "right_title": "Contradicts the claim",
-                    "right": [brief_item(e) for e in evidence if e["stance"] == "contradicts"]}
-        return None
-
-    def computed_line(self) -> str:
-        """The rule-computed result, handed to the synthesis so the prose states it, not its own guess."""
-        if self.brief.estimate:
-            low, high = self.current_range()
-            return (f"COMPUTED RANGE: {low:g} to {high:g} {self.brief.estimate.unit} (computed by rule from the "
-                    f"evidence; state this range, do not invent another)")
-        verdict = self.verdict_report()
-        if verdict:
-            return (f"COMPUTED VERDICT: the claim \"{planner.one_line(verdict['claim'], 300)}\" is "
-                    f"{verdict['value']} ({verdict['rule']}); state this verdict, do not judge it yourself")
-        return ""
-
-    def estimate_report(self) -> dict[str, Any] | None:
-        est = self.brief.estimate
-        if est is None:
-            return None
-        low, high = self.current_range()
-        return {
-            "unit": est.unit,
-            "initial": {"low": est.low, "high": est.high},
-            "target": {"low": est.target_low, "high": est.target_high, "width": est.target_width},
-            "final": {"low": low, "high": high},
-            "progress_score": round(self.score((low, high)), 4),
-            "history": list(self.state.estimate_history),
-            "numbers_discarded": self.state.numbers_discarded,
-        }
-
-    def verdict_report(self) -> dict[str, Any] | None:
-        if not self.brief.hypothesis:
-            return None
-        stances = [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
-                                tier=e["tier"], domain=e["url"])
-                   for e in self.store.evidence(self.run_id)]
-        result = judge.verdict(stances)
-        return {"value": result.value, "rule": result.rule, "evidence_level": result.evidence_level,
-                "claim": self.brief.hypothesis.claim,
-                "support": round(result.support, 3), "contradiction": round(result.contradiction, 3)}
 
     # ---- synthesis ----------------------------------------------------------------------------------
 
@@ -652,7 +554,8 @@ class Research:
         disclaimer = None if evidence else DISCLAIMER_MODEL_ONLY
         if not evidence:
             self.state.count_fallback("model_only")
-        prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits, extra=self.computed_line())
+        prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits,
+                                          extra=self.policy.synthesis_line(self.facts()))
         summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA,
                                  planner.coerce_synthesis([s.n for s in sources]),
                                  lambda: planner.template_summary(self.question, lines))
@@ -695,16 +598,17 @@ class Research:
             for e in self.store.evidence(self.run_id)
         ]
         usage = self.usage()
-        verdict = self.verdict_report()
-        estimate = self.estimate_report()
+        facts = self.facts()
+        verdict = self.policy.verdict_block(facts)
+        estimate = self.policy.estimate_block(facts)
         asks = decide.open_questions(
             self.brief.question, self.state.research_question, [g.text for g in self.state.open_gaps()],
             had_evidence=bool(evidence), verdict=verdict["value"] if verdict else None,
             estimate=(estimate["final"]["low"], estimate["final"]["high"], estimate["unit"],
-                      self.state.stop_reason == "target_reached") if estimate else None)
+                      self.state.stop_reason == decide.TARGET_REACHED) if estimate else None)
         return {
             "id": self.brief.id,
-            "sides": self.sides(evidence, estimate),
+            "sides": self.policy.sides(evidence, estimate),
             "source_file": None,  # filled by the worker, which knows the file
             "status": "done",
             "question": self.brief.question,
@@ -714,6 +618,7 @@ class Research:
             "started_at": self.started_at,
             "finished_at": utc_now(),
             "stop_reason": self.state.stop_reason,
+            "stop_explanation": self.state.stop_explanation,
             "summary": summary,
             "disclaimer": disclaimer,
             "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in sources],
@@ -787,19 +692,6 @@ class Research:
         usage = self.store.model_usage(self.run_id)
         return usage["prompt_tokens"] + usage["completion_tokens"]
 
-    def stop_reason(self) -> str | None:
-        usage = Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at),
-                      pages=self.pages_read())
-        reason = decide.stop_reason(self.state, self.limits, usage)
-        if reason == decide.BUDGET:
-            return reason
-        if self.brief.estimate and reason == decide.GAPS_CLOSED:
-            reason = None  # an estimate is done when its range is, not when the planner's gaps are
-        if (self.brief.hypothesis and reason == decide.GAPS_CLOSED
-                and self.verdict_report()["value"] == "inconclusive"):
-            reason = None  # the gaps are answered but the claim is not decided yet: look further
-        return self.estimate_stop() or reason
-
     def usage(self) -> dict[str, Any]:
         model = self.store.model_usage(self.run_id)
         return {
@@ -825,8 +717,7 @@ class Research:
             raise Cancelled()
 
     def checkpoint(self) -> None:
-        usage = Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at), pages=self.pages_read())
-        self.state.remaining = decide.remaining_budgets(self.state, self.limits, usage)
+        self.state.remaining = decide.remaining_budgets(self.state, self.limits, self.usage_now())
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
         crashpoints.reached("checkpoint")
 

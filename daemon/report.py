@@ -459,10 +459,21 @@ def _md_num(value: Any) -> str:
 
 
 def _range_text(value: Any) -> str:
+    """A range as the estimate table shows it: low – high; a target given as a width reads
+    width ≤ 60; nothing to show gives the empty string."""
     rng = _dict(value)
-    if not rng:
-        return ""
-    return f"{_num(rng.get('low'))} – {_num(rng.get('high'))}"
+    if rng.get("low") is not None and rng.get("high") is not None:
+        return f"{_num(rng.get('low'))} – {_num(rng.get('high'))}"
+    if rng.get("width") is not None:
+        return f"width \u2264 {_num(rng.get('width'))}"
+    return ""
+
+
+def _estimate_rows(estimate: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The estimate table's rows (label, text); a row with nothing to say is left out."""
+    rows = [(label, _range_text(estimate.get(key)))
+            for label, key in (("Initial", "initial"), ("Target", "target"), ("Final", "final"))]
+    return [(label, text) for label, text in rows if text]
 
 
 @dataclass(frozen=True)
@@ -539,6 +550,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report.get("finished_at"):
         facts.append(f"**Finished:** {md_escape(report.get('finished_at'))}")
     lines += [" · ".join(facts), ""]
+    if report.get("stop_explanation"):
+        lines += [md_escape(report.get("stop_explanation")), ""]
     details = []
     if report.get("id"):
         details.append(f"**Brief:** {md_escape(report.get('id'))}")
@@ -580,9 +593,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if estimate:
         unit = md_escape(estimate.get("unit"))
         lines += ["## Estimate", ""]
-        rows = [(label, md_escape(_range_text(estimate.get(key))))
-                for label, key in (("Initial", "initial"), ("Target", "target"), ("Final", "final"))
-                if estimate.get(key)]
+        rows = [(label, md_escape(text)) for label, text in _estimate_rows(estimate)]
         lines += _md_table(("", f"Range ({unit})" if unit else "Range"), rows) + [""]
         if estimate.get("progress_score") is not None:
             lines += [f"**Progress score:** {_md_num(estimate.get('progress_score'))}", ""]
@@ -781,6 +792,8 @@ def render_html(report: Mapping[str, Any]) -> str:
         if report.get(key):
             facts.append(f"<strong>{label}:</strong> {_e(report.get(key))}")
     parts.append('<p class="status">' + " · ".join(facts) + "</p>")
+    if report.get("stop_explanation"):
+        parts.append(f"<p>{_e(report.get('stop_explanation'))}</p>")
 
     if report.get("disclaimer"):
         parts.append(f'<div class="note"><strong>Note:</strong> {_e(report.get("disclaimer"))}</div>')
@@ -813,9 +826,7 @@ def render_html(report: Mapping[str, Any]) -> str:
     if estimate:
         unit = _e(estimate.get("unit"))
         parts.append("<h2>Estimate</h2>")
-        rows = [(label, _e(_range_text(estimate.get(key))))
-                for label, key in (("Initial", "initial"), ("Target", "target"), ("Final", "final"))
-                if estimate.get(key)]
+        rows = [(label, _e(text)) for label, text in _estimate_rows(estimate)]
         parts.append(_html_table(("", f"Range ({unit})" if unit else "Range"), rows))
         if estimate.get("progress_score") is not None:
             parts.append(f"<p><strong>Progress score:</strong> {_e(_num(estimate.get('progress_score')))}</p>")

@@ -64,12 +64,49 @@ NO_USE = Usage(tokens=0, seconds=0, pages=0)
     (LoopState(round=1, gaps=[Gap("G1", "x", answered_round=1)], new_evidence_per_round=[2]), NO_USE,
      decide.GAPS_CLOSED),
     (LoopState(round=0, gaps=[Gap("G1", "x", answered_round=1)]), NO_USE, None),  # never before round 1
-    # a budget beats the round cap, the round cap beats stalling
+    # a budget beats stalling; stalling says more than the round cap (issue 9: one order, decide.STOP_ORDER)
     (LoopState(round=3, new_evidence_per_round=[0, 0, 0]), Usage(10_001, 0, 0), decide.BUDGET),
-    (LoopState(round=3, new_evidence_per_round=[0, 0, 0]), NO_USE, decide.MAX_ROUNDS),
+    (LoopState(round=3, new_evidence_per_round=[0, 0, 0]), NO_USE, decide.STALLED),
+    (LoopState(round=3, gaps=[Gap("G1", "x")], new_evidence_per_round=[1, 0, 2]), NO_USE, decide.MAX_ROUNDS),
 ])
 def test_stop_reason(state: LoopState, usage: Usage, reason: str | None) -> None:
     assert decide.stop_reason(state, LIMITS, usage) == reason
+
+
+REACHED, CONVERGED, NOT_BY_GAPS = (decide.Progress(target_reached=True), decide.Progress(converged=True),
+                                   decide.Progress(answered_ends_it=False))
+
+
+@pytest.mark.parametrize("state, usage, progress, reason", [
+    # success first: a budget spent in the round that met the target does not hide it
+    (LoopState(round=2, new_evidence_per_round=[3, 2]), Usage(10_000, 0, 0), REACHED, decide.TARGET_REACHED),
+    (LoopState(round=0), NO_USE, REACHED, None),                                   # never before a round
+    # issue 9, finding 1: nothing new for 2 rounds and a flat score is stalled, not converged
+    (LoopState(round=2, new_evidence_per_round=[0, 0]), NO_USE, CONVERGED, decide.STALLED),
+    (LoopState(round=2, new_evidence_per_round=[4, 1]), NO_USE, CONVERGED, decide.CONVERGED),
+    (LoopState(round=3, new_evidence_per_round=[4, 1, 1]), NO_USE, CONVERGED, decide.CONVERGED),  # over the cap
+    (LoopState(round=2, new_evidence_per_round=[4, 1]), Usage(0, 0, 20), CONVERGED, decide.BUDGET),
+    # answered gaps end a brief only where its kind says so (an estimate's never)
+    (LoopState(round=1, gaps=[Gap("G1", "x", answered_round=1)], new_evidence_per_round=[2]), NO_USE,
+     NOT_BY_GAPS, None),
+    (LoopState(round=3, gaps=[Gap("G1", "x", answered_round=1)], new_evidence_per_round=[2, 1, 1]), NO_USE,
+     NOT_BY_GAPS, decide.MAX_ROUNDS),
+    (LoopState(round=3, gaps=[Gap("G1", "x", answered_round=1)], new_evidence_per_round=[2, 1, 1]), NO_USE,
+     decide.Progress(), decide.GAPS_CLOSED),
+])
+def test_the_one_stop_rule_order(state: LoopState, usage: Usage, progress: decide.Progress,
+                                 reason: str | None) -> None:
+    assert decide.stop_reason(state, LIMITS, usage, progress) == reason
+    if reason is not None:
+        assert reason in decide.STOP_ORDER
+
+
+@pytest.mark.parametrize("usage, spent", [
+    (NO_USE, None), (Usage(10_000, 0, 0), "tokens"), (Usage(0, 600, 0), "seconds"), (Usage(0, 0, 20), "pages"),
+    (Usage(9_999, 599.9, 19), None),
+])
+def test_spent_budget_names_the_budget(usage: Usage, spent: str | None) -> None:
+    assert decide.spent_budget(LIMITS, usage) == spent
 
 
 def test_no_budget_means_no_budget_stop() -> None:
