@@ -46,7 +46,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 )
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
-    "open_questions", "plan_relevance", "sides", "chart",
+    "open_questions", "plan_relevance", "sides", "chart", "stop_explanation",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -73,6 +73,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "started_at": started_at,
         "finished_at": None,
         "stop_reason": None,
+        "stop_explanation": None,
         "summary": "",
         "sources": [],
         "evidence": [],

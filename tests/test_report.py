@@ -87,6 +87,7 @@ def realistic_report() -> dict[str, Any]:
         "plan_relevance": 0.9,
         "sides": None,
         "chart": {"file": "chart.png", "missing": None},
+        "stop_explanation": "Stopped after round 3 of 4: no new evidence in the last 2 rounds.",
     }
 
 
