@@ -36,7 +36,7 @@ def injection_page(topic: str) -> Page:
 
 
 def from_page(url: str, page: Page) -> bool:
-    return url.endswith(page.path) or url.endswith(page.final_path)
+    return url.endswith((page.path, page.final_path))
 
 
 @pytest.fixture(scope="module")
