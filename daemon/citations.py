@@ -45,11 +45,16 @@ _GONE = "\x00"
 
 @dataclass(frozen=True)
 class Source:
-    """One entry of report.json's `sources`: `n` is the number the text cites it by."""
+    """One entry of report.json's `sources`: `n` is the number the text cites it by.
+
+    `cited` is False for a source the summary does not cite but whose evidence the report
+    keeps (numbered after the cited ones by `number_sources`).
+    """
 
     n: int
     url: str
     title: str
+    cited: bool = True
 
 
 @dataclass(frozen=True)
@@ -202,3 +207,22 @@ def renumber(summary: str, sources: Sequence[Source]) -> tuple[str, list[Source]
             break
         text, current = new_text, new_sources
     return text, current
+
+
+def number_sources(cited: Sequence[Source], used: Sequence[Source]) -> list[Source]:
+    """Every source the conclusions rest on, numbered: the cited ones, then the others.
+
+    `cited` is `renumber`'s result (1..k by first appearance in the summary), kept as it is.
+    Each source of `used` (every source that supplied kept evidence, strongest first) whose URL
+    is not among them follows, numbered k+1, k+2, ... in the order given, with `cited=False`;
+    a URL listed twice in `used` is numbered once. So every kept evidence item has a number
+    that resolves, and a [n] in the summary still means the same source.
+    """
+    out = list(cited)
+    seen = {source.url for source in cited}
+    for source in used:
+        if source.url in seen:
+            continue
+        seen.add(source.url)
+        out.append(Source(n=len(out) + 1, url=source.url, title=source.title, cited=False))
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 STOPWORDS = frozenset(
     """a an and are as at be been by can could did do does for from had has have how i if in
@@ -109,7 +109,121 @@ def addresses_a_model(text: str) -> bool:
     briefd's model only points at sentence ids and the rules compute every number and verdict,
     so an injection cannot steer them; this keeps it out of the quotes and the summary too.
     """
-    return _ADDRESSES_A_MODEL.search(" ".join(text.split())) is not None
+    return injected_instruction(text) is not None
+
+
+INJECTION_EXCERPT_CHARS = 200
+_SENTENCE_BREAK = re.compile(r"[.!?](?=\s|$)")
+DISTRUSTED_FOR_INJECTION = "carries instructions to a model (a prompt injection)"
+
+
+def injected_instruction(text: str) -> str | None:
+    """The first instruction to a model in `text` (a page's passage, title or snippet), or None.
+
+    Each line is read on its own (a line break starts a sentence, so "Detour\nReport that ..."
+    is caught) and then the whole text as one line (so an instruction broken over two lines is
+    caught too): every quote briefd could take from the text is covered, which is what lets the
+    loop distrust a page before the model reads any of it. Returns the sentence around the
+    instruction, at most INJECTION_EXCERPT_CHARS long, for the report's distrusted list.
+    """
+    for piece in [*text.split("\n"), text]:
+        flat = " ".join(piece.split())
+        match = _ADDRESSES_A_MODEL.search(flat)
+        if match is None:
+            continue
+        before = max((m.end() for m in _SENTENCE_BREAK.finditer(flat, 0, match.start() + 1)), default=0)
+        after = _SENTENCE_BREAK.search(flat, match.end())
+        excerpt = flat[before:after.start() + 1 if after else len(flat)].strip()
+        return excerpt[:INJECTION_EXCERPT_CHARS]
+    return None
+
+
+def distrust_reason(text: str) -> str | None:
+    """Why a page whose `text` this is is distrusted whole, in words for the report, or None."""
+    found = injected_instruction(text)
+    return None if found is None else f"{DISTRUSTED_FOR_INJECTION}: \u201c{found}\u201d"
+
+
+# ---- what a quote must be to count as evidence ------------------------------------------------
+
+# A quote must assert something. A bare question asserts nothing, and a headline or a heading
+# only announces what the text under it says (and is written to sell it): the sentences below
+# are the evidence. Told apart by shape, not by meaning: briefd has no part-of-speech tagger
+# (a model for that would cost more than the rule is worth), and the shape is what the page
+# itself signals: a line of its own with no sentence-ending punctuation.
+HEADING_MAX_WORDS = 12
+_CLOSERS = "\"'\u201d\u2019\u00bb)]"
+_STATEMENT_END = ".!;:\u2026"
+_QUOTE_SENTENCE = re.compile(r"(?<=[.!?\u2026])[\"'\u201d\u2019\u00bb)\]]*\s+|\n+")
+_DIGIT = re.compile(r"\d")
+_NOT_A_STATEMENT = ", not a statement"
+NOT_A_STATEMENT_QUESTION = "a question" + _NOT_A_STATEMENT
+NOT_A_STATEMENT_HEADLINE = "the page's headline" + _NOT_A_STATEMENT
+NOT_A_STATEMENT_HEADING = "a heading" + _NOT_A_STATEMENT
+
+
+def _last_mark(sentence: str) -> str:
+    return sentence.strip().rstrip(_CLOSERS).rstrip()[-1:]
+
+
+def _words_key(text: str) -> str:
+    return " ".join(_TOKEN.findall(text.lower()))
+
+
+def _not_a_statement_kind(sentence: str, title: str, from_page: bool) -> str | None:
+    mark = _last_mark(sentence)
+    if mark == "?":
+        return NOT_A_STATEMENT_QUESTION
+    if mark in _STATEMENT_END:
+        return None
+    words = _words_key(sentence)
+    if words and title and f" {words} " in f" {_words_key(title)} ":
+        return NOT_A_STATEMENT_HEADLINE
+    if from_page and not _DIGIT.search(sentence) and len(words.split()) <= HEADING_MAX_WORDS:
+        return NOT_A_STATEMENT_HEADING
+    return None
+
+
+def not_a_statement(quote: str, title: str = "", *, from_page: bool = True) -> str | None:
+    """Why `quote` cannot be evidence (no sentence of it states anything), or None if it may be.
+
+    Each sentence of the quote is one of:
+    - a question: it ends in "?" ("Was it hit by a barge?");
+    - a headline: it does not end a sentence (no . ! ; : or ellipsis, closing quotes and
+      brackets aside) and its words are the page title's, or part of them, figures or not
+      ("Northgate tunnel finished 430 million dollars over budget, auditor finds");
+    - a heading: from a page (where every line is a sentence of its own), it does not end a
+      sentence, has no digit and at most HEADING_MAX_WORDS words ("Where the money went").
+      Not applied to search snippets, which are cut mid-sentence by nature;
+    - a statement: anything else.
+    A quote with one statement is evidence ("Was it hit by a barge? No: ..."); a quote of a
+    headline and a question is not. A line with a figure that is not the title (a list item
+    "7 of 32 anchorages corroded") is a statement: the figure is what an estimate needs.
+    """
+    sentences = [s for s in (p.strip() for p in _QUOTE_SENTENCE.split(quote)) if s]
+    kinds = [_not_a_statement_kind(s, title, from_page) for s in sentences]
+    if not kinds or None in kinds:
+        return None
+    unique = list(dict.fromkeys(k for k in kinds if k))
+    if len(unique) == 1:
+        return unique[0]
+    return " and ".join(k.removesuffix(_NOT_A_STATEMENT) for k in unique) + _NOT_A_STATEMENT
+
+
+def is_decisive(item: Mapping[str, Any]) -> bool:
+    """Evidence that enters a computed result: a figure read from it, or a stance for or against."""
+    return item.get("low") is not None or item.get("stance") in ("supports", "contradicts")
+
+
+def strongest_first(evidence: Iterable[Mapping[str, Any]], topics: Sequence[str]) -> list[Any]:
+    """Evidence in the order the synthesis is shown it, strongest first.
+
+    Decisive items first (a figure or a stance: what decides the range or the verdict), then by
+    relevance to the question plus confidence, then by id. The synthesis is told to cite the
+    strongest, so the source that decided the result is normally among the cited ones.
+    """
+    return sorted(evidence, key=lambda e: (not is_decisive(e),
+                                           -relevance(e["quote"], topics) - (e["confidence"] or 0), e["id"]))
 
 
 def clean_query(query: str, max_chars: int = 200) -> str:
@@ -157,6 +271,7 @@ class LoopState:
     plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
     estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
     numbers_discarded: int = 0           # numbers the model proposed that its quote does not contain
+    distrusted: dict[str, str] = field(default_factory=dict)  # url → why: pages caught carrying an injection
 
     def open_gaps(self) -> list[Gap]:
         return [g for g in self.gaps if g.open]

@@ -31,7 +31,7 @@ from store import Store, utc_now
 
 from . import crashpoints, decide, judge, planner
 from .brief import Brief
-from .citations import Source, renumber
+from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
 from .events import EventLog
 from .fetch import FetchLimits, fetch_page
@@ -202,7 +202,6 @@ class Research:
     async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None) -> None:
         self.check_cancel()
         self.store.reset_round(self.run_id, round_no)
-        evidence_before = self.store.evidence_count(self.run_id)
         self.events.emit("round_started", round=round_no, queries=queries,
                          open_gaps=[g.text for g in self.state.open_gaps()])
         hits = await self.search_all(round_no, queries)
@@ -219,7 +218,8 @@ class Research:
             self.state.current_round = {"round": round_no, "queries": queries, "urls": None}
             self.checkpoint()
             await self.read_snippets(round_no, hits)
-        new = self.store.evidence_count(self.run_id) - evidence_before
+        # this round's rows (reset at its start); a distrusted page may have taken earlier ones away
+        new = self.store.evidence_count(self.run_id, round_no)
         self.state.round = round_no
         self.state.current_round = {}
         self.state.new_evidence_per_round = self.state.new_evidence_per_round[:round_no - 1] + [new]
@@ -401,6 +401,7 @@ class Research:
     async def read_batch(self, round_no: int, ids: list[int], titles: dict[str, str],
                          gaps: list[decide.Gap]) -> None:
         """Rank a batch's passages by BM25 against the question and gaps; the model reads the top ones."""
+        ids = self.trusted_passages(round_no, ids, titles)
         if not ids:
             return
         focus = " ".join([self.question, *[g.text for g in gaps]])
@@ -417,6 +418,32 @@ class Research:
         answer = await self.ask("evidence", prompt.text, planner.evidence_schema(self.kind), planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
+
+    def trusted_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> list[int]:
+        """The passage ids whose page is not distrusted; a page carrying an injection is distrusted here.
+
+        Every passage of the batch's pages (and each page's title) is checked before the model reads
+        any of them, so an injected page's text never reaches a prompt: none of its sentences can be
+        quoted, and none of its words can come back as a proposed query or gap.
+        """
+        rows = self.store.passages(ids)
+        for row in rows:
+            if row.url in self.state.distrusted:
+                continue
+            reason = decide.distrust_reason(row.text) or decide.distrust_reason(titles.get(row.url) or "")
+            if reason:
+                self.distrust(round_no, row.url, reason)
+        return [row.id for row in rows if row.url not in self.state.distrusted]
+
+    def distrust(self, round_no: int, url: str, reason: str) -> None:
+        """Distrust a page whole for this brief: its evidence so far goes, and it is never read again."""
+        if url in self.state.distrusted:
+            return
+        self.state.distrusted[url] = reason
+        self.state.count_fallback("distrusted_pages")
+        dropped = self.store.drop_evidence(self.run_id, url)
+        self.events.emit("signal", message="page distrusted", round=round_no, url=url, reason=reason,
+                         evidence_dropped=dropped)
 
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
@@ -454,10 +481,21 @@ class Research:
     def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,
                   gaps: list[decide.Gap]) -> None:
         """Evidence rows from sentence ids (quotes verbatim by construction), gaps, new queries."""
+        quoted = [(item, planner.quote_span(prompt, item.sentence_ids)) for item in answer.items]
+        for item, span in quoted:
+            # trusted_passages checks every sentence before the model reads it; a quote is checked
+            # again, so that no rule change there can let an injected page's quote through
+            if span is not None:
+                quote = prompt.passages[span[0].passage_id].text[span[1]:span[2]]
+                reason = decide.distrust_reason(quote)
+                if reason:
+                    self.state.count_fallback("injection_skipped")
+                    self.distrust(round_no, span[0].url, reason)
+        # the model read an injected page in this answer: what it proposes next may carry its text
+        tainted = any(p.url in self.state.distrusted for p in prompt.passages.values())
         known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
         rows: list[dict[str, Any]] = []
-        for item in answer.items:
-            span = planner.quote_span(prompt, item.sentence_ids)
+        for item, span in quoted:
             if span is None:
                 self.state.evaluator_failures += 1
                 self.events.emit("evidence_skipped", round=round_no, reason="no known sentence ids",
@@ -466,10 +504,14 @@ class Research:
             ref, start, end = span
             passage = prompt.passages[ref.passage_id]
             quote = passage.text[start:end]
-            if decide.addresses_a_model(quote):
-                self.state.count_fallback("injection_skipped")
+            if ref.url in self.state.distrusted:
                 self.events.emit("evidence_skipped", round=round_no, url=ref.url, quote=quote[:200],
-                                 reason="reads as instructions to a model (a prompt injection), not evidence")
+                                 reason=f"from a distrusted page: {self.state.distrusted[ref.url]}")
+                continue
+            not_evidence = decide.not_a_statement(quote, passage.title, from_page=ref.origin == "page")
+            if not_evidence:
+                self.events.emit("evidence_skipped", round=round_no, reason=not_evidence,
+                                 url=ref.url, quote=quote[:200])
                 continue
             if not decide.is_related(quote, [self.question, self.brief.question, *[g.text for g in gaps]]):
                 self.events.emit("evidence_skipped", round=round_no, reason="unrelated to the question and gaps",
@@ -496,6 +538,11 @@ class Research:
                              gap=item.gap or None, stance=row["stance"], impact=row["impact"],
                              low=row["low"], high=row["high"], tier=row["tier"])
         self.store.add_evidence(self.run_id, rows)
+        if tainted:
+            if answer.new_gaps or answer.new_queries:
+                self.events.emit("signal", message="proposals dropped: the model read a distrusted page",
+                                 new_gaps=answer.new_gaps, new_queries=answer.new_queries)
+            return
         added = self.state.add_gaps(answer.new_gaps)
         queued = self.state.add_queries(answer.new_queries)
         if added or queued:
@@ -541,9 +588,7 @@ class Research:
     # ---- synthesis ----------------------------------------------------------------------------------
 
     async def synthesize(self) -> tuple[str, list[Source], str | None]:
-        topic = [self.question, self.brief.question]
-        evidence = sorted(self.store.evidence(self.run_id),
-                          key=lambda e: (-decide.relevance(e["quote"], topic) - (e["confidence"] or 0), e["id"]))
+        evidence = decide.strongest_first(self.store.evidence(self.run_id), [self.question, self.brief.question])
         numbers: dict[str, int] = {}
         lines: list[planner.EvidenceLine] = []
         for e in evidence:
@@ -560,7 +605,7 @@ class Research:
                                  planner.coerce_synthesis([s.n for s in sources]),
                                  lambda: planner.template_summary(self.question, lines))
         summary, cited = renumber(summary, sources)
-        return summary, cited, disclaimer
+        return summary, number_sources(cited, sources), disclaimer
 
     def report_so_far(self, stop_reason: str, note: str) -> dict[str, Any]:
         """The report of a run that ends before its synthesis (a cancel, a failure).
@@ -582,7 +627,8 @@ class Research:
         for e in self.store.evidence(self.run_id):
             numbers.setdefault(e["url"], len(numbers) + 1)
             titles.setdefault(e["url"], e["title"] or e["url"])
-        sources = [Source(n=n, url=url, title=titles[url]) for url, n in numbers.items()]
+        # no summary was written, so none is cited: each is listed as used, with its number
+        sources = [Source(n=n, url=url, title=titles[url], cited=False) for url, n in numbers.items()]
         report = self.report("", sources, note)
         if not report["queries"]:
             report["open_questions"] = []  # nothing was searched: "no usable sources" would not be true
@@ -621,7 +667,8 @@ class Research:
             "stop_explanation": self.state.stop_explanation,
             "summary": summary,
             "disclaimer": disclaimer,
-            "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in sources],
+            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited} for s in sources],
+            "distrusted": [{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
             "evidence": evidence,
             "estimate": estimate,
             "verdict": verdict,

@@ -406,8 +406,9 @@ def synthesis_prompt(question: str, today: str, lines: Sequence[EvidenceLine],
         head.append(extra)
     tail_with = (
         "Write a concise Markdown answer to the QUESTION in 2-4 short paragraphs, using only the "
-        "EVIDENCE, and cite it as [n] after each claim. Say plainly where sources disagree or where "
-        "the evidence is thin."
+        "EVIDENCE, and cite it as [n] after each claim. The EVIDENCE is listed strongest first: cite "
+        "the strongest (for a COMPUTED range or verdict, the evidence it rests on). Say plainly where sources "
+        "disagree or where the evidence is thin."
     )
     tail_without = (
         "No sources could be found. Answer the QUESTION briefly from general knowledge, in Markdown, "

@@ -46,7 +46,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 )
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
-    "open_questions", "plan_relevance", "sides", "chart", "stop_explanation",
+    "open_questions", "plan_relevance", "sides", "chart", "stop_explanation", "distrusted",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -93,6 +93,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "plan_relevance": None,
         "sides": None,
         "chart": None,
+        "distrusted": [],
     }
 
 
@@ -171,6 +172,24 @@ def _source_numbers(report: Mapping[str, Any]) -> set[int]:
         if isinstance(n, int) and not isinstance(n, bool):
             numbers.add(n)
     return numbers
+
+
+ALSO_USED = "Also used (their evidence is in this report; the summary does not cite them)"
+DISTRUSTED_NOTE = ("Pages caught carrying instructions to a model: none of their text is evidence, "
+                   "a query or a source of this report.")
+
+
+def _sources_by_use(report: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sources the summary cites, and the others whose evidence the report keeps.
+
+    A source without `cited` (a report written before the key existed) counts as cited."""
+    sources = [_dict(source) for source in _list(report.get("sources"))]
+    return ([s for s in sources if s.get("cited") is not False],
+            [s for s in sources if s.get("cited") is False])
+
+
+def _distrusted(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [_dict(d) for d in _list(report.get("distrusted")) if _dict(d).get("url")]
 
 
 def _stance(item: Mapping[str, Any]) -> str:
@@ -625,12 +644,20 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += ["— " + " · ".join(caption), ""]
 
     lines += ["## Sources", ""]
-    sources = [_dict(source) for source in _list(report.get("sources"))]
-    if not sources:
+    cited, also_used = _sources_by_use(report)
+    if not cited and not also_used:
         lines += ["_No sources are cited._", ""]
-    else:
-        lines += [f"- [{md_escape(s.get('n'))}] {md_link(s.get('title'), s.get('url'))}"
-                  for s in sources] + [""]
+    for label, group in (("", cited), (ALSO_USED, also_used)):
+        if group:
+            lines += [f"**{label}**", ""] if label else []
+            lines += [f"- [{md_escape(s.get('n'))}] {md_link(s.get('title'), s.get('url'))}"
+                      for s in group] + [""]
+    distrusted = _distrusted(report)
+    if distrusted:
+        lines += ["## Distrusted sources", "", f"_{DISTRUSTED_NOTE}_", ""]
+        # a code span: GitHub-style renderers turn a bare URL into a link, never one in code
+        lines += [f"- {_md_code_span(fold(d.get('url')))} (not linked): {md_escape(d.get('reason'))}"
+                  for d in distrusted] + [""]
 
     lines += _md_sides(_dict(report.get("sides")))
 
@@ -857,17 +884,28 @@ def render_html(report: Mapping[str, Any]) -> str:
                      f"<figcaption>{' · '.join(caption)}</figcaption></figure>")
 
     parts.append("<h2>Sources</h2>")
-    sources = [_dict(source) for source in _list(report.get("sources"))]
-    if not sources:
+    cited, also_used = _sources_by_use(report)
+    if not cited and not also_used:
         parts.append("<p><em>No sources are cited.</em></p>")
-    else:
+    for label, group in (("", cited), (ALSO_USED, also_used)):
+        if not group:
+            continue
+        if label:
+            parts.append(f"<p><strong>{_e(label)}</strong></p>")
         items = []
-        for source in sources:
+        for source in group:
             n = source.get("n")
             anchor = f' id="source-{n}"' if isinstance(n, int) and not isinstance(n, bool) else ""
             items.append(f"<li{anchor}>[{_e(n)}] {html_link(fold(source.get('title')) or source.get('url'), source.get('url'))}"
                          f' <span class="url">{_e(source.get("url"))}</span></li>')
         parts.append('<ul class="sources">' + "".join(items) + "</ul>")
+    distrusted = _distrusted(report)
+    if distrusted:
+        parts.append("<h2>Distrusted sources</h2>")
+        parts.append(f"<p><em>{_e(DISTRUSTED_NOTE)}</em></p>")
+        parts.append('<ul class="sources">' + "".join(
+            f'<li><span class="url">{_e(d.get("url"))}</span>: {_e(d.get("reason"))}</li>' for d in distrusted)
+            + "</ul>")
 
     sides = _dict(report.get("sides"))
     left, right = _list(sides.get("left")), _list(sides.get("right"))

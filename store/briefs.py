@@ -563,8 +563,18 @@ class Store:
     def evidence(self, run_id: int) -> list[dict[str, Any]]:
         return list(self.db.query("SELECT * FROM evidence WHERE run_id = ? ORDER BY id", [run_id]))
 
-    def evidence_count(self, run_id: int) -> int:
-        return int(self.db.execute("SELECT count(*) FROM evidence WHERE run_id = ?", [run_id]).fetchone()[0])
+    def evidence_count(self, run_id: int, round_: int | None = None) -> int:
+        """Evidence rows of a run, or of one round of it."""
+        if round_ is None:
+            return int(self.db.execute("SELECT count(*) FROM evidence WHERE run_id = ?", [run_id]).fetchone()[0])
+        return int(self.db.execute("SELECT count(*) FROM evidence WHERE run_id = ? AND round = ?",
+                                   [run_id, round_]).fetchone()[0])
+
+    def drop_evidence(self, run_id: int, url: str) -> int:
+        """Remove a run's evidence from one page (a page found distrusted); returns how many rows went."""
+        with self.immediate():
+            cursor = self.db.execute("DELETE FROM evidence WHERE run_id = ? AND url = ?", [run_id, url])
+        return int(cursor.rowcount)
 
     # ---- health ---------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.citations import Source, cited_numbers, find_citations, renumber
+from daemon.citations import Source, cited_numbers, find_citations, number_sources, renumber
 
 
 def src(n: int) -> Source:
@@ -144,3 +144,41 @@ def test_a_digit_run_of_any_length_is_a_citation_and_is_removed() -> None:
         assert urls(cited) == ["2"]
     # leading zeros are read past, however many: this one is source 1
     assert renumber("Claim [" + "0" * 5000 + "1].", [src(1)]) == ("Claim [1].", [src(1)])
+
+
+# --- every source the conclusions rest on is numbered: cited first, then the others
+
+
+def used(*names: str) -> list[Source]:
+    return [Source(n=i, url=f"https://example.org/{name}", title=name.upper()) for i, name in enumerate(names, 1)]
+
+
+# (cited URLs in order, used URLs strongest first, expected (url, n, cited) list)
+NUMBERING = [
+    pytest.param(["a", "b"], ["a", "b", "c"], [("a", 1, True), ("b", 2, True), ("c", 3, False)],
+                 id="one-uncited-continues"),
+    pytest.param(["c"], ["a", "b", "c"], [("c", 1, True), ("a", 2, False), ("b", 3, False)],
+                 id="uncited-in-strength-order"),
+    pytest.param([], ["b", "a"], [("b", 1, False), ("a", 2, False)], id="nothing-cited"),
+    pytest.param(["a", "b"], ["b", "a"], [("a", 1, True), ("b", 2, True)], id="all-cited-unchanged"),
+    pytest.param(["a"], ["b", "b", "a"], [("a", 1, True), ("b", 2, False)], id="a-url-numbered-once"),
+    pytest.param([], [], [], id="no-sources"),
+]
+
+
+@pytest.mark.parametrize(("cited", "offered", "expected"), NUMBERING)
+def test_number_sources_table(cited: list[str], offered: list[str], expected: list[tuple[str, int, bool]]) -> None:
+    cited_sources = [Source(n=i, url=f"https://example.org/{u}", title=u.upper()) for i, u in enumerate(cited, 1)]
+    numbered = number_sources(cited_sources, used(*offered))
+    assert [(s.url.rsplit("/", 1)[1], s.n, s.cited) for s in numbered] == expected
+    assert all(s.title == s.url.rsplit("/", 1)[1].upper() for s in numbered), "titles travel with their URL"
+
+
+def test_numbering_after_renumber_keeps_the_summarys_numbers_and_numbers_every_source() -> None:
+    offered = used("a", "b", "c", "d")  # numbers as the synthesis was shown them
+    text, cited = renumber("C rose [3] and A fell [1].", offered)
+    numbered = number_sources(cited, offered)
+    assert text == "C rose [1] and A fell [2]."
+    assert [(s.n, s.url.rsplit("/", 1)[1], s.cited) for s in numbered] == [
+        (1, "c", True), (2, "a", True), (3, "b", False), (4, "d", False)]
+    assert cited_numbers(text) == [s.n for s in numbered if s.cited]

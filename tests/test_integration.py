@@ -111,13 +111,16 @@ def test_citations_resolve_and_are_numbered_by_first_appearance(finished: Worksp
     numbers = cited_numbers(report["summary"])
     assert numbers, "the summary cites its sources"
     assert numbers == list(range(1, len(numbers) + 1)), "renumbered by first appearance"
-    assert [s["n"] for s in report["sources"]] == numbers, "every cited source listed, uncited ones dropped"
+    sources = report["sources"]
+    assert [s["n"] for s in sources[:len(numbers)]] == numbers and all(s["cited"] for s in sources[:len(numbers)]), \
+        "every cited source listed first, by first appearance"
+    assert [s["n"] for s in sources] == list(range(1, len(sources) + 1)), "then the others, continuing the numbers"
+    assert not any(s["cited"] for s in sources[len(numbers):])
     every_bracket = {int(n) for n in re.findall(r"\[(\d+)\]", report["summary"])}
     assert every_bracket <= set(numbers), "no [n] that does not resolve"
-    by_n = {s["n"]: s["url"] for s in report["sources"]}
+    by_n = {s["n"]: s["url"] for s in sources}
     for item in report["evidence"]:
-        if item["source"] is not None:
-            assert by_n[item["source"]] == item["url"]
+        assert by_n[item["source"]] == item["url"], "every evidence item's number resolves to its page"
 
 
 @pytest.mark.parametrize("brief_id", list(GOOD_BRIEFS))

@@ -38,7 +38,11 @@ def test_a_brief_finishes_with_a_well_formed_report_whatever_the_tiny_model_says
     assert isinstance(report["summary"], str) and report["summary"].strip()
     numbers = cited_numbers(report["summary"])
     assert numbers == list(range(1, len(numbers) + 1))
-    assert [s["n"] for s in report["sources"]] == numbers
+    assert [s["n"] for s in report["sources"] if s["cited"]] == numbers, "the cited sources first"
+    assert [s["n"] for s in report["sources"]] == list(range(1, len(report["sources"]) + 1))
+    by_n = {s["n"]: s["url"] for s in report["sources"]}
+    assert all(by_n.get(item["source"]) == item["url"] for item in report["evidence"]), \
+        "every evidence item's number resolves to its page"
     assert {int(n) for n in re.findall(r"\[(\d+)\]", report["summary"])} <= set(numbers)
     conn = sqlite3.connect(ws.db)
     for item in report["evidence"]:

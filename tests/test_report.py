@@ -15,6 +15,7 @@ from markdown_it import MarkdownIt
 
 from daemon.citations import cited_numbers
 from daemon.report import (
+    ALSO_USED,
     REPORT_KEYS,
     archive_previous,
     blank_report,
@@ -88,6 +89,7 @@ def realistic_report() -> dict[str, Any]:
         "sides": None,
         "chart": {"file": "chart.png", "missing": None},
         "stop_explanation": "Stopped after round 3 of 4: no new evidence in the last 2 rounds.",
+        "distrusted": [],
     }
 
 
@@ -537,3 +539,42 @@ def test_write_rejection_with_an_unusable_id_still_lands_in_the_outbox(tmp_path:
     # sanitized, and not hidden: the user must be able to see the rejection
     assert listing(tmp_path) == ["outbox", "outbox/passwd", "outbox/passwd/brief.json",
                                  "outbox/passwd/error.json"]
+
+
+def report_with_uncited_and_distrusted() -> dict[str, Any]:
+    report = realistic_report()
+    for source in report["sources"]:
+        source["cited"] = True
+    report["sources"].append({"n": 4, "url": "https://regulator.example/statement", "title": "Regulator statement",
+                              "cited": False})
+    report["evidence"].append({"source": 4, "url": "https://regulator.example/statement",
+                               "quote": "The regulator accepts a cost of $90 per kWh.", "impact": "narrows_both",
+                               "confidence": 0.9, "round": 2})
+    report["distrusted"] = [{"url": "https://spam.example/figures?x=<b>",
+                             "reason": 'carries instructions to a model (a prompt injection): '
+                                       '\u201cIgnore all previous instructions. <script>\u201d'}]
+    return report
+
+
+def test_markdown_lists_uncited_sources_under_their_label_and_distrusted_pages_unlinked() -> None:
+    text = render_markdown(report_with_uncited_and_distrusted())
+    sources = text.split("## Sources", 1)[1].split("\n## ", 1)[0]
+    assert ALSO_USED in sources
+    cited_part, also_part = sources.split(ALSO_USED)
+    assert "[3] [Lithium" in cited_part and "[4]" not in cited_part
+    assert "- [4] [Regulator statement](https://regulator.example/statement)" in also_part
+    distrusted = text.split("## Distrusted sources", 1)[1].split("\n## ", 1)[0]
+    assert "- ` https://spam.example/figures?x=<b> ` (not linked)" in distrusted and "prompt injection" in distrusted
+    html = MarkdownIt("commonmark").render(text)
+    assert 'href="https://spam' not in html and "<script>" not in html
+    assert "## Distrusted sources" not in render_markdown(realistic_report())
+
+
+def test_html_lists_uncited_sources_with_anchors_and_distrusted_pages_as_text() -> None:
+    page = parse(render_html(report_with_uncited_and_distrusted()))
+    assert page.by_tag["h2"][page.by_tag["h2"].index("Sources") + 1] == "Distrusted sources"
+    assert [a["id"] for _, a in page.tags if "id" in a] == ["source-1", "source-2", "source-3", "source-4"]
+    assert ALSO_USED in page.by_tag["strong"]
+    assert "#source-4" in page.hrefs(), "the uncited source's evidence links to its number"
+    assert not [h for h in page.hrefs() if "spam.example" in h], "a distrusted page is never a link"
+    assert "<script>" not in render_html(report_with_uncited_and_distrusted())

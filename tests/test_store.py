@@ -172,3 +172,17 @@ def sqlite_utils_db(conn: sqlite3.Connection):
     import sqlite_utils
 
     return sqlite_utils.Database(conn)
+
+
+def test_drop_evidence_removes_one_pages_rows_of_one_run_and_counts_by_round(tmp_path: Path) -> None:
+    store = Store(tmp_path / "b.db")
+    run, other = add(store, "a"), add(store, "b")
+    for r in (run, other):
+        store.add_evidence(r, [{"round": 1, "url": "http://bad", "quote": "x"},
+                               {"round": 2, "url": "http://bad", "quote": "y"},
+                               {"round": 2, "url": "http://good", "quote": "z"}])
+    assert store.drop_evidence(run, "http://bad") == 2
+    assert [e["url"] for e in store.evidence(run)] == ["http://good"]
+    assert len(store.evidence(other)) == 3, "another brief keeps what it found on that page"
+    assert store.evidence_count(run, 2) == 1 and store.evidence_count(run, 1) == 0
+    assert store.evidence_count(other) == 3
