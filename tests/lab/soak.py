@@ -15,8 +15,8 @@ Then it brings every service back, drains the queue with `briefd run --once` and
 every promise: each valid brief has exactly one report with status done and exactly one
 `complete` event; each bad input has an error.json with its bytes kept; no temp file is
 visible; the store passes its integrity check. It prints the counts and the daemon's
-peak RSS (the largest of every `briefd` process it ran, from the kernel's accounting of
-each finished child), and exits 1 if any brief was lost. `--seed` replays a run's choices.
+peak RSS (the largest VmHWM of every `briefd` process it ran, read while each ran), and
+exits 1 if any brief was lost. `--seed` replays a run's choices.
 """
 
 from __future__ import annotations
@@ -75,14 +75,25 @@ class Tally:
     outages: dict[str, int] = field(default_factory=lambda: {"ollama": 0, "searxng": 0})
     peak_rss_kib: int = 0
 
+    def watch(self, pid: int) -> None:
+        """Keep the peak RSS of a live `briefd` (VmHWM, KiB). Not ru_maxrss: the kernel carries that
+        over from the process a child was forked from, so it would report this script's own peak."""
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        self.peak_rss_kib = max(self.peak_rss_kib, int(line.split()[1]))
+        except (OSError, ValueError):
+            pass  # gone already
+
     def reaped(self, popen: subprocess.Popen[bytes], timeout: float) -> int:
-        """Wait for a `briefd` child and keep its peak RSS (ru_maxrss, KiB on Linux)."""
+        """Wait for a `briefd` child, watching its peak RSS until it ends."""
         deadline = time.monotonic() + timeout
         while True:
-            pid, status, usage = os.wait4(popen.pid, os.WNOHANG)
+            self.watch(popen.pid)
+            pid, status, _usage = os.wait4(popen.pid, os.WNOHANG)
             if pid:
                 popen.returncode = os.waitstatus_to_exitcode(status)
-                self.peak_rss_kib = max(self.peak_rss_kib, usage.ru_maxrss)
                 return popen.returncode
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(popen.args, timeout)
@@ -181,6 +192,7 @@ def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Ta
             services.start_ollama() if which == "ollama" else services.start_searxng()
             tally.outages[which] += 1
             time.sleep(rng.uniform(0.5, 2.0))
+        tally.watch(daemon.pid)
         if rng.random() < 0.75:
             os.kill(daemon.pid, signal.SIGKILL)
             tally.kills += 1
