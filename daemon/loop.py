@@ -149,6 +149,9 @@ class Research:
                 queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
                 if not queries:
                     reason = decide.EXHAUSTED
+            if (reason is not None and self.brief.estimate and self.state.round >= 1 and reason != decide.BUDGET
+                    and self.figures_note()):
+                reason = judge.NO_USABLE_FIGURES  # the range never moved: no reason about the range is true
             self.state.next_action, self.state.why = decide.next_action(self.state, reason)
             if reason is not None:
                 self.state.stop_reason = reason
@@ -449,12 +452,15 @@ class Research:
             number = getattr(item, name)
             if number is None:
                 continue
-            if judge.number_in_quote(number, quote, unit):
-                kept[name] = number
+            figure = judge.read_figure(number, quote, unit)
+            if figure.value is not None:
+                kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
             else:
+                reason = figure.reason or judge.NOT_IN_QUOTE
                 self.state.numbers_discarded += 1
-                self.events.emit("evidence_skipped", round=round_no, reason="number not in its quote",
-                                 proposed=number, field=name, quote=quote[:200])
+                self.state.figures_discarded[reason] = self.state.figures_discarded.get(reason, 0) + 1
+                self.events.emit("evidence_skipped", round=round_no, reason=f"number {reason}",
+                                 proposed=number, field=name, written=figure.written, quote=quote[:200])
         if "value" in kept:
             row["low"] = row["high"] = kept["value"]
         elif "low" in kept or "high" in kept:
@@ -623,7 +629,16 @@ class Research:
             "progress_score": round(self.score((low, high)), 4),
             "history": list(self.state.estimate_history),
             "numbers_discarded": self.state.numbers_discarded,
+            "discarded_reasons": dict(self.state.figures_discarded),
+            "note": self.figures_note(),
         }
+
+    def figures_note(self) -> str | None:
+        """judge.no_usable_figures for this brief: the sentence when no figure in its unit was kept."""
+        est = self.brief.estimate
+        if est is None:
+            return None
+        return judge.no_usable_figures(len(self.readings()), self.state.figures_discarded, est.unit)
 
     def verdict_report(self) -> dict[str, Any] | None:
         if not self.brief.hypothesis:
