@@ -2,7 +2,8 @@
 
 The model proposes labels and numbers; the rules here decide. Code, not the
 model, reads amounts out of quotes and converts them to the brief's unit; a
-number the model proposes that its quote does not contain is discarded. The
+number the model proposes that its quote does not state in that unit (or in
+another scale of it) is discarded with its true reason (read_figure). The
 estimate's range, its progress score, when to stop, which bound to research
 next, and a hypothesis's verdict are all computed from the evidence by rules
 written down in this file, so each can be checked with a table of cases.
@@ -11,6 +12,7 @@ Numbers used below (the worked examples are repeated as tests):
   CREDIBLE = 0.5    readings and stances below this confidence never move anything
   TRIM = 0.1        each bound trims the outer 10 % of credible weight
   PLAUSIBLE = 10    a positive estimate ignores lone readings 10x outside the brief's range
+  CORROBORATION = 2, ONE_SOURCE_KEEPS = 0.05   one source moves a bound by its confidence, never all the way
   SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
 """
 
