@@ -346,7 +346,8 @@ def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = 0.01) -
     if not isinstance(proposed, (int, float)) or isinstance(proposed, bool) or not math.isfinite(proposed):
         return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
     target = parse_unit(unit)
-    amounts = [(a, to_unit(a, unit)) for a in parse_amounts(quote)]
+    amounts = [(a, c if c is not None and math.isfinite(c) else None)
+               for a, c in ((a, to_unit(a, unit)) for a in parse_amounts(quote))]
     for amount, converted in amounts:
         if converted is not None and _close(proposed, converted, rel_tol):
             return Figure(proposed=proposed, value=converted, reason=None, written=amount.raw)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from daemon import judge
@@ -240,3 +240,14 @@ def test_property_a_point_needs_two_sources(raw: list[tuple[float, float, str]])
     low, high = judge.update_range((10.0, 1000.0), readings)
     if low == high:
         assert judge.credible_sources(readings) >= judge.CORROBORATION
+
+
+@given(st.one_of(st.floats(), st.integers(-10**20, 10**20)), st.text(max_size=200),
+       st.sampled_from(["USD million", "percent", "fraction", "ppb", "people", ""]))
+@example(float("9" * 300), "$" + "9" * 300 + " trillion", "USD million")   # converts to inf: no usable figure
+def test_property_read_figure_is_total(proposed: float, quote: str, unit: str) -> None:
+    """Any number against any page text: kept with a finite value, or discarded with a reason."""
+    figure = judge.read_figure(proposed, quote, unit)
+    assert (figure.value is None) == (figure.reason is not None)
+    assert figure.value is None or math.isfinite(figure.value)
+    assert figure.reason in (None, judge.NOT_IN_QUOTE) or figure.reason.startswith(judge.OTHER_UNIT + " (")
