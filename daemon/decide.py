@@ -270,7 +270,8 @@ class LoopState:
     remaining: dict[str, Any] = field(default_factory=dict)  # budgets left: rounds, tokens, seconds, pages
     plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
     estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
-    numbers_discarded: int = 0           # numbers the model proposed that its quote does not contain
+    numbers_discarded: int = 0           # numbers the model proposed that code discarded (judge.read_figure)
+    figures_discarded: dict[str, int] = field(default_factory=dict)  # the same, counted by their reason
     distrusted: dict[str, str] = field(default_factory=dict)  # url → why: pages caught carrying an injection
 
     def open_gaps(self) -> list[Gap]:

@@ -2,7 +2,8 @@
 
 The model proposes labels and numbers; the rules here decide. Code, not the
 model, reads amounts out of quotes and converts them to the brief's unit; a
-number the model proposes that its quote does not contain is discarded. The
+number the model proposes that its quote does not state in that unit (or in
+another scale of it) is discarded with its true reason (read_figure). The
 estimate's range, its progress score, when to stop, which bound to research
 next, and a hypothesis's verdict are all computed from the evidence by rules
 written down in this file, so each can be checked with a table of cases.
@@ -11,7 +12,9 @@ Numbers used below (the worked examples are repeated as tests):
   CREDIBLE = 0.5    readings and stances below this confidence never move anything
   TRIM = 0.1        each bound trims the outer 10 % of credible weight
   PLAUSIBLE = 10    a positive estimate ignores lone readings 10x outside the brief's range
-  TARGET_SOURCES = 2   a range meets its target only with 2 independent credible sources inside it
+  CORROBORATION = 2   independent credible sources: only they narrow a bound to the evidence, and a
+                      range meets its target only with that many inside it
+  ONE_SOURCE_KEEPS = 0.05   one source moves a bound by its confidence, never all the way
   SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
 """
 
@@ -22,7 +25,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 # ----------------------------------------------------------------- amounts
 
@@ -38,6 +41,28 @@ _SYMBOLS: dict[str, str] = {
     "US$": "USD", "A$": "AUD", "AU$": "AUD", "C$": "CAD", "CA$": "CAD", "NZ$": "NZD",
     "HK$": "HKD", "S$": "SGD", "$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR",
 }
+# Ratios: shares written per hundred, per thousand, per ten thousand, per million, per billion,
+# or as the bare fraction. "23 percent" is 0.23 as a fraction: one quantity in another scale.
+RATIOS: dict[str, float] = {
+    "fraction": 1.0, "percent": 1e-2, "permille": 1e-3, "basis points": 1e-4, "ppm": 1e-6, "ppb": 1e-9,
+}
+# Bare "bp" is left out on purpose: "7 BP shares" is a company.
+_RATIO_TEXT = (r"%|percent\b|per\s?cent\b|pct\b|‰|per\s?mille\b|basis\s+points?\b|"
+               r"ppm\b|ppb\b|parts\s+per\s+million\b|parts\s+per\s+billion\b")
+
+
+def _ratio_name(text: str) -> str:
+    """The RATIOS key for a ratio marker as written ("%", "per cent", "bps", "parts per million")."""
+    t = " ".join(text.lower().split())
+    if t in ("%", "pct") or t.startswith("per") and "cent" in t:
+        return "percent"
+    if t == "‰" or t.startswith("per") and "mille" in t:
+        return "permille"
+    if t.startswith("basis"):
+        return "basis points"
+    return "ppm" if t == "ppm" or t.endswith("million") else "ppb"
+
+
 _CODES = ("USD", "EUR", "GBP", "JPY", "CNY", "INR", "CHF", "AUD", "CAD", "NZD", "HKD", "SGD")
 # Bare "pounds" is left out on purpose: it is as often a weight as a currency.
 _WORDS: dict[str, str] = {
@@ -70,7 +95,7 @@ _AMOUNT = re.compile(
     (?P<ordinal>(?:st|nd|rd|th)\b)?
     (?:\s?(?P<scale>thousands?|millions?|billions?|trillions?|mln|mn|bln|bn|trn|tn)\b
        |(?P<short>[kmb])(?![a-z]))?
-    (?:\s?(?P<pct>%|percent\b|per\s?cent\b|pct\b))?
+    (?:\s?(?P<pct>{_RATIO_TEXT}))?
     (?:\s(?P<word>{_alternation(_WORDS)}|{"|".join(_CODES)})\b)?
     """,
     re.IGNORECASE | re.VERBOSE,
@@ -100,6 +125,7 @@ class Amount:
     span: tuple[int, int]
     raw: str
     qualifier: str | None = None  # "about", "up to", "at least", ... as written before it
+    ratio: str | None = None      # a RATIOS key when a ratio marker follows ("percent" for "%")
 
 
 def _number(text: str) -> float:
@@ -139,11 +165,12 @@ def parse_amounts(text: str) -> list[Amount]:
             currency = _WORDS.get(word, word.upper())
         scale = m.group("scale") or m.group("short")
         qual = _QUALIFIER.search(masked[max(0, m.start() - 24):m.start()])
+        ratio = _ratio_name(m.group("pct")) if m.group("pct") else None
         found.append(Amount(
             value=value, currency=currency,
             scale_word=_SCALE_WORDS[scale.lower()] if scale else None,
-            percent=bool(m.group("pct")), span=(m.start(), m.end()), raw=text[m.start():m.end()],
-            qualifier=" ".join(qual.group(1).lower().split()) if qual else None,
+            percent=ratio == "percent", span=(m.start(), m.end()), raw=text[m.start():m.end()],
+            qualifier=" ".join(qual.group(1).lower().split()) if qual else None, ratio=ratio,
         ))
     return _share_across_ranges(masked, found)
 
@@ -159,8 +186,8 @@ def _share_across_ranges(text: str, amounts: list[Amount]) -> list[Amount]:
             continue
         if _YEAR.fullmatch(a.raw.strip()):  # "rose in 2024 to $2.27 billion": a year, not an end of a range
             continue
-        if a.scale_word is None and not a.percent:
-            a = replace(a, scale_word=b.scale_word, percent=b.percent)
+        if a.scale_word is None and a.ratio is None:
+            a = replace(a, scale_word=b.scale_word, percent=b.percent, ratio=b.ratio)
         if a.currency is None and (a.scale_word or b.currency):
             a = replace(a, currency=b.currency)
         if b.currency is None and b.scale_word:
@@ -174,6 +201,7 @@ class Unit:
     currency: str | None
     scale: float
     percent: bool
+    ratio: str | None = None  # a RATIOS key: "percent", "fraction", "ppm", ...
 
 
 _UNIT_SYMBOL = re.compile("|".join(re.escape(s) for s in sorted(_SYMBOLS, key=len, reverse=True)))
@@ -181,9 +209,18 @@ _UNIT_SYMBOL = re.compile("|".join(re.escape(s) for s in sorted(_SYMBOLS, key=le
 
 @lru_cache(maxsize=256)
 def parse_unit(unit: str) -> Unit:
-    """A brief's free-text unit: "USD million", "EUR bn", "$m", "percent", "million people"."""
+    """A brief's free-text unit: "USD million", "EUR bn", "$m", "percent", "fraction", "ppb",
+    "million people"."""
     text = " ".join(unit.split())
     percent = bool(re.search(r"%|\bper\s?cent|\bpct\b|\bpercentage\b", text, re.I))
+    ratio = "percent" if percent else None
+    if ratio is None and re.search(r"\b(?:fraction|share|proportion|ratio)\b", text, re.IGNORECASE):
+        ratio = "fraction"
+    if ratio is None:
+        marker = re.search(rf"(?<!\w)(?:{_RATIO_TEXT})", text, re.IGNORECASE)
+        ratio = _ratio_name(marker.group(0)) if marker else None
+    if ratio is not None:  # "parts per million" is a ratio, not a scale
+        return Unit(currency=None, scale=1.0, percent=percent, ratio=ratio)
     currency = None
     symbol = _UNIT_SYMBOL.search(text)
     code = re.search(rf"\b({'|'.join(_CODES)})\b", text, re.I)
@@ -211,7 +248,10 @@ def _tidy(x: float) -> float:
 def to_unit(amount: Amount, unit: str) -> float | None:
     """`amount` in the brief's `unit`, or None when it cannot be that.
 
-    A percent only converts to a percent unit (and back). A currency other than the unit's
+    Ratios convert among themselves: "23 percent" is 0.23 in a fraction unit, "7.6 ppm" is
+    7600 in ppb. A ratio never converts to a non-ratio unit (nor money to a ratio). A bare
+    number converts to a ratio unit as written, except to percent: a bare "23" beside a
+    percent is as often a count, and a quote that means percent writes the sign. A currency other than the unit's
     gives None (no exchange rates offline); so does any currency into a unit without one
     ("$5 million" is not a number of people). An amount with no currency converts to a money
     unit only when it has a scale word ("430 million"): a bare "2025" or "7" is not money.
@@ -219,8 +259,11 @@ def to_unit(amount: Amount, unit: str) -> float | None:
     target = parse_unit(unit)
     if not math.isfinite(amount.value):
         return None
-    if amount.percent or target.percent:
-        return amount.value if amount.percent and target.percent else None
+    if amount.ratio is not None or target.ratio is not None:
+        if amount.ratio is not None and target.ratio is not None:
+            return _tidy(amount.value * RATIOS[amount.ratio] / RATIOS[target.ratio])
+        bare = amount.ratio is None and amount.currency is None and amount.scale_word is None
+        return _tidy(amount.value) if bare and target.ratio not in (None, "percent") else None
     if amount.currency is not None and amount.currency != target.currency:
         return None
     if target.currency is not None and amount.currency is None and amount.scale_word is None:
@@ -232,15 +275,126 @@ def to_unit(amount: Amount, unit: str) -> float | None:
 def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = 0.01) -> bool:
     """True when some amount in `quote`, converted to `unit`, equals `value` within rel_tol.
 
-    The loop keeps a number the model proposes only when this holds; otherwise the number
-    is discarded and counted (the model may read, not invent)."""
+    read_figure's first test; read_figure also converts a figure copied in another scale and
+    says why a discarded one was discarded."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
-    for amount in parse_amounts(quote):
-        converted = to_unit(amount, unit)
-        if converted is not None and math.isclose(converted, value, rel_tol=rel_tol, abs_tol=1e-12):
-            return True
-    return False
+    return any(converted is not None and _close(value, converted, rel_tol)
+               for converted in (to_unit(a, unit) for a in parse_amounts(quote)))
+
+
+NOT_IN_QUOTE = "not in its quote"
+OTHER_UNIT = "in another unit"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A number the model proposed for an estimate, checked against its quote by code.
+
+    Kept: `value` is the figure in the brief's unit (code's conversion of the amount the quote
+    writes, whatever scale the model copied it in) and `reason` is None. Discarded: `value`
+    is None and `reason` is the true one: NOT_IN_QUOTE when no amount in the quote is that
+    number, or "in another unit (USD)" when the quote states it, but in a unit that does not
+    convert to the brief's (no exchange rates offline; money is not a percent). `written` is
+    the amount as the quote writes it ("US$0.43bn"), when one was found."""
+
+    proposed: float
+    value: float | None
+    reason: str | None
+    written: str | None = None
+
+
+def _unit_words(amount: Amount) -> str:
+    """What unit an amount is written in, for a discard reason: "USD", "percent", "no unit"."""
+    if amount.ratio is not None:
+        return amount.ratio
+    if amount.currency is not None:
+        return amount.currency
+    return f"{amount.scale_word}, no currency" if amount.scale_word else "no unit"
+
+
+def _as_written(amount: Amount, unit: Unit) -> tuple[float, ...]:
+    """The numbers a reader may copy for `amount`: as written (0.43 of "US$0.43bn"), in full
+    (430,000,000), or in the unit's scale ignoring currency and ratio (430 for "million")."""
+    full = amount.value * (SCALES[amount.scale_word] if amount.scale_word else 1.0)
+    return (amount.value, full, full / unit.scale)
+
+
+def _in_any_scale(amount: Amount, unit: Unit) -> tuple[float, ...]:
+    """_as_written, and the full amount in every scale word (430 for "US$0.43bn" in millions):
+    what makes a discarded figure one the quote states, in another unit."""
+    full = amount.value * (SCALES[amount.scale_word] if amount.scale_word else 1.0)
+    return _as_written(amount, unit) + tuple(full / s for s in SCALES.values())
+
+
+def _close(a: float, b: float, rel_tol: float) -> bool:
+    return math.isfinite(b) and math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12)
+
+
+def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = 0.01) -> Figure:
+    """Check a number the model proposed against its quote: keep it in the brief's unit or
+    say truly why not.
+
+    In order, the first that holds:
+    1. An amount in the quote, converted to `unit`, is the number: kept as is.
+    2. The number is an amount of the quote as written, in another scale of the same unit
+       (0.43 for "US$0.43bn" in USD million, 23 for "23 percent" in a fraction): kept,
+       converted by code (430, 0.23). A figure is never discarded for its scale.
+    3. The number is an amount of the quote, as written or in any scale word, that does not
+       convert to `unit` (0.43 or 430 for "US$0.43bn" in a brief in percent): discarded,
+       "in another unit (USD)".
+    4. Otherwise: discarded, NOT_IN_QUOTE (the model may read, not invent).
+    """
+    if not isinstance(proposed, (int, float)) or isinstance(proposed, bool) or not math.isfinite(proposed):
+        return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
+    target = parse_unit(unit)
+    amounts = [(a, c if c is not None and math.isfinite(c) else None)
+               for a, c in ((a, to_unit(a, unit)) for a in parse_amounts(quote))]
+    for amount, converted in amounts:
+        if converted is not None and _close(proposed, converted, rel_tol):
+            return Figure(proposed=proposed, value=converted, reason=None, written=amount.raw)
+    for amount, converted in amounts:
+        if converted is not None and any(_close(proposed, x, rel_tol) for x in _as_written(amount, target)):
+            return Figure(proposed=proposed, value=converted, reason=None, written=amount.raw)
+    for amount, converted in amounts:
+        if converted is None and any(_close(proposed, x, rel_tol) for x in _in_any_scale(amount, target)):
+            return Figure(proposed=proposed, value=None, reason=f"{OTHER_UNIT} ({_unit_words(amount)})",
+                          written=amount.raw)
+    return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
+
+
+def discard_reason(proposed: float, quote: str, unit: str) -> str | None:
+    """Why a proposed number is discarded (see read_figure), or None when it is kept."""
+    return read_figure(proposed, quote, unit).reason
+
+
+NO_USABLE_FIGURES = "no_usable_figures"
+
+
+def discarded_text(discarded: Mapping[str, int]) -> str:
+    """'7 figures discarded: 5 in another unit (USD), 2 not in its quote' (most common first)."""
+    total = sum(discarded.values())
+    if not total:
+        return "no figure was discarded"
+    parts = [f"{n} {reason}" for reason, n in sorted(discarded.items(), key=lambda kv: (-kv[1], kv[0])) if n]
+    return f"{total} figure{'s' if total != 1 else ''} discarded: " + ", ".join(parts)
+
+
+def no_usable_figures(kept: int, discarded: Mapping[str, int], unit: str) -> str | None:
+    """The report's sentence when an estimate ends without one figure in the brief's unit, or None.
+
+    `kept` counts the evidence items that carry a figure in `unit`; `discarded` counts the
+    figures the model proposed that code discarded, by reason (read_figure). With none kept,
+    the range cannot have moved, so no stop reason that speaks of the range (converged,
+    target_reached) is true: the brief stops as NO_USABLE_FIGURES and says why in words.
+    """
+    if kept > 0:
+        return None
+    head = f"No usable figure in {unit} was found, so the range is the brief's initial range, unchanged"
+    if not sum(discarded.values()):
+        return f"{head}: no source stated a figure for it."
+    text = discarded_text(discarded)
+    return f"{head}. {text[0].upper()}{text[1:]}."
 
 
 # ----------------------------------------------------------------- source tiers
@@ -284,6 +438,10 @@ def tier_confidence(tier: str | None, model_confidence: float) -> float:
 IMPACTS = ("narrows_low", "narrows_high", "narrows_both", "widens", "neutral")
 TRIM = 0.1
 PLAUSIBLE = 10.0
+CORROBORATION = 2  # independent sources at a bound before the evidence alone sets it
+# The least share of its initial distance an uncorroborated bound keeps: 1 - the highest tier
+# cap (a regulator's 0.95), so even a confidence of 1.0 cannot make one source a certainty.
+ONE_SOURCE_KEEPS = 1 - max(TIER_CAPS.values())
 
 
 @dataclass(frozen=True)
@@ -310,6 +468,7 @@ class _Weighted:
     source: str
     speaks_low: bool
     speaks_high: bool
+    confidence: float = 0.0
 
 
 def _confidence(c: float) -> float:
@@ -336,7 +495,7 @@ def _credible(readings: Sequence[Reading], initial: tuple[float, float] | None =
         c = _confidence(r.confidence)
         impact = r.impact if r.impact in IMPACTS else "narrows_both"
         out.append(_Weighted(lo, hi, c * c / per_source[r.source], r.source,
-                             impact != "narrows_high", impact != "narrows_low"))
+                             impact != "narrows_high", impact != "narrows_low", c))
     return out
 
 
@@ -392,6 +551,15 @@ def update_range(initial: tuple[float, float], readings: Sequence[Reading]) -> t
        range with more than that widens it.
     5. A bound with no evidence keeps its initial value; if the two then cross, the side
        without evidence follows the other; if both had evidence, they are swapped.
+    6. One source is not corroboration (seed 1: "only narrow where evidence supports it").
+       A bound that fewer than CORROBORATION (2) independent sources speak to keeps part of
+       its distance to the initial bound: with one source of confidence c it moves
+       from the initial bound towards the evidence by c, keeping (1 - c), at least
+       ONE_SOURCE_KEEPS (0.05), of the way: bound = evidence + (1 - c) x (initial - evidence),
+       only on the side where the initial bound lies beyond the evidence. So one credible
+       reading draws the range towards it but never collapses it to a point: an industry
+       figure of 97 (0.7) in a 10..1000 range gives 70.9..367.9; a second independent
+       source at 97 corroborates it and the range becomes 97..97.
 
     No credible evidence: the initial range, unchanged. The result does not depend on the
     order of `readings`; raising an in-range reading's confidence only draws the bounds
@@ -418,7 +586,25 @@ def update_range(initial: tuple[float, float], readings: Sequence[Reading]) -> t
             lo = hi
         else:
             lo, hi = hi, lo
+    keep_lo = _uncorroborated_share([w for w in weighted if w.speaks_low])
+    keep_hi = _uncorroborated_share([w for w in weighted if w.speaks_high])
+    if init_lo < lo:
+        lo = min(lo, max(init_lo, (1 - keep_lo) * lo + keep_lo * init_lo))  # a convex mix: no overflow
+    if hi < init_hi:
+        hi = max(hi, min(init_hi, (1 - keep_hi) * hi + keep_hi * init_hi))
     return (lo, hi)
+
+
+def _uncorroborated_share(side: Sequence[_Weighted]) -> float:
+    """How much of its distance to the initial bound a bound keeps (update_range, step 6):
+    0 when CORROBORATION independent sources speak to it, 1 - c for one source (its most
+    confident reading, at least ONE_SOURCE_KEEPS), 1 with no evidence."""
+    sources = {w.source for w in side}
+    if len(sources) >= CORROBORATION:
+        return 0.0
+    if not sources:
+        return 1.0
+    return max(ONE_SOURCE_KEEPS, 1 - max(w.confidence for w in side))
 
 
 def credible_sources(readings: Sequence[Reading]) -> int:
@@ -562,7 +748,7 @@ def plateau(scores: Sequence[float], min_gain: float = PLATEAU_GAIN, window: int
     return max(recent) - min(recent) < min_gain
 
 
-TARGET_SOURCES = 2  # independent credible sources inside a range before it can count as the answer
+TARGET_SOURCES = CORROBORATION  # a range counts as the answer only with this many independent credible sources inside it
 
 
 def target_met(

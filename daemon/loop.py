@@ -151,6 +151,7 @@ class Research:
                 queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
                 if not queries:
                     reason = decide.EXHAUSTED
+            reason = self.policy.settle(facts, reason)
             self.state.next_action, self.state.why = decide.next_action(self.state, reason)
             if reason is not None:
                 self.state.stop_reason = reason
@@ -465,12 +466,15 @@ class Research:
             number = getattr(item, name)
             if number is None:
                 continue
-            if judge.number_in_quote(number, quote, unit):
-                kept[name] = number
+            figure = judge.read_figure(number, quote, unit)
+            if figure.value is not None:
+                kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
             else:
+                reason = figure.reason or judge.NOT_IN_QUOTE
                 self.state.numbers_discarded += 1
-                self.events.emit("evidence_skipped", round=round_no, reason="number not in its quote",
-                                 proposed=number, field=name, quote=quote[:200])
+                self.state.figures_discarded[reason] = self.state.figures_discarded.get(reason, 0) + 1
+                self.events.emit("evidence_skipped", round=round_no, reason=f"number {reason}",
+                                 proposed=number, field=name, written=figure.written, quote=quote[:200])
         if "value" in kept:
             row["low"] = row["high"] = kept["value"]
         elif "low" in kept or "high" in kept:

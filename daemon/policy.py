@@ -70,6 +70,7 @@ def stop_head(reason: str | None, state: LoopState, limits: Limits, usage: Usage
         decide.GAPS_CLOSED: "every open question of the plan was answered",
         decide.MAX_ROUNDS: "the round limit",
         decide.EXHAUSTED: "no new search query was left to try",
+        judge.NO_USABLE_FIGURES: "no source gave a usable figure in the brief's unit",
     }
     return f"{when}: {words.get(reason or '', reason or 'no reason was recorded')}"
 
@@ -90,6 +91,11 @@ class Policy:
     def stop_reason(self, facts: Facts) -> str | None:
         """The one stop rule (decide.stop_reason), fed with what this kind knows."""
         return decide.stop_reason(facts.state, facts.limits, facts.usage, self.progress(facts))
+
+    def settle(self, facts: Facts, reason: str | None) -> str | None:
+        """The stop reason as the report states it, once the rounds stop for `reason` (the stop
+        rule's, or the loop's `exhausted`): a kind may name what its answer lacks instead."""
+        return reason
 
     def aimed_queries(self, facts: Facts) -> Aim:
         return Aim()
@@ -204,6 +210,22 @@ class EstimatePolicy(Policy):
         return (f"COMPUTED RANGE: {low:g} to {high:g} {self.est.unit} (computed by rule from the "
                 f"evidence; state this range, do not invent another)")
 
+    def settle(self, facts: Facts, reason: str | None) -> str | None:
+        """`no_usable_figures` when sources did state figures but none in the brief's unit was kept:
+        the range never moved, and that, not the round count or a flat score, is why. A spent
+        budget stays the reason (it is what stopped the rounds, and it is true), and so does the
+        rule's reason when no figure was proposed at all (`stalled`: nothing was found; the
+        estimate's note still says no source stated a figure)."""
+        discarded = sum(facts.state.figures_discarded.values())
+        if (reason is not None and reason != decide.BUDGET and facts.state.round >= 1 and discarded
+                and self.figures_note(facts)):
+            return judge.NO_USABLE_FIGURES
+        return reason
+
+    def figures_note(self, facts: Facts) -> str | None:
+        """judge.no_usable_figures for this brief: the sentence when no figure in its unit was kept."""
+        return judge.no_usable_figures(len(facts.readings), facts.state.figures_discarded, self.est.unit)
+
     def estimate_block(self, facts: Facts) -> dict[str, Any] | None:
         est = self.est
         low, high = self.current_range(facts.state)
@@ -215,6 +237,8 @@ class EstimatePolicy(Policy):
             "progress_score": round(self.score((low, high)), 4),
             "history": list(facts.state.estimate_history),
             "numbers_discarded": facts.state.numbers_discarded,
+            "discarded_reasons": dict(facts.state.figures_discarded),
+            "note": self.figures_note(facts),
         }
 
     def sides(self, evidence: Sequence[dict[str, Any]], estimate: dict[str, Any] | None) -> dict[str, Any] | None:

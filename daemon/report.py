@@ -461,6 +461,16 @@ def _md_summary(summary: str, known: set[int], links: frozenset[str]) -> str:
     return "\n".join(out).strip("\n")
 
 
+def _discarded_rows(estimate: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The estimate's discarded figures as (reason, count) rows, most first, with their total."""
+    reasons = [(str(k), v) for k, v in _dict(estimate.get("discarded_reasons")).items()
+               if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    if not reasons:
+        return []
+    reasons.sort(key=lambda kv: (-kv[1], kv[0]))
+    return [(reason, str(n)) for reason, n in reasons] + [("Total", str(sum(n for _, n in reasons)))]
+
+
 def _md_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -617,6 +627,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += _md_table(("", f"Range ({unit})" if unit else "Range"), rows) + [""]
         if estimate.get("progress_score") is not None:
             lines += [f"**Progress score:** {_md_num(estimate.get('progress_score'))}", ""]
+        if estimate.get("note"):
+            lines += [f"> **Note:** {md_escape(estimate.get('note'))}", ""]
+        discarded = _discarded_rows(estimate)
+        if discarded:
+            lines += ["**Discarded figures**", ""]
+            lines += _md_table(("Reason", "Figures"), [(md_escape(r), md_escape(n)) for r, n in discarded]) + [""]
         history = [_dict(step) for step in _list(estimate.get("history"))]
         if history:
             lines += _md_table(
@@ -858,6 +874,12 @@ def render_html(report: Mapping[str, Any]) -> str:
         parts.append(_html_table(("", f"Range ({unit})" if unit else "Range"), rows))
         if estimate.get("progress_score") is not None:
             parts.append(f"<p><strong>Progress score:</strong> {_e(_num(estimate.get('progress_score')))}</p>")
+        if estimate.get("note"):
+            parts.append(f'<div class="note"><strong>Note:</strong> {_e(estimate.get("note"))}</div>')
+        discarded = _discarded_rows(estimate)
+        if discarded:
+            parts.append("<p><strong>Discarded figures</strong></p>")
+            parts.append(_html_table(("Reason", "Figures"), [(_e(r), _e(n)) for r, n in discarded]))
         history = [_dict(step) for step in _list(estimate.get("history"))]
         if history:
             parts.append(_html_table(

@@ -230,20 +230,27 @@ def test_one_source_cannot_outvote_others_by_repeating_itself() -> None:
 
 def test_a_lone_implausible_reading_is_dropped_but_two_sources_count() -> None:
     """A brief whose unit was wrong by a factor of a million is rescued by corroboration."""
-    assert judge.update_range((100, 2000), [_r(430, 0.9, "a"), _r(5e8, 0.9, "b")]) == (430, 430)
+    alone = judge.update_range((100, 2000), [_r(430, 0.9, "a")])
+    assert judge.update_range((100, 2000), [_r(430, 0.9, "a"), _r(5e8, 0.9, "b")]) == alone
     moved = judge.update_range((100, 2000), [_r(4.3e8, 0.9, "a"), _r(4.5e8, 0.9, "b")])
     assert moved == (4.3e8, 4.5e8)
 
 
+def _two(value: float, confidence: float, impact: str = "narrows_both", name: str = "a") -> list[Reading]:
+    """The same reading from two independent sources: corroborated (update_range, step 6)."""
+    return [_r(value, confidence, f"{name}1", impact), _r(value, confidence, f"{name}2", impact)]
+
+
 @pytest.mark.parametrize("readings, expected", [
-    ([_r(500, 0.9, "a", "narrows_low")], (500, 2000)),           # "at least 500": the high is untouched
-    ([_r(300, 0.9, "a", "narrows_high")], (100, 300)),           # "up to 300"
-    ([_r(3000, 0.9, "a", "narrows_low")], (3000, 3000)),         # beyond the high: it follows
-    ([_r(50, 0.9, "a", "narrows_high")], (50, 50)),
-    ([_r(500, 0.9, "a", "narrows_low"), _r(300, 0.9, "b", "narrows_high")], (300, 500)),  # crossed: swapped
-    ([Reading(450, 410, 0.9, "narrows_both", "a", 1)], (410, 450)),  # a reading given upside down
-    ([_r(float("nan"), 0.9, "a"), _r(430, 0.9, "b")], (430, 430)),
-    ([Reading(None, None, 0.9, "narrows_both", "a", 1), _r(430, 0.9, "b")], (430, 430)),  # type: ignore[arg-type]
+    (_two(500, 0.9, "narrows_low"), (500, 2000)),                # "at least 500": the high is untouched
+    (_two(300, 0.9, "narrows_high"), (100, 300)),                # "up to 300"
+    (_two(3000, 0.9, "narrows_low"), (3000, 3000)),              # beyond the high: it follows
+    (_two(50, 0.9, "narrows_high"), (50, 50)),
+    (_two(500, 0.9, "narrows_low") + _two(300, 0.9, "narrows_high", "b"), (300, 500)),  # crossed: swapped
+    ([Reading(450, 410, 0.9, "narrows_both", "a", 1), Reading(450, 410, 0.9, "narrows_both", "b", 1)],
+     (410, 450)),                                                # a reading given upside down
+    ([_r(float("nan"), 0.9, "a")] + _two(430, 0.9, name="b"), (430, 430)),
+    ([Reading(None, None, 0.9, "narrows_both", "a", 1)] + _two(430, 0.9, name="b"), (430, 430)),  # type: ignore[arg-type]
 ])
 def test_bounds_and_sides(readings: list[Reading], expected: tuple[float, float]) -> None:
     assert judge.update_range((100, 2000), readings) == expected

@@ -221,3 +221,26 @@ def test_the_readme_lists_the_stop_reasons_in_the_rules_order() -> None:
     paragraph = readme[readme.index("**When it stops.**"):].split("\n\n")[0]
     named = [name for name in re.findall(r"`([a-z_]+)`", paragraph) if name in decide.STOP_ORDER]
     assert list(dict.fromkeys(named)) == list(decide.STOP_ORDER), paragraph
+
+
+@pytest.mark.parametrize("discarded,readings,reason,expected", [
+    # figures were stated, none in the brief's unit: that is why, whatever flat score or round cap fired
+    ({"in another unit (USD)": 6}, [], decide.CONVERGED, judge.NO_USABLE_FIGURES),
+    ({"in another unit (USD)": 6}, [], decide.MAX_ROUNDS, judge.NO_USABLE_FIGURES),
+    ({"not in its quote": 2}, [], decide.EXHAUSTED, judge.NO_USABLE_FIGURES),
+    # a spent budget is what stopped the rounds, and it is true
+    ({"in another unit (USD)": 6}, [], decide.BUDGET, decide.BUDGET),
+    # nothing was proposed at all: the rule's reason stands (the note says no source stated a figure)
+    ({}, [], decide.STALLED, decide.STALLED),
+    # a figure was kept: the range moved, so the rule's reason is about it
+    ({"in another unit (USD)": 1}, TWO_AGREE, decide.CONVERGED, decide.CONVERGED),
+    # not stopping is never relabelled
+    ({"in another unit (USD)": 6}, [], None, None),
+])
+def test_an_estimate_without_a_usable_figure_says_so_as_its_stop_reason(
+        discarded: dict[str, int], readings: list[Reading], reason: str | None, expected: str | None) -> None:
+    state = LoopState(phase="rounds", round=2, figures_discarded=dict(discarded))
+    facts = Facts(state=state, limits=LIMITS, usage=NO_USE, readings=readings)
+    assert policy_for(brief(estimate=BAND)).settle(facts, reason) == expected
+    if expected == judge.NO_USABLE_FIGURES:
+        assert "usable figure" in policy_for(brief(estimate=BAND)).explain_stop(facts, expected)
