@@ -424,7 +424,9 @@ class Research:
                     f"For each item give the figure it states, in {unit} (value, or low and high), how it "
                     f"moves the ESTIMATE (impact) and the source's tier.")
         if self.brief.hypothesis:
-            return (f"CLAIM: {planner.one_line(self.brief.hypothesis.claim, 500)}",
+            contract = self.brief.hypothesis.contract
+            measured = f" (measured as: {planner.one_line(contract.describe(), 300)})" if contract else ""
+            return (f"CLAIM: {planner.one_line(self.brief.hypothesis.claim, 500)}{measured}",
                     "For each item say whether it supports or contradicts the CLAIM (stance), and the "
                     "source's tier.")
         return "", ""
@@ -436,12 +438,16 @@ class Research:
         return page.title if page and page.title else url
 
     def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
-        """The model's labels, checked: numbers must appear in the quote; confidence follows the tier."""
+        """The model's labels, checked: numbers must appear in the quote; the tier is capped
+        (judge.capped_tier) and confidence follows it; under a contract the stance is the quote's
+        figures' (judge.quote_stance), not the model's."""
         if self.kind == "plain":
             return
-        row["confidence"] = judge.tier_confidence(item.tier, item.confidence)
+        row["tier"] = judge.capped_tier(row["url"], item.tier, self.svc.settings.source_tiers)
+        row["confidence"] = judge.tier_confidence(row["tier"], item.confidence)
         if self.kind == "hypothesis":
-            row["stance"] = item.stance or "neutral"
+            contract = self.brief.hypothesis.contract
+            row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
             return
         unit = self.brief.estimate.unit
         kept: dict[str, float] = {}
@@ -628,11 +634,16 @@ class Research:
     def verdict_report(self) -> dict[str, Any] | None:
         if not self.brief.hypothesis:
             return None
-        stances = [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
-                                tier=e["tier"], domain=e["url"])
-                   for e in self.store.evidence(self.run_id)]
-        result = judge.verdict(stances)
+        evidence = self.store.evidence(self.run_id)
+        contract = self.brief.hypothesis.contract
+        if contract is not None:
+            result = judge.contract_verdict(contract, [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=e["url"])
+                                                       for e in evidence])
+        else:
+            result = judge.verdict([judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
+                                                 tier=e["tier"], domain=e["url"]) for e in evidence])
         return {"value": result.value, "rule": result.rule, "evidence_level": result.evidence_level,
+                "contract": contract.describe() if contract else None,
                 "claim": self.brief.hypothesis.claim,
                 "support": round(result.support, 3), "contradiction": round(result.contradiction, 3)}
 
