@@ -817,7 +817,8 @@ EVIDENCE_LEVEL_MEANING: dict[str, str] = {
                "contradicts); no figure was checked against a target. Treat it as a lead to verify, not "
                "a finding. Give the hypothesis a metric, comparator, target and unit for a computed verdict."),
 }
-MEETS, FAILS, UNDECIDED, RESTATES, EARLIER = "meets", "fails", "undecided", "restates the target", "earlier value"
+MEETS, FAILS, UNDECIDED = "meets", "fails", "undecided"
+RESTATES, EARLIER, THRESHOLD = "restates the target", "earlier value", "a threshold named"
 
 
 @dataclass(frozen=True)
@@ -849,7 +850,7 @@ class Figure:
     high: float
     low_open: bool
     high_open: bool
-    outcome: str  # meets | fails | undecided | restates the target | earlier value
+    outcome: str  # meets | fails | undecided | restates the target | earlier value | a threshold named
 
 
 @dataclass(frozen=True)
@@ -878,8 +879,13 @@ _STRICT_LOWER = (r"above|over|more\s+than|greater\s+than|higher\s+than|exceed(?:
 _CLOSED_LOWER = r"at\s+least|no\s+less\s+than|not\s+less\s+than|upwards\s+of|a\s+minimum\s+of"
 _BOUND = re.compile(rf"(?<!\w)(?:(?P<su>{_STRICT_UPPER})|(?P<cu>{_CLOSED_UPPER})|(?P<sl>{_STRICT_LOWER})|"
                     rf"(?P<cl>{_CLOSED_LOWER}))\s*$", re.IGNORECASE)
-# "fell from 14.2 ppb to 4.6 ppb", "down from 14.2 ppb": the figure after "from" is what it was.
-_FROM = re.compile(r"(?<!\w)from\s*$", re.IGNORECASE)
+# "fell from 14.2 ppb to 4.6 ppb", "down from 14.2 ppb", "compared with 14.2 ppb": what it was.
+_FROM = re.compile(r"(?<!\w)(?:from|compared\s+(?:with|to)|previously|formerly)\s*$", re.IGNORECASE)
+# "the 15 ppb action level", "an action level of 15 ppb": a threshold named, not a measurement.
+_THRESHOLD_WORDS = (r"action\s+levels?|limits?|targets?|thresholds?|standards?|goals?|benchmarks?|guidelines?|"
+                    r"caps?|ceilings?")
+_THRESHOLD_AFTER = re.compile(rf"\s*(?:[\w-]+\s+){{0,2}}?(?:{_THRESHOLD_WORDS})\b", re.IGNORECASE)
+_THRESHOLD_BEFORE = re.compile(rf"(?<!\w)(?:{_THRESHOLD_WORDS})\s+(?:of|is|was|at|set\s+at)\s*$", re.IGNORECASE)
 # Units with a spelled-out form: "7.6 parts per billion" is 7.6 ppb.
 _UNIT_NAMES: tuple[tuple[str, ...], ...] = (
     ("ppb", "parts per billion", "parts-per-billion"), ("ppm", "parts per million", "parts-per-million"),
@@ -902,13 +908,25 @@ def _stated_in(amount: Amount, quote: str, unit: str) -> float | None:
     Money and percent units: to_unit decides (a currency or a percent sign is part of the
     amount). Any other unit must be written right after the number ("7.6 ppb"), or a bare
     count ("148 homes", "2025") would be read as 148 ppb."""
+    found = _in_unit(amount, quote, unit)
+    return found[0] if found else None
+
+
+def _in_unit(amount: Amount, quote: str, unit: str) -> tuple[float, int] | None:
+    """(the amount in `unit`, where its unit ends in `quote`), or None (see _stated_in)."""
     value = to_unit(amount, unit)
     if value is None:
         return None
     target = parse_unit(unit)
     if target.currency is not None or target.percent:
-        return value
-    return value if _unit_after(unit).match(quote, amount.span[1]) else None
+        return value, amount.span[1]
+    written = _unit_after(unit).match(quote, amount.span[1])
+    return (value, written.end()) if written else None
+
+
+def _names_a_threshold(quote: str, start: int, end: int) -> bool:
+    """"the 15 ppb action level", "a limit of 15 ppb": the figure is a yardstick, not a reading."""
+    return bool(_THRESHOLD_AFTER.match(quote, end) or _THRESHOLD_BEFORE.search(quote[max(0, start - 40):start]))
 
 
 def _decide(contract: Contract, low: float, low_open: bool, high: float, high_open: bool) -> str:
@@ -942,7 +960,10 @@ def quote_figures(contract: Contract, quote: str) -> tuple[Figure, ...]:
     """Every figure `quote` states in the contract's unit, each judged against the contract.
 
     Read by code (parse_amounts), never by the model:
-    - a figure after "from" ("fell from 14.2 ppb to 4.6 ppb") is an earlier value: not judged;
+    - a figure after "from" ("fell from 14.2 ppb to 4.6 ppb"), "compared with", "previously" is
+      an earlier value: not judged;
+    - a figure that names a threshold ("the 15 ppb action level", "a limit of 15 ppb") is a
+      yardstick, not a reading: not judged;
     - a qualifier makes a bound: "below/under/less than/nearly X" allows values under X,
       "at most/up to X" up to X, "above/over/more than/exceeded X" over X, "at least X" from X;
     - a bound at the target itself ("cut lead below 5 ppb", "exceeded 5 ppb" against a 5 ppb
@@ -968,8 +989,12 @@ def quote_figures(contract: Contract, quote: str) -> tuple[Figure, ...]:
                 i += 2
                 continue
         i += 1
-        value = _stated_in(a, quote, contract.unit)
-        if value is None:
+        found = _in_unit(a, quote, contract.unit)
+        if found is None:
+            continue
+        value, unit_end = found
+        if _names_a_threshold(quote, a.span[0], unit_end):
+            figures.append(Figure(a.raw, value, value, False, False, THRESHOLD))
             continue
         if earlier:
             figures.append(Figure(a.raw, value, value, False, False, EARLIER))

@@ -446,7 +446,7 @@ class Research:
         row["tier"] = judge.capped_tier(row["url"], item.tier, self.svc.settings.source_tiers)
         row["confidence"] = judge.tier_confidence(row["tier"], item.confidence)
         if self.kind == "hypothesis":
-            contract = self.brief.hypothesis.contract
+            contract = self.brief.hypothesis.contract if self.brief.hypothesis else None
             row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
             return
         unit = self.brief.estimate.unit

@@ -21,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from daemon.judge import COMPARATORS
 from daemon.brief import (
     BUDGET_MINIMUMS,
     CONTEXT_MAX_CHARS,
@@ -41,6 +40,7 @@ from daemon.brief import (
     load_schema,
     parse_brief,
 )
+from daemon.judge import COMPARATORS
 
 SCHEMA = load_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

@@ -28,7 +28,8 @@ from daemon.judge import (
     Stance,
 )
 from daemon.report import render_html, render_markdown
-from daemon.settings import SettingsError, load_settings
+from daemon.settings import SettingsError, load_settings, settings_table
+from tests.test_settings import CONTRACT
 
 LEAD = Contract(comparator="<", target=5.0, unit="ppb", metric="90th-percentile lead level")
 ISSUE_QUOTE = "Using sequential sampling, we found a 90th-percentile lead level of 7.6 ppb."
@@ -76,6 +77,13 @@ FIGURE_RULES: list[tuple[str, str, list[tuple[str, str]]]] = [
      "contradicts", [("exceeded 5", judge.RESTATES), ("exceeded 15", judge.FAILS)]),
     ("Lead levels are now below 5 ppb, a third of what they were.", "neutral", [("below 5", judge.RESTATES)]),
     ("Every sample was at most 3 ppb.", "supports", [("at most 3", judge.MEETS)]),
+    # a threshold named is a yardstick, not a reading; "compared with X" is what it was
+    ("Lead was 4.6 ppb, below the 5 ppb action level.", "supports", [("4.6", judge.MEETS), ("5", judge.THRESHOLD)]),
+    ("Lead was 4.6 ppb, well below the federal action level of 15 ppb.", "supports",
+     [("4.6", judge.MEETS), ("15", judge.THRESHOLD)]),
+    ("Lead fell to 3.9 ppb, compared with 14.2 ppb in 2023.", "supports",
+     [("3.9", judge.MEETS), ("14.2", judge.EARLIER)]),
+    ("A 90th-percentile lead level of 7.6ppb.", "contradicts", [("7.6", judge.FAILS)]),
     # counts, years and other units are not figures in ppb
     ("We sampled 148 homes in 2025; 18% had lead lines.", "neutral", []),
     # two readings on both sides: code cannot tell which is the metric
@@ -165,7 +173,8 @@ def test_the_brief_carries_the_contract_only_when_complete() -> None:
 
 
 def test_briefd_schema_documents_the_contract() -> None:
-    out = subprocess.run([sys.executable, "-m", "daemon.cli", "schema"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-m", "daemon.cli", "schema"], capture_output=True, text=True,
+                         timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     hypothesis = json.loads(out.stdout)["properties"]["hypothesis"]
     assert set(hypothesis["properties"]) == {"claim", "metric", "comparator", "target", "unit"}
@@ -242,3 +251,36 @@ def test_a_bad_source_tiers_rule_is_named_with_its_fix(value: str, words: list[s
     for word in words:
         assert word in str(caught.value)
     assert caught.value.setting == "source_tiers"
+
+
+def test_the_readmes_worked_examples() -> None:
+    """README, "How conclusions are decided": one deterministic verdict from a contract, one
+    advisory verdict from stances, on the same four quotes."""
+    quotes = [
+        ("The 90th-percentile lead concentrations were 4.6 ppb and 3.9 ppb respectively, below the action level.",
+         "regulator", "https://deq.state.example/lakeside"),
+        (("In state compliance sampling at 60 homes, the 90th-percentile lead level fell from 14.2 ppb in 2023 "
+          "to 4.6 ppb in the second half of 2024 and 3.9 ppb in the first half of 2025."), "industry",
+         "https://lmwa.example/news"),
+        ("Lakeside's tap water now tests at 3.9 parts per billion of lead at the 90th percentile.", "news",
+         "https://ledger.example/a"),
+        (ISSUE_QUOTE, "peer_reviewed", "https://lakeside.edu/study"),
+        ("Lead levels are now below 5 ppb, a third of what they were.", "industry", "https://lmwa.example/news"),
+    ]
+    v = judge.contract_verdict(LEAD, [Quoted(*q) for q in quotes])
+    assert (v.value, v.evidence_level, v.support, v.contradiction) == ("inconclusive", DETERMINISTIC, 2.25, 0.85)
+    assert "support would decide, but a peer_reviewed source contradicts" in v.rule
+    without_study = judge.contract_verdict(LEAD, [Quoted(*q) for q in quotes if ".edu" not in q[2]])
+    assert without_study.value == "supported"
+    labelled = judge.verdict([Stance("supports", 0.9, tier, url) for _q, tier, url in quotes])
+    assert (labelled.value, labelled.evidence_level, labelled.support) == ("supported", ADVISORY, 3.05)
+    assert "4 domain(s) support (weight 3.05" in labelled.rule
+
+
+@pytest.mark.skipif(not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout (shared/)")
+def test_the_names_are_the_ones_the_contract_fixes() -> None:
+    text = CONTRACT.read_text(encoding="utf-8")
+    assert "`source_tiers`" in text
+    assert "comparator? (< <= > >= == between)" in text
+    assert "source_tiers" in {row["name"] for row in settings_table()}
+    assert " ".join(judge.COMPARATORS) in text

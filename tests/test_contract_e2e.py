@@ -17,7 +17,12 @@ from __future__ import annotations
 import pytest
 
 from daemon import judge
-from daemon.judge import ADVISORY, DETERMINISTIC, EVIDENCE_LEVEL_MEANING, MODEL_TIER_CEILING
+from daemon.judge import (
+    ADVISORY,
+    DETERMINISTIC,
+    EVIDENCE_LEVEL_MEANING,
+    MODEL_TIER_CEILING,
+)
 from tests.conftest import Workspace
 from tests.lab.corpus import TOPICS
 from tests.lab.drivers import Source, guess_tier
