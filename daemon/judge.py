@@ -12,6 +12,11 @@ Numbers used below (the worked examples are repeated as tests):
   TRIM = 0.1        each bound trims the outer 10 % of credible weight
   PLAUSIBLE = 10    a positive estimate ignores lone readings 10x outside the brief's range
   SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
+  MODEL_TIER_CEILING = "industry"   the highest tier the model's label alone gives a page
+
+A hypothesis verdict is `deterministic` only when computed from a contract (contract_verdict:
+figures read from the quotes against a target); from the model's stance labels it is
+`advisory` (verdict).
 """
 
 from __future__ import annotations
