@@ -34,6 +34,7 @@ from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
+from .judge import COMPARATORS, Contract
 from .untrusted import LONE_SURROGATE
 
 MAX_BRIEF_BYTES = 1 << 20  # 1 MiB: far above any real brief, far below trouble
@@ -74,7 +75,17 @@ TOP_FIELDS = (
     "max_searches_per_round", "budget", "search", "fetch_pages", "formats",
 )
 ESTIMATE_FIELDS = ("unit", "low", "high", "target_low", "target_high", "target_width")
-HYPOTHESIS_FIELDS = ("claim",)
+HYPOTHESIS_FIELDS = ("claim", "metric", "comparator", "target", "unit")
+# A contract is these three together (metric, a description, is optional but needs them).
+CONTRACT_FIELDS = ("comparator", "target", "unit")
+METRIC_MAX_CHARS = 200
+# How people write comparators that are not briefd's: the error suggests briefd's spelling.
+_COMPARATOR_ALIASES = {
+    "=<": "<=", "=>": ">=", "\u2264": "<=", "\u2265": ">=", "=": "==", "===": "==", "eq": "==", "lt": "<",
+    "le": "<=", "lte": "<=", "gt": ">", "ge": ">=", "gte": ">=", "range": "between", "in": "between",
+    "below": "<", "under": "<", "less than": "<", "above": ">", "over": ">", "more than": ">",
+    "at most": "<=", "at least": ">=", "equals": "==", "equal": "==",
+}
 BUDGET_FIELDS = ("llm_tokens", "seconds", "pages")
 SEARCH_FIELDS = ("categories", "engines", "language", "time_range", "include_domains", "exclude_domains")
 
@@ -118,12 +129,32 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """A claim whose verdict briefd computes from evidence by rule."""
+    """A claim whose verdict briefd computes from evidence by rule.
+
+    With a contract (comparator, target and unit; seed 2) the verdict is computed from the
+    figures code reads in the quotes and is `deterministic`; without one it weighs the
+    model's stance labels and is `advisory` (daemon/judge.py). `target` is (low, high) for
+    "between", a number otherwise."""
 
     claim: str
+    metric: str | None = None
+    comparator: str | None = None
+    target: float | tuple[float, float] | None = None
+    unit: str | None = None
+
+    @property
+    def contract(self) -> Contract | None:
+        if self.comparator is None or self.target is None or self.unit is None:
+            return None
+        return Contract(comparator=self.comparator, target=self.target, unit=self.unit, metric=self.metric or "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"claim": self.claim}
+        out: dict[str, Any] = {"claim": self.claim}
+        for name in ("metric", "comparator", "target", "unit"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = list(value) if isinstance(value, tuple) else value
+        return out
 
 
 @dataclass(frozen=True)
@@ -576,9 +607,64 @@ class _Checker:
         if not self.object(value, "hypothesis", 'like {"claim": "X causes Y"}'):
             return None
         self.unknown_keys(value, "hypothesis", HYPOTHESIS_FIELDS, "hypothesis")
+        before = len(self.problems)
         claim = self.text(value, "claim", "hypothesis.claim", CLAIM_MAX_CHARS, required=True,
                           example='"claim": "X causes Y"', too_long_fix="state the claim in one sentence")
-        return Hypothesis(claim) if claim is not None else None
+        metric = self.text(value, "metric", "hypothesis.metric", METRIC_MAX_CHARS,
+                           example='"90th-percentile lead level"', too_long_fix="name the measured quantity briefly")
+        comparator = self.comparator(value)
+        unit = self.text(value, "unit", "hypothesis.unit", UNIT_MAX_CHARS, example='"ppb"')
+        target = self.contract_target(value, comparator)
+        given = [name for name in ("metric", *CONTRACT_FIELDS) if name in value]
+        if given:
+            for name in CONTRACT_FIELDS:
+                if name not in value:
+                    self.add(f"hypothesis.{name}",
+                             f"hypothesis.{name} is required when hypothesis.{given[0]} is given: a contract needs "
+                             f'comparator, target and unit together (e.g. "comparator": "<", "target": 5, '
+                             f'"unit": "ppb"); add it, or remove {", ".join(given)} for a verdict from the '
+                             f"model's reading of the quotes (advisory)", expected=f"{name} with {given[0]}")
+        if len(self.problems) > before or claim is None:
+            return None
+        return Hypothesis(claim, metric=metric, comparator=comparator, target=target, unit=unit)
+
+    def comparator(self, value: dict[str, Any]) -> str | None:
+        raw = value.get("comparator")
+        if "comparator" not in value or (isinstance(raw, str) and raw in COMPARATORS):
+            return raw
+        listed = ", ".join(f'"{c}"' for c in COMPARATORS)
+        alias = _COMPARATOR_ALIASES.get(raw.strip().lower()) if isinstance(raw, str) else None
+        hint = f'; did you mean "{alias}"?' if alias else _did_you_mean(raw, COMPARATORS)
+        self.add("hypothesis.comparator", f"hypothesis.comparator must be one of {listed}, got {_describe(raw)}{hint}",
+                 expected=list(COMPARATORS), got=_preview(raw))
+        return None
+
+    def contract_target(self, value: dict[str, Any], comparator: str | None) -> float | tuple[float, float] | None:
+        """A number, or [low, high] (low <= high) when the comparator is "between"."""
+        if "target" not in value:
+            return None
+        path, raw = "hypothesis.target", value["target"]
+        if comparator == "between":
+            if not isinstance(raw, list) or len(raw) != 2:
+                self.add(path, f'{path} must be [low, high] (two numbers, low <= high) when hypothesis.comparator '
+                               f'is "between", got {_describe(raw)}; write e.g. [4, 6]',
+                         expected="[low, high]", got=_preview(raw))
+                return None
+            ends = [self.number({"v": v}, "v", f"{path}[{i}]", limit=ESTIMATE_MAX_ABS) for i, v in enumerate(raw)]
+            low, high = ends
+            if low is None or high is None:
+                return None
+            if low > high:
+                self.add(f"{path}[0]", f"{path}[0] ({_number(low)}) is greater than {path}[1] ({_number(high)}); "
+                                       f"swap them so that low <= high", low=low, high=high)
+                return None
+            return (low, high)
+        if isinstance(raw, list) and comparator is not None:
+            self.add(path, f'{path} must be a number when hypothesis.comparator is "{comparator}", got '
+                           f'{_describe(raw)}; use "comparator": "between" for a range [low, high]',
+                     expected="number", got=_preview(raw))
+            return None
+        return self.number(value, "target", path, limit=ESTIMATE_MAX_ABS)
 
     def budget(self, value: Any) -> Budget | None:
         if not self.object(value, "budget", 'like {"llm_tokens": 200000, "seconds": 1800, "pages": 40}'):

@@ -16,6 +16,11 @@ Numbers used below (the worked examples are repeated as tests):
                       range meets its target only with that many inside it
   ONE_SOURCE_KEEPS = 0.05   one source moves a bound by its confidence, never all the way
   SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
+  MODEL_TIER_CEILING = "industry"   the highest tier the model's label alone gives a page
+
+A hypothesis verdict is `deterministic` only when computed from a contract (contract_verdict:
+figures read from the quotes against a target); from the model's stance labels it is
+`advisory` (verdict).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 # ----------------------------------------------------------------- amounts
 
@@ -272,7 +278,11 @@ def to_unit(amount: Amount, unit: str) -> float | None:
     return _tidy(amount.value * scale / target.scale)
 
 
-def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = 0.01) -> bool:
+# Two figures are the same when within 1 %: the rounding a quoted figure carries.
+SAME_FIGURE = 0.01
+
+
+def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE) -> bool:
     """True when some amount in `quote`, converted to `unit`, equals `value` within rel_tol.
 
     read_figure's first test; read_figure also converts a figure copied in another scale and
@@ -431,6 +441,77 @@ def tier_confidence(tier: str | None, model_confidence: float) -> float:
         c = 0.0
     c = 0.0 if math.isnan(c) else min(1.0, max(0.0, c))
     return min(c, TIER_CAPS[normalize_tier(tier)])
+
+
+# The model's word alone never makes a page a regulator or a peer-reviewed source: a news
+# story quoting an auditor is not the auditor. Without an organisation's source_tiers rule,
+# those two tiers need the page's host to agree (a government host for regulator, an
+# academic or government one for peer_reviewed); otherwise the tier is capped at
+# MODEL_TIER_CEILING, the highest a page can reach on the model's label alone.
+MODEL_TIER_CEILING = "industry"
+_GOV_HOST = re.compile(r"(?:^|\.)(?:(?:gov|mil)(?:\.[a-z]{2})?|(?:gouv|gob|go|govt|gv)\.[a-z]{2}|europa\.eu|int)$")
+_ACADEMIC_HOST = re.compile(r"(?:^|\.)(?:edu(?:\.[a-z]{2})?|ac\.[a-z]{2})$")
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return ""
+
+
+def _under_prefix(url: str, prefix: str) -> bool:
+    """`url` is `prefix` or lies below it: same scheme and host (any case), the path continuing
+    at a "/" ("https://x.org/audits" covers /audits/2024 but not /audits-old)."""
+    try:
+        u, p = urlsplit(url), urlsplit(prefix)
+    except ValueError:
+        return False
+    if (u.scheme.lower(), u.netloc.lower()) != (p.scheme.lower(), p.netloc.lower()):
+        return False
+    rest = f"{u.path}{'?' + u.query if u.query else ''}"
+    path = p.path or "/"
+    if not (rest or "/").startswith(path):
+        return False
+    tail = (rest or "/")[len(path):]
+    return path.endswith("/") or not tail or tail[0] in "/?#"
+
+
+def source_tier_rule(url: str, source_tiers: Sequence[tuple[str, str]]) -> str | None:
+    """The organisation's tier for `url` (the `source_tiers` setting), or None when no rule covers it.
+
+    A key with "://" is a URL prefix, any other a host that also covers its subdomains (as
+    include_domains does). The most specific rule wins: URL prefixes before hosts, longer
+    before shorter."""
+    host = _host(url)
+    best: tuple[int, int] | None = None
+    found: str | None = None
+    for key, tier in source_tiers:
+        if "://" in key:
+            hit, rank = _under_prefix(url, key), (1, len(key))
+        else:
+            name = key.lower().rstrip(".")
+            hit, rank = bool(host) and (host == name or host.endswith("." + name)), (0, len(name))
+        if hit and (best is None or rank > best):
+            best, found = rank, normalize_tier(tier)
+    return found
+
+
+def capped_tier(url: str, model_tier: str | None, source_tiers: Sequence[tuple[str, str]] = ()) -> str:
+    """The tier briefd uses for a page: the organisation's rule if one covers it, else the
+    model's label, which may not reach regulator or peer_reviewed unless the host agrees
+    (see MODEL_TIER_CEILING). Lower labels (news, social) are taken as given: a model that
+    distrusts a page is never overruled upwards."""
+    ruled = source_tier_rule(url, source_tiers)
+    if ruled is not None:
+        return ruled
+    tier = normalize_tier(model_tier)
+    host = _host(url)
+    if tier == "regulator" and not _GOV_HOST.search(host):
+        return MODEL_TIER_CEILING
+    if tier == "peer_reviewed" and not (_ACADEMIC_HOST.search(host) or _GOV_HOST.search(host)):
+        return MODEL_TIER_CEILING
+    return tier
 
 
 # ----------------------------------------------------------------- the range
@@ -843,7 +924,18 @@ def _blocking(rank_against: Iterable[int], side: _Side) -> int | None:
 
 
 def verdict(stances: Sequence[Stance]) -> Verdict:
-    """The hypothesis verdict, computed from the model's stance labels.
+    """The hypothesis verdict from the model's stance labels: always `advisory`.
+
+    Seed 2: a verdict is deterministic only when computed from a measured figure against a
+    target (contract_verdict); a verdict that rests on the model's reading of each quote
+    ("supports", "contradicts") is the model grading its own homework, however carefully
+    the labels are weighed. The weighing (_weigh) is shared with contract_verdict.
+    """
+    return _weigh(stances, ADVISORY)
+
+
+def _weigh(stances: Sequence[Stance], level: str) -> Verdict:
+    """Weigh stances into a verdict; `level` says where the stances came from.
 
     1. Each item's confidence is capped by its tier; items under CREDIBLE (0.5) after that
        (every social-tier item) are counted but decide nothing; neutral items are ignored.
@@ -855,9 +947,7 @@ def verdict(stances: Sequence[Stance]) -> Verdict:
        leaves it contested, however much else agrees). refuted symmetrically. Otherwise
        inconclusive. 1.2 is more than any single item can carry (0.95), so a verdict always
        rests on at least two domains.
-    evidence_level is "deterministic" when at least two independent domains took a credible
-    side, "advisory" otherwise. Adding a supporting item never undoes "supported"; the
-    order of `stances` never matters.
+    Adding a supporting item never undoes "supported"; the order of `stances` never matters.
     """
     best: dict[str, dict[str, tuple[float, int]]] = {"supports": {}, "contradicts": {}}
     ranks: dict[str, list[int]] = {"supports": [], "contradicts": []}
@@ -878,7 +968,6 @@ def verdict(stances: Sequence[Stance]) -> Verdict:
             best[item.stance][domain] = (conf, rank)
     sup, con = _side(best["supports"]), _side(best["contradicts"])
     domains = len(set(best["supports"]) | set(best["contradicts"]))
-    level = "deterministic" if domains >= 2 else "advisory"
     counts = (f"{sup.domains} domain(s) support (weight {sup.weight:.2f}, best tier {sup.best_tier}), "
               f"{con.domains} contradict (weight {con.weight:.2f}, best tier {con.best_tier})")
     if weak:
@@ -909,3 +998,275 @@ def verdict(stances: Sequence[Stance]) -> Verdict:
             why = f"neither side reaches {SUPPORT_NEEDED} with at least {DOMINANCE:g}x the other's weight"
     return Verdict(value=value, rule=f"{value}: {counts}; {why}", evidence_level=level,
                    support=round(sup.weight, 6), contradiction=round(con.weight, 6))
+
+
+# ----------------------------------------------------------------- hypothesis contracts (seed 2)
+
+COMPARATORS: tuple[str, ...] = ("<", "<=", ">", ">=", "==", "between")
+DETERMINISTIC, ADVISORY = "deterministic", "advisory"
+# What each evidence level means, in the words the report prints under the verdict.
+EVIDENCE_LEVEL_MEANING: dict[str, str] = {
+    DETERMINISTIC: ("Deterministic: code read the figures in the quotes and compared them with the brief's "
+                    "target; the model's opinion of the quotes was not used."),
+    ADVISORY: ("Advisory: this verdict weighs the model's own reading of each quote (supports or "
+               "contradicts); no figure was checked against a target. Treat it as a lead to verify, not "
+               "a finding. Give the hypothesis a metric, comparator, target and unit for a computed verdict."),
+}
+MEETS, FAILS, UNDECIDED = "meets", "fails", "undecided"
+RESTATES, EARLIER, THRESHOLD = "restates the target", "earlier value", "a threshold named"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """Seed 2's machine-readable contract: the claim holds when the measured figure, in `unit`,
+    satisfies `comparator` against `target` (a (low, high) pair, inclusive, for "between")."""
+
+    comparator: str
+    target: float | tuple[float, float]
+    unit: str
+    metric: str = ""
+
+    def describe(self) -> str:
+        """"90th-percentile lead level < 5 ppb", "share between 20 and 30 %"."""
+        if isinstance(self.target, tuple):
+            goal = f"between {self.target[0]:g} and {self.target[1]:g} {self.unit}"
+        else:
+            goal = f"{self.comparator} {self.target:g} {self.unit}"
+        return f"{self.metric} {goal}" if self.metric else f"the figure {goal}"
+
+
+@dataclass(frozen=True)
+class ClaimFigure:
+    """One figure read from a quote in the contract's unit, as the set of values it allows
+    (low..high; an open end excludes itself; a bound like "below 5" has an infinite end)."""
+
+    raw: str
+    low: float
+    high: float
+    low_open: bool
+    high_open: bool
+    outcome: str  # meets | fails | undecided | restates the target | earlier value | a threshold named
+
+
+@dataclass(frozen=True)
+class QuoteReading:
+    """What a quote's figures say about the contract: `stance` supports, contradicts or neutral."""
+
+    stance: str
+    figures: tuple[ClaimFigure, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """One kept evidence item for contract_verdict: its verbatim quote, its (capped) tier, its source."""
+
+    quote: str
+    tier: str | None
+    domain: str
+
+
+# A bound is what a qualifier makes of a figure: "below 5 ppb" allows anything under 5.
+_STRICT_UPPER = r"below|under|less\s+than|lower\s+than|fewer\s+than|nearly|almost|just\s+under"
+_CLOSED_UPPER = r"at\s+most|up\s+to|no\s+more\s+than|not\s+more\s+than|as\s+much\s+as|a\s+maximum\s+of"
+_STRICT_LOWER = (r"above|over|more\s+than|greater\s+than|higher\s+than|exceed(?:s|ed|ing)?|in\s+excess\s+of|"
+                 r"just\s+over")
+_CLOSED_LOWER = r"at\s+least|no\s+less\s+than|not\s+less\s+than|upwards\s+of|a\s+minimum\s+of"
+_BOUND = re.compile(rf"(?<!\w)(?:(?P<su>{_STRICT_UPPER})|(?P<cu>{_CLOSED_UPPER})|(?P<sl>{_STRICT_LOWER})|"
+                    rf"(?P<cl>{_CLOSED_LOWER}))\s*$", re.IGNORECASE)
+# "fell from 14.2 ppb to 4.6 ppb", "down from 14.2 ppb", "compared with 14.2 ppb": what it was.
+_FROM = re.compile(r"(?<!\w)(?:from|compared\s+(?:with|to)|previously|formerly)\s*$", re.IGNORECASE)
+# "the 15 ppb action level", "an action level of 15 ppb": a threshold named, not a measurement.
+_THRESHOLD_WORDS = (r"action\s+levels?|limits?|targets?|thresholds?|standards?|goals?|benchmarks?|guidelines?|"
+                    r"caps?|ceilings?")
+_THRESHOLD_AFTER = re.compile(rf"\s*(?:[\w-]+\s+){{0,2}}?(?:{_THRESHOLD_WORDS})\b", re.IGNORECASE)
+_THRESHOLD_BEFORE = re.compile(rf"(?<!\w)(?:{_THRESHOLD_WORDS})\s+(?:of|is|was|at|set\s+at)\s*$", re.IGNORECASE)
+# Units with a spelled-out form: "7.6 parts per billion" is 7.6 ppb.
+_UNIT_NAMES: tuple[tuple[str, ...], ...] = (
+    ("ppb", "parts per billion", "parts-per-billion"), ("ppm", "parts per million", "parts-per-million"),
+    ("ppt", "parts per trillion", "parts-per-trillion"),
+)
+
+
+@lru_cache(maxsize=64)
+def _unit_after(unit: str) -> re.Pattern[str]:
+    """What must follow a number for it to be stated in `unit` (a unit of things: "ppb", "homes")."""
+    key = " ".join(unit.lower().split())
+    names = next((group for group in _UNIT_NAMES if key in group), (key,))
+    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"[\s-]?(?:{words})(?![A-Za-z])", re.IGNORECASE)
+
+
+def _stated_in(amount: Amount, quote: str, unit: str) -> float | None:
+    """The amount in `unit`, or None when the quote does not state it in that unit.
+
+    Money and percent units: to_unit decides (a currency or a percent sign is part of the
+    amount). Any other unit must be written right after the number ("7.6 ppb"), or a bare
+    count ("148 homes", "2025") would be read as 148 ppb."""
+    found = _in_unit(amount, quote, unit)
+    return found[0] if found else None
+
+
+_RATIO_FAMILY: dict[str, str] = {
+    "fraction": "share", "percent": "share", "permille": "share", "basis points": "share",
+    "ppm": "trace", "ppb": "trace",
+}
+"""Shares (of homes, of a budget) and trace concentrations are one quantity to arithmetic but not
+to a claim: "18% had lead lines" is no reading of a lead level in ppb."""
+
+
+def _in_unit(amount: Amount, quote: str, unit: str) -> tuple[float, int] | None:
+    """(the amount in `unit`, where its unit ends in `quote`), or None (see _stated_in)."""
+    value = to_unit(amount, unit)
+    if value is None:
+        return None
+    target = parse_unit(unit)
+    if target.ratio and amount.ratio and _RATIO_FAMILY[target.ratio] != _RATIO_FAMILY[amount.ratio]:
+        return None
+    if target.currency is not None or target.percent or (target.ratio and amount.ratio):
+        return value, amount.span[1]  # the amount carries its unit ("$4m", "34 percent", "7.6 ppb")
+    written = _unit_after(unit).match(quote, amount.span[1])
+    return (value, written.end()) if written else None
+
+
+def _names_a_threshold(quote: str, start: int, end: int) -> bool:
+    """"the 15 ppb action level", "a limit of 15 ppb": the figure is a yardstick, not a reading."""
+    return bool(_THRESHOLD_AFTER.match(quote, end) or _THRESHOLD_BEFORE.search(quote[max(0, start - 40):start]))
+
+
+def _decide(contract: Contract, low: float, low_open: bool, high: float, high_open: bool) -> str:
+    """meets when every value the figure allows satisfies the contract, fails when none does."""
+    c, t = contract.comparator, contract.target
+    if isinstance(t, tuple) or c == "between":
+        a, b = t if isinstance(t, tuple) else (t, t)
+        if low >= a and high <= b:
+            return MEETS
+        if high < a or (high == a and high_open) or low > b or (low == b and low_open):
+            return FAILS
+        return UNDECIDED
+    if c == "==":
+        if low == high:
+            return MEETS if math.isclose(low, t, rel_tol=SAME_FIGURE, abs_tol=1e-12) else FAILS
+        inside = (low < t or (low == t and not low_open)) and (t < high or (t == high and not high_open))
+        return UNDECIDED if inside else FAILS
+    meets = {"<": high < t or (high == t and high_open), "<=": high <= t,
+             ">": low > t or (low == t and low_open), ">=": low >= t}[c]
+    fails = {"<": low >= t, "<=": low > t or (low == t and low_open),
+             ">": high <= t, ">=": high < t or (high == t and high_open)}[c]
+    return MEETS if meets else FAILS if fails else UNDECIDED
+
+
+def _at_target(contract: Contract, value: float) -> bool:
+    ends = contract.target if isinstance(contract.target, tuple) else (contract.target,)
+    return any(math.isclose(value, end, rel_tol=SAME_FIGURE, abs_tol=1e-12) for end in ends)
+
+
+def quote_figures(contract: Contract, quote: str) -> tuple[ClaimFigure, ...]:
+    """Every figure `quote` states in the contract's unit, each judged against the contract.
+
+    Read by code (parse_amounts), never by the model:
+    - a figure after "from" ("fell from 14.2 ppb to 4.6 ppb"), "compared with", "previously" is
+      an earlier value: not judged;
+    - a figure that names a threshold ("the 15 ppb action level", "a limit of 15 ppb") is a
+      yardstick, not a reading: not judged;
+    - a qualifier makes a bound: "below/under/less than/nearly X" allows values under X,
+      "at most/up to X" up to X, "above/over/more than/exceeded X" over X, "at least X" from X;
+    - a bound at the target itself ("cut lead below 5 ppb", "exceeded 5 ppb" against a 5 ppb
+      target) restates the claim or its denial rather than measuring anything: not judged;
+    - "between 4 and 6 ppb" and "4-6 ppb" are one figure, the range;
+    - anything else ("a 90th-percentile lead level of 7.6 ppb", "about 7.6 ppb") is that value.
+    """
+    amounts = parse_amounts(quote)
+    figures: list[ClaimFigure] = []
+    i = 0
+    while i < len(amounts):
+        a = amounts[i]
+        before = quote[max(0, a.span[0] - 30):a.span[0]]
+        earlier = bool(_FROM.search(before))
+        nxt = amounts[i + 1] if i + 1 < len(amounts) else None
+        if nxt is not None and not earlier and _is_range(quote, a, nxt):
+            hi = _stated_in(nxt, quote, contract.unit)
+            lo = to_unit(a, contract.unit) if hi is not None else None
+            if lo is not None and hi is not None:
+                lo, hi = min(lo, hi), max(lo, hi)
+                figures.append(ClaimFigure(quote[a.span[0]:nxt.span[1]], lo, hi, False, False,
+                                      _decide(contract, lo, False, hi, False)))
+                i += 2
+                continue
+        i += 1
+        found = _in_unit(a, quote, contract.unit)
+        if found is None:
+            continue
+        value, unit_end = found
+        if _names_a_threshold(quote, a.span[0], unit_end):
+            figures.append(ClaimFigure(a.raw, value, value, False, False, THRESHOLD))
+            continue
+        if earlier:
+            figures.append(ClaimFigure(a.raw, value, value, False, False, EARLIER))
+            continue
+        bound = _BOUND.search(before)
+        inf = math.inf
+        if bound is None:
+            low, low_open, high, high_open = value, False, value, False
+        elif bound.group("su") or bound.group("cu"):
+            low, low_open, high, high_open = -inf, True, value, bool(bound.group("su"))
+        else:
+            low, low_open, high, high_open = value, bool(bound.group("sl")), inf, True
+        raw = (bound.group(0) if bound else "") + a.raw
+        if bound is not None and _at_target(contract, value):
+            figures.append(ClaimFigure(raw, low, high, low_open, high_open, RESTATES))
+            continue
+        figures.append(ClaimFigure(raw, low, high, low_open, high_open, _decide(contract, low, low_open, high, high_open)))
+    return tuple(figures)
+
+
+def _is_range(quote: str, a: Amount, b: Amount) -> bool:
+    """"4-6 ppb", "4 to 6 ppb", "between 4 and 6 ppb": two amounts that are one range."""
+    gap = quote[a.span[1]:b.span[0]]
+    if not _RANGE_GAP.fullmatch(gap) or _YEAR.fullmatch(a.raw.strip()):
+        return False
+    if gap.strip().lower() == "and":
+        return bool(re.search(r"between\s*$", quote[:a.span[0]], re.IGNORECASE))
+    return True
+
+
+def quote_stance(contract: Contract, quote: str) -> QuoteReading:
+    """The quote's stance on the contract, from its figures alone (the model's label plays no part).
+
+    supports: at least one figure meets the contract and none fails it; contradicts: at least
+    one fails and none meets; neutral: no figure in the unit decides, or figures on both sides
+    (the quote gives two readings and code cannot tell which one is the metric)."""
+    figures = quote_figures(contract, quote)
+    outcomes = {f.outcome for f in figures}
+    if MEETS in outcomes and FAILS in outcomes:
+        return QuoteReading("neutral", figures, "figures on both sides of the target")
+    if FAILS in outcomes:
+        return QuoteReading("contradicts", figures, "a figure fails the contract")
+    if MEETS in outcomes:
+        return QuoteReading("supports", figures, "a figure meets the contract")
+    why = f"no figure in {contract.unit} that decides" if figures else f"no figure in {contract.unit}"
+    return QuoteReading("neutral", figures, why)
+
+
+def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
+    """The verdict of a hypothesis with a contract: `deterministic`.
+
+    Each quote's stance is quote_stance's, computed from the figures code reads in it; the
+    model's stance label is never used, so a quote stating "a 90th-percentile lead level of
+    7.6 ppb" counts against "< 5 ppb" whatever the model called it. Each quote weighs what
+    its source's tier allows (TIER_CAPS: the tier is the organisation's source_tiers rule or
+    the model's label capped by capped_tier), not the model's confidence, and the quotes are
+    weighed by the same rule as `verdict` (independent domains, 1.2, 2x, no equal-or-higher
+    tier against).
+    """
+    stances: list[Stance] = []
+    counted = {"supports": 0, "contradicts": 0, "neutral": 0}
+    for item in quotes:
+        reading = quote_stance(contract, item.quote)
+        counted[reading.stance] += 1
+        tier = normalize_tier(item.tier)
+        stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain))
+    weighed = _weigh(stances, DETERMINISTIC)
+    head = (f"contract {contract.describe()}: {counted['supports']} quote(s) with a figure that meets it, "
+            f"{counted['contradicts']} with one that fails it, {counted['neutral']} with none that decides")
+    return replace(weighed, rule=f"{head}; {weighed.rule}")

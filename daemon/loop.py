@@ -453,12 +453,16 @@ class Research:
         return page.title if page and page.title else url
 
     def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
-        """The model's labels, checked: numbers must appear in the quote; confidence follows the tier."""
+        """The model's labels, checked: numbers must appear in the quote; the tier is capped
+        (judge.capped_tier) and confidence follows it; under a contract the stance is the quote's
+        figures' (judge.quote_stance), not the model's."""
         if self.kind == "plain":
             return
-        row["confidence"] = judge.tier_confidence(item.tier, item.confidence)
+        row["tier"] = judge.capped_tier(row["url"], item.tier, self.svc.settings.source_tiers)
+        row["confidence"] = judge.tier_confidence(row["tier"], item.confidence)
         if self.kind == "hypothesis":
-            row["stance"] = item.stance or "neutral"
+            contract = self.brief.hypothesis.contract if self.brief.hypothesis else None
+            row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
             return
         unit = self.brief.estimate.unit
         kept: dict[str, float] = {}
@@ -566,6 +570,10 @@ class Research:
                              tier=e["tier"], domain=e["url"])
                 for e in self.store.evidence(self.run_id)]
 
+    def quotes(self) -> list[judge.Quoted]:
+        """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
+        return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=e["url"]) for e in self.store.evidence(self.run_id)]
+
     def usage_now(self) -> Usage:
         return Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at), pages=self.pages_read())
 
@@ -573,7 +581,8 @@ class Research:
         """What the policy decides from, read from the store and the state."""
         return Facts(state=self.state, limits=self.limits, usage=self.usage_now(),
                      readings=self.readings() if self.brief.estimate else (),
-                     stances=self.stances() if self.brief.hypothesis else ())
+                     stances=self.stances() if self.brief.hypothesis else (),
+                     quotes=self.quotes() if self.brief.hypothesis and self.brief.hypothesis.contract else ())
 
     def update_estimate(self, round_no: int) -> None:
         """The range after this round: a pure function of all evidence so far (judge.update_range)."""

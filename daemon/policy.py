@@ -31,6 +31,7 @@ class Facts:
     usage: Usage
     readings: Sequence[judge.Reading] = ()   # estimate briefs: every evidence item with a figure
     stances: Sequence[judge.Stance] = ()     # hypothesis briefs: every evidence item's stance
+    quotes: Sequence[judge.Quoted] = ()      # hypothesis briefs with a contract: every kept quote
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,16 @@ class HypothesisPolicy(Policy):
         assert self.brief.hypothesis is not None
         return self.brief.hypothesis.claim
 
+    @property
+    def contract(self) -> judge.Contract | None:
+        assert self.brief.hypothesis is not None
+        return self.brief.hypothesis.contract
+
     def verdict(self, facts: Facts) -> judge.Verdict:
+        """Seed 2: with a contract, computed from the figures code reads in the quotes against the
+        target (deterministic); without one, weighed from the model's stance labels (advisory)."""
+        if self.contract is not None:
+            return judge.contract_verdict(self.contract, facts.quotes)
         return judge.verdict(facts.stances)
 
     def progress(self, facts: Facts) -> decide.Progress:
@@ -311,13 +321,16 @@ class HypothesisPolicy(Policy):
         return [words, f"{words} evidence", f"{words} denied false", f"{words} confirmed official"]
 
     def evidence_task(self, state: LoopState) -> tuple[str, str]:
-        return (f"CLAIM: {planner.one_line(self.claim, 500)}",
+        contract = self.contract
+        measured = f" (measured as: {planner.one_line(contract.describe(), 300)})" if contract else ""
+        return (f"CLAIM: {planner.one_line(self.claim, 500)}{measured}",
                 ("For each item say whether it supports or contradicts the CLAIM (stance), and the "
                  "source's tier."))
 
     def verdict_block(self, facts: Facts) -> dict[str, Any] | None:
         result = self.verdict(facts)
         return {"value": result.value, "rule": result.rule, "evidence_level": result.evidence_level,
+                "contract": self.contract.describe() if self.contract else None,
                 "claim": self.claim,
                 "support": round(result.support, 3), "contradiction": round(result.contradiction, 3)}
 

@@ -30,6 +30,7 @@ from daemon import files
 from daemon.brief import ID_RE, id_from_filename, valid_id
 from daemon.chart import CHART_FILE
 from daemon.citations import CITATION_RE, find_citations
+from daemon.judge import EVIDENCE_LEVEL_MEANING
 from daemon.untrusted import (
     clean,
     fold,
@@ -618,6 +619,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += ["## Verdict", ""]
         lines += [f"**{md_escape(verdict.get('value'))}** (rule: {md_escape(verdict.get('rule'))}; "
                   f"evidence level: {md_escape(verdict.get('evidence_level'))})", ""]
+        meaning = EVIDENCE_LEVEL_MEANING.get(str(verdict.get("evidence_level")))
+        if meaning:
+            lines += [md_escape(meaning), ""]
 
     estimate = _dict(report.get("estimate"))
     if estimate:
@@ -865,6 +869,9 @@ def render_html(report: Mapping[str, Any]) -> str:
         parts.append("<h2>Verdict</h2>")
         parts.append(f"<p><strong>{_e(verdict.get('value'))}</strong> (rule: {_e(verdict.get('rule'))}; "
                      f"evidence level: {_e(verdict.get('evidence_level'))})</p>")
+        meaning = EVIDENCE_LEVEL_MEANING.get(str(verdict.get("evidence_level")))
+        if meaning:
+            parts.append(f"<p>{_e(meaning)}</p>")
 
     estimate = _dict(report.get("estimate"))
     if estimate:

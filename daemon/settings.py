@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from .files import TooLarge, read_file_at_most
+from .judge import TIERS
 
 DEFAULT_OLLAMA_PORT = 11434
 MAX_CONFIG_BYTES = 1 << 20  # briefd.toml is a few lines; /dev/zero given as --config must not be read whole
@@ -84,6 +85,8 @@ class Settings:
     patience_s: float = 21600.0  # how long a brief waits out a service outage before it fails (6 h)
     log_level: str = "info"
     file_mode: int | None = None  # None: the umask decides (files.use_file_mode)
+    # The organisation's own tiers, (host or URL prefix, tier): win over the model (judge.capped_tier).
+    source_tiers: tuple[tuple[str, str], ...] = ()
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
 
@@ -104,7 +107,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class _Spec:
     name: str
-    kind: str  # path | ollama | url | model | int | float | bool | level | mode
+    kind: str  # path | ollama | url | model | int | float | bool | level | mode | tiers
     help: str
     flag: str | None = None  # only the contract settings have a documented flag
     env: str | None = None  # None: BRIEFD_<NAME>
@@ -157,6 +160,10 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("file_mode", "mode", "mode of every file briefd writes, in octal (e.g. \"0640\"; folders it makes get "
                                "x where r); unset: what the umask gives, 0644 under umask 022",
           shown_default="unset", example="0640"),
+    _Spec("source_tiers", "tiers", "your own trusted sources: host or URL prefix = tier (regulator, peer_reviewed, "
+                                   "industry, news, social), comma-separated in the environment, a [source_tiers] "
+                                   "table in briefd.toml; wins over the model's label",
+          shown_default="none", example="audit.example.org=regulator"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
@@ -524,9 +531,60 @@ def _to_mode(spec: _Spec, raw: Any, source: _Source) -> int | None:
     return mode
 
 
+_TIER_HOST = re.compile(r"(?=.{1,254}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                        r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+
+
+def _to_tiers(spec: _Spec, raw: Any, source: _Source) -> tuple[tuple[str, str], ...]:
+    """host or URL prefix -> tier: a TOML table, or "key=tier, key=tier" (environment, flag, TOML string).
+
+    A key is a host name (covering its subdomains) or an http(s) URL prefix; a tier is one of
+    judge.TIERS exactly (an alias the model may use is not accepted here: this is the
+    organisation's own word and should say what it means)."""
+    if raw is None or raw == ():
+        return ()
+    expected = ('host or URL prefix = tier pairs, e.g. "audit.example.org=regulator, '
+                'https://intranet.example.org/studies/=peer_reviewed"')
+    if isinstance(raw, dict):
+        pairs = list(raw.items())
+    elif isinstance(raw, str):
+        pairs = []
+        for part in (p.strip() for p in raw.split(",")):
+            if not part:
+                continue
+            key, sep, tier = part.rpartition("=")
+            if not sep:
+                raise _Bad(expected, f"'{part}' has no '=tier'")
+            pairs.append((key.strip(), tier.strip()))
+    else:
+        raise _Bad(expected)
+    out: list[tuple[str, str]] = []
+    for key, tier in pairs:
+        if not isinstance(tier, str) or tier.strip() not in TIERS:
+            raise _Bad(expected, f"the tier for '{key}' must be one of {', '.join(TIERS)}, not {tier!r}")
+        if not isinstance(key, str) or not key.strip():
+            raise _Bad(expected, "a rule has an empty host or URL prefix")
+        key = key.strip()
+        if "://" in key:
+            try:
+                split = urlsplit(key)
+            except ValueError:
+                split = None
+            if split is None or split.scheme.lower() not in ("http", "https") or not split.hostname:
+                raise _Bad(expected, f"'{key}' is not an http(s) URL prefix with a host")
+        elif not _TIER_HOST.fullmatch(key):
+            raise _Bad(expected, f"'{key}' is not a host name (no path without a scheme: write https://{key})"
+                       if "/" in key else f"'{key}' is not a host name")
+        else:
+            key = key.lower().rstrip(".")
+        out.append((key, tier.strip()))
+    return tuple(out)
+
+
 _CONVERTERS = {
     "path": _to_path, "ollama": _to_ollama, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
+    "tiers": _to_tiers,
 }
 
 

@@ -40,6 +40,7 @@ from daemon.brief import (
     load_schema,
     parse_brief,
 )
+from daemon.judge import COMPARATORS
 
 SCHEMA = load_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -94,7 +95,8 @@ def test_schema_fields_are_exactly_the_contract_table() -> None:
     props = SCHEMA["properties"]
     assert set(props["estimate"]["properties"]) == {"unit", "low", "high", "target_low", "target_high",
                                                     "target_width"}
-    assert set(props["hypothesis"]["properties"]) == {"claim"}
+    assert set(props["hypothesis"]["properties"]) == {"claim", "metric", "comparator", "target", "unit"}
+    assert props["hypothesis"]["properties"]["comparator"]["enum"] == list(COMPARATORS)
     assert set(props["budget"]["properties"]) == {"llm_tokens", "seconds", "pages"}
     assert set(props["search"]["properties"]) == {"categories", "engines", "language", "time_range",
                                                   "include_domains", "exclude_domains"}
@@ -242,8 +244,32 @@ INVALID: list[tuple[Any, str, list[str]]] = [
     ({**BASE, "hypothesis": "fasting works"}, "hypothesis", ["hypothesis must be an object"]),
     ({**BASE, "hypothesis": {}}, "hypothesis.claim", ["hypothesis.claim is required"]),
     ({**BASE, "hypothesis": {"claim": " "}}, "hypothesis.claim", ["must not be empty or blank"]),
-    ({**BASE, "hypothesis": {"claim": "c", "metric": "x"}}, "hypothesis.metric",
-     ["'metric' is not a field of hypothesis"]),
+    ({**BASE, "hypothesis": {"claim": "c", "metrics": "x"}}, "hypothesis.metrics",
+     ["'metrics' is not a field of hypothesis", "did you mean 'metric'?"]),
+    # issue 9 #4: a contract is comparator, target and unit together; metric needs them
+    ({**BASE, "hypothesis": {"claim": "c", "metric": "x"}}, "hypothesis.comparator",
+     ["hypothesis.comparator is required when hypothesis.metric is given", "comparator, target and unit together",
+      "advisory"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "<", "target": 5}}, "hypothesis.unit",
+     ["hypothesis.unit is required when hypothesis.comparator is given"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "<", "unit": "ppb"}}, "hypothesis.target",
+     ["hypothesis.target is required"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "=<", "target": 5, "unit": "ppb"}}, "hypothesis.comparator",
+     ['hypothesis.comparator must be one of "<", "<=", ">", ">=", "==", "between"', 'did you mean "<="?']),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "between", "target": 5, "unit": "ppb"}}, "hypothesis.target",
+     ['hypothesis.target must be [low, high]', 'when hypothesis.comparator is "between"', "[4, 6]"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "between", "target": [4], "unit": "ppb"}},
+     "hypothesis.target", ["must be [low, high]"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "<", "target": [4, 6], "unit": "ppb"}}, "hypothesis.target",
+     ['hypothesis.target must be a number when hypothesis.comparator is "<"', '"comparator": "between"']),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "<", "target": "5", "unit": "ppb"}}, "hypothesis.target",
+     ["hypothesis.target must be a number"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "between", "target": [4, "6"], "unit": "ppb"}},
+     "hypothesis.target[1]", ["hypothesis.target[1] must be a number"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": ">", "target": 2e15, "unit": "USD"}}, "hypothesis.target",
+     ["hypothesis.target must be a number from -1e+15 to 1e+15"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": ">", "target": 2, "unit": " "}}, "hypothesis.unit",
+     ["hypothesis.unit must not be empty or blank"]),
     ({**BASE, "hypothesis": {"claim": "c"}, "estimate": {"unit": "x", "low": 1, "high": 2}}, "hypothesis",
      ["an estimate or a hypothesis, not both", "split it into two briefs"]),
     ({**BASE, "depth": "medium"}, "depth", ['one of "quick", "standard", "deep"', '"medium" (string)']),
@@ -337,6 +363,8 @@ VALIDATOR_ONLY: list[tuple[Any, str, list[str]]] = [
     ({"question": "q\ud800"}, "question", ["lone surrogate"]),
     ({**BASE, "id": "abc\n"}, "id", ["id must be"]),
     ({**BASE, "search": {"language": "en\n"}}, "search.language", ["language code"]),
+    ({**BASE, "hypothesis": {"claim": "c", "comparator": "between", "target": [6, 4], "unit": "ppb"}},
+     "hypothesis.target[0]", ["hypothesis.target[0] (6) is greater than hypothesis.target[1] (4)", "swap them"]),
 ]
 
 
@@ -726,7 +754,16 @@ GOOD_BAD: dict[str, tuple[list[Any], list[Any]]] = {
                   {"unit": "x", "low": 1, "high": 2, "target_low": 1},
                   {"unit": "x", "low": 1, "high": 2, "target_width": 0}, "1..2",
                   {"unit": "x", "low": -1e308, "high": 1e308}, {"unit": "x", "low": 1, "high": 2, "target_width": 1e16}]),
-    "hypothesis": ([{"claim": "c"}], [{}, {"claim": ""}, {"claim": "c", "x": 1}, "c"]),
+    "hypothesis": ([{"claim": "c"}, {"claim": "c", "comparator": "<", "target": 5, "unit": "ppb"},
+                    {"claim": "c", "metric": "m", "comparator": "between", "target": [4, 6.5], "unit": "%"},
+                    {"claim": "c", "comparator": "==", "target": -2, "unit": "USD"}],
+                   [{}, {"claim": ""}, {"claim": "c", "x": 1}, "c", {"claim": "c", "metric": "m"},
+                    {"claim": "c", "comparator": "<", "target": 5}, {"claim": "c", "comparator": "<>", "target": 5,
+                                                                      "unit": "x"},
+                    {"claim": "c", "comparator": "between", "target": 5, "unit": "x"},
+                    {"claim": "c", "comparator": "<", "target": [1, 2], "unit": "x"},
+                    {"claim": "c", "comparator": "between", "target": [1, 2, 3], "unit": "x"},
+                    {"claim": "c", "comparator": "<", "target": True, "unit": "x"}]),
 }
 
 

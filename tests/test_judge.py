@@ -512,7 +512,7 @@ def test_mostly_credible_support_is_supported() -> None:
         _s("neutral", "news", "gazette.example"),
     ])
     assert v.value == "supported"
-    assert v.evidence_level == "deterministic"
+    assert v.evidence_level == "advisory", "weighed from the model's stance labels (issue 9 #4)"
     assert v.support == pytest.approx(0.9 + 0.7 + 0.6) and v.contradiction == 0
     assert "3 domain(s) support" in v.rule and "1 item(s) under confidence 0.5 ignored" in v.rule
 
@@ -531,7 +531,7 @@ def test_a_university_study_against_the_claim_leaves_it_inconclusive() -> None:
     ])
     assert v.value == "inconclusive"
     assert "peer_reviewed source contradicts" in v.rule
-    assert v.evidence_level == "deterministic", "a real conflict between credible domains, measured"
+    assert v.evidence_level == "advisory", "stance labels, however many domains: not deterministic (issue 9 #4)"
 
 
 def test_a_contradiction_that_dominates_refutes() -> None:
