@@ -485,7 +485,7 @@ def _md_num(value: Any) -> str:
     return md_escape(_num(value))
 
 
-def _range_text(value: Any) -> str:
+def range_text(value: Any) -> str:
     """A range as the estimate table shows it: low – high; a target given as a width reads
     width ≤ 60; nothing to show gives the empty string."""
     rng = _dict(value)
@@ -498,7 +498,7 @@ def _range_text(value: Any) -> str:
 
 def _estimate_rows(estimate: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The estimate table's rows (label, text); a row with nothing to say is left out."""
-    rows = [(label, _range_text(estimate.get(key)))
+    rows = [(label, range_text(estimate.get(key)))
             for label, key in (("Initial", "initial"), ("Target", "target"), ("Final", "final"))]
     return [(label, text) for label, text in rows if text]
 
@@ -597,12 +597,12 @@ def _answer_lines(report: Mapping[str, Any]) -> list[str]:
     comes right after the status lines."""
     estimate = _dict(report.get("estimate"))
     if estimate:
-        final = _range_text(estimate.get("final"))
+        final = range_text(estimate.get("final"))
         unit = fold(estimate.get("unit"))
         if not final:
             return ["**Answer:** no range was computed.", ""]
         answer = f"{final} {unit}".strip()
-        target = _range_text(estimate.get("target"))
+        target = range_text(estimate.get("target"))
         against = f", against a target of {target} {unit}".rstrip() if target else ", with no target set"
         return [f"**Answer:** {md_escape(answer)}{md_escape(against)}.", ""]
     verdict = _dict(report.get("verdict"))
