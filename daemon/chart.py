@@ -128,7 +128,7 @@ def _draw_figure(layout: ChartLayout, unit: str, title: str) -> bytes:
         ax.set_xlabel("round (tokens spent so far)")
         ax.set_ylabel(unit or "value")
         ax.set_title(title[:90], fontsize=10)
-        ax.legend(loc="upper right", fontsize=8)
+        ax.legend(loc="best", fontsize=8)
         ax.grid(True, alpha=0.3)
         buffer = io.BytesIO()
         fig.tight_layout()
