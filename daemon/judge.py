@@ -1012,6 +1012,12 @@ EVIDENCE_LEVEL_MEANING: dict[str, str] = {
                "contradicts); no figure was checked against a target. Treat it as a lead to verify, not "
                "a finding. Give the hypothesis a metric, comparator, target and unit for a computed verdict."),
 }
+EVIDENCE_LEVEL_WORDS: dict[str, str] = {
+    # the same two meanings in a few words, for the report's answer line
+    DETERMINISTIC: "computed from the quoted figures against the brief's target, not judged by the model",
+    ADVISORY: ("weighed from the model's reading of each source (supports or contradicts): "
+               "a lead to verify, not a finding"),
+}
 MEETS, FAILS, UNDECIDED = "meets", "fails", "undecided"
 RESTATES, EARLIER, THRESHOLD = "restates the target", "earlier value", "a threshold named"
 

@@ -6,8 +6,13 @@ every string goes through daemon/untrusted.py: `clean` again (a stored report ma
 the door), then the one escape of the format. report.md folds and escapes them so they
 cannot add headings, links, images or raw HTML to the report; the summary, the one field
 that keeps structure, is parsed into a few pieces and each piece's text escaped.
-report.html escapes every byte of them; its only links are the sources' http(s) URLs and
-#source-n anchors (plus a Content-Security-Policy that forbids scripts, in case).
+report.html is that same Markdown rendered by markdown-it-py (raw HTML off, a link
+validator that lets through only http(s) URLs, #source-n anchors and the chart), so the
+two reports cannot disagree; a Content-Security-Policy forbids scripts and every load.
+
+Both lead with the answer: the question, the computed range against its target or the
+verdict and what its evidence level means, why research stopped, then the summary; the
+evidence that decided it, side by side, sources; the method (plan, queries, usage) last.
 
 The report dict *is* report.json (CONTRACT.md): the renderers read it and never add to it.
 Outbox paths go through `safe_outdir`, and nothing already in an outbox folder is ever
@@ -16,6 +21,7 @@ deleted: `archive_previous` moves an earlier run aside before a new one writes.
 
 from __future__ import annotations
 
+import base64
 import codecs
 import json
 import math
@@ -30,7 +36,7 @@ from daemon import files
 from daemon.brief import ID_RE, id_from_filename, valid_id
 from daemon.chart import CHART_FILE
 from daemon.citations import CITATION_RE, find_citations
-from daemon.judge import EVIDENCE_LEVEL_MEANING
+from daemon.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
 from daemon.untrusted import (
     clean,
     fold,
@@ -56,6 +62,7 @@ USAGE_KEYS: tuple[str, ...] = (
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
+SOURCE_ANCHOR = "source-"  # a source's entry in the reports is #source-<n>
 
 def utc_now_iso() -> str:
     """ISO 8601 UTC to the second with a Z: the one timestamp form report.json uses."""
@@ -422,10 +429,10 @@ def _md_inline(pieces: Iterable[Inline], known: set[int], links: frozenset[str])
 
 
 def _md_cite(piece: Inline, known: set[int]) -> str:
-    """Known numbers as briefd's own `[n]`; a group citing nothing known stays text."""
+    """Known numbers as briefd's own `[[n]](#source-n)`; a group citing nothing known stays text."""
     if not any(n in known for n in piece.numbers):
         return md_inline(piece.text)
-    return "".join(f"[{n}]" if n in known else md_inline(f"[{n}]") for n in piece.numbers)
+    return "".join(_md_cite_link(n) if n in known else md_inline(f"[{n}]") for n in piece.numbers)
 
 
 def _md_summary_link(piece: Inline, links: frozenset[str]) -> str:
@@ -489,7 +496,7 @@ def _md_num(value: Any) -> str:
     return md_escape(_num(value))
 
 
-def _range_text(value: Any) -> str:
+def range_text(value: Any) -> str:
     """A range as the estimate table shows it: low – high; a target given as a width reads
     width ≤ 60; nothing to show gives the empty string."""
     rng = _dict(value)
@@ -502,7 +509,7 @@ def _range_text(value: Any) -> str:
 
 def _estimate_rows(estimate: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The estimate table's rows (label, text); a row with nothing to say is left out."""
-    rows = [(label, _range_text(estimate.get(key)))
+    rows = [(label, range_text(estimate.get(key)))
             for label, key in (("Initial", "initial"), ("Target", "target"), ("Final", "final"))]
     return [(label, text) for label, text in rows if text]
 
@@ -539,19 +546,18 @@ def side_cell(item: Mapping[str, Any]) -> SideCell:
                     tier=fold(item.get("tier")) or "unrated", confidence=_confidence(item.get("confidence")))
 
 
-def _md_side_cell(cell: SideCell) -> str:
+def _md_side_cell(cell: SideCell, known: set[int]) -> str:
     value = f"**{md_escape(cell.value)}** " if cell.value is not None else ""
-    cite = f"[{cell.source}] " if cell.source is not None else ""
+    cite = f"{_md_cite_link(cell.source)} " if cell.source in known else ""
     return f"{value}{cite}{md_escape(cell.quote)} ({md_escape(cell.tier)}, {md_escape(cell.confidence)})"
 
 
-def _html_side_cell(cell: SideCell, known: set[int]) -> str:
-    value = f"<strong>{_e(cell.value)}</strong> " if cell.value is not None else ""
-    cite = _cite_html([cell.source], known) + " " if cell.source is not None else ""
-    return f"{value}{cite}{_e(cell.quote)} ({_e(cell.tier)}, {_e(cell.confidence)})"
+def _md_cite_link(n: int) -> str:
+    """A citation as briefd writes it: `[[n]](#source-n)`, a link to the source's entry."""
+    return f"[[{n}]](#{SOURCE_ANCHOR}{n})"
 
 
-def _md_sides(sides: Mapping[str, Any]) -> list[str]:
+def _md_sides(sides: Mapping[str, Any], known: set[int]) -> list[str]:
     """Disagreeing sources side by side: a two-column table."""
     left, right = _list(sides.get("left")), _list(sides.get("right"))
     if not left and not right:
@@ -559,18 +565,128 @@ def _md_sides(sides: Mapping[str, Any]) -> list[str]:
     lines = ["## Side by side", ""]
     rows = []
     for i in range(max(len(left), len(right))):
-        rows.append((_md_side_cell(side_cell(_dict(left[i]))) if i < len(left) else "",
-                     _md_side_cell(side_cell(_dict(right[i]))) if i < len(right) else ""))
+        rows.append((_md_side_cell(side_cell(_dict(left[i])), known) if i < len(left) else "",
+                     _md_side_cell(side_cell(_dict(right[i])), known) if i < len(right) else ""))
     lines += _md_table((md_escape(sides.get("left_title")), md_escape(sides.get("right_title"))), rows)
     return lines + [""]
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
-    """report.md: the question as title, status, disclaimer, summary, evidence, sources,
-    open gaps, queries and usage; a failed brief shows its error."""
-    lines: list[str] = []
+NOT_READ_NOTE = ("No page was read: the evidence comes from the snippets the search engine returned, "
+                 "which are cut mid-sentence and may lack context.")
+CHART_ALT = "The estimate's range round by round, with the target band"
+CHART_ELSEWHERE = f"The chart is in {CHART_FILE}, next to this report."
+
+
+@dataclass
+class MarkdownDoc:
+    """report.md's lines, plus HTML attributes for the blocks that start on some lines
+    (`#source-n` ids on the sources' list items, classes for CSS): report.html is these
+    very lines rendered by markdown-it, and these marks only add attributes."""
+
+    lines: list[str]
+    marks: dict[int, tuple[str, dict[str, str]]]
+
+    def mark(self, token_type: str, **attrs: str) -> None:
+        """Attributes for the `token_type` block that starts on the next line added (an
+        entry of `lines` may hold several lines: the summary, a fenced error)."""
+        self.marks[sum(line.count("\n") + 1 for line in self.lines)] = (token_type, attrs)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines).rstrip("\n") + "\n"
+
+
+def _answer_lines(report: Mapping[str, Any]) -> list[str]:
+    """The answer, first after the question: the computed range against its target, or the
+    verdict and what its evidence level means. A plain brief's answer is its summary, which
+    comes right after the status lines."""
+    estimate = _dict(report.get("estimate"))
+    if estimate:
+        final = range_text(estimate.get("final"))
+        unit = fold(estimate.get("unit"))
+        if not final:
+            return ["**Answer:** no range was computed.", ""]
+        answer = f"{final} {unit}".strip()
+        target = range_text(estimate.get("target"))
+        against = f", against a target of {target} {unit}".rstrip() if target else ", with no target set"
+        return [f"**Answer:** {md_escape(answer)}{md_escape(against)}.", ""]
+    verdict = _dict(report.get("verdict"))
+    if verdict:
+        level = fold(verdict.get("evidence_level"))
+        words = EVIDENCE_LEVEL_WORDS.get(level)
+        meaning = f" ({md_escape(level)}: {md_escape(words)})" if words else (
+            f" (evidence level: {md_escape(level)})" if level else "")
+        return [f"**Answer:** the claim is **{md_escape(verdict.get('value')) or 'undecided'}**{meaning}.", ""]
+    return []
+
+
+def _pages_not_read(report: Mapping[str, Any]) -> bool:
+    """Evidence kept although no page was fetched or taken from the cache: it came from
+    search snippets (fetch_pages: false, or every fetch failed)."""
+    usage = _dict(report.get("usage"))
+    return bool(_list(report.get("evidence"))) and "pages_fetched" in usage and not (
+        usage.get("pages_fetched") or usage.get("page_cache_hits"))
+
+
+def _strength(item: Mapping[str, Any]) -> float:
+    value = item.get("confidence")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return -1.0
+
+
+def evidence_by_source(report: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+    """The evidence grouped by source (its number, else its URL), strongest first: groups by
+    their strongest item's confidence, items within a group likewise; ties keep report order."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    known = _source_numbers(report)
+    for item in (_dict(e) for e in _list(report.get("evidence"))):
+        n = item.get("source")
+        key = ("n", n) if _is_n(n) and n in known else ("url", fold(item.get("url")))
+        groups.setdefault(key, []).append(item)
+    ordered = [sorted(items, key=_strength, reverse=True) for items in groups.values()]
+    return sorted(ordered, key=lambda items: _strength(items[0]), reverse=True)
+
+
+def _md_evidence(report: Mapping[str, Any]) -> list[str]:
+    known = _source_numbers(report)
+    by_n = {_dict(s).get("n"): _dict(s) for s in _list(report.get("sources"))}
+    lines = ["## Evidence", ""]
+    groups = evidence_by_source(report)
+    if not groups:
+        return lines + ["_No evidence was found._", ""]
+    lines += ["_Strongest first, grouped by source._", ""]
+    for items in groups:
+        n = items[0].get("source")
+        if _is_n(n) and n in known:
+            source = by_n.get(n, {})
+            head = f"{_md_cite_link(n)} {md_link(source.get('title'), source.get('url'))}"
+        else:
+            head = md_link(items[0].get("url"), items[0].get("url"))
+        tier = fold(items[0].get("tier"))
+        lines += [f"**From** {head}" + (f" · {md_escape(tier)}" if tier else ""), ""]
+        for item in items:
+            lines += [f"> {md_escape(item.get('quote'))}", ""]
+            caption = [f"round {_md_num(item.get('round'))}"]
+            if _stance(item):
+                caption.append(md_escape(_stance(item)))
+            if item.get("confidence") is not None:
+                caption.append(f"confidence {md_escape(_confidence(item.get('confidence')))}")
+            lines += ["— " + " · ".join(caption), ""]
+    return lines
+
+
+def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
+    """report.md, top to bottom: the question, the answer and why it stopped, the status,
+    the verdict or estimate, the summary; then the evidence that decided it (strongest
+    first, by source), side by side, sources, distrusted sources; the method last."""
+    doc = MarkdownDoc([], {})
+    lines = doc.lines
     question = md_escape(report.get("question")) or "Untitled brief"
     lines += [f"# {question}", ""]
+    lines += _answer_lines(report)
+    if report.get("stop_explanation"):
+        lines += [md_escape(report.get("stop_explanation")), ""]
 
     status = md_escape(report.get("status")) or "unknown"
     facts = [f"**Status:** {status}"]
@@ -580,39 +696,20 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         facts.append(f"**Started:** {md_escape(report.get('started_at'))}")
     if report.get("finished_at"):
         facts.append(f"**Finished:** {md_escape(report.get('finished_at'))}")
+    doc.mark("paragraph_open", **{"class": "status"})
     lines += [" · ".join(facts), ""]
-    if report.get("stop_explanation"):
-        lines += [md_escape(report.get("stop_explanation")), ""]
-    details = []
-    if report.get("id"):
-        details.append(f"**Brief:** {md_escape(report.get('id'))}")
-    if report.get("model"):
-        details.append(f"**Model:** {md_escape(report.get('model'))}")
-    if report.get("searxng_url"):
-        details.append(f"**Search:** {md_escape(report.get('searxng_url'))}")
-    if details:
-        lines += [" · ".join(details), ""]
 
     if report.get("disclaimer"):
+        doc.mark("blockquote_open", **{"class": "note"})
         lines += [f"> **Note:** {md_escape(report.get('disclaimer'))}", ""]
+    if _pages_not_read(report):
+        doc.mark("blockquote_open", **{"class": "note"})
+        lines += [f"> **Note:** {md_escape(NOT_READ_NOTE)}", ""]
 
     if report.get("status") == "failed" or report.get("error"):
         lines += ["## Error", ""]
         lines += _md_fenced(clean(report.get("error")) or "The brief failed without an error message.")
         lines += [""]
-
-    research_question = report.get("research_question")
-    angles = _list(report.get("angles"))
-    if (research_question and fold(research_question) != fold(report.get("question"))) or angles:
-        lines += ["## Research plan", ""]
-        if research_question:
-            lines += [f"**Research question:** {md_escape(research_question)}", ""]
-        if angles:
-            lines += [f"- {md_escape(angle)}" for angle in angles] + [""]
-
-    summary = clean(report.get("summary")).strip()
-    summary_md = _md_summary(summary, _source_numbers(report), _source_urls(report)) if summary else ""
-    lines += ["## Summary", "", summary_md or "_No summary._", ""]
 
     verdict = _dict(report.get("verdict"))
     if verdict:
@@ -647,21 +744,16 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         if chart_missing(report):
             lines += [f"_No chart: {md_escape(chart_missing(report))}_", ""]
 
-    known = _source_numbers(report)
-    lines += ["## Evidence", ""]
-    evidence = [_dict(item) for item in _list(report.get("evidence"))]
-    if not evidence:
-        lines += ["_No evidence was found._", ""]
-    for item in evidence:
-        lines += [f"> {md_escape(item.get('quote'))}", ""]
-        n = item.get("source")
-        where = f"[{n}]" if _is_n(n) and n in known else md_link(item.get("url"), item.get("url"))
-        caption = [where, f"round {_md_num(item.get('round'))}"]
-        if _stance(item):
-            caption.append(md_escape(_stance(item)))
-        if item.get("confidence") is not None:
-            caption.append(f"confidence {md_escape(_confidence(item.get('confidence')))}")
-        lines += ["— " + " · ".join(caption), ""]
+    if estimate and _dict(report.get("chart")).get("file") == CHART_FILE and not chart_missing(report):
+        doc.mark("paragraph_open", **{"class": "chart"})
+        lines += [f"![{CHART_ALT}]({CHART_FILE})", ""]
+
+    summary = clean(report.get("summary")).strip()
+    summary_md = _md_summary(summary, _source_numbers(report), _source_urls(report)) if summary else ""
+    lines += ["## Summary", "", summary_md or "_No summary._", ""]
+
+    lines += _md_evidence(report)
+    lines += _md_sides(_dict(report.get("sides")), _source_numbers(report))
 
     lines += ["## Sources", ""]
     cited, also_used = _sources_by_use(report)
@@ -670,16 +762,18 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for label, group in (("", cited), (ALSO_USED, also_used)):
         if group:
             lines += [f"**{label}**", ""] if label else []
-            lines += [f"- [{md_escape(s.get('n'))}] {md_link(s.get('title'), s.get('url'))}"
-                      for s in group] + [""]
+            for s in group:
+                n = s.get("n")
+                if _is_n(n):
+                    doc.mark("list_item_open", id=f"{SOURCE_ANCHOR}{n}")
+                lines.append(f"- [{md_escape(n)}] {md_link(s.get('title'), s.get('url'))}")
+            lines += [""]
     distrusted = _distrusted(report)
     if distrusted:
         lines += ["## Distrusted sources", "", f"_{DISTRUSTED_NOTE}_", ""]
         # a code span: GitHub-style renderers turn a bare URL into a link, never one in code
         lines += [f"- {_md_code_span(fold(d.get('url')))} (not linked): {md_escape(d.get('reason'))}"
                   for d in distrusted] + [""]
-
-    lines += _md_sides(_dict(report.get("sides")))
 
     gaps = _list(report.get("gaps"))
     lines += ["## Open gaps", ""]
@@ -691,8 +785,28 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                   "could clarify in a follow-up brief._", ""]
         lines += [f"- {md_escape(ask)}" for ask in asks] + [""]
 
+    lines += ["## Method", ""]
+    details = []
+    if report.get("id"):
+        details.append(f"**Brief:** {md_escape(report.get('id'))}")
+    if report.get("model"):
+        details.append(f"**Model:** {md_escape(report.get('model'))}")
+    if report.get("searxng_url"):
+        details.append(f"**Search:** {md_escape(report.get('searxng_url'))}")
+    if details:
+        lines += [" · ".join(details), ""]
+
+    research_question = report.get("research_question")
+    angles = _list(report.get("angles"))
+    if (research_question and fold(research_question) != fold(report.get("question"))) or angles:
+        lines += ["### Research plan", ""]
+        if research_question:
+            lines += [f"**Research question:** {md_escape(research_question)}", ""]
+        if angles:
+            lines += [f"- {md_escape(angle)}" for angle in angles] + [""]
+
     queries = [_dict(q) for q in _list(report.get("queries"))]
-    lines += ["## Queries", ""]
+    lines += ["### Queries", ""]
     if queries:
         lines += _md_table(("Round", "Query", "Results"),
                            [(_md_num(q.get("round")), md_escape(q.get("text")), _md_num(q.get("results")))
@@ -702,90 +816,53 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 
     fallbacks = _dict(report.get("fallbacks"))
     if fallbacks:
-        lines += ["## Fallbacks", ""]
+        lines += ["### Fallbacks", ""]
         lines += _md_table(("Fallback", "Times"),
                            [(md_escape(name), _md_num(count)) for name, count in fallbacks.items()]) + [""]
 
     usage = _usage_rows(report)
     if usage:
-        lines += ["## Usage", ""]
+        lines += ["### Usage", ""]
         lines += _md_table(("Measure", "Value"), [(md_escape(label), md_escape(value)) for label, value in usage]) + [""]
+    return doc
 
-    return "\n".join(lines).rstrip("\n") + "\n"
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    """report.md (see `markdown_doc` for its order); a failed brief shows its error."""
+    return markdown_doc(report).text
 
 
 # ---------------------------------------------------------------------------
-# HTML
+# HTML: the same Markdown, rendered by markdown-it-py
+#
+# report.html is report.md rendered, so the two cannot disagree. markdown-it-py is a
+# CommonMark renderer made for this (the spec's escaping and link rules, tested against
+# the spec): briefd's own escaping decides what the Markdown means, and the renderer only
+# turns it into HTML. Raw HTML is off (`html: False`: a tag in the Markdown is text), no
+# linkify or typographer, and its link validator lets through only http(s) URLs,
+# briefd's own #source-n anchors and the chart beside the report; the CSP forbids
+# scripts and any load but inline styles and the inlined chart.
+
 
 def _e(value: Any) -> str:
     return html_escape(value)
 
 
-def html_link(text: Any, url: Any) -> str:
-    """An <a> for http(s) URLs; any other URL is shown as escaped text, never an href."""
-    href = safe_http_url(url)
-    label = _e(text) or _e(url)
-    if href is None:
-        return label
-    return f'<a href="{_e(href)}" rel="noopener noreferrer nofollow">{label}</a>'
+_ANCHOR_RE = re.compile(rf"#{SOURCE_ANCHOR}\d{{1,9}}")
 
 
-def _cite_html(numbers: Iterable[int], known: set[int]) -> str:
-    parts = []
-    for n in numbers:
-        if n in known:
-            parts.append(f'<a class="cite" href="#source-{n}">[{n}]</a>')
-        else:
-            parts.append(f"[{n}]")
-    return "".join(parts)
+def valid_link(url: str) -> bool:
+    """markdown-it's link validator for report.html: http(s) URLs (as safe_http_url allows),
+    briefd's own #source-n anchors, and chart.png (the image beside the report)."""
+    return url == CHART_FILE or _ANCHOR_RE.fullmatch(url) is not None or safe_http_url(url) is not None
 
 
-def _html_inline(pieces: Iterable[Inline], known: set[int], links: frozenset[str]) -> str:
-    """Every piece's text escaped; the only tags are the ones made here: code, links to
-    the report's sources, citations as #source-n links, bold, italics."""
-    out: list[str] = []
-    for piece in pieces:
-        if piece.kind == "code":
-            out.append(f"<code>{_e(piece.text)}</code>")
-        elif piece.kind == "cite":
-            numbers = piece.numbers
-            out.append(_cite_html(numbers, known) if any(n in known for n in numbers) else _e(piece.text))
-        elif piece.kind == "link":
-            label = _e(piece.text.strip()) or _e(piece.url)
-            if piece.url in links:
-                out.append(f'<a href="{_e(piece.url)}" rel="noopener noreferrer nofollow">{label}</a>')
-            elif piece.url and piece.url != piece.text.strip():
-                out.append(f"{label} ({_e(piece.url)})")
-            else:
-                out.append(label)
-        elif piece.kind in ("strong", "em"):
-            tag = "strong" if piece.kind == "strong" else "em"
-            out.append(f"<{tag}>{_html_inline(piece.children, known, links)}</{tag}>")
-        else:
-            out.append(_e(piece.text))
-    return "".join(out)
+def _markdown_renderer() -> Any:
+    from markdown_it import MarkdownIt
 
-
-def summary_html(summary: str, known: set[int], links: frozenset[str] = frozenset()) -> str:
-    """The summary as safe HTML: paragraphs, headings (nested under the Summary heading),
-    lists, code blocks, [n] as links to #source-n, links only to `links` (the sources)."""
-    out: list[str] = []
-    for block in parse_summary(summary):
-        if block.kind == "code":
-            out.append("<pre><code>" + _e("\n".join(block.lines)) + "</code></pre>")
-        elif block.kind == "heading":
-            level = _summary_heading_level(block.level)
-            out.append(f"<h{level}>{_html_inline(parse_inline(block.lines[0]), known, links)}</h{level}>")
-        elif block.kind == "table":
-            cells = [tuple(_html_inline(parse_inline(cell), known, links) for cell in row) for row in block.rows]
-            out.append(_html_table(cells[0], cells[1:]))
-        elif block.kind in ("bullets", "numbers"):
-            tag = "ul" if block.kind == "bullets" else "ol"
-            body = "".join(f"<li>{_html_inline(parse_inline(item), known, links)}</li>" for item in block.lines)
-            out.append(f"<{tag}>{body}</{tag}>")
-        else:
-            out.append(f"<p>{_html_inline(parse_inline(block.lines[0]), known, links)}</p>")
-    return "\n".join(out)
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+    md.validateLink = valid_link  # type: ignore[method-assign]
+    return md
 
 
 _CSS = """
@@ -793,192 +870,73 @@ body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#fafafa;color:#222}
 main{max-width:52rem;margin:0 auto;padding:1.5rem;background:#fff}
 h1{font-size:1.6rem;line-height:1.25}
 .status{color:#555}.status strong{color:#222}
-.failed{color:#a00}.cancelled{color:#a60}
 .note{border-left:4px solid #d90;background:#fff8e6;padding:.5rem 1rem;margin:1rem 0}
 blockquote{border-left:4px solid #ccc;margin:.5rem 0;padding:.25rem 1rem;color:#333;overflow-wrap:anywhere}
-figure{margin:1rem 0}figcaption{font-size:.9rem;color:#555}
 table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}
 pre{background:#f3f3f3;padding:.75rem;overflow:auto;white-space:pre-wrap}
-.sources li{margin:.25rem 0;overflow-wrap:anywhere}.url{color:#666;font-size:.85rem}
-a.cite{text-decoration:none}
+li{overflow-wrap:anywhere}.chart img{max-width:100%;height:auto}
 """.strip()
+# Nothing loads: no script, font, frame or connection; styles are the inline sheet above;
+# the one image is the chart, inlined as a data: URI.
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
-def _html_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
-    head = "".join(f"<th>{cell}</th>" for cell in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _chart_src(chart_png: bytes | None) -> str | None:
+    if chart_png is None or not chart_png.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    return "data:image/png;base64," + base64.b64encode(chart_png).decode("ascii")
 
 
-def render_html(report: Mapping[str, Any]) -> str:
-    """report.html: one standalone HTML5 page with inline CSS. Every value from the report
-    is escaped; only http(s) URLs become hrefs; a CSP forbids scripts outright."""
-    known = _source_numbers(report)
+def _html_tokens(doc: MarkdownDoc, chart_png: bytes | None) -> tuple[Any, list[Any]]:
+    """The Markdown's tokens, with the doc's marks set as attributes, links given rel, and
+    the chart image pointed at its inlined bytes (or said in words when they are absent)."""
+    from markdown_it.token import Token
+
+    md = _markdown_renderer()
+    tokens = md.parse(doc.text)
+    chart = _chart_src(chart_png)
+    for token in tokens:
+        mark = doc.marks.get(token.map[0]) if token.map else None
+        if mark is not None and mark[0] == token.type:
+            for name, value in mark[1].items():
+                token.attrSet(name, value)
+        children = token.children or []
+        for i, child in enumerate(children):
+            if child.type == "link_open":
+                internal = str(child.attrGet("href") or "").startswith("#")
+                child.attrSet(*(("class", "cite") if internal else ("rel", "noopener noreferrer nofollow")))
+            elif child.type == "image":
+                if child.attrGet("src") == CHART_FILE and chart is not None:
+                    child.attrSet("src", chart)
+                else:
+                    text = Token("text", "", 0)
+                    text.content = CHART_ELSEWHERE if child.attrGet("src") == CHART_FILE else child.content
+                    children[i] = text
+    return md, tokens
+
+
+def render_html(report: Mapping[str, Any], chart_png: bytes | None = None) -> str:
+    """report.html: report.md rendered by markdown-it-py in one standalone HTML5 page with
+    inline CSS; `chart_png` (the chart's bytes) is inlined where report.md shows chart.png."""
+    doc = markdown_doc(report)
+    md, tokens = _html_tokens(doc, chart_png)
+    body = md.renderer.render(tokens, md.options, {})
     question = fold(report.get("question")) or "Untitled brief"
-    failed = report.get("status") == "failed"
-    parts: list[str] = [
+    return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en">',
         "<head>",
         '<meta charset="utf-8">',
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; img-src 'self' data:\">",
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">',
         '<meta name="referrer" content="no-referrer">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(question)}</title>",
         f"<style>{_CSS}</style>",
         "</head>",
         "<body><main>",
-        f"<h1>{_e(question)}</h1>",
-    ]
-    status_class = "failed" if failed else "cancelled" if report.get("status") == "cancelled" else "done"
-    facts = [f"<strong>Status:</strong> <span class=\"{status_class}\">"
-             f"{_e(report.get('status') or 'unknown')}</span>"]
-    for label, key in (("Stopped", "stop_reason"), ("Started", "started_at"),
-                       ("Finished", "finished_at"), ("Brief", "id"), ("Model", "model"),
-                       ("Search", "searxng_url")):
-        if report.get(key):
-            facts.append(f"<strong>{label}:</strong> {_e(report.get(key))}")
-    parts.append('<p class="status">' + " · ".join(facts) + "</p>")
-    if report.get("stop_explanation"):
-        parts.append(f"<p>{_e(report.get('stop_explanation'))}</p>")
-
-    if report.get("disclaimer"):
-        parts.append(f'<div class="note"><strong>Note:</strong> {_e(report.get("disclaimer"))}</div>')
-
-    if failed or report.get("error"):
-        error = clean(report.get("error")) or "The brief failed without an error message."
-        parts.append(f'<h2>Error</h2><pre class="failed">{_e(error)}</pre>')
-
-    research_question = report.get("research_question")
-    angles = _list(report.get("angles"))
-    if (research_question and fold(research_question) != fold(report.get("question"))) or angles:
-        parts.append("<h2>Research plan</h2>")
-        if research_question:
-            parts.append(f"<p><strong>Research question:</strong> {_e(research_question)}</p>")
-        if angles:
-            parts.append("<ul>" + "".join(f"<li>{_e(a)}</li>" for a in angles) + "</ul>")
-
-    summary = clean(report.get("summary")).strip()
-    parts.append("<h2>Summary</h2>")
-    summary_part = summary_html(summary, known, _source_urls(report)) if summary else ""
-    parts.append(summary_part or "<p><em>No summary.</em></p>")
-
-    verdict = _dict(report.get("verdict"))
-    if verdict:
-        parts.append("<h2>Verdict</h2>")
-        parts.append(f"<p><strong>{_e(verdict.get('value'))}</strong> (rule: {_e(verdict.get('rule'))}; "
-                     f"evidence level: {_e(verdict.get('evidence_level'))})</p>")
-        meaning = EVIDENCE_LEVEL_MEANING.get(str(verdict.get("evidence_level")))
-        if meaning:
-            parts.append(f"<p>{_e(meaning)}</p>")
-
-    estimate = _dict(report.get("estimate"))
-    if estimate:
-        unit = _e(estimate.get("unit"))
-        parts.append("<h2>Estimate</h2>")
-        rows = [(label, _e(text)) for label, text in _estimate_rows(estimate)]
-        parts.append(_html_table(("", f"Range ({unit})" if unit else "Range"), rows))
-        if estimate.get("progress_score") is not None:
-            parts.append(f"<p><strong>Progress score:</strong> {_e(_num(estimate.get('progress_score')))}</p>")
-        if estimate.get("note"):
-            parts.append(f'<div class="note"><strong>Note:</strong> {_e(estimate.get("note"))}</div>')
-        discarded = _discarded_rows(estimate)
-        if discarded:
-            parts.append("<p><strong>Discarded figures</strong></p>")
-            parts.append(_html_table(("Reason", "Figures"), [(_e(r), _e(n)) for r, n in discarded]))
-        history = [_dict(step) for step in _list(estimate.get("history"))]
-        if history:
-            parts.append(_html_table(
-                ("Round", "Low", "High", "Progress", "Tokens"),
-                [tuple(_e(_num(h.get(k))) for k in ("round", "low", "high", "progress_score", "tokens"))
-                 for h in history],
-            ))
-        if chart_missing(report):
-            parts.append(f"<p><em>No chart: {_e(chart_missing(report))}</em></p>")
-
-    parts.append("<h2>Evidence</h2>")
-    evidence = [_dict(item) for item in _list(report.get("evidence"))]
-    if not evidence:
-        parts.append("<p><em>No evidence was found.</em></p>")
-    for item in evidence:
-        n = item.get("source")
-        caption = [_cite_html([n], known) if _is_n(n) and n in known else html_link(item.get("url"), item.get("url")),
-                   f"round {_e(_num(item.get('round')))}"]
-        if _stance(item):
-            caption.append(_e(_stance(item)))
-        if item.get("confidence") is not None:
-            caption.append(f"confidence {_e(_confidence(item.get('confidence')))}")
-        parts.append(f"<figure><blockquote>{_e(fold(item.get('quote')))}</blockquote>"
-                     f"<figcaption>{' · '.join(caption)}</figcaption></figure>")
-
-    parts.append("<h2>Sources</h2>")
-    cited, also_used = _sources_by_use(report)
-    if not cited and not also_used:
-        parts.append("<p><em>No sources are cited.</em></p>")
-    for label, group in (("", cited), (ALSO_USED, also_used)):
-        if not group:
-            continue
-        if label:
-            parts.append(f"<p><strong>{_e(label)}</strong></p>")
-        items = []
-        for source in group:
-            n = source.get("n")
-            anchor = f' id="source-{n}"' if isinstance(n, int) and not isinstance(n, bool) else ""
-            items.append(f"<li{anchor}>[{_e(n)}] {html_link(fold(source.get('title')) or source.get('url'), source.get('url'))}"
-                         f' <span class="url">{_e(source.get("url"))}</span></li>')
-        parts.append('<ul class="sources">' + "".join(items) + "</ul>")
-    distrusted = _distrusted(report)
-    if distrusted:
-        parts.append("<h2>Distrusted sources</h2>")
-        parts.append(f"<p><em>{_e(DISTRUSTED_NOTE)}</em></p>")
-        parts.append('<ul class="sources">' + "".join(
-            f'<li><span class="url">{_e(d.get("url"))}</span>: {_e(d.get("reason"))}</li>' for d in distrusted)
-            + "</ul>")
-
-    sides = _dict(report.get("sides"))
-    left, right = _list(sides.get("left")), _list(sides.get("right"))
-    if left or right:
-        parts.append("<h2>Side by side</h2>")
-        rows = [(_html_side_cell(side_cell(_dict(left[i])), known) if i < len(left) else "",
-                 _html_side_cell(side_cell(_dict(right[i])), known) if i < len(right) else "")
-                for i in range(max(len(left), len(right)))]
-        parts.append(_html_table((_e(sides.get("left_title")), _e(sides.get("right_title"))), rows))
-
-    gaps = _list(report.get("gaps"))
-    parts.append("<h2>Open gaps</h2>")
-    parts.append("<ul>" + "".join(f"<li>{_e(g)}</li>" for g in gaps) + "</ul>" if gaps
-                 else "<p><em>None.</em></p>")
-
-    asks = _list(report.get("open_questions"))
-    if asks:
-        parts.append("<h2>Open questions</h2>")
-        parts.append("<p><em>An unattended daemon cannot ask; these are what the requester could clarify "
-                     "in a follow-up brief.</em></p>")
-        parts.append("<ul>" + "".join(f"<li>{_e(a)}</li>" for a in asks) + "</ul>")
-
-    queries = [_dict(q) for q in _list(report.get("queries"))]
-    parts.append("<h2>Queries</h2>")
-    if queries:
-        parts.append(_html_table(("Round", "Query", "Results"),
-                                 [(_e(_num(q.get("round"))), _e(q.get("text")), _e(_num(q.get("results"))))
-                                  for q in queries]))
-    else:
-        parts.append("<p><em>No searches were run.</em></p>")
-
-    fallbacks = _dict(report.get("fallbacks"))
-    if fallbacks:
-        parts.append("<h2>Fallbacks</h2>")
-        parts.append(_html_table(("Fallback", "Times"),
-                                 [(_e(name), _e(_num(count))) for name, count in fallbacks.items()]))
-
-    usage = _usage_rows(report)
-    if usage:
-        parts.append("<h2>Usage</h2>")
-        parts.append(_html_table(("Measure", "Value"), [(_e(label), _e(value)) for label, value in usage]))
-
-    parts.append("</main></body></html>")
-    return "\n".join(parts) + "\n"
+        body.rstrip("\n"),
+        "</main></body></html>",
+    ]) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -1000,6 +958,16 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _read_chart(outdir: Path, report: Mapping[str, Any]) -> bytes | None:
+    """The chart.png the worker drew for this report (report["chart"] names it), else None."""
+    if _dict(report.get("chart")).get("file") != CHART_FILE or chart_missing(report):
+        return None
+    try:
+        return (Path(outdir) / CHART_FILE).read_bytes()
+    except OSError:
+        return None
+
+
 def write_report(outdir: Path, report: Mapping[str, Any], formats: Iterable[str]) -> list[Path]:
     """Write report.json always, report.md for "md", report.html for "html", each atomically.
 
@@ -1018,7 +986,7 @@ def write_report(outdir: Path, report: Mapping[str, Any], formats: Iterable[str]
     if "md" in wanted:
         contents.append((outdir / "report.md", render_markdown(report)))
     if "html" in wanted:
-        contents.append((outdir / "report.html", render_html(report)))
+        contents.append((outdir / "report.html", render_html(report, _read_chart(outdir, report))))
     contents.append((outdir / "report.json",
                      json.dumps(_json_safe(report), indent=2, ensure_ascii=False) + "\n"))
     for path, text in contents:

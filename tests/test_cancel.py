@@ -239,7 +239,7 @@ def test_side_by_side_cells_in_html_show_text_not_markdown() -> None:
         assert " ".join(quote.split()) in " ".join(text.split()), f"{quote!r} shown as written"
     assert "**" not in text and "\\[" not in text and "\\*" not in text and "\\_" not in text
     assert "<strong>410</strong>" in page and "<strong>380\u2013520</strong>" in page
-    assert '<a class="cite" href="#source-1">[1]</a>' in page
+    assert '<a href="#source-1" class="cite">[1]</a>' in page
     assert "<b>" not in page, "page text is never markup"
     # report.md keeps its Markdown, escaped: the same cell reads the same once rendered
     markdown = render_markdown(report)

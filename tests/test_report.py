@@ -9,6 +9,7 @@ import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from markdown_it import MarkdownIt
@@ -161,21 +162,24 @@ def test_markdown_report_reads_well() -> None:
     assert text.startswith("# What will an EV battery pack cost per kWh in 2027?\n")
     assert headings(text) == [
         ("h1", "What will an EV battery pack cost per kWh in 2027?"),
-        ("h2", "Research plan"),
+        ("h2", "Estimate"),
         ("h2", "Summary"),
         ("h4", "Outlook"),  # the summary's own "##" nests under Summary
-        ("h2", "Estimate"),
         ("h2", "Evidence"),
         ("h2", "Sources"),
         ("h2", "Open gaps"),
         ("h2", "Open questions"),
-        ("h2", "Queries"),
-        ("h2", "Fallbacks"),
-        ("h2", "Usage"),
+        ("h2", "Method"),
+        ("h3", "Research plan"),
+        ("h3", "Queries"),
+        ("h3", "Fallbacks"),
+        ("h3", "Usage"),
     ]
     assert "**Status:** done · **Stopped:** converged" in text
     assert "> Average pack prices fell 20% to $115/kWh in 2024." in text
-    assert "— [1] · round 1 · narrows\\_high · confidence 0.85" in text
+    assert ("**From** [[1]](#source-1) [Battery Price Survey 2024](https://about.bnef.com/battery-survey-2024)\n\n"
+            "> Average pack prices fell 20% to $115/kWh in 2024.\n\n"
+            "— round 1 · narrows\\_high · confidence 0.85") in text
     # the quote's newline is folded, so the whole quote stays one blockquote line
     assert "> Prices could reach $80-95 per kWh by 2027 under current trends." in text
     assert "- [1] [Battery Price Survey 2024](https://about.bnef.com/battery-survey-2024)" in text
@@ -185,10 +189,12 @@ def test_markdown_report_reads_well() -> None:
     assert "| 2 | EV battery cost forecast 2027 \\| lithium | 8 |" in text
     assert "| Model calls | 7 |" in text and "| Wall time | 451.2 s |" in text
     assert "| 2 | 78.5 | 96 | 0.91 | 9,388 |" in text
-    assert cited_numbers(text.split("## Summary")[1].split("## Estimate")[0]) == [1, 2, 3]
+    assert cited_numbers(text.split("## Summary")[1].split("## Evidence")[0]) == [1, 2, 3]
     links = [t.attrs["href"] for t in md_tokens(text) if t.type == "link_open"]
-    assert links == [
-        "https://about.bnef.com/battery-survey-2024",
+    assert [link for link in links if not link.startswith("#source-")] == [
+        "https://about.bnef.com/battery-survey-2024",  # the evidence, by source
+        "https://www.iea.org/reports/global-ev-outlook-2025",
+        "https://about.bnef.com/battery-survey-2024",  # the sources list
         "https://www.iea.org/reports/global-ev-outlook-2025",
         "https://example.com/materials?q=lithium&y=2027",
     ]
@@ -203,22 +209,24 @@ def test_markdown_shows_disclaimer_and_error_for_a_failed_brief() -> None:
     assert "**Status:** failed" in text
     fences = [t for t in _MD.parse(text) if t.type == "fence"]
     assert fences and fences[0].content == report["error"] + "\n"
-    assert [h for h in headings(text) if h[0] == "h2"][-1] == ("h2", "Usage")
+    assert [h for h in headings(text) if h[0] == "h2"][-1] == ("h2", "Method")
+    assert headings(text)[-1] == ("h3", "Usage")
 
 
 def test_markdown_page_text_cannot_restructure_the_report() -> None:
     text = render_markdown(hostile_report())
     tokens = md_tokens(text)
-    assert not [t for t in tokens if t.type in ("html_block", "html_inline", "image")]
+    assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
+    assert [t.attrs["src"] for t in tokens if t.type == "image"] == ["chart.png"], "briefd's chart, no other image"
     hrefs = [t.attrs["href"] for t in tokens if t.type == "link_open"]
-    assert hrefs and all(h.startswith("https://") for h in hrefs)
+    assert hrefs and all(h.startswith(("https://", "#source-")) for h in hrefs)
     assert not any("javascript" in h for h in hrefs)
     found = headings(text)
     assert [h for h in found if h[0] == "h1"] == [("h1", f"Is this safe? {SCRIPT}")]
     # every section heading is still ours: the unclosed fence did not swallow them
     assert [h[1] for h in found if h[0] == "h2"] == [
-        "Research plan", "Summary", "Estimate", "Evidence", "Sources", "Open gaps", "Open questions", "Queries", "Fallbacks",
-        "Usage"]
+        "Estimate", "Summary", "Evidence", "Sources", "Open gaps", "Open questions", "Method"]
+    assert found[-4:] == [("h3", "Research plan"), ("h3", "Queries"), ("h3", "Fallbacks"), ("h3", "Usage")]
     assert ("h3", "Takeover") in found
     assert not [h for h in found if "Injected" in h[1] or "injected" in h[1]]
     # the hostile quote is one blockquote paragraph with its text intact
@@ -284,8 +292,9 @@ def test_html_report_is_a_standalone_page_with_linked_citations() -> None:
     page = parse(text)
     assert page.by_tag["title"] == ["What will an EV battery pack cost per kWh in 2027?"]
     assert page.by_tag["h1"] == ["What will an EV battery pack cost per kWh in 2027?"]
-    assert page.by_tag["h2"] == ["Research plan", "Summary", "Estimate", "Evidence", "Sources",
-                                 "Open gaps", "Open questions", "Queries", "Fallbacks", "Usage"]
+    assert page.by_tag["h2"] == ["Estimate", "Summary", "Evidence", "Sources", "Open gaps", "Open questions",
+                                 "Method"]
+    assert page.by_tag["h3"] == ["Research plan", "Queries", "Fallbacks", "Usage"]
     assert page.by_tag["h4"] == ["Outlook"]
     ids = [a["id"] for _, a in page.tags if "id" in a]
     assert ids == ["source-1", "source-2", "source-3"]
@@ -294,10 +303,10 @@ def test_html_report_is_a_standalone_page_with_linked_citations() -> None:
     assert [h for h in hrefs if h.startswith("#")] == [
         "#source-1", "#source-2", "#source-3", "#source-1", "#source-3", "#source-2", "#source-1", "#source-2"]
     assert "https://example.com/materials?q=lithium&y=2027" in hrefs
-    assert "Average pack prices fell 20% to $115/kWh in 2024." in page.by_tag["blockquote"]
+    assert "<blockquote>\n<p>Average pack prices fell 20% to $115/kWh in 2024.</p>\n</blockquote>" in text
     assert any(t.startswith("Pack prices fell to about $115/kWh") for t in page.by_tag["p"])
     assert page.by_tag["strong"].count("continued") == 1
-    assert page.by_tag["li"][:1] == ["historical price curve"]
+    assert "historical price curve" in page.by_tag["li"]
     assert "<style>" in text and "<link" not in text and "<script" not in text.lower()
 
 
@@ -322,7 +331,7 @@ def test_html_escapes_everything_from_pages_and_model() -> None:
     assert ATTR_BREAK.strip() in alltext
     # an http URL with quotes in it stays one attribute value, not new attributes
     source2 = [a for t, a in page.tags if t == "a" and (a.get("href") or "").startswith("https://ok.example/")]
-    assert source2 and source2[0]["href"] == QUOTED_URL
+    assert source2 and unquote(source2[0]["href"] or "") == QUOTED_URL
     # one with whitespace is not a usable URL at all: shown, never linked
     assert not [h for h in page.hrefs() if "spaces.example" in h]
     assert f"https://spaces.example/{ATTR_BREAK}" in alltext
@@ -335,7 +344,7 @@ def test_html_failed_brief_shows_escaped_error() -> None:
     report = blank_report("b1", "b1.json", "Q?", "2026-11-22T10:00:00Z")
     report["error"] = f"crashed on {SCRIPT}"
     page = parse(render_html(report))
-    assert page.by_tag["pre"] == [f"crashed on {SCRIPT}"]
+    assert page.by_tag["code"] == [f"crashed on {SCRIPT}\n"]  # <pre><code>, as a code block ends
     assert "script" not in {t for t, _ in page.tags}
 
 

@@ -8,15 +8,18 @@ snippet is the text. Issue 9, findings 5 and 6.
 
 from __future__ import annotations
 
+import base64
 import re
 
 import pytest
 
 from daemon import decide
+from daemon.chart import CHART_FILE
 from daemon.citations import cited_numbers
-from daemon.report import ALSO_USED
+from daemon.report import ALSO_USED, EVIDENCE_LEVEL_WORDS, NOT_READ_NOTE, range_text
 from tests.conftest import Workspace
 from tests.lab.corpus import PAGES, TOPICS, Page
+from tests.test_report_answer import VIEWER, first_lines, visible, words
 
 BRIEFS = {
     "northgate": {
@@ -117,3 +120,42 @@ def test_headlines_and_bare_questions_are_not_evidence(lab_run: Workspace, brief
         assert not re.fullmatch(r"[^.!]*\?\W*", quote), f"a bare question kept as evidence: {quote!r}"
         title = item.get("title") or ""
         assert " ".join(quote.split()) not in title, f"a headline kept as evidence: {quote!r}"
+
+
+# --------------------------------------------------------------------------- issue 9, part C: the answer first
+
+
+def test_estimate_report_html_shows_the_chart(lab_run: Workspace) -> None:
+    """The lab's estimate brief: report.html carries chart.png inline, report.md links it."""
+    outdir = lab_run.outbox / "northgate"
+    assert lab_run.report("northgate")["chart"] == {"file": CHART_FILE, "missing": None}
+    chart = (outdir / CHART_FILE).read_bytes()
+    html = (outdir / "report.html").read_text(encoding="utf-8")
+    inline = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(inline) == 1 and base64.b64decode(inline[0]) == chart
+    assert f"]({CHART_FILE})" in (outdir / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("brief_id", list(BRIEFS))
+def test_the_answer_is_on_the_reports_first_screen(lab_run: Workspace, brief_id: str) -> None:
+    """The first 25 lines of report.md, as a viewer shows them, hold the question and the answer."""
+    report = lab_run.report(brief_id)
+    screen = first_lines((lab_run.outbox / brief_id / "report.md").read_text(encoding="utf-8"))
+    assert words(report["question"]) in screen
+    if report["estimate"]:
+        estimate = report["estimate"]
+        assert f"{range_text(estimate['final'])} {estimate['unit']}" in screen, screen
+        assert f"target of {range_text(estimate['target'])}" in screen, screen
+        assert words(report["stop_explanation"]) in screen
+    elif report["verdict"]:
+        assert f"the claim is {report['verdict']['value']}" in screen, screen
+        assert words(EVIDENCE_LEVEL_WORDS[report["verdict"]["evidence_level"]]) in screen
+    else:
+        assert words(shown_text(report["summary"]))[:80] in screen, screen
+    not_read = words(NOT_READ_NOTE) in screen
+    assert not_read == (not BRIEFS[brief_id].get("fetch_pages", True)), "only the snippets brief read no page"
+
+
+def shown_text(markdown: str) -> str:
+    """What a viewer shows of some Markdown."""
+    return "".join(visible(VIEWER.render(markdown)).parts)

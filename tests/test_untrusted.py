@@ -96,8 +96,8 @@ def url_fields(report: dict[str, Any]) -> set[str]:
 
 # CommonMark with raw HTML on, plus the GFM tables and strikethrough most viewers add.
 _MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-MD_SECTIONS = {"Error", "Research plan", "Summary", "Verdict", "Estimate", "Evidence", "Sources", "Side by side",
-               "Open gaps", "Open questions", "Queries", "Fallbacks", "Usage"}
+MD_SECTIONS = {"Error", "Summary", "Verdict", "Estimate", "Evidence", "Side by side", "Sources",
+               "Distrusted sources", "Open gaps", "Open questions", "Method"}
 
 
 def flat(tokens: list[Any]) -> list[Any]:
@@ -114,16 +114,22 @@ def test_report_md_holds_no_tag_link_or_image_briefd_did_not_write(report: dict[
     assert not [t for t in everything if t.type in ("html_inline", "html_block")], text
     assert not [t for t in everything if t.type == "image"], text
     allowed = url_fields(report)
+    anchors = {f"#source-{s['n']}" for s in report["sources"]}  # citations link to the sources' entries
     for token in everything:
         if token.type == "link_open":
             href = token.attrs["href"]
-            assert isinstance(href, str) and href.startswith(("http://", "https://")), (href, text)
+            assert isinstance(href, str), (href, text)
+            if href in anchors:
+                continue
+            assert href.startswith(("http://", "https://")), (href, text)
             assert unquote(href) in allowed, (href, allowed, text)
     # the report's structure is still briefd's: one title, and only its own sections
     levels = [(t.tag, everything[i + 1].content) for i, t in enumerate(everything) if t.type == "heading_open"]
     assert [tag for tag, _ in levels].count("h1") == 1, levels
     assert {content for tag, content in levels if tag == "h2"} <= MD_SECTIONS, levels
-    assert ("h2", "Usage") in levels, "a code fence or an HTML block swallowed the end of the report"
+    # the method comes last, its usage table at the very end
+    assert ("h2", "Method") in levels and levels[-1] == ("h3", "Usage"), \
+        "a code fence or an HTML block swallowed the end of the report"
 
 
 def test_a_backslash_before_a_tag_in_the_summary_stays_text() -> None:
@@ -144,10 +150,13 @@ def test_citations_and_source_links_still_read_as_briefd_writes_them() -> None:
                           {"n": 2, "url": "https://ok.example/b", "title": "B"}], "usage": {"llm_calls": 1}}
     text = render_markdown(report)
     summary = text.split("## Summary")[1].split("## Evidence")[0]
-    assert "Prices fell [1] and **rose [2]** again; see [the survey](https://ok.example/a)." in summary
-    assert "- one [1]" in summary and "- two ` code <b> ` [2]" in summary
+    # a citation is a link to its source's entry (#source-n), in report.md as in report.html
+    assert ("Prices fell [[1]](#source-1) and **rose [[2]](#source-2)** again; "
+            "see [the survey](https://ok.example/a).") in summary
+    assert "- one [[1]](#source-1)" in summary and "- two ` code <b> ` [[2]](#source-2)" in summary
     hrefs = [t.attrs["href"] for t in flat(_MD.parse(text)) if t.type == "link_open"]
-    assert hrefs == ["https://ok.example/a", "https://ok.example/a", "https://ok.example/b"]
+    summary_hrefs = ["#source-1", "#source-2", "https://ok.example/a", "#source-1", "#source-2", "#source-1"]
+    assert hrefs == summary_hrefs + ["https://ok.example/a", "https://ok.example/b"]
     assert "#### Outlook" in summary
 
 
@@ -161,7 +170,7 @@ def test_a_table_in_the_summary_stays_a_table_of_text() -> None:
     shown = ["".join(c.content for c in cell.children or [] if c.type == "text") for cell in cells]
     assert shown[:4] == ["Year", "Cost | note", "2024", "<img src=x onerror=alert(1)> [1]"]
     html_text = render_html(report)
-    assert "<td>&lt;img src=x onerror=alert(1)&gt; <a class=\"cite\" href=\"#source-1\">[1]</a></td>" in html_text
+    assert "<td>&lt;img src=x onerror=alert(1)&gt; <a href=\"#source-1\" class=\"cite\">[1]</a></td>" in html_text
 
 
 # ---------------------------------------------------------------------------- report.html
