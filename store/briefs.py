@@ -14,11 +14,25 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import sqlite_utils
+from sqlite_utils.db import Table
 
 from .db import (
     BUSY_TIMEOUT_S, CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING,
     connect, fts_or_query, sha256_hex, utc_now,
 )
+
+
+def inserted_pk(table: Table) -> int:
+    """The integer primary key of the row `table.insert(...)` just wrote.
+
+    sqlite-utils types `last_pk` as optional (it is None before any insert); after an
+    insert into a table with an integer pk it is always set, so None here is a bug.
+    """
+    pk = table.last_pk
+    if pk is None:
+        raise RuntimeError(f"sqlite-utils reported no primary key for the row just inserted into "
+                           f"{table.name!r}: insert the row before reading its key")
+    return int(pk)
 
 
 @dataclass
@@ -112,14 +126,14 @@ class Store:
         whose event log does not begin with its acceptance.
         """
         with self.immediate():
-            table = self.db["briefs"]
+            table = self.db.table("briefs")
             table.insert({
                 "brief_id": brief_id, "state": QUEUED, "question": question,
                 "source_file": source_file, "received_sha256": sha256_hex(received),
                 "received_bytes": received, "brief_json": brief_json,
                 "accepted_at": utc_now(), "inbox_path": inbox_path,
             })
-            run_id = int(table.last_pk)
+            run_id = inserted_pk(table)
             self._insert_event(run_id, "accepted", {"id": brief_id, "source_file": source_file,
                                                     "question": question})
             return run_id
@@ -127,7 +141,7 @@ class Store:
     def add_rejection(self, *, brief_id: str, source_file: str, received: bytes, error: str,
                       details: dict[str, Any], inbox_path: str) -> int:
         with self.immediate():
-            table = self.db["briefs"]
+            table = self.db.table("briefs")
             now = utc_now()
             table.insert({
                 "brief_id": brief_id, "state": REJECTED, "question": "",
@@ -136,7 +150,7 @@ class Store:
                 "error_details": json.dumps(details, ensure_ascii=False),
                 "accepted_at": now, "finished_at": now, "inbox_path": inbox_path,
             })
-            return int(table.last_pk)
+            return inserted_pk(table)
 
     def mark_inbox_removed(self, run_id: int) -> None:
         self.db.execute("UPDATE briefs SET inbox_removed = 1 WHERE run_id = ?", [run_id])
@@ -320,7 +334,7 @@ class Store:
     # ---- checkpoints ----------------------------------------------------------------------
 
     def save_checkpoint(self, run_id: int, round_: int, phase: str, state: dict[str, Any]) -> None:
-        self.db["checkpoints"].upsert(
+        self.db.table("checkpoints").upsert(
             {"run_id": run_id, "round": round_, "phase": phase,
              "state": json.dumps(state, ensure_ascii=False), "saved_at": utc_now()},
             pk="run_id",
@@ -358,7 +372,7 @@ class Store:
 
     def record_model_call(self, run_id: int | None, rec: Any) -> None:
         """Store one daemon.llm.CallRecord (duck-typed: the store does not import the daemon)."""
-        self.db["model_calls"].insert({
+        self.db.table("model_calls").insert({
             "run_id": run_id, "purpose": rec.purpose, "model": rec.model,
             "prompt_hash": rec.prompt_hash, "started_at": rec.started_at, "seconds": rec.seconds,
             "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens,
@@ -405,7 +419,7 @@ class Store:
 
     def cache_answer(self, prompt_hash: str, answer: str, prompt_tokens: int | None,
                      completion_tokens: int | None) -> None:
-        self.db["model_answers"].upsert(
+        self.db.table("model_answers").upsert(
             {"prompt_hash": prompt_hash, "answer": answer, "prompt_tokens": prompt_tokens,
              "completion_tokens": completion_tokens, "created_at": utc_now()},
             pk="prompt_hash",
@@ -418,10 +432,11 @@ class Store:
             "SELECT response, searched_at FROM search_cache WHERE cache_key = ?", [cache_key]).fetchone()
         if not row or _age_seconds(row[1]) > max_age_s:
             return None
-        return json.loads(row[0])
+        response: dict[str, Any] = json.loads(row[0])  # cache_search wrote this dict
+        return response
 
     def cache_search(self, cache_key: str, query: str, params: dict[str, Any], response: dict[str, Any]) -> None:
-        self.db["search_cache"].upsert(
+        self.db.table("search_cache").upsert(
             {"cache_key": cache_key, "query": query, "params": json.dumps(params, sort_keys=True),
              "response": json.dumps(response, ensure_ascii=False), "searched_at": utc_now()},
             pk="cache_key",
@@ -435,11 +450,11 @@ class Store:
             searched = self.db.execute(  # kept by reset_round: this round's search, made before a restart
                 "SELECT 1 FROM queries WHERE run_id = ? AND round = ? AND text = ?", [run_id, round_, text]).fetchone()
             if searched is None:
-                self.db["queries"].insert({
+                self.db.table("queries").insert({
                     "run_id": run_id, "round": round_, "text": text, "results": len(results),
                     "searched_at": utc_now(), "from_cache": int(from_cache),
                 })
-            self.db["search_results"].insert_all(
+            self.db.table("search_results").insert_all(
                 [{"run_id": run_id, "round": round_, "query": text, "rank": i + 1,
                   "url": r.get("url", ""), "title": r.get("title", ""),
                   "snippet": r.get("content", ""), "engine": r.get("engine", "")}
@@ -475,13 +490,13 @@ class Store:
         """Cache a page and replace its passages (seq, start, end, text) in one transaction."""
         now = utc_now()
         with self.immediate():
-            self.db["pages"].upsert({
+            self.db.table("pages").upsert({
                 "url": url, "final_url": final_url, "status": status, "content_type": content_type,
                 "fetched_at": now, "title": title, "text": text, "text_sha256": sha256_hex(text),
                 "bytes": size, "extraction": extraction, "error": error,
             }, pk="url")
             self.db.execute("DELETE FROM passages WHERE url = ? AND origin = 'page'", [url])
-            self.db["passages"].insert_all(
+            self.db.table("passages").insert_all(
                 [{"url": url, "origin": "page", "seq": seq, "start": s, "end": e, "text": t}
                  for seq, s, e, t in passages])
         return PageRow(url=url, final_url=final_url, status=status, content_type=content_type,
@@ -550,7 +565,7 @@ class Store:
         return out
 
     def mark_bad_url(self, url: str, reason: str) -> None:
-        self.db["bad_urls"].upsert({"url": url, "reason": reason, "seen_at": utc_now()}, pk="url")
+        self.db.table("bad_urls").upsert({"url": url, "reason": reason, "seen_at": utc_now()}, pk="url")
 
     # ---- evidence -------------------------------------------------------------------------
 
@@ -558,7 +573,7 @@ class Store:
         if not items:
             return
         now = utc_now()
-        self.db["evidence"].insert_all([{**it, "run_id": run_id, "found_at": now} for it in items])
+        self.db.table("evidence").insert_all([{**it, "run_id": run_id, "found_at": now} for it in items])
 
     def evidence(self, run_id: int) -> list[dict[str, Any]]:
         return list(self.db.query("SELECT * FROM evidence WHERE run_id = ? ORDER BY id", [run_id]))

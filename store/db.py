@@ -76,7 +76,7 @@ def connect(path: Path) -> sqlite_utils.Database:
 
 
 def _migration_1(db: sqlite_utils.Database) -> None:
-    db["briefs"].create(
+    db.table("briefs").create(
         {
             "run_id": int,          # one row per accepted (or rejected) file: a run of a brief
             "brief_id": str,        # the brief's id: names the outbox folder
@@ -103,9 +103,9 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         defaults={"attempts": 0, "inbox_removed": 0, "outdir_ready": 0, "cancel_requested": 0},
         not_null={"brief_id", "state", "accepted_at"},
     )
-    db["briefs"].create_index(["state"])
-    db["briefs"].create_index(["brief_id"])
-    db["pages"].create(
+    db.table("briefs").create_index(["state"])
+    db.table("briefs").create_index(["brief_id"])
+    db.table("pages").create(
         {
             "url": str,
             "final_url": str,
@@ -121,7 +121,7 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         },
         pk="url",
     )
-    db["passages"].create(
+    db.table("passages").create(
         {
             "id": int,
             "url": str,             # the page (or search result, for snippets) it comes from
@@ -133,24 +133,24 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["passages"].create_index(["url", "origin", "seq"], unique=True)
-    db["passages"].enable_fts(["text"], create_triggers=True, tokenize="porter")
-    db["bad_urls"].create({"url": str, "reason": str, "seen_at": str}, pk="url")
-    db["search_cache"].create(
+    db.table("passages").create_index(["url", "origin", "seq"], unique=True)
+    db.table("passages").enable_fts(["text"], create_triggers=True, tokenize="porter")
+    db.table("bad_urls").create({"url": str, "reason": str, "seen_at": str}, pk="url")
+    db.table("search_cache").create(
         {"cache_key": str, "query": str, "params": str, "response": str, "searched_at": str},
         pk="cache_key",
     )
-    db["queries"].create(
+    db.table("queries").create(
         {"id": int, "run_id": int, "round": int, "text": str, "results": int, "searched_at": str,
          "from_cache": int, "error": str},
         pk="id", foreign_keys=[("run_id", "briefs")],
     )
-    db["search_results"].create(
+    db.table("search_results").create(
         {"id": int, "run_id": int, "round": int, "query": str, "rank": int, "url": str,
          "title": str, "snippet": str, "engine": str},
         pk="id", foreign_keys=[("run_id", "briefs")],
     )
-    db["evidence"].create(
+    db.table("evidence").create(
         {
             "id": int, "run_id": int, "round": int, "url": str, "title": str,
             "passage_id": int, "origin": str, "quote": str, "quote_start": int, "quote_end": int,
@@ -159,7 +159,7 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         },
         pk="id", foreign_keys=[("run_id", "briefs")],
     )
-    db["model_calls"].create(
+    db.table("model_calls").create(
         {
             "id": int, "run_id": int, "purpose": str, "model": str, "prompt_hash": str,
             "started_at": str, "seconds": float, "prompt_tokens": int, "completion_tokens": int,
@@ -168,17 +168,17 @@ def _migration_1(db: sqlite_utils.Database) -> None:
         },
         pk="id",
     )
-    db["model_calls"].create_index(["run_id"])
-    db["model_answers"].create(
+    db.table("model_calls").create_index(["run_id"])
+    db.table("model_answers").create(
         {"prompt_hash": str, "answer": str, "prompt_tokens": int, "completion_tokens": int,
          "created_at": str},
         pk="prompt_hash",
     )
-    db["events"].create(
+    db.table("events").create(
         {"run_id": int, "seq": int, "at": str, "type": str, "data": str},
         pk=("run_id", "seq"),
     )
-    db["checkpoints"].create(
+    db.table("checkpoints").create(
         {"run_id": int, "round": int, "phase": str, "state": str, "saved_at": str},
         pk="run_id",
     )
@@ -187,20 +187,20 @@ def _migration_1(db: sqlite_utils.Database) -> None:
 def _migration_2(db: sqlite_utils.Database) -> None:
     """Estimates and verdicts (issue 3): the numbers an evidence item reads, its source tier."""
     for column, kind in (("low", float), ("high", float), ("tier", str)):
-        db["evidence"].add_column(column, kind)
+        db.table("evidence").add_column(column, kind)
 
 
 def _migration_3(db: sqlite_utils.Database) -> None:
     """What an estimate reading says it measures: unit, scope and date, as the model read them."""
     for column in ("unit", "scope", "reading_date"):
-        db["evidence"].add_column(column, str)
+        db.table("evidence").add_column(column, str)
 
 
 def _migration_4(db: sqlite_utils.Database) -> None:
     """Outages: a brief waiting for a service is queued with a time not to claim it before."""
-    db["briefs"].add_column("not_before", str)
-    db["briefs"].add_column("waiting_since", str)
-    db["briefs"].add_column("outages", int, not_null_default=0)
+    db.table("briefs").add_column("not_before", str)
+    db.table("briefs").add_column("waiting_since", str)
+    db.table("briefs").add_column("outages", int, not_null_default=0)
 
 
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4}
@@ -212,7 +212,7 @@ class SchemaTooNew(RuntimeError):
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Walk `PRAGMA user_version` forward, one migration per version, each in a transaction."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    version: int = db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise SchemaTooNew(
             f"was written by a newer briefd (schema {version}, this one knows {SCHEMA_VERSION})"
