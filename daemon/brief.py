@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, TypeVar
 
 from .judge import COMPARATORS, Contract
 from .untrusted import LONE_SURROGATE
@@ -50,10 +50,12 @@ BUDGET_MINIMUMS = {"llm_tokens": 1000, "seconds": 10, "pages": 1}
 SAFE_INT_MAX = 2**53 - 1
 # Python refuses to turn longer digit strings into int (CVE-2020-10735 guard).
 MAX_INT_DIGITS = 4300
-DEPTH_PRESETS: dict[str, tuple[int, int]] = {"quick": (2, 2), "standard": (3, 3), "deep": (6, 4)}
-DEFAULT_DEPTH = "standard"
-FORMATS = ("json", "md", "html")  # also the canonical order of Brief.formats
-DEFAULT_FORMATS = ("json", "md")
+Depth = Literal["quick", "standard", "deep"]
+Format = Literal["json", "md", "html"]
+DEPTH_PRESETS: dict[Depth, tuple[int, int]] = {"quick": (2, 2), "standard": (3, 3), "deep": (6, 4)}
+DEFAULT_DEPTH: Depth = "standard"
+FORMATS: tuple[Format, ...] = ("json", "md", "html")  # also the canonical order of Brief.formats
+DEFAULT_FORMATS: tuple[Format, ...] = ("json", "md")
 TIME_RANGES = ("day", "week", "month", "year")
 # Problems listed in BriefError.details["problems"]; a 1 MiB brief could hold 100,000.
 MAX_LISTED_PROBLEMS = 20
@@ -67,8 +69,8 @@ ESTIMATE_MAX_ABS = 1e15
 # thousand steps of room, and a width of at least 1e-9 never underflows to 0 (5e-324 did).
 ESTIMATE_RESOLUTION = 1e-9
 
-Depth = Literal["quick", "standard", "deep"]
-Format = Literal["json", "md", "html"]
+# One of the options `_Parser.choice` was given: a Literal of them keeps its type.
+_Option = TypeVar("_Option", bound=str)
 
 TOP_FIELDS = (
     "question", "id", "context", "estimate", "hypothesis", "depth", "max_rounds",
@@ -285,7 +287,7 @@ class _Reject(Exception):
         self.details = details
 
 
-class _DupDict(dict):  # type: ignore[type-arg]
+class _DupDict(dict[str, Any]):
     """An object that had a key twice; found after parsing so that the error can name its path."""
 
     dups: list[str]
@@ -542,7 +544,7 @@ class _Checker:
             return None
         return Brief(
             id=brief_id, question=question, context=context or "", estimate=estimate, hypothesis=hypothesis,
-            depth=depth,  # type: ignore[arg-type]
+            depth=depth,
             max_rounds=rounds if rounds is not None else preset_rounds,
             max_searches_per_round=searches if searches is not None else preset_searches,
             budget=budget, search=search, fetch_pages=True if fetch_pages is None else fetch_pages,
@@ -722,7 +724,7 @@ class _Checker:
         if len(self.problems) > before:
             return None
         chosen = {"json", *seen}
-        return tuple(f for f in FORMATS if f in chosen)  # type: ignore[misc]
+        return tuple(f for f in FORMATS if f in chosen)
 
     # -- leaves
 
@@ -817,12 +819,14 @@ class _Checker:
                  expected="boolean", got=_preview(value))
         return None
 
-    def choice(self, obj: dict[str, Any], key: str, path: str, options: tuple[str, ...]) -> str | None:
+    def choice(self, obj: dict[str, Any], key: str, path: str,
+               options: tuple[_Option, ...]) -> _Option | None:
         if key not in obj:
             return None
         value = obj[key]
-        if isinstance(value, str) and value in options:
-            return value
+        for option in options:
+            if isinstance(value, str) and value == option:
+                return option  # the option, not the value: typed as one of `options`
         listed = ", ".join(f'"{o}"' for o in options)
         self.add(path, f"{path} must be one of {listed}, got {_describe(value)}{_did_you_mean(value, options)}",
                  expected=list(options), got=_preview(value))
@@ -880,7 +884,7 @@ class _Checker:
 # --------------------------------------------------------------------------- ids and the schema
 
 
-def valid_id(brief_id: object) -> bool:
+def valid_id(brief_id: object) -> TypeGuard[str]:
     """The one id rule (ID_RE, as brief.schema.json says it): validation, the inbox and
     the outbox's path builder (report.safe_outdir) all ask this function."""
     return isinstance(brief_id, str) and ID_RE.fullmatch(brief_id) is not None
@@ -914,7 +918,8 @@ def _schema_text() -> str:
 
 def load_schema() -> dict[str, Any]:
     """The brief JSON Schema (draft 2020-12) shipped with the package; a fresh dict each call."""
-    return json.loads(_schema_text())
+    schema: dict[str, Any] = json.loads(_schema_text())  # the shipped file is one JSON object
+    return schema
 
 
 # --------------------------------------------------------------------------- small helpers

@@ -16,12 +16,15 @@ import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import __version__
 from .brief import MAX_BRIEF_BYTES, BriefError, load_schema, parse_brief, too_large
 from .files import use_file_mode
 from .settings import Settings, SettingsError, load_settings, settings_table
+
+if TYPE_CHECKING:  # the store is imported by the commands that open it, not for --help
+    from store import Store
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
 
@@ -136,7 +139,7 @@ def apply_settings(settings: Settings, verbose: bool) -> None:
               "the umask's" if settings.file_mode is None else f"{settings.file_mode:04o}")
 
 
-def cmd_run(settings, args) -> int:
+def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from .files import Locked
     from .worker import serve
 
@@ -155,7 +158,7 @@ def cmd_run(settings, args) -> int:
         raise
 
 
-def cmd_submit(settings, args) -> int:
+def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     """Validate every file first; write nothing unless all are valid."""
     from .files import TooLarge, atomic_write_with, read_file_at_most
 
@@ -206,7 +209,7 @@ def _free_name(folder: Path, name: str) -> Path:
     return target
 
 
-def _open_store(settings):
+def _open_store(settings: Settings) -> Store | None:
     from store import Store
 
     if not Path(settings.db).exists():
@@ -214,7 +217,7 @@ def _open_store(settings):
     return Store(settings.db)
 
 
-def status_data(settings) -> dict[str, Any]:
+def status_data(settings: Settings) -> dict[str, Any]:
     store = _open_store(settings)
     if store is None:
         return {"counts": {}, "running": [], "queued": [], "database": str(settings.db), "exists": False}
@@ -243,7 +246,7 @@ def status_data(settings) -> dict[str, Any]:
         store.close()
 
 
-def store_failure(settings, exc: BaseException, doing: str) -> int | None:
+def store_failure(settings: Settings, exc: BaseException, doing: str) -> int | None:
     """A command's store failure as the user should meet it: what, why and the fix, exit 3
     (None: not a store failure, a bug to raise as it is)."""
     from store import diagnose
@@ -256,7 +259,7 @@ def store_failure(settings, exc: BaseException, doing: str) -> int | None:
     return EXIT_UNAVAILABLE
 
 
-def cmd_status(settings, args) -> int:
+def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     try:
         data = status_data(settings)
     except Exception as exc:
@@ -291,7 +294,7 @@ def cmd_status(settings, args) -> int:
     return EXIT_OK
 
 
-def cmd_show(settings, args) -> int:
+def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     from .report import safe_outdir
     from .untrusted import terminal_text
 
@@ -323,7 +326,7 @@ def cmd_show(settings, args) -> int:
     return EXIT_USAGE
 
 
-def cmd_retry(settings, args) -> int:
+def cmd_retry(settings: Settings, args: argparse.Namespace) -> int:
     store = _open_store(settings)
     if store is None:
         print(f"briefd: no database at {settings.db}", file=sys.stderr)
@@ -339,7 +342,7 @@ def cmd_retry(settings, args) -> int:
     return EXIT_OK
 
 
-def cmd_cancel(settings, args) -> int:
+def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
     store = _open_store(settings)
     if store is None:
         print(f"briefd: no database at {settings.db}", file=sys.stderr)
@@ -364,7 +367,7 @@ def cmd_cancel(settings, args) -> int:
     return EXIT_OK
 
 
-def cmd_check(settings, args) -> int:
+def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     problems = 0
     for ok, message, fix in asyncio.run(_checks(settings)):
         print(f"{'ok  ' if ok else 'FAIL'} {message}")
@@ -375,7 +378,7 @@ def cmd_check(settings, args) -> int:
     return EXIT_OK if problems == 0 else EXIT_UNAVAILABLE
 
 
-async def _checks(settings) -> list[tuple[bool, str, str | None]]:
+async def _checks(settings: Settings) -> list[tuple[bool, str, str | None]]:
     from . import llm, search
 
     results: list[tuple[bool, str, str | None]] = []

@@ -63,7 +63,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 from store import QUEUED, RUNNING, Store, diagnose, sha256_hex
 
@@ -72,6 +72,9 @@ from . import crashpoints
 from .brief import MAX_BRIEF_BYTES, BriefError, _clean, id_from_filename, parse_brief, too_large
 from .files import ProcessLock, hold_lock, read_at_most
 from .report import write_rejection
+
+if TYPE_CHECKING:  # watchdog is imported where an observer starts, not for every CLI command
+    from watchdog.observers.api import BaseObserver
 
 log = logging.getLogger("briefd")
 
@@ -291,9 +294,10 @@ class Inbox:
             return self._reject_hard_link(path, st)
         if not stat.S_ISREG(st.st_mode):
             kind = _kind(st.st_mode)
-            return self._leave(path, f"{_clean(path.name)} is a {kind}, not a file: briefd takes only files "
-                                     f"named *.json; it stays in the inbox untouched (rename or remove it)",
-                               st, notice={"reason": "not a file", "kind": kind})
+            self._leave(path, f"{_clean(path.name)} is a {kind}, not a file: briefd takes only files "
+                              f"named *.json; it stays in the inbox untouched (rename or remove it)",
+                        st, notice={"reason": "not a file", "kind": kind})
+            return None
         try:
             # O_NOFOLLOW: a link swapped in since lstat is not followed; O_NONBLOCK: nor does a FIFO block.
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -303,7 +307,8 @@ class Inbox:
             if exc.errno == errno.ELOOP:
                 self.notice(path)  # it became a link since lstat: the next look rejects it as one
                 return None
-            return self._leave_unreadable(path, st, exc)
+            self._leave_unreadable(path, st, exc)
+            return None
         with os.fdopen(fd, "rb") as handle:
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode) or (before.st_dev, before.st_ino) != (st.st_dev, st.st_ino):
@@ -314,7 +319,8 @@ class Inbox:
             try:
                 data = read_at_most(handle, MAX_BRIEF_BYTES)
             except OSError as exc:
-                return self._leave_unreadable(path, st, exc)
+                self._leave_unreadable(path, st, exc)
+                return None
             after = os.fstat(fd)
             if not _same_content(before, after) or (
                     seen is not None and (after.st_size, after.st_mtime_ns) != (seen.size, seen.mtime_ns)):
@@ -369,8 +375,9 @@ class Inbox:
             written = write_rejection(self.outbox, brief_id, name, str(err), details, data, source=source,
                                       aside=self._outdir_busy(brief_id))
         except (OSError, ValueError) as exc:
-            return self._leave(path, f"its rejection ({err}) could not be written to the outbox: {exc}; it stays "
-                                     f"in the inbox and is tried again when it changes or briefd restarts", st)
+            self._leave(path, f"its rejection ({err}) could not be written to the outbox: {exc}; it stays "
+                              f"in the inbox and is tried again when it changes or briefd restarts", st)
+            return None
         run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=data,
                                           error=str(err), details=details, inbox_path=_clean(str(path)))
         self._remove(path, st)
@@ -385,7 +392,8 @@ class Inbox:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            return self._leave_unreadable(path, st, exc)
+            self._leave_unreadable(path, st, exc)
+            return None
         name, shown = _clean(path.name), _clean(target)
         error = (f"{name} is a symbolic link (to {json.dumps(shown, ensure_ascii=False)}), and briefd never "
                  f"follows links in the inbox, so that nothing outside it is read into the outbox; copy the brief "
@@ -414,8 +422,9 @@ class Inbox:
         try:
             write_rejection(self.outbox, brief_id, name, error, details, None, aside=self._outdir_busy(brief_id))
         except (OSError, ValueError) as exc:
-            return self._leave(path, f"it is {what} and its rejection could not be written to the "
-                                     f"outbox: {exc}", st)
+            self._leave(path, f"it is {what} and its rejection could not be written to the "
+                              f"outbox: {exc}", st)
+            return None
         run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=received, error=error,
                                           details=details, inbox_path=inbox_path)
         self._remove(path, st)
@@ -492,8 +501,12 @@ class Inbox:
         return True
 
 
-def start_observer(inbox: Inbox, use_polling: bool, deliver: Callable[[Callable[[], None]], None]):
-    """A watchdog observer whose handler only hands paths over (`deliver` runs them on the loop)."""
+def start_observer(inbox: Inbox, use_polling: bool,
+                   deliver: Callable[[Callable[[], None]], object]) -> BaseObserver:
+    """A watchdog observer whose handler only hands paths over (`deliver` runs them on the loop).
+
+    `deliver` may return anything (loop.call_soon_threadsafe returns a Handle): it is ignored.
+    """
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers import Observer
     from watchdog.observers.polling import PollingObserver

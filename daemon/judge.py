@@ -988,10 +988,11 @@ def _weigh(stances: Sequence[Stance], level: str) -> Verdict:
                                  "peer-reviewed source")
     else:
         value = "inconclusive"
-        if decides(sup, con):
-            why = f"support would decide, but a {TIERS[sup_block]} source contradicts"  # type: ignore[index]
-        elif decides(con, sup):
-            why = f"contradiction would decide, but a {TIERS[con_block]} source supports"  # type: ignore[index]
+        # Here a side that decides is blocked (its block is set), or it would have won above.
+        if decides(sup, con) and sup_block is not None:
+            why = f"support would decide, but a {TIERS[sup_block]} source contradicts"
+        elif decides(con, sup) and con_block is not None:
+            why = f"contradiction would decide, but a {TIERS[con_block]} source supports"
         elif not domains:
             why = "no credible evidence either way"
         else:

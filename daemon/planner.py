@@ -78,7 +78,7 @@ def evidence_schema(kind: str) -> dict[str, Any]:
     The model proposes the labels and numbers; code checks every number against its quote
     and decides the range and the verdict (seeds 1 and 2).
     """
-    schema = json.loads(json.dumps(EVIDENCE_SCHEMA))
+    schema: dict[str, Any] = json.loads(json.dumps(EVIDENCE_SCHEMA))  # a deep copy
     item = schema["properties"]["items"]["items"]
     if kind == "estimate":
         item["properties"].update({

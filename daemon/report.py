@@ -356,12 +356,12 @@ def parse_summary(summary: str) -> list[Block]:
         elif heading:
             flush()
             blocks.append(Block("heading", (heading.group(2),), level=len(heading.group(1))))
-        elif bullet or ordered:
+        elif listed := bullet or ordered:
             kind = "bullets" if bullet else "numbers"
             if paragraph or list_kind != kind:
                 flush()
                 list_kind = kind
-            items.append((bullet or ordered).group(1).strip())  # type: ignore[union-attr]
+            items.append(listed.group(1).strip())
         elif list_kind and line[:1].isspace():
             items[-1] += " " + line.strip()
         else:
@@ -861,6 +861,8 @@ def _markdown_renderer() -> Any:
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+    # markdown-it-py documents replacing validateLink on an instance; its types declare it a
+    # method, so mypy calls the documented assignment method-assign.
     md.validateLink = valid_link  # type: ignore[method-assign]
     return md
 
