@@ -1,6 +1,6 @@
 # briefd: the README's two commands, and a few more.
 #   make demo   venv + install + lab servers on loopback + the example brief, with real inference
-#   make test   venv with test extras + the whole suite
+#   make test   venv with test extras + mypy (daemon/, store/) + the whole suite
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
+	@echo "mypy: type-checking daemon/ and store/ ([tool.mypy] in pyproject.toml)"
+	@$(PY) -m mypy || { echo "make test: mypy found type errors (above); fix them before the tests run"; exit 1; }
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
@@ -33,4 +35,4 @@ soak: $(STAMP)
 	$(PY) -m tests.lab.soak $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) lab-run .pytest_cache
+	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache
