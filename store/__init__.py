@@ -1,11 +1,11 @@
 """briefd's SQLite store. `from store import Store`."""
 
-from .briefs import BriefRow, PageRow, PassageRow, Store
+from .briefs import BriefRow, ModelUsage, PageRow, PassageRow, Store
 from .db import (
     CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, SCHEMA_VERSION, StoreProblem, StoreUnavailable,
     damaged, diagnose, sha256_hex, utc_now,
 )
 
-__all__ = ["Store", "BriefRow", "PageRow", "PassageRow", "QUEUED", "RUNNING", "DONE", "FAILED",
+__all__ = ["Store", "BriefRow", "ModelUsage", "PageRow", "PassageRow", "QUEUED", "RUNNING", "DONE", "FAILED",
            "CANCELLED", "REJECTED", "SCHEMA_VERSION", "StoreProblem", "StoreUnavailable", "damaged",
            "diagnose", "sha256_hex", "utc_now"]

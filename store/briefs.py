@@ -11,7 +11,7 @@ import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypedDict
 
 import sqlite_utils
 from sqlite_utils.db import Table
@@ -33,6 +33,20 @@ def inserted_pk(table: Table) -> int:
         raise RuntimeError(f"sqlite-utils reported no primary key for the row just inserted into "
                            f"{table.name!r}: insert the row before reading its key")
     return int(pk)
+
+
+class ModelUsage(TypedDict):
+    """What a run's model calls cost (Store.model_usage): the report's usage block reads these keys."""
+
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    llm_cache_hits: int
+    llm_seconds: float
+    repaired_answers: int
+    retried_answers: int
+    fallback_answers: int
+    poisoned_answers: int
 
 
 @dataclass
@@ -382,7 +396,7 @@ class Store:
             "error": rec.error, "answer": rec.answer,
         })
 
-    def model_usage(self, run_id: int) -> dict[str, Any]:
+    def model_usage(self, run_id: int) -> ModelUsage:
         """What the run's model calls cost, from the store: the report's usage is this, not a tally in memory.
 
         A "poisoned" row is a request the server refused every time (no answer, no tokens): it is
