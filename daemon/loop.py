@@ -317,7 +317,8 @@ class Research:
                     titles = {u: page[0] for u, page in zip(batch, pages) if page}
                     await self.read_batch(round_no, ids, titles, gaps)
         finally:
-            for task in [*fetches.values(), *waiting]:
+            pending: list[asyncio.Task[Any]] = [*fetches.values(), *waiting]
+            for task in pending:
                 task.cancel()
 
     async def fetch_page_safely(self, round_no: int, url: str,
@@ -465,6 +466,7 @@ class Research:
             contract = self.brief.hypothesis.contract if self.brief.hypothesis else None
             row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
             return
+        assert self.brief.estimate is not None, "an estimate brief always has its estimate block"
         unit = self.brief.estimate.unit
         kept: dict[str, float] = {}
         for name in ("value", "low", "high"):
@@ -482,9 +484,9 @@ class Research:
                                  proposed=number, field=name, written=figure.written, quote=quote[:200])
         if "value" in kept:
             row["low"] = row["high"] = kept["value"]
-        elif "low" in kept or "high" in kept:
-            low, high = kept.get("low", kept.get("high")), kept.get("high", kept.get("low"))
-            row["low"], row["high"] = min(low, high), max(low, high)
+        elif "low" in kept or "high" in kept:  # one end alone stands for both
+            ends = [kept[name] for name in ("low", "high") if name in kept]
+            row["low"], row["high"] = min(ends), max(ends)
         row["impact"] = (item.impact or "narrows_both") if row["low"] is not None else "neutral"
 
     def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,

@@ -188,8 +188,12 @@ class Daemon:
                 if recovered is None:
                     return 0
                 loop = asyncio.get_running_loop()
+
+                def deliver(callback: Callable[[], None]) -> None:  # watchdog's thread → this loop
+                    loop.call_soon_threadsafe(callback)
+
                 if not self.once:
-                    observer = start_observer(self.inbox, settings.use_polling, loop.call_soon_threadsafe)
+                    observer = start_observer(self.inbox, settings.use_polling, deliver)
                 self.inbox.scan()
                 async with self.services() as svc:
                     watcher = asyncio.create_task(self.watch_inbox())
