@@ -41,7 +41,6 @@ Facts about the `ollama` client 0.6.x this relies on (read from its source):
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import math
@@ -55,6 +54,16 @@ from typing import Any, Callable, Generic, Literal, Protocol, TypeVar
 import httpx
 import ollama
 
+from . import retry
+from .retry import (
+    IN_CALL,
+    IN_CALL_ATTEMPTS,
+    Backoff,
+    OnWait,
+    Transient,
+    call_with_retries,
+    transient_status,
+)
 from .untrusted import clean_json
 
 T = TypeVar("T")
@@ -102,9 +111,9 @@ class ModelConfig:
     timeout_s: float = 300.0
     temperature: float = 0.2
     seed: int = 42
-    transport_attempts: int = 4
-    backoff_base_s: float = 1.0
-    backoff_cap_s: float = 30.0
+    transport_attempts: int = IN_CALL_ATTEMPTS  # the retry policy's (retry.py); tests shrink the waits
+    backoff_base_s: float = IN_CALL.base_s
+    backoff_cap_s: float = IN_CALL.cap_s
     keep_alive: str | float | None = None  # None: the server's default (5 minutes)
 
     def __post_init__(self) -> None:
@@ -120,6 +129,12 @@ class ModelConfig:
             raise ValueError("transport_attempts must be at least 1")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive: the client would otherwise wait forever")
+        Backoff(self.backoff_base_s, self.backoff_cap_s)  # a schedule that cannot work is refused here, not mid-call
+
+    @property
+    def backoff(self) -> Backoff:
+        """This model's waits between transport attempts, as the one retry policy's schedule."""
+        return Backoff(base_s=self.backoff_base_s, cap_s=self.backoff_cap_s)
 
 
 def make_client(cfg: ModelConfig) -> ollama.AsyncClient:
@@ -676,10 +691,9 @@ def prompt_key(cfg: ModelConfig, messages: list[dict[str, str]], schema: dict[st
 
 
 def backoff_delay(cfg: ModelConfig, failures: int, rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait after `failures` failed tries: capped exponential, with half of it jittered
-    so that several workers do not knock on a recovering server in step."""
-    ceiling = min(cfg.backoff_cap_s, cfg.backoff_base_s * (2 ** max(failures - 1, 0)))
-    return ceiling / 2 + rand() * ceiling / 2
+    """Seconds to wait after `failures` failed tries of a model call: the retry policy's schedule
+    (`retry.backoff_delay`) with this model's base and cap."""
+    return retry.backoff_delay(cfg.backoff, failures, rand)
 
 
 def _utc_now() -> str:
@@ -697,10 +711,6 @@ def _transport_reason(exc: BaseException) -> str:
     if isinstance(exc, ConnectionError):
         return "connection refused or failed"
     return _one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-
-
-def _transient_status(status: int) -> bool:
-    return status >= 500 or status in (408, 429) or status < 0
 
 
 # A request refused with this status this many times is judged by a health probe: the first
@@ -742,17 +752,17 @@ async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthPr
 
 
 async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dict[str, str]],
-                schema: dict[str, Any],
-                on_wait: Callable[[str, float, str], None] | None) -> tuple[ollama.ChatResponse, str, float]:
-    """One model attempt; transport failures are waited out here, up to `transport_attempts`.
+                schema: dict[str, Any], on_wait: OnWait | None) -> tuple[ollama.ChatResponse, str, float]:
+    """One model attempt; transport failures are waited out by the retry policy, up to `transport_attempts`.
 
     At the second HTTP 500 for this request a health probe decides: answered → `_Poisoned` (this
     request crashes the model; the caller falls back), not answered → the outage is waited out.
     """
-    failures = 0
     refusals = 0
     probe_failed = ""  # said with every later reason: the user learns that the whole server is down
-    while True:
+
+    async def attempt() -> tuple[ollama.ChatResponse, str, float]:
+        nonlocal refusals, probe_failed
         started_at, t0 = _utc_now(), time.monotonic()
         try:
             response = await client.chat(
@@ -763,7 +773,7 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
         except ollama.ResponseError as exc:
             if exc.status_code == 404:
                 raise ModelMissing(cfg.model, cfg.host, _one_line(exc.error)) from None
-            if not _transient_status(exc.status_code):
+            if not transient_status(exc.status_code):
                 raise _Rejected(exc.status_code, _one_line(exc.error)) from None
             reason = _one_line(f"HTTP {exc.status_code}: {exc.error}")
             if exc.status_code == RUNNER_FAILED_STATUS:
@@ -783,14 +793,13 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
         except (ValueError, TypeError, AttributeError) as exc:
             # A 200 that is not a chat response, or an error body the client cannot read.
             reason = _one_line(f"unreadable response ({type(exc).__name__}: {exc})", 200)
-        reason += probe_failed
-        failures += 1
-        if failures >= cfg.transport_attempts:
-            raise ServiceDown(cfg.host, f"{reason} (after {failures} attempts)")
-        delay = backoff_delay(cfg, failures)
-        if on_wait is not None:
-            on_wait("ollama", time.time() + delay, reason)
-        await asyncio.sleep(delay)
+        raise Transient(reason + probe_failed)
+
+    try:
+        return await call_with_retries(attempt, service="ollama", on_wait=on_wait,
+                                       attempts=cfg.transport_attempts, schedule=cfg.backoff)
+    except Transient as exc:
+        raise ServiceDown(cfg.host, f"{exc} (after {cfg.transport_attempts} attempts)") from None
 
 
 def _use(answer: str, coerce: Callable[[Any], T]) -> tuple[T, list[str]]:
@@ -839,7 +848,7 @@ async def call_json(
     fallback: Callable[[], T],
     cache: AnswerCache | None = None,
     record: Callable[[CallRecord], None] | None = None,
-    on_wait: Callable[[str, float, str], None] | None = None,
+    on_wait: OnWait | None = None,
 ) -> CallResult[T]:
     """Ask the model for JSON matching `schema` and turn it into a T, whatever the model does.
 

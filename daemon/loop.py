@@ -19,10 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import httpx
 import ollama
@@ -38,6 +37,7 @@ from .fetch import FetchLimits, fetch_page
 from .llm import CallRecord, ModelConfig, call_json, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
 from .policy import EstimatePolicy, Facts, policy_for
+from .retry import call_with_retries
 from .search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from .settings import Settings
 
@@ -257,10 +257,11 @@ class Research:
             hits = [SearchHit(**h) for h in cached["hits"]]
         else:
             try:
-                response = await self.with_retries(
-                    "searxng", lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
-                                              self.params, self.svc.settings.search_timeout_s),
-                    (SearchUnavailable,))
+                response = await call_with_retries(
+                    lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
+                                   self.params, self.svc.settings.search_timeout_s),
+                    service="searxng", on_wait=self.on_wait)
+                self.store.set_waiting(self.run_id, None)
                 hits = response.hits
                 self.store.cache_search(key, query, query_params(self.params),
                                         {"hits": [h.as_dict() for h in hits],
@@ -316,7 +317,8 @@ class Research:
                     titles = {u: page[0] for u, page in zip(batch, pages) if page}
                     await self.read_batch(round_no, ids, titles, gaps)
         finally:
-            for task in [*fetches.values(), *waiting]:
+            pending: list[asyncio.Task[Any]] = [*fetches.values(), *waiting]
+            for task in pending:
                 task.cancel()
 
     async def fetch_page_safely(self, round_no: int, url: str,
@@ -464,6 +466,7 @@ class Research:
             contract = self.brief.hypothesis.contract if self.brief.hypothesis else None
             row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
             return
+        assert self.brief.estimate is not None, "an estimate brief always has its estimate block"
         unit = self.brief.estimate.unit
         kept: dict[str, float] = {}
         for name in ("value", "low", "high"):
@@ -481,9 +484,9 @@ class Research:
                                  proposed=number, field=name, written=figure.written, quote=quote[:200])
         if "value" in kept:
             row["low"] = row["high"] = kept["value"]
-        elif "low" in kept or "high" in kept:
-            low, high = kept.get("low", kept.get("high")), kept.get("high", kept.get("low"))
-            row["low"], row["high"] = min(low, high), max(low, high)
+        elif "low" in kept or "high" in kept:  # one end alone stands for both
+            ends = [kept[name] for name in ("low", "high") if name in kept]
+            row["low"], row["high"] = min(ends), max(ends)
         row["impact"] = (item.impact or "narrows_both") if row["low"] is not None else "neutral"
 
     def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,
@@ -729,22 +732,6 @@ class Research:
         when = datetime.fromtimestamp(retry_at, timezone.utc).replace(microsecond=0).isoformat()
         self.store.set_waiting(self.run_id, f"{service}: {reason} (retry at {when})")
         self.events.emit("waiting", service=service, reason=reason, retry_at=when)
-
-    async def with_retries(self, service: str, call: Callable[[], Awaitable[T]],
-                           transient: tuple[type[BaseException], ...], attempts: int = 4) -> T:
-        delay = 1.0
-        for attempt in range(1, attempts + 1):
-            try:
-                result = await call()
-                self.store.set_waiting(self.run_id, None)
-                return result
-            except transient as exc:
-                if attempt == attempts:
-                    raise
-                self.on_wait(service, time.time() + delay, str(exc))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")
 
     # ---- bookkeeping --------------------------------------------------------------------------------
 

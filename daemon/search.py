@@ -33,6 +33,7 @@ import ijson  # type: ignore[import-untyped]
 from .brief import SearchOptions
 from .extract import MAX_TITLE_CHARS
 from .fetch import ACCEPT_ENCODING, MAX_URL_CHARS, BodyRefused, read_limited
+from .retry import Transient
 from .untrusted import clean
 
 SEARCH_MAX_BYTES = 4 * 1024 * 1024
@@ -94,8 +95,8 @@ class SearchResponse:
     note: str | None = None  # what was cut from an over-size answer, for a signal event
 
 
-class SearchUnavailable(Exception):
-    """SearXNG could not be reached or answered 5xx: transient, worth waiting for."""
+class SearchUnavailable(Transient):
+    """SearXNG could not be reached or answered 5xx: transient, worth waiting for (the retry policy's)."""
 
 
 class SearchRefused(Exception):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import signal
 import traceback
 from datetime import datetime, timedelta, timezone
@@ -39,12 +38,11 @@ from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm
 from .loop import Cancelled, Outage, Research, Services, seconds_since
 from .pagework import PageWorkers
 from .report import REPORT_KEYS, archive_previous, blank_report, chart_note, safe_outdir, write_report
+from .retry import out_of_patience, queue_delay
 from .settings import Settings
 
 log = logging.getLogger("briefd")
 
-OUTAGE_BACKOFF_S = 2.0       # first wait after an outage; doubles per consecutive outage
-OUTAGE_BACKOFF_CAP_S = 300.0
 # Another process holding SQLite's lock (a backup, sqlite3, a long `briefd` command) is waited
 # for as long as it holds it, never a crash. At start-up and in the idle loop each try waits
 # LOCK_POLL_S (not the 30 s busy timeout) so SIGTERM is still handled within seconds.
@@ -190,8 +188,12 @@ class Daemon:
                 if recovered is None:
                     return 0
                 loop = asyncio.get_running_loop()
+
+                def deliver(callback: Callable[[], None]) -> None:  # watchdog's thread → this loop
+                    loop.call_soon_threadsafe(callback)
+
                 if not self.once:
-                    observer = start_observer(self.inbox, settings.use_polling, loop.call_soon_threadsafe)
+                    observer = start_observer(self.inbox, settings.use_polling, deliver)
                 self.inbox.scan()
                 async with self.services() as svc:
                     watcher = asyncio.create_task(self.watch_inbox())
@@ -411,7 +413,7 @@ class Daemon:
 
     def wait_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
                      service: str, reason: str, fix: str | None = None, research: Research | None = None) -> None:
-        """A service outage never fails a brief within `patience_s`: it waits with capped backoff.
+        """A service outage never fails a brief within `patience_s`: it waits on the queue (`retry.queue_delay`).
 
         A misconfiguration only the user can end (`fix`: model not pulled, SearXNG's json
         format off or its limiter on) waits the same way, so fixing it resumes every brief
@@ -427,13 +429,13 @@ class Daemon:
             log.warning("%s needs fixing: %s. Briefs wait for it (up to patience_s %g s).",
                         service, reason, self.settings.patience_s)
         since, outages = self.store.outage_state(run.run_id)
-        waited = seconds_since(since)
-        if since is not None and waited >= self.settings.patience_s:
+        waited = seconds_since(since) if since is not None else None  # None: this outage is the first
+        if out_of_patience(waited, self.settings.patience_s):
             self.fail(run, brief, outdir, events,
                       f"{service} stayed unavailable for {waited:.0f} s (patience_s {self.settings.patience_s:g}): "
                       f"{reason}", "error", research)
             return
-        delay = min(OUTAGE_BACKOFF_CAP_S, OUTAGE_BACKOFF_S * 2 ** min(outages, 10)) * random.uniform(0.8, 1.2)
+        delay = queue_delay(outages)
         retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
         stamp = retry_at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
         self.store.wait_for_service(run.run_id, f"{service}: {reason} (retry at {stamp})", stamp)
