@@ -43,6 +43,8 @@ from urllib.parse import unquote, urlsplit
 import httpcore
 import httpx
 
+from .retry import transient_status
+
 MAX_URL_CHARS = 4096
 """Longer URLs are refused: nothing legitimate needs more, and absurd ones are a smell."""
 
@@ -458,7 +460,7 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
                 continue
             if not 200 <= response.status_code < 300:
                 result.error = f"HTTP {response.status_code}"
-                result.transient = response.status_code in (408, 429) or response.status_code >= 500
+                result.transient = transient_status(response.status_code)
                 return
             await _read_body(result, response, limits)
             return

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import ijson  # type: ignore[import-untyped]
+import ijson
 
 from .brief import SearchOptions
 from .extract import MAX_TITLE_CHARS
