@@ -596,6 +596,11 @@ class MarkdownDoc:
         return "\n".join(self.lines).rstrip("\n") + "\n"
 
 
+def _labelled(report: Mapping[str, Any], fields: tuple[tuple[str, str], ...]) -> list[str]:
+    """`**Label:** value` for each (label, key) the report has a value for, escaped."""
+    return [f"**{label}:** {md_escape(report.get(key))}" for label, key in fields if report.get(key)]
+
+
 def _answer_lines(report: Mapping[str, Any]) -> list[str]:
     """The answer, first after the question: the computed range against its target, or the
     verdict and what its evidence level means. A plain brief's answer is its summary, which
@@ -689,13 +694,8 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
         lines += [md_escape(report.get("stop_explanation")), ""]
 
     status = md_escape(report.get("status")) or "unknown"
-    facts = [f"**Status:** {status}"]
-    if report.get("stop_reason"):
-        facts.append(f"**Stopped:** {md_escape(report.get('stop_reason'))}")
-    if report.get("started_at"):
-        facts.append(f"**Started:** {md_escape(report.get('started_at'))}")
-    if report.get("finished_at"):
-        facts.append(f"**Finished:** {md_escape(report.get('finished_at'))}")
+    facts = [f"**Status:** {status}",
+             *_labelled(report, (("Stopped", "stop_reason"), ("Started", "started_at"), ("Finished", "finished_at")))]
     doc.mark("paragraph_open", **{"class": "status"})
     lines += [" · ".join(facts), ""]
 
@@ -786,13 +786,7 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
         lines += [f"- {md_escape(ask)}" for ask in asks] + [""]
 
     lines += ["## Method", ""]
-    details = []
-    if report.get("id"):
-        details.append(f"**Brief:** {md_escape(report.get('id'))}")
-    if report.get("model"):
-        details.append(f"**Model:** {md_escape(report.get('model'))}")
-    if report.get("searxng_url"):
-        details.append(f"**Search:** {md_escape(report.get('searxng_url'))}")
+    details = _labelled(report, (("Brief", "id"), ("Model", "model"), ("Search", "searxng_url")))
     if details:
         lines += [" · ".join(details), ""]
 

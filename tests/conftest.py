@@ -102,6 +102,26 @@ def workspace(tmp_path: Path, search_lab: SearchLab, scripted_ollama: OllamaLab)
                      model="lab-scripted")
 
 
+CONTRACT = Path(__file__).resolve().parents[2] / "shared" / "CONTRACT.md"
+"""The contract itself: CI clones the repository with shared/ beside it, so tests read it rather than a copy."""
+
+needs_contract = pytest.mark.skipif(
+    not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout; runs where shared/ sits next to it, as in CI")
+
+
+def researched(root: Path, search_lab: SearchLab, scripted_ollama: OllamaLab, briefs: dict[str, dict],
+               timeout: float = 600, **env: str) -> Workspace:
+    """A fresh workspace on the lab (scripted model) after `briefd run --once` over `briefs` (id -> brief):
+    what a module's end-to-end tests share, run once for all of them."""
+    ws = Workspace(root=root, searxng_url=search_lab.searxng_url, ollama_url=scripted_ollama.url,
+                   model="lab-scripted")
+    for brief_id, brief in briefs.items():
+        ws.drop(f"{brief_id}.json", brief)
+    result = ws.briefd("run", "--once", timeout=timeout, **env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return ws
+
+
 # Property tests explore at random on a developer's machine, but CI must not go red by chance:
 # under CI=true every run draws the same examples (`derandomize`), and a failure found locally
 # is pinned as an example in the test's table.

@@ -30,7 +30,7 @@ from daemon.judge import (
 )
 from daemon.report import render_html, render_markdown
 from daemon.settings import SettingsError, load_settings, settings_table
-from tests.test_settings import CONTRACT
+from tests.conftest import CONTRACT, needs_contract
 
 LEAD = Contract(comparator="<", target=5.0, unit="ppb", metric="90th-percentile lead level")
 ISSUE_QUOTE = "Using sequential sampling, we found a 90th-percentile lead level of 7.6 ppb."
@@ -278,7 +278,7 @@ def test_the_readmes_worked_examples() -> None:
     assert "4 domain(s) support (weight 3.05" in labelled.rule
 
 
-@pytest.mark.skipif(not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout (shared/)")
+@needs_contract
 def test_the_names_are_the_ones_the_contract_fixes() -> None:
     text = CONTRACT.read_text(encoding="utf-8")
     assert "`source_tiers`" in text

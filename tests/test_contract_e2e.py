@@ -23,7 +23,7 @@ from daemon.judge import (
     EVIDENCE_LEVEL_MEANING,
     MODEL_TIER_CEILING,
 )
-from tests.conftest import Workspace
+from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 from tests.lab.drivers import Source, guess_tier
 
@@ -41,14 +41,10 @@ NEWS_CALLED_A_STUDY = "lakeside-tribune-study"
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory, search_lab, scripted_ollama) -> tuple[Workspace, dict[str, str]]:
-    ws = Workspace(root=tmp_path_factory.mktemp("contract"), searxng_url=search_lab.searxng_url,
-                   ollama_url=scripted_ollama.url, model="lab-scripted")
-    for brief_id, brief in BRIEFS.items():
-        ws.drop(f"{brief_id}.json", brief)
     urls = {slug: search_lab.page_url(slug) for slug in [*RULES, NEWS_CALLED_A_STUDY]}
     rules = ", ".join(f"{urls[slug]}={tier}" for slug, tier in RULES.items())
-    result = ws.briefd("run", "--once", timeout=600, BRIEFD_SOURCE_TIERS=rules)
-    assert result.returncode == 0, result.stderr[-4000:]
+    ws = researched(tmp_path_factory.mktemp("contract"), search_lab, scripted_ollama, BRIEFS,
+                    BRIEFD_SOURCE_TIERS=rules)
     return ws, urls
 
 

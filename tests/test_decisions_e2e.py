@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from tests.conftest import Workspace
+from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 
 NORTHGATE = {
@@ -31,14 +31,10 @@ CLAIMS = {
 
 @pytest.fixture(scope="module")
 def decided(tmp_path_factory, search_lab, scripted_ollama) -> Workspace:
-    ws = Workspace(root=tmp_path_factory.mktemp("decisions"), searxng_url=search_lab.searxng_url,
-                   ollama_url=scripted_ollama.url, model="lab-scripted")
-    ws.drop("northgate.json", NORTHGATE)
-    for brief_id, (question, claim) in CLAIMS.items():
-        ws.drop(f"{brief_id}.json", {"question": question, "depth": "standard", "hypothesis": {"claim": claim}})
-    result = ws.briefd("run", "--once", timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return ws
+    claims = {brief_id: {"question": question, "depth": "standard", "hypothesis": {"claim": claim}}
+              for brief_id, (question, claim) in CLAIMS.items()}
+    return researched(tmp_path_factory.mktemp("decisions"), search_lab, scripted_ollama,
+                      {"northgate": NORTHGATE, **claims})
 
 
 def test_the_estimate_lands_on_the_consensus_and_excludes_the_outliers(decided: Workspace) -> None:

@@ -78,7 +78,7 @@ def test_edge_briefs_finish_done_and_the_unfinishable_ones_are_refused(workspace
         assert workspace.events(name)[-1]["type"] == "complete"
 
 
-@pytest.mark.skipif(shutil.which("latex") is not None, reason="needs a host without LaTeX: text.usetex must fail")
+@pytest.mark.skipif(shutil.which("latex") is not None, reason="needs a host without LaTeX (text.usetex must fail); runs wherever latex is not installed, as in CI")
 def test_a_chart_matplotlib_cannot_draw_leaves_a_done_report_that_says_why(workspace: Workspace) -> None:
     """A real matplotlib failure in the daemon: a matplotlibrc that asks for LaTeX on a host without it
     (what a user's own ~/.config/matplotlib/matplotlibrc can do to an unattended daemon)."""

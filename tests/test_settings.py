@@ -22,6 +22,7 @@ from daemon.settings import (
     settings_markdown,
     settings_table,
 )
+from tests.conftest import CONTRACT, needs_contract
 
 
 @pytest.fixture()
@@ -440,7 +441,6 @@ def test_bad_file_modes_name_the_line_and_the_fix(cwd: Path, text: str, words: l
 # setting with that flag, environment name and default, and the new surface's settings must exist
 # under the names the contract fixes.
 
-CONTRACT = Path(__file__).resolve().parents[2] / "shared" / "CONTRACT.md"
 
 
 def contract_settings_rows() -> list[list[str]]:
@@ -450,7 +450,7 @@ def contract_settings_rows() -> list[list[str]]:
             for line in block.splitlines()[2:] if line.startswith("|")]
 
 
-@pytest.mark.skipif(not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout (shared/)")
+@needs_contract
 def test_the_contracts_settings_are_the_flags_and_environment_names_in_code() -> None:
     rows = contract_settings_rows()
     assert len(rows) == 7, rows
@@ -462,7 +462,7 @@ def test_the_contracts_settings_are_the_flags_and_environment_names_in_code() ->
             assert by_flag[flag]["default"] == default, (flag, by_flag[flag]["default"], default)
 
 
-@pytest.mark.skipif(not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout (shared/)")
+@needs_contract
 def test_file_mode_is_named_as_the_contract_fixes_it() -> None:
     text = CONTRACT.read_text(encoding="utf-8")
     assert "`file_mode`" in text

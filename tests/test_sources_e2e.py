@@ -17,7 +17,7 @@ from daemon import decide
 from daemon.chart import CHART_FILE
 from daemon.citations import cited_numbers
 from daemon.report import ALSO_USED, EVIDENCE_LEVEL_WORDS, NOT_READ_NOTE, range_text
-from tests.conftest import Workspace
+from tests.conftest import Workspace, researched
 from tests.lab.corpus import PAGES, TOPICS, Page
 from tests.test_report_answer import VIEWER, first_lines, visible, words
 
@@ -44,13 +44,7 @@ def from_page(url: str, page: Page) -> bool:
 
 @pytest.fixture(scope="module")
 def lab_run(tmp_path_factory: pytest.TempPathFactory, search_lab, scripted_ollama) -> Workspace:
-    ws = Workspace(root=tmp_path_factory.mktemp("sources"), searxng_url=search_lab.searxng_url,
-                   ollama_url=scripted_ollama.url, model="lab-scripted")
-    for brief_id, brief in BRIEFS.items():
-        ws.drop(f"{brief_id}.json", brief)
-    result = ws.briefd("run", "--once", timeout=400)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return ws
+    return researched(tmp_path_factory.mktemp("sources"), search_lab, scripted_ollama, BRIEFS, timeout=400)
 
 
 @pytest.mark.parametrize("brief_id", list(BRIEFS))

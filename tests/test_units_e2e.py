@@ -14,7 +14,7 @@ import re
 import pytest
 
 from daemon import judge
-from tests.conftest import Workspace
+from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 
 PERCENT = {
@@ -26,12 +26,7 @@ PERCENT = {
 
 @pytest.fixture(scope="module")
 def percent_run(tmp_path_factory, search_lab, scripted_ollama) -> Workspace:
-    ws = Workspace(root=tmp_path_factory.mktemp("units"), searxng_url=search_lab.searxng_url,
-                   ollama_url=scripted_ollama.url, model="lab-scripted")
-    ws.drop("overrun-percent.json", PERCENT)
-    result = ws.briefd("run", "--once", timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return ws
+    return researched(tmp_path_factory.mktemp("units"), search_lab, scripted_ollama, {"overrun-percent": PERCENT})
 
 
 def test_a_percent_estimate_with_only_dollar_figures_says_so(percent_run: Workspace) -> None:
