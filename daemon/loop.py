@@ -26,7 +26,7 @@ from typing import Any, Callable, TypeVar
 import httpx
 import ollama
 
-from store import Store, utc_now
+from store import PassageRow, Store, utc_now
 
 from . import crashpoints, decide, judge, planner
 from .brief import Brief
@@ -404,14 +404,14 @@ class Research:
     async def read_batch(self, round_no: int, ids: list[int], titles: dict[str, str],
                          gaps: list[decide.Gap]) -> None:
         """Rank a batch's passages by BM25 against the question and gaps; the model reads the top ones."""
-        ids = self.trusted_passages(round_no, ids, titles)
-        if not ids:
+        trusted = self.trusted_passages(round_no, ids, titles)
+        if not trusted:
             return
         focus = " ".join([self.question, *[g.text for g in gaps]])
-        ranked = self.store.rank_passages(ids, focus, limit=PASSAGES_PER_BATCH, matching_only=True)
+        ranked = self.store.rank_passages(list(trusted), focus, limit=PASSAGES_PER_BATCH, matching_only=True)
         if not ranked:
             return
-        rows = self.store.passages(ranked)
+        rows = [trusted[i] for i in ranked]
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]
         line, ask = self.policy.evidence_task(self.state)
@@ -422,8 +422,9 @@ class Research:
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
 
-    def trusted_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> list[int]:
-        """The passage ids whose page is not distrusted; a page carrying an injection is distrusted here.
+    def trusted_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> dict[int, PassageRow]:
+        """The passages (by id, in batch order) whose page is not distrusted; a page carrying an
+        injection is distrusted here.
 
         Every passage of the batch's pages (and each page's title) is checked before the model reads
         any of them, so an injected page's text never reaches a prompt: none of its sentences can be
@@ -436,7 +437,7 @@ class Research:
             reason = decide.distrust_reason(row.text) or decide.distrust_reason(titles.get(row.url) or "")
             if reason:
                 self.distrust(round_no, row.url, reason)
-        return [row.id for row in rows if row.url not in self.state.distrusted]
+        return {row.id: row for row in rows if row.url not in self.state.distrusted}
 
     def distrust(self, round_no: int, url: str, reason: str) -> None:
         """Distrust a page whole for this brief: its evidence so far goes, and it is never read again."""
@@ -563,29 +564,22 @@ class Research:
     # ---- estimates and verdicts (computed by rules, seeds 1 and 2) ----------------------------
 
     def readings(self) -> list[judge.Reading]:
-        return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
-                              impact=e["impact"] or "neutral", source=e["url"],
-                              round=e["round"])
-                for e in self.store.evidence(self.run_id) if e["low"] is not None and e["high"] is not None]
+        return _readings(self.store.evidence(self.run_id))
 
-    def stances(self) -> list[judge.Stance]:
-        return [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
-                             tier=e["tier"], domain=e["url"])
-                for e in self.store.evidence(self.run_id)]
+    def usage_now(self, tokens: int | None = None) -> Usage:
+        return Usage(tokens=self.tokens_used() if tokens is None else tokens,
+                     seconds=seconds_since(self.started_at), pages=self.pages_read())
 
-    def quotes(self) -> list[judge.Quoted]:
-        """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
-        return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=e["url"]) for e in self.store.evidence(self.run_id)]
-
-    def usage_now(self) -> Usage:
-        return Usage(tokens=self.tokens_used(), seconds=seconds_since(self.started_at), pages=self.pages_read())
-
-    def facts(self) -> Facts:
-        """What the policy decides from, read from the store and the state."""
-        return Facts(state=self.state, limits=self.limits, usage=self.usage_now(),
-                     readings=self.readings() if self.brief.estimate else (),
-                     stances=self.stances() if self.brief.hypothesis else (),
-                     quotes=self.quotes() if self.brief.hypothesis and self.brief.hypothesis.contract else ())
+    def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
+        """What the policy decides from, read from the store (once; or the evidence rows and token
+        count a caller already read) and the state. A hypothesis is judged on its stances, or,
+        with a contract, on its quotes alone (policy.HypothesisPolicy.verdict)."""
+        rows = self.store.evidence(self.run_id) if evidence is None else evidence
+        hypothesis = self.brief.hypothesis
+        return Facts(state=self.state, limits=self.limits, usage=self.usage_now(tokens),
+                     readings=_readings(rows) if self.brief.estimate else (),
+                     stances=_stances(rows) if hypothesis and not hypothesis.contract else (),
+                     quotes=_quotes(rows) if hypothesis and hypothesis.contract else ())
 
     def update_estimate(self, round_no: int) -> None:
         """The range after this round: a pure function of all evidence so far (judge.update_range)."""
@@ -604,7 +598,8 @@ class Research:
     # ---- synthesis ----------------------------------------------------------------------------------
 
     async def synthesize(self) -> tuple[str, list[Source], str | None]:
-        evidence = decide.strongest_first(self.store.evidence(self.run_id), [self.question, self.brief.question])
+        rows = self.store.evidence(self.run_id)
+        evidence = decide.strongest_first(rows, [self.question, self.brief.question])
         numbers: dict[str, int] = {}
         lines: list[planner.EvidenceLine] = []
         for e in evidence:
@@ -616,7 +611,7 @@ class Research:
         if not evidence:
             self.state.count_fallback("model_only")
         prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits,
-                                          extra=self.policy.synthesis_line(self.facts()))
+                                          extra=self.policy.synthesis_line(self.facts(rows)))
         summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA,
                                  planner.coerce_synthesis([s.n for s in sources]),
                                  lambda: planner.template_summary(self.question, lines))
@@ -652,15 +647,16 @@ class Research:
 
     def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
         by_url = {s.url: s.n for s in sources}
+        rows = self.store.evidence(self.run_id)
         evidence = [
             {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
              "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
              "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
              "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"]}
-            for e in self.store.evidence(self.run_id)
+            for e in rows
         ]
         usage = self.usage()
-        facts = self.facts()
+        facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
         verdict = self.policy.verdict_block(facts)
         estimate = self.policy.estimate_block(facts)
         asks = decide.open_questions(
@@ -767,6 +763,23 @@ class Research:
         self.state.remaining = decide.remaining_budgets(self.state, self.limits, self.usage_now())
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
         crashpoints.reached("checkpoint")
+
+
+def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:
+    """The evidence items that carry a figure, as the range rule reads them."""
+    return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
+                          impact=e["impact"] or "neutral", source=e["url"], round=e["round"])
+            for e in rows if e["low"] is not None and e["high"] is not None]
+
+
+def _stances(rows: list[dict[str, Any]]) -> list[judge.Stance]:
+    return [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
+                         tier=e["tier"], domain=e["url"]) for e in rows]
+
+
+def _quotes(rows: list[dict[str, Any]]) -> list[judge.Quoted]:
+    """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
+    return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=e["url"]) for e in rows]
 
 
 async def _all_done(tasks: list[asyncio.Task[Any]]) -> None:
