@@ -392,19 +392,16 @@ def stop_reason(state: LoopState, limits: Limits, usage: Usage, progress: Progre
     Running out of queries (exhausted) is checked by the caller, which knows whether it
     could still make one.
     """
-    if state.round >= 1 and progress.target_reached:
-        return TARGET_REACHED
-    if spent_budget(limits, usage) is not None:
-        return BUDGET
-    if stalled(state):
-        return STALLED
-    if state.round >= 1 and progress.converged:
-        return CONVERGED
-    if progress.answered_ends_it and state.round >= 1 and state.gaps and not state.open_gaps():
-        return GAPS_CLOSED
-    if state.round >= limits.max_rounds:
-        return MAX_ROUNDS
-    return None
+    holds = {
+        TARGET_REACHED: lambda: state.round >= 1 and progress.target_reached,
+        BUDGET: lambda: spent_budget(limits, usage) is not None,
+        STALLED: lambda: stalled(state),
+        CONVERGED: lambda: state.round >= 1 and progress.converged,
+        GAPS_CLOSED: lambda: progress.answered_ends_it and state.round >= 1 and bool(state.gaps)
+        and not state.open_gaps(),
+        MAX_ROUNDS: lambda: state.round >= limits.max_rounds,
+    }
+    return next((reason for reason in STOP_ORDER if holds[reason]()), None)
 
 
 def fallback_queries(question: str, gaps: Sequence[Gap]) -> list[str]:

@@ -194,7 +194,7 @@ def check_url(url: str, limits: FetchLimits) -> str | None:
 
     Checks length, control characters, scheme, credentials, a host being present,
     and literal addresses (however spelled). Host names are checked after DNS by
-    `resolve_and_check`.
+    `resolve_vetted`.
     """
     if len(url) > MAX_URL_CHARS:
         return f"URL too long ({len(url)} chars)"
@@ -265,11 +265,6 @@ async def resolve_vetted(host: str, limits: FetchLimits) -> Resolved:
     if not addresses:
         return Resolved(f"cannot resolve host '{host}'")
     return Resolved(None, tuple(addresses))
-
-
-async def resolve_and_check(host: str, limits: FetchLimits) -> str | None:
-    """Why `host` may not be fetched, or None (`resolve_vetted` without the addresses)."""
-    return (await resolve_vetted(host, limits)).reason
 
 
 _PINS: ContextVar[Mapping[str, tuple[_IP, ...]]] = ContextVar("briefd_fetch_pins", default=MappingProxyType({}))
@@ -418,11 +413,13 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
     for hop in range(limits.max_redirects + 1):
         result.final_url = current
         reason = check_url(current, limits)
-        host = httpx.URL(current).raw_host.decode("ascii") if reason is None else ""
-        resolved = Resolved(reason) if reason is not None else await resolve_vetted(host, limits)
+        if reason is not None:
+            result.status, result.error = None, reason
+            return
+        host = httpx.URL(current).raw_host.decode("ascii")
+        resolved = await resolve_vetted(host, limits)
         if resolved.reason is not None:
-            result.status = None
-            result.error = resolved.reason
+            result.status, result.error = None, resolved.reason
             return
         # Connection: close - a server that sends more than its Content-Length leaves bytes in a
         # kept-alive connection that the pool would hand to the next request (seen in the tests as

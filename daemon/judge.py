@@ -341,7 +341,7 @@ def _close(a: float, b: float, rel_tol: float) -> bool:
     return math.isfinite(b) and math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12)
 
 
-def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = 0.01) -> Figure:
+def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE) -> Figure:
     """Check a number the model proposed against its quote: keep it in the brief's unit or
     say truly why not.
 

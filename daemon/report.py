@@ -39,6 +39,7 @@ from daemon.citations import CITATION_RE, find_citations
 from daemon.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
 from daemon.untrusted import (
     clean,
+    clean_json,
     fold,
     html_escape,
     md_block_start,
@@ -137,6 +138,11 @@ def chart_missing(report: Mapping[str, Any]) -> str | None:
     if isinstance(chart, Mapping) and chart.get("missing"):
         return fold(chart.get("missing"))
     return None
+
+
+def chart_drawn(report: Mapping[str, Any]) -> bool:
+    """Did the worker write chart.png for this report (report.json's `chart` names the file)?"""
+    return _dict(report.get("chart")).get("file") == CHART_FILE and not chart_missing(report)
 
 
 def _seconds(value: Any) -> str:
@@ -741,10 +747,11 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
                 [tuple(_md_num(h.get(k)) for k in ("round", "low", "high", "progress_score", "tokens"))
                  for h in history],
             ) + [""]
-        if chart_missing(report):
-            lines += [f"_No chart: {md_escape(chart_missing(report))}_", ""]
+        missing = chart_missing(report)
+        if missing:
+            lines += [f"_No chart: {md_escape(missing)}_", ""]
 
-    if estimate and _dict(report.get("chart")).get("file") == CHART_FILE and not chart_missing(report):
+    if estimate and chart_drawn(report):
         doc.mark("paragraph_open", **{"class": "chart"})
         lines += [f"![{CHART_ALT}]({CHART_FILE})", ""]
 
@@ -940,23 +947,15 @@ def render_html(report: Mapping[str, Any], chart_png: bytes | None = None) -> st
 
 
 def _json_safe(value: Any) -> Any:
-    """NaN and infinities become null: json.dumps would write them, and they are not JSON.
-    Every string is cleaned, like everything else a report shows (it is a no-op on text
-    that came through the door; it matters for a report built from older stored data)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, str):
-        return clean(value)
-    if isinstance(value, Mapping):
-        return {clean(str(k)): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
+    """Every string cleaned, like everything else a report shows (a no-op on text that came
+    through the door; it matters for a report built from older stored data), and NaN and
+    infinities made null."""
+    return clean_json(value, finite=True)
 
 
 def _read_chart(outdir: Path, report: Mapping[str, Any]) -> bytes | None:
     """The chart.png the worker drew for this report (report["chart"] names it), else None."""
-    if _dict(report.get("chart")).get("file") != CHART_FILE or chart_missing(report):
+    if not chart_drawn(report):
         return None
     try:
         return (Path(outdir) / CHART_FILE).read_bytes()

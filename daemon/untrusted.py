@@ -15,7 +15,9 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import html
+import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 # The characters the rule is about, each set written once (the patterns below combine them).
@@ -56,14 +58,17 @@ def clean(value: Any) -> str:
     return LONE_SURROGATE.sub("\ufffd", text)
 
 
-def clean_json(value: Any) -> Any:
-    """`clean` on every string (keys too) of a parsed JSON value; other values unchanged."""
+def clean_json(value: Any, *, finite: bool = False) -> Any:
+    """`clean` on every string (keys too) of a JSON-shaped value; other values unchanged, except
+    that with `finite` NaN and infinities become None (json.dumps would write them: not JSON)."""
     if isinstance(value, str):
         return clean(value)
-    if isinstance(value, dict):
-        return {clean(k) if isinstance(k, str) else k: clean_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean_json(v) for v in value]
+    if finite and isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {clean(k) if isinstance(k, str) else k: clean_json(v, finite=finite) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v, finite=finite) for v in value]
     return value
 
 
