@@ -169,9 +169,9 @@ def parse_response(query: str, payload: Any) -> SearchResponse:
         engines = payload.get("unresponsive_engines") or []
         for entry in islice(engines if isinstance(engines, list) else [], MAX_UNRESPONSIVE_ENGINES):
             if isinstance(entry, (list, tuple)) and entry:
-                unresponsive.append(": ".join(str(x) for x in entry)[:MAX_TITLE_CHARS])
+                unresponsive.append(_text(": ".join(str(x) for x in entry), MAX_TITLE_CHARS))
             elif isinstance(entry, str):
-                unresponsive.append(entry[:MAX_TITLE_CHARS])
+                unresponsive.append(_text(entry, MAX_TITLE_CHARS))
     return SearchResponse(query=query, hits=hits, unresponsive_engines=unresponsive)
 
 

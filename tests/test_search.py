@@ -192,3 +192,10 @@ def test_each_hit_keeps_only_what_briefd_can_use() -> None:
     assert first.url == "http://b.example/"
     assert len(first.content) == search.SNIPPET_MAX_CHARS
     assert len(first.title) <= MAX_TITLE_CHARS and len(first.engine) <= MAX_TITLE_CHARS
+
+
+def test_names_of_failing_engines_are_cleaned_where_they_enter() -> None:
+    """`unresponsive_engines` reach the `signal` event and `briefd status`: through the same door as titles."""
+    payload = {"results": [], "unresponsive_engines": [["wiki\u001b[31m", "timeout\u202e"], "news\u0007"]}
+    response = search.parse_response("rates", payload)
+    assert response.unresponsive_engines == ["wiki: timeout", "news"]
