@@ -68,6 +68,7 @@ class Passage:
     start: int
     end: int
     text: str
+    page: int | None = None  # the document page it lies on (PDFs: 1-based); None where there are no pages
 
 
 @dataclass(frozen=True)

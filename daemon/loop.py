@@ -379,7 +379,7 @@ class Research:
             url=url, final_url=result.final_url, status=result.status,
             content_type=result.content_type, title=title, text=extracted.text,
             size=len(result.body), extraction=extracted.method, error=None,
-            passages=[(p.seq, p.start, p.end, p.text) for p in passages],
+            passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
         )
         self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                          status=result.status, title=title, chars=len(extracted.text),
@@ -533,13 +533,15 @@ class Research:
                 self.events.emit("evidence_skipped", round=round_no, reason="duplicate quote", url=ref.url)
                 continue
             known.add((ref.url, quote))
-            offset = self.store.passages([ref.passage_id])[0].start
+            stored = self.store.passages([ref.passage_id])[0]
+            offset = stored.start
             row = {
                 "round": round_no, "url": ref.url, "title": passage.title, "passage_id": ref.passage_id,
                 "origin": ref.origin, "quote": quote, "quote_start": offset + start,
                 "quote_end": offset + end, "summary": item.summary, "confidence": item.confidence,
                 "stance": None, "impact": None, "gap": item.gap or None, "low": None, "high": None,
                 "tier": item.tier, "unit": item.unit, "scope": item.scope, "reading_date": item.date,
+                "page": stored.page,
             }
             self.read_labels(round_no, item, quote, row)
             rows.append(row)

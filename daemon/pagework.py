@@ -112,7 +112,8 @@ class PageWorkers:
         text = page["text"]
         return PageText(
             extracted=Extracted(title=page["title"], text=text, method=page["method"]),
-            passages=[Passage(seq=seq, start=s, end=e, text=text[s:e]) for seq, s, e in page["passages"]],
+            passages=[Passage(seq=seq, start=s, end=e, text=text[s:e], page=number)
+                      for seq, s, e, number in page["passages"]],
         )
 
     async def _take(self) -> _Child:
@@ -202,7 +203,7 @@ def _answer(header: bytes, body: bytes) -> dict[str, Any]:
         return {"page": None}
     return {"page": {"title": page.extracted.title, "text": page.extracted.text,
                      "method": page.extracted.method,
-                     "passages": [(p.seq, p.start, p.end) for p in page.passages]}}
+                     "passages": [(p.seq, p.start, p.end, p.page) for p in page.passages]}}
 
 
 def _memory_trimmer() -> Callable[[], object]:

@@ -80,10 +80,11 @@ class SearchHit:
     content: str
     engine: str
     score: float | None = None
+    source: str = "web"  # which source found it: web | library | archives (daemon.sources)
 
     def as_dict(self) -> dict[str, Any]:
         return {"url": self.url, "title": self.title, "content": self.content,
-                "engine": self.engine, "score": self.score}
+                "engine": self.engine, "score": self.score, "source": self.source}
 
 
 @dataclass

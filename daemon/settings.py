@@ -87,6 +87,10 @@ class Settings:
     file_mode: int | None = None  # None: the umask decides (files.use_file_mode)
     # The organisation's own tiers, (host or URL prefix, tier): win over the model (judge.capped_tier).
     source_tiers: tuple[tuple[str, str], ...] = ()
+    library: tuple[Path, ...] = ()  # folders of documents, indexed into the store (daemon.library)
+    archives: tuple[Path, ...] = ()  # Kiwix ZIM files (daemon.archives)
+    egress: str = "open"  # open | private | none: who may be contacted (fetch.FetchLimits)
+    egress_hosts: tuple[str, ...] = ()  # hosts allowed under egress = private besides private addresses
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
 
@@ -107,7 +111,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class _Spec:
     name: str
-    kind: str  # path | ollama | url | model | int | float | bool | level | mode | tiers
+    kind: str  # path | paths | ollama | url | model | int | float | bool | level | mode | tiers | egress | hosts
     help: str
     flag: str | None = None  # only the contract settings have a documented flag
     env: str | None = None  # None: BRIEFD_<NAME>
@@ -164,6 +168,18 @@ _SPECS: tuple[_Spec, ...] = (
                                    "industry, news, social), comma-separated in the environment, a [source_tiers] "
                                    "table in briefd.toml; wins over the model's label",
           shown_default="none", example="audit.example.org=regulator"),
+    _Spec("library", "paths", "folders of documents to research (PDF, DOCX, ODT, EPUB, Markdown, text, HTML), "
+                              "indexed into the store and kept current; separated by ':' in the environment, "
+                              "a list in briefd.toml", shown_default="none", example="/srv/library"),
+    _Spec("archives", "paths", "Kiwix ZIM archives to research (Wikipedia, Stack Exchange...); separated by ':' "
+                               "in the environment, a list in briefd.toml",
+          shown_default="none", example="/srv/zim/wikipedia_en_all.zim"),
+    _Spec("egress", "egress", "who briefd may contact: open (any address), private (loopback, private ranges "
+                              "and egress_hosts), none (the model server only: library and archives); "
+                              "enforced when connecting"),
+    _Spec("egress_hosts", "hosts", "hosts with public addresses that egress = private still allows (e.g. your "
+                                   "SearXNG), comma-separated in the environment, a list in briefd.toml",
+          shown_default="none", example="search.example.org"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
@@ -416,6 +432,8 @@ def _fix(spec: _Spec, source: _Source) -> str:
     if source.kind == "env":
         return f"set e.g. {spec.env_name}={example}, or unset it"
     toml_value = example if spec.kind in ("int", "float", "bool") else f'"{example}"'
+    if spec.kind in ("paths", "hosts"):
+        toml_value = f"[{toml_value}]"
     return f"write e.g. {spec.name} = {toml_value}"
 
 
@@ -581,8 +599,61 @@ def _to_tiers(spec: _Spec, raw: Any, source: _Source) -> tuple[tuple[str, str], 
     return tuple(out)
 
 
+EGRESS_POLICIES = ("open", "private", "none")
+
+
+def _to_paths(spec: _Spec, raw: Any, source: _Source) -> tuple[Path, ...]:
+    """Several paths: a TOML list (or one string), or os.pathsep-separated text (like PATH)."""
+    if raw is None or raw == ():
+        return ()
+    if isinstance(raw, str):
+        items: list[Any] = [part for part in raw.split(os.pathsep) if part.strip()]
+    elif isinstance(raw, (list, tuple)):
+        items = list(raw)
+    else:
+        raise _Bad("a list of paths" if source.kind == "toml" else f"paths separated by '{os.pathsep}'")
+    paths: list[Path] = []
+    for item in items:
+        path = _to_path(spec, item, source)
+        if path not in paths:
+            paths.append(path)
+    return tuple(paths)
+
+
+def _to_egress(spec: _Spec, raw: Any, source: _Source) -> str:
+    if isinstance(raw, str) and raw.strip().lower() in EGRESS_POLICIES:
+        return raw.strip().lower()
+    raise _Bad(f"one of {', '.join(EGRESS_POLICIES)}")
+
+
+def _to_hosts(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
+    """Host names (or literal addresses): a TOML list, or comma-separated text."""
+    if raw is None or raw == ():
+        return ()
+    if isinstance(raw, str):
+        items: list[Any] = [part.strip() for part in raw.split(",") if part.strip()]
+    elif isinstance(raw, (list, tuple)):
+        items = list(raw)
+    else:
+        raise _Bad('host names, e.g. "search.example.org, 203.0.113.7"')
+    hosts: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise _Bad('host names, e.g. "search.example.org, 203.0.113.7"', "an empty or non-text entry")
+        host = item.strip().lower().rstrip(".").strip("[]")
+        try:
+            host = str(ipaddress.ip_address(host))
+        except ValueError:
+            if not _TIER_HOST.fullmatch(host):
+                raise _Bad('host names, e.g. "search.example.org, 203.0.113.7"',
+                           f"'{item}' is not a host name or address (no scheme, port or path)") from None
+        if host not in hosts:
+            hosts.append(host)
+    return tuple(hosts)
+
+
 _CONVERTERS = {
-    "path": _to_path, "ollama": _to_ollama, "url": _to_url, "model": _to_model,
+    "path": _to_path, "paths": _to_paths, "egress": _to_egress, "hosts": _to_hosts, "ollama": _to_ollama, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
     "tiers": _to_tiers,
 }

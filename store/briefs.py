@@ -106,6 +106,7 @@ class PassageRow:
     start: int
     end: int
     text: str
+    page: int | None = None  # the PDF page it is on (1-based); None for formats without pages
 
 
 class Store:
@@ -500,8 +501,8 @@ class Store:
 
     def save_page(self, *, url: str, final_url: str, status: int | None, content_type: str,
                   title: str, text: str, size: int, extraction: str, error: str | None,
-                  passages: list[tuple[int, int, int, str]]) -> PageRow:
-        """Cache a page and replace its passages (seq, start, end, text) in one transaction."""
+                  passages: list[tuple[int, int, int, str, int | None]]) -> PageRow:
+        """Cache a page and replace its passages (seq, start, end, text, page) in one transaction."""
         now = utc_now()
         with self.immediate():
             self.db.table("pages").upsert({
@@ -511,8 +512,8 @@ class Store:
             }, pk="url")
             self.db.execute("DELETE FROM passages WHERE url = ? AND origin = 'page'", [url])
             self.db.table("passages").insert_all(
-                [{"url": url, "origin": "page", "seq": seq, "start": s, "end": e, "text": t}
-                 for seq, s, e, t in passages])
+                [{"url": url, "origin": "page", "seq": seq, "start": s, "end": e, "text": t, "page": page}
+                 for seq, s, e, t, page in passages])
         return PageRow(url=url, final_url=final_url, status=status, content_type=content_type,
                        fetched_at=now, title=title, text=text, error=error)
 
@@ -538,7 +539,8 @@ class Store:
             return []
         marks = ",".join("?" for _ in ids)
         rows = self.db.query(f"SELECT * FROM passages WHERE id IN ({marks})", ids)
-        by_id = {r["id"]: PassageRow(**{k: r[k] for k in ("id", "url", "origin", "seq", "start", "end", "text")})
+        by_id = {r["id"]: PassageRow(**{k: r[k] for k in ("id", "url", "origin", "seq", "start", "end", "text",
+                                                          "page")})
                  for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 

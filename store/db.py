@@ -25,7 +25,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -203,7 +203,34 @@ def _migration_4(db: sqlite_utils.Database) -> None:
     db.table("briefs").add_column("outages", int, not_null_default=0)
 
 
-MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4}
+def _migration_5(db: sqlite_utils.Database) -> None:
+    """Documents and the local library (issue 10): a passage's page (PDFs), an evidence item's
+    page, and one row per file of the library folders (what was read, what was refused and why)."""
+    db.table("passages").add_column("page", int)
+    db.table("evidence").add_column("page", int)
+    db.table("library_files").create(
+        {
+            "path": str,            # absolute path of the file as found under a library folder
+            "folder": str,          # the library folder it was found under
+            "size": int,
+            "mtime_ns": int,
+            "sha256": str,          # of the content: a renamed or copied file is not read again
+            "state": str,           # indexed | duplicate | refused | pending
+            "reason": str,          # why refused (or why still pending)
+            "url": str,             # the document its passages are stored under (file:// URL)
+            "title": str,
+            "pages": int,           # PDF pages; null for formats without pages
+            "chars": int,
+            "checked_at": str,
+            "indexed_at": str,
+        },
+        pk="path",
+    )
+    db.table("library_files").create_index(["sha256"])
+    db.table("library_files").create_index(["state"])
+
+
+MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5}
 
 
 class SchemaTooNew(RuntimeError):

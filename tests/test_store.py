@@ -116,7 +116,7 @@ def test_rank_passages_by_bm25_with_hostile_query_text(tmp_path: Path) -> None:
     text = "The bridge opened in 1990. Corrosion was found in the cable anchors. Lunch was served."
     store.save_page(url="http://x", final_url="http://x", status=200, content_type="text/html",
                     title="t", text=text, size=len(text), extraction="trafilatura", error=None,
-                    passages=[(0, 0, 26, text[0:26]), (1, 27, 68, text[27:68]), (2, 69, 87, text[69:87])])
+                    passages=[(0, 0, 26, text[0:26], None), (1, 27, 68, text[27:68], None), (2, 69, 87, text[69:87], None)])
     ids = store.passage_ids("http://x", "page")
     ranked = store.rank_passages(ids, 'Why "corrosion" AND anchors? NEAR( -- cable*', limit=5)
     assert ranked[0] == ids[1]
@@ -146,7 +146,7 @@ def test_model_usage_comes_from_recorded_calls(tmp_path: Path) -> None:
 def test_page_cache_respects_age(tmp_path: Path) -> None:
     store = Store(tmp_path / "b.db")
     store.save_page(url="http://x", final_url="http://x/", status=200, content_type="text/html", title="t",
-                    text="hello", size=5, extraction="plain", error=None, passages=[(0, 0, 5, "hello")])
+                    text="hello", size=5, extraction="plain", error=None, passages=[(0, 0, 5, "hello", None)])
     assert store.get_page("http://x", 3600).final_url == "http://x/"
     assert store.get_page("http://x", -1) is None
 
