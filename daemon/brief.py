@@ -55,6 +55,8 @@ Format = Literal["json", "md", "html"]
 DEPTH_PRESETS: dict[Depth, tuple[int, int]] = {"quick": (2, 2), "standard": (3, 3), "deep": (6, 4)}
 DEFAULT_DEPTH: Depth = "standard"
 FORMATS: tuple[Format, ...] = ("json", "md", "html")  # also the canonical order of Brief.formats
+SourceKind = Literal["web", "library", "archives"]
+SOURCE_KINDS: tuple[SourceKind, ...] = ("web", "library", "archives")  # canonical order of Brief.sources
 DEFAULT_FORMATS: tuple[Format, ...] = ("json", "md")
 TIME_RANGES = ("day", "week", "month", "year")
 # Problems listed in BriefError.details["problems"]; a 1 MiB brief could hold 100,000.
@@ -74,7 +76,7 @@ _Option = TypeVar("_Option", bound=str)
 
 TOP_FIELDS = (
     "question", "id", "context", "estimate", "hypothesis", "depth", "max_rounds",
-    "max_searches_per_round", "budget", "search", "fetch_pages", "formats",
+    "max_searches_per_round", "budget", "search", "fetch_pages", "formats", "sources",
 )
 ESTIMATE_FIELDS = ("unit", "low", "high", "target_low", "target_high", "target_width")
 HYPOTHESIS_FIELDS = ("claim", "metric", "comparator", "target", "unit")
@@ -214,6 +216,7 @@ class Brief:
     search: SearchOptions = field(default_factory=SearchOptions)
     fetch_pages: bool = True
     formats: tuple[Format, ...] = DEFAULT_FORMATS
+    sources: tuple[SourceKind, ...] | None = None  # None: every source this daemon has (daemon.sources)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -232,6 +235,8 @@ class Brief:
             fetch_pages=self.fetch_pages,
             formats=list(self.formats),
         )
+        if self.sources is not None:
+            out["sources"] = list(self.sources)
         return out
 
 
@@ -539,8 +544,9 @@ class _Checker:
         search = self.search(obj["search"]) if "search" in obj else SearchOptions()
         fetch_pages = self.boolean(obj, "fetch_pages", "fetch_pages")
         formats = self.formats(obj["formats"]) if "formats" in obj else DEFAULT_FORMATS
+        sources = self.sources(obj["sources"]) if "sources" in obj else None
         if self.problems or question is None or brief_id is None or budget is None or search is None \
-                or formats is None:
+                or formats is None or ("sources" in obj and sources is None):
             return None
         return Brief(
             id=brief_id, question=question, context=context or "", estimate=estimate, hypothesis=hypothesis,
@@ -548,7 +554,7 @@ class _Checker:
             max_rounds=rounds if rounds is not None else preset_rounds,
             max_searches_per_round=searches if searches is not None else preset_searches,
             budget=budget, search=search, fetch_pages=True if fetch_pages is None else fetch_pages,
-            formats=formats, raw=obj,
+            formats=formats, sources=sources, raw=obj,
         )
 
     def brief_id(self, obj: dict[str, Any], source_name: str) -> str | None:
@@ -702,29 +708,48 @@ class _Checker:
                              include_domains=include, exclude_domains=exclude)
 
     def formats(self, value: Any) -> tuple[Format, ...] | None:
-        if not isinstance(value, list):
-            hint = f'; write ["{value}"]' if isinstance(value, str) and value in FORMATS else ""
-            self.add("formats", f'formats must be an array of "md", "json", "html", got {_describe(value)}{hint}',
-                     expected="array", got=_preview(value))
-            return None
-        before = len(self.problems)
-        seen: list[str] = []
-        for i, item in enumerate(value):
-            if self.full and not (isinstance(item, str) and item in FORMATS and item not in seen):
-                self.uncounted += 1
-            elif not isinstance(item, str) or item not in FORMATS:
-                self.add(f"formats[{i}]", f'formats[{i}] must be one of "md", "json", "html", got '
-                                          f"{_describe(item)}{_did_you_mean(item, FORMATS)}",
-                         expected=list(FORMATS), got=_preview(item))
-            elif item in seen:
-                self.add(f"formats[{i}]", f'formats lists "{item}" more than once; list each format once',
-                         duplicate=item)
-            else:
-                seen.append(item)
-        if len(self.problems) > before:
+        seen = self.members(value, "formats", FORMATS, "report formats", allow_empty=True)
+        if seen is None:
             return None
         chosen = {"json", *seen}
         return tuple(f for f in FORMATS if f in chosen)
+
+    def sources(self, value: Any) -> tuple[SourceKind, ...] | None:
+        seen = self.members(value, "sources", SOURCE_KINDS, "sources", allow_empty=False)
+        if seen is None:
+            return None
+        return tuple(kind for kind in SOURCE_KINDS if kind in seen)
+
+    def members(self, value: Any, path: str, options: tuple[_Option, ...], noun: str,
+                allow_empty: bool) -> list[_Option] | None:
+        """An array of distinct `options` (formats, sources): each problem named with its index."""
+        words = ", ".join(f'"{o}"' for o in options)
+        if not isinstance(value, list):
+            hint = f'; write ["{value}"]' if isinstance(value, str) and value in options else ""
+            self.add(path, f"{path} must be an array of {words}, got {_describe(value)}{hint}",
+                     expected="array", got=_preview(value))
+            return None
+        if not value and not allow_empty:
+            self.add(path, f"{path} is empty: name at least one of {words}, or leave {path} out to use every "
+                           f"one configured", expected=list(options))
+            return None
+        before = len(self.problems)
+        seen: list[_Option] = []
+        for i, item in enumerate(value):
+            if self.full and not (isinstance(item, str) and item in options and item not in seen):
+                self.uncounted += 1
+            elif not isinstance(item, str) or item not in options:
+                self.add(f"{path}[{i}]", f"{path}[{i}] must be one of {words}, got "
+                                         f"{_describe(item)}{_did_you_mean(item, options)}",
+                         expected=list(options), got=_preview(item))
+            elif item in seen:
+                self.add(f"{path}[{i}]", f'{path} lists "{item}" more than once; list each of the {noun} once',
+                         duplicate=item)
+            else:
+                seen.append(options[options.index(item)])
+        if len(self.problems) > before:
+            return None
+        return seen
 
     # -- leaves
 

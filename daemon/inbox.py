@@ -69,7 +69,7 @@ from store import QUEUED, RUNNING, Store, diagnose, sha256_hex
 
 from . import crashpoints
 # _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
-from .brief import MAX_BRIEF_BYTES, BriefError, _clean, id_from_filename, parse_brief, too_large
+from .brief import MAX_BRIEF_BYTES, Brief, BriefError, _clean, id_from_filename, parse_brief, too_large
 from .files import ProcessLock, hold_lock, read_at_most
 from .report import write_rejection
 
@@ -180,6 +180,8 @@ class Inbox:
     store: Store
     settle_seconds: float = 1.0
     on_accept: Callable[[Accepted], None] | None = None
+    # What this daemon can do that a brief may ask beyond its schema (sources.refusal): None = all
+    refusal: Callable[[Brief], BriefError | None] | None = None
     tracked: dict[Path, _Seen] = field(default_factory=dict)
     refused: dict[Path, tuple[_Version, str]] = field(default_factory=dict)
     store_problem: str | None = None  # the store failure last logged by take_ready (said once)
@@ -339,6 +341,9 @@ class Inbox:
             if oversize:
                 raise too_large(max(st.st_size, len(data)))
             brief = parse_brief(data, path.name)
+            refused = self.refusal(brief) if self.refusal is not None else None
+            if refused is not None:
+                raise refused
         except BriefError as err:
             if seen is not None and time.monotonic() - seen.since < self.settle_seconds:
                 # Closed or moved in, but not yet still for settle_seconds: a writer may reopen it.

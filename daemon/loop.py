@@ -33,13 +33,15 @@ from .brief import Brief
 from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
 from .events import EventLog
-from .fetch import FetchLimits, fetch_page
+from .fetch import FetchLimits, FetchResult, fetch_page
 from .llm import CallRecord, ModelConfig, call_json, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
 from .policy import EstimatePolicy, Facts, policy_for
 from .retry import call_with_retries
 from .search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from .settings import Settings
+from .sources import (ARCHIVES, LIBRARY, WEB, ArchiveShelf, DocumentUnavailable, Searcher, chosen, fuse, is_local,
+                      kind_of_url)
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
@@ -47,6 +49,7 @@ T = TypeVar("T")
 SEARCH_CACHE_S = 24 * 3600
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 SNIPPETS_PER_BATCH = 8
+LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
 DISCLAIMER_MODEL_ONLY = (
@@ -68,6 +71,8 @@ class Services:
     fetch_limits: FetchLimits
     fetch_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
     pages: PageWorkers = field(default_factory=PageWorkers)  # reads pages off the event loop, with a deadline
+    library: Searcher | None = None  # the local library's index (daemon.library), when one is configured
+    archives: ArchiveShelf | None = None  # the ZIM archives (daemon.archives), when configured
 
 
 class Cancelled(Exception):
@@ -126,6 +131,7 @@ class Research:
         self.state = LoopState.from_dict(saved) if saved else LoopState()
         self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
         self.kind = self.policy.kind
+        self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -207,18 +213,17 @@ class Research:
                          open_gaps=[g.text for g in self.state.open_gaps()])
         hits = await self.search_all(round_no, queries)
         self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
-        if self.brief.fetch_pages:
-            if urls is None:
-                candidates = [h.url for h in hits]
-                urls = decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
-                                          self.pages_allowed())
-            self.state.current_round = {"round": round_no, "queries": queries, "urls": urls}
-            self.checkpoint()
-            await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
-        else:
-            self.state.current_round = {"round": round_no, "queries": queries, "urls": None}
-            self.checkpoint()
-            await self.read_snippets(round_no, hits)
+        # library documents and archive articles are read whole even in snippet mode: they are on
+        # this machine, so reading them costs no fetch; only web pages are left to their snippets
+        readable = hits if self.brief.fetch_pages else [h for h in hits if is_local(h.url)]
+        if urls is None:
+            candidates = [h.url for h in readable]
+            urls = decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates), self.pages_allowed())
+        self.state.current_round = {"round": round_no, "queries": queries, "urls": urls}
+        self.checkpoint()
+        await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
+        if not self.brief.fetch_pages:
+            await self.read_snippets(round_no, [h for h in hits if not is_local(h.url)])
         # this round's rows (reset at its start); a distrusted page may have taken earlier ones away
         new = self.store.evidence_count(self.run_id, round_no)
         self.state.round = round_no
@@ -235,52 +240,64 @@ class Research:
     # ---- search -------------------------------------------------------------------------------
 
     async def search_all(self, round_no: int, queries: list[str]) -> list[SearchHit]:
-        """Run the round's queries; interleave their hits by rank so every query contributes."""
-        responses = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
+        """Every query at every source the brief may use, at once; one list by rank fusion (daemon/sources.py)."""
+        answers = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
         self.state.asked.extend(q for q in queries if q not in self.state.asked)
-        merged: list[SearchHit] = []
-        seen: set[str] = set()
-        depth = max((len(r) for r in responses), default=0)
-        for rank in range(depth):
-            for hits in responses:
-                if rank < len(hits) and hits[rank].url not in seen:
-                    seen.add(hits[rank].url)
-                    merged.append(hits[rank])
-        return merged
+        return fuse(hits for lists in answers for hits in lists)
 
-    async def search_one(self, round_no: int, query: str) -> list[SearchHit]:
+    async def search_one(self, round_no: int, query: str) -> list[list[SearchHit]]:
+        """One query at each source (the web through SearXNG, the library, the archives); a list per source."""
         self.events.emit("search_query", round=round_no, query=query)
+        asks: list[Any] = []
+        if WEB in self.sources:
+            asks.append(self.search_web(query))
+        if LIBRARY in self.sources and self.svc.library is not None:
+            asks.append(self.search_local(self.svc.library, query))
+        if ARCHIVES in self.sources and self.svc.archives is not None:
+            asks.append(self.search_local(self.svc.archives, query))
+        answers: list[tuple[list[SearchHit], bool]] = await asyncio.gather(*asks)
+        lists = [hits for hits, _ in answers]
+        from_cache = bool(answers) and all(cached for _, cached in answers)
+        found = [h for hits in lists for h in hits]
+        self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
+        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in self.sources}
+        self.events.emit("search_result", round=round_no, query=query, results=len(found),
+                         from_cache=from_cache, sources=by_source,
+                         urls=[h.url for h in fuse(lists)[:10]])
+        return lists
+
+    async def search_local(self, source: Searcher, query: str) -> tuple[list[SearchHit], bool]:
+        """The library's or the archives' hits: on this machine, never cached (the index is the cache)."""
+        hits = await source.search(query, LOCAL_HITS_PER_QUERY)
+        for note in source.take_notes():
+            self.events.emit("signal", message=note)
+        return hits, False
+
+    async def search_web(self, query: str) -> tuple[list[SearchHit], bool]:
+        """SearXNG's hits for a query (from the search cache when fresh); an outage ends the round."""
         key = cache_key(query, self.params)
         cached = self.store.cached_search(key, SEARCH_CACHE_S)
-        hits: list[SearchHit] = []
         if cached is not None:
-            hits = [SearchHit(**h) for h in cached["hits"]]
-        else:
-            try:
-                response = await call_with_retries(
-                    lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
-                                   self.params, self.svc.settings.search_timeout_s),
-                    service="searxng", on_wait=self.on_wait)
-                self.store.set_waiting(self.run_id, None)
-                hits = response.hits
-                self.store.cache_search(key, query, query_params(self.params),
-                                        {"hits": [h.as_dict() for h in hits],
-                                         "unresponsive_engines": response.unresponsive_engines})
-                if response.unresponsive_engines:
-                    self.events.emit("signal", message="unresponsive search engines",
-                                     engines=response.unresponsive_engines)
-                if response.note:
-                    self.events.emit("signal", message=response.note)
-            except SearchRefused as exc:
-                raise Outage("searxng", str(exc), fix=exc.fix) from exc
-            except SearchUnavailable as exc:
-                raise Outage("searxng", str(exc)) from exc
-        self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in hits],
-                                from_cache=cached is not None)
-        self.events.emit("search_result", round=round_no, query=query, results=len(hits),
-                         from_cache=cached is not None,
-                         urls=[h.url for h in hits[:10]])
-        return hits
+            return [SearchHit(**h) for h in cached["hits"]], True
+        try:
+            response = await call_with_retries(
+                lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
+                               self.params, self.svc.settings.search_timeout_s),
+                service="searxng", on_wait=self.on_wait)
+        except SearchRefused as exc:
+            raise Outage("searxng", str(exc), fix=exc.fix) from exc
+        except SearchUnavailable as exc:
+            raise Outage("searxng", str(exc)) from exc
+        self.store.set_waiting(self.run_id, None)
+        self.store.cache_search(key, query, query_params(self.params),
+                                {"hits": [h.as_dict() for h in response.hits],
+                                 "unresponsive_engines": response.unresponsive_engines})
+        if response.unresponsive_engines:
+            self.events.emit("signal", message="unresponsive search engines",
+                             engines=response.unresponsive_engines)
+        if response.note:
+            self.events.emit("signal", message=response.note)
+        return response.hits, False
 
     # ---- fetch while the model reads ------------------------------------------------------------
 
@@ -291,7 +308,7 @@ class Research:
         return n
 
     def pages_read(self) -> int:
-        return self.state.pages_fetched + self.state.page_cache_hits
+        return self.state.pages_fetched + self.state.page_cache_hits + self.state.local_reads
 
     async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
         """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched.
@@ -343,18 +360,24 @@ class Research:
     async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> tuple[str, list[int]] | None:
         """Fetch (or take from the cache), extract, store; returns (title, passage ids) or None."""
         settings = self.svc.settings
-        cached = self.store.get_page(url, settings.page_ttl_hours * 3600)
         if url not in self.state.visited:
             self.state.visited.append(url)
+        if kind_of_url(url) == LIBRARY:
+            return self.library_document(round_no, url)
+        cached = self.store.get_page(url, settings.page_ttl_hours * 3600)
         if cached is not None and cached.ok:
             self.state.page_cache_hits += 1
             self.events.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
                              status=cached.status, title=cached.title, chars=len(cached.text),
                              from_cache=True)
             return cached.title, self.store.passage_ids(url, "page")
-        async with self.svc.fetch_slots:
-            result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
-        self.state.pages_fetched += 1
+        if kind_of_url(url) == ARCHIVES:
+            result = await self.archive_article(url)
+            self.state.local_reads += 1
+        else:
+            async with self.svc.fetch_slots:
+                result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
+            self.state.pages_fetched += 1
         if not result.ok:
             self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient)
             self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
@@ -386,6 +409,32 @@ class Research:
                          passages=len(passages), from_cache=False, truncated=result.truncated,
                          seconds=round(result.elapsed_s, 3))
         return title, self.store.passage_ids(url, "page")
+
+    def library_document(self, round_no: int, url: str) -> tuple[str, list[int]] | None:
+        """A library document: read and split when it was indexed, so here it costs one store read."""
+        page = self.store.get_page(url, float("inf"))
+        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
+        if not ids:  # removed or changed since the search: the index will catch up, nothing is wrong with it
+            self.mark_bad(url, "no longer in the library index", transient=True)
+            self.events.emit("page_fetched", round=round_no, url=url, ok=False, source="library",
+                             error="no longer in the library index")
+            return None
+        assert page is not None
+        self.state.local_reads += 1
+        self.events.emit("page_fetched", round=round_no, url=url, final_url=url, title=page.title,
+                         chars=len(page.text), passages=len(ids), from_cache=False, source="library")
+        return page.title, ids
+
+    async def archive_article(self, url: str) -> FetchResult:
+        """An archive article's HTML as a fetch result, so it is extracted and cached like a web page."""
+        if self.svc.archives is None:
+            return FetchResult(url=url, final_url=url, error="no archives are configured")
+        try:
+            entry = await self.svc.archives.read(url, self.svc.settings.fetch_max_bytes)
+        except DocumentUnavailable as exc:
+            return FetchResult(url=url, final_url=url, error=str(exc))
+        return FetchResult(url=url, final_url=url, status=200, content_type=entry.content_type,
+                           body=entry.body)
 
     def mark_bad(self, url: str, reason: str, transient: bool) -> None:
         self.state.bad[url] = reason
@@ -654,7 +703,8 @@ class Research:
             {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
              "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
              "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
-             "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"]}
+             "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"],
+             "page": e.get("page")}
             for e in rows
         ]
         usage = self.usage()
@@ -681,7 +731,9 @@ class Research:
             "stop_explanation": self.state.stop_explanation,
             "summary": summary,
             "disclaimer": disclaimer,
-            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited} for s in sources],
+            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url)}
+                        for s in sources],
+            "searched": list(self.sources),
             "distrusted": [{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
             "evidence": evidence,
             "estimate": estimate,
@@ -746,6 +798,7 @@ class Research:
             "searches": self.store.search_count(self.run_id),
             "pages_fetched": self.state.pages_fetched,
             "page_cache_hits": self.state.page_cache_hits,
+            "documents_read": self.state.local_reads,
             "llm_cache_hits": model["llm_cache_hits"],
             "wall_seconds": round(seconds_since(self.started_at), 3),
             "llm_seconds": model["llm_seconds"],

@@ -54,12 +54,12 @@ CONTRACT_KEYS: tuple[str, ...] = (
 )
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
-    "open_questions", "plan_relevance", "sides", "chart", "stop_explanation", "distrusted",
+    "open_questions", "plan_relevance", "sides", "chart", "stop_explanation", "distrusted", "searched",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
-    "page_cache_hits", "llm_cache_hits", "wall_seconds", "llm_seconds",
+    "page_cache_hits", "documents_read", "llm_cache_hits", "wall_seconds", "llm_seconds",
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
@@ -103,6 +103,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "sides": None,
         "chart": None,
         "distrusted": [],
+        "searched": [],
     }
 
 
@@ -217,6 +218,7 @@ _USAGE_LABELS: dict[str, str] = {
     "searches": "Searches",
     "pages_fetched": "Pages fetched",
     "page_cache_hits": "Page cache hits",
+    "documents_read": "Library documents and archive articles read",
     "llm_cache_hits": "Model cache hits",
     "wall_seconds": "Wall time",
     "llm_seconds": "Model time",
@@ -636,7 +638,7 @@ def _pages_not_read(report: Mapping[str, Any]) -> bool:
     search snippets (fetch_pages: false, or every fetch failed)."""
     usage = _dict(report.get("usage"))
     return bool(_list(report.get("evidence"))) and "pages_fetched" in usage and not (
-        usage.get("pages_fetched") or usage.get("page_cache_hits"))
+        usage.get("pages_fetched") or usage.get("page_cache_hits") or usage.get("documents_read"))
 
 
 def _strength(item: Mapping[str, Any]) -> float:
@@ -679,6 +681,8 @@ def _md_evidence(report: Mapping[str, Any]) -> list[str]:
         for item in items:
             lines += [f"> {md_escape(item.get('quote'))}", ""]
             caption = [f"round {_md_num(item.get('round'))}"]
+            if _is_n(item.get("page")):
+                caption.insert(0, f"p. {_md_num(item.get('page'))}")
             if _stance(item):
                 caption.append(md_escape(_stance(item)))
             if item.get("confidence") is not None:
@@ -796,6 +800,9 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
     details = _labelled(report, (("Brief", "id"), ("Model", "model"), ("Search", "searxng_url")))
     if details:
         lines += [" · ".join(details), ""]
+    searched = [md_escape(kind) for kind in _list(report.get("searched"))]
+    if searched:
+        lines += [f"**Sources searched:** {', '.join(searched)}", ""]
 
     research_question = report.get("research_question")
     angles = _list(report.get("angles"))

@@ -27,7 +27,7 @@ import httpx
 
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
-from . import crashpoints
+from . import crashpoints, sources
 from .brief import Brief, BriefError, parse_brief
 from .chart import write_chart
 from .events import EventLog
@@ -181,7 +181,8 @@ class Daemon:
             self.store = store
             held.callback(store.close)
             self.inbox = Inbox(settings.inbox, settings.outbox, store, settings.settle_seconds,
-                               on_accept=lambda _a: self.work.set())
+                               on_accept=lambda _a: self.work.set(),
+                               refusal=lambda brief: sources.refusal(brief, settings))
             try:
                 settings.outbox.mkdir(parents=True, exist_ok=True)
                 recovered = await self.patiently(self.recover, "recovering interrupted briefs")

@@ -91,6 +91,7 @@ def realistic_report() -> dict[str, Any]:
         "chart": {"file": "chart.png", "missing": None},
         "stop_explanation": "Stopped after round 3 of 4: no new evidence in the last 2 rounds.",
         "distrusted": [],
+        "searched": ["web"],
     }
 
 
