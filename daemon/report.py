@@ -691,6 +691,22 @@ def _md_evidence(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def quoted_pages(report: Mapping[str, Any]) -> dict[int, list[int]]:
+    """Source number → the document pages its quotes come from (PDFs), in order."""
+    pages: dict[int, set[int]] = {}
+    for item in (_dict(e) for e in _list(report.get("evidence"))):
+        n, page = item.get("source"), item.get("page")
+        if isinstance(n, int) and isinstance(page, int):
+            pages.setdefault(n, set()).add(page)
+    return {n: sorted(found) for n, found in pages.items()}
+
+
+def _md_pages(pages: list[int] | None) -> str:
+    if not pages:
+        return ""
+    return f" (p. {pages[0]})" if len(pages) == 1 else f" (pp. {', '.join(str(p) for p in pages)})"
+
+
 def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
     """report.md, top to bottom: the question, the answer and why it stopped, the status,
     the verdict or estimate, the summary; then the evidence that decided it (strongest
@@ -768,6 +784,7 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
 
     lines += ["## Sources", ""]
     cited, also_used = _sources_by_use(report)
+    pages = quoted_pages(report)
     if not cited and not also_used:
         lines += ["_No sources are cited._", ""]
     for label, group in (("", cited), (ALSO_USED, also_used)):
@@ -777,7 +794,7 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
                 n = s.get("n")
                 if _is_n(n):
                     doc.mark("list_item_open", id=f"{SOURCE_ANCHOR}{n}")
-                lines.append(f"- [{md_escape(n)}] {md_link(s.get('title'), s.get('url'))}")
+                lines.append(f"- [{md_escape(n)}] {md_link(s.get('title'), s.get('url'))}{_md_pages(pages.get(n) if isinstance(n, int) else None)}")
             lines += [""]
     distrusted = _distrusted(report)
     if distrusted:

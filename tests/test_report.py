@@ -588,3 +588,17 @@ def test_html_lists_uncited_sources_with_anchors_and_distrusted_pages_as_text() 
     assert "#source-4" in page.hrefs(), "the uncited source's evidence links to its number"
     assert not [h for h in page.hrefs() if "spam.example" in h], "a distrusted page is never a link"
     assert "<script>" not in render_html(report_with_uncited_and_distrusted())
+
+
+def test_a_quote_from_a_document_says_its_page_in_the_evidence_and_the_sources() -> None:
+    report = realistic_report()
+    report["sources"].append({"n": 9, "url": "file:///srv/library/inspection%20report.pdf",
+                              "title": "Principal inspection report", "cited": False, "kind": "library"})
+    for page, quote in ((12, "Seven of the 32 anchorages were corroded."), (3, "The bridge was closed.")):
+        report["evidence"].append({**report["evidence"][0], "source": 9, "url": report["sources"][-1]["url"],
+                                   "quote": quote, "page": page})
+    md = render_markdown(report)
+    assert "— p. 12 · round" in md and "— p. 3 · round" in md
+    # a file is named, not linked: the reader's browser must not open paths from a report
+    assert "Principal inspection report (file:///srv/library/inspection%20report.pdf) (pp. 3, 12)" in md
+    assert 'href="file:' not in render_html(report)
