@@ -44,7 +44,7 @@ from libzim.suggestion import SuggestionSearcher  # type: ignore[import-untyped]
 
 from .extract import _HTML_TYPES, _TEXT_TYPES, MAX_TITLE_CHARS
 from .fetch import MAX_URL_CHARS, too_large
-from .search import SNIPPET_MAX_CHARS, SearchHit
+from .search import MAX_HITS_PER_QUERY, SNIPPET_MAX_CHARS, SearchHit
 from .settings import Settings
 from .untrusted import clean
 
@@ -342,10 +342,10 @@ class Archives:
     # ------------------------------------------------------------------ search
 
     async def search(self, query: str, limit: int) -> list[SearchHit]:
-        """Up to `limit` hits from all archives, interleaved by rank (each archive's first, then
+        """Up to `limit` (at most MAX_HITS_PER_QUERY) hits from all archives, interleaved by rank (each archive's first, then
         each one's second...). Any query text is safe: it is cleaned, cut, and handed to libzim's
         query parser, which treats what it cannot parse as words."""
-        text = _query_text(query)
+        text, limit = _query_text(query), min(limit, MAX_HITS_PER_QUERY)
         if not text or limit <= 0 or not self._opened:
             return []
         ranked = await asyncio.gather(*(asyncio.to_thread(self._search_one, o, text, limit)

@@ -34,6 +34,7 @@ from daemon.archives import (
 )
 from daemon.extract import read_page
 from daemon.fetch import too_large
+from daemon.search import MAX_HITS_PER_QUERY
 from daemon.settings import Settings
 from tests.lab.corpus import PAGES_BY_SLUG
 from tests.lab.web import png_bytes
@@ -319,3 +320,9 @@ def test_snippets_are_visible_text_from_the_article(tmp_path: Path) -> None:
     assert hit.content == "Intro about otters."
     [hit] = run(Archives.open([zim]).search("herons", 3))
     assert hit.content == "Only herons."
+
+
+def test_a_huge_limit_is_capped(tmp_path: Path) -> None:
+    many = [Article(f"a{i}", f"Otter {i}", page_html(f"Otter {i}", "otters swim")) for i in range(MAX_HITS_PER_QUERY + 10)]
+    archives = Archives.open([build_zim(tmp_path / "many.zim", many)])
+    assert len(run(archives.search("otters", 10**9))) == MAX_HITS_PER_QUERY
