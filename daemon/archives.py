@@ -38,14 +38,15 @@ import lxml.html
 
 # libzim ships .pyi stubs but no py.typed marker, so mypy will not read them unless told to
 # (`follow_untyped_imports` for libzim in pyproject's [tool.mypy.overrides]).
-from libzim.reader import Archive, Entry  # type: ignore[import-untyped]
-from libzim.search import Query, Searcher  # type: ignore[import-untyped]
-from libzim.suggestion import SuggestionSearcher  # type: ignore[import-untyped]
+from libzim.reader import Archive, Entry
+from libzim.search import Query, Searcher
+from libzim.suggestion import SuggestionSearcher
 
 from .extract import _HTML_TYPES, _TEXT_TYPES, MAX_TITLE_CHARS
 from .fetch import MAX_URL_CHARS, too_large
 from .search import MAX_HITS_PER_QUERY, SNIPPET_MAX_CHARS, SearchHit
 from .settings import Settings
+from .sources import DocumentUnavailable
 from .untrusted import clean
 
 SCHEME = "zim"
@@ -71,7 +72,7 @@ FIX_NOT_ZIM = "point the `archives` setting at Kiwix .zim files only"
 FIX_SAME_NAME = "rename one of them: archives are named by their file name in citations and URLs"
 
 
-class ArchiveError(Exception):
+class ArchiveError(DocumentUnavailable):
     """An archive, a URL or an entry briefd will not read; the message says which and why."""
 
 
@@ -294,6 +295,7 @@ class Archives:
         self._opened = {o.key: o for o in opened}
         self._problems = problems
         self._notices: list[str] = []
+        self._taken = 0  # notices already handed to a caller by take_notes
         for problem in problems:
             self._note(problem.line())
         for o in opened:
@@ -330,6 +332,12 @@ class Archives:
         """Every notice so far, each once, in order: archives that failed to open, archives searched
         by title only, searches that failed. Callers emit the ones they have not emitted yet."""
         return tuple(self._notices)
+
+    def take_notes(self) -> list[str]:
+        """The notices not handed out before (sources.Searcher): each reaches the events once."""
+        fresh = self._notices[self._taken:]
+        self._taken = len(self._notices)
+        return fresh
 
     def health(self) -> list[ArchiveHealth]:
         """For `briefd check`: every configured archive, in the order given (problems after)."""

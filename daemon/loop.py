@@ -132,6 +132,7 @@ class Research:
         self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
+        self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -397,7 +398,7 @@ class Research:
                              status=result.status, ok=False, error=reason)
             return None
         extracted, passages = page.extracted, page.passages
-        title = extracted.title or (hit.title if hit else "") or result.final_url
+        title = self.titles.get(url) or extracted.title or (hit.title if hit else "") or result.final_url
         self.store.save_page(
             url=url, final_url=result.final_url, status=result.status,
             content_type=result.content_type, title=title, text=extracted.text,
@@ -430,11 +431,12 @@ class Research:
         if self.svc.archives is None:
             return FetchResult(url=url, final_url=url, error="no archives are configured")
         try:
-            entry = await self.svc.archives.read(url, self.svc.settings.fetch_max_bytes)
+            entry = await self.svc.archives.read(url, max_bytes=self.svc.settings.fetch_max_bytes,
+                                                 max_redirects=self.svc.settings.fetch_max_redirects)
         except DocumentUnavailable as exc:
             return FetchResult(url=url, final_url=url, error=str(exc))
-        return FetchResult(url=url, final_url=url, status=200, content_type=entry.content_type,
-                           body=entry.body)
+        self.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
+        return FetchResult(url=url, final_url=url, status=200, content_type=entry.mimetype, body=entry.body)
 
     def mark_bad(self, url: str, reason: str, transient: bool) -> None:
         self.state.bad[url] = reason

@@ -52,19 +52,22 @@ class Searcher(Protocol):
 
 
 class Entry(Protocol):
-    """An archive article's bytes, to be extracted like a web page."""
+    """An archive article's bytes, to be extracted like a web page, and the title that cites it."""
 
     @property
     def body(self) -> bytes: ...
 
     @property
-    def content_type(self) -> str: ...
+    def mimetype(self) -> str: ...
+
+    @property
+    def citation_title(self) -> str: ...
 
 
 class ArchiveShelf(Searcher, Protocol):
     """The archives: a Searcher whose hits are read back by URL."""
 
-    async def read(self, url: str, max_bytes: int) -> Entry:
+    async def read(self, url: str, *, max_bytes: int, max_redirects: int) -> Entry:
         """The article behind an archive URL; raises DocumentUnavailable with the reason."""
         ...
 

@@ -28,6 +28,7 @@ import httpx
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
 from . import crashpoints, sources
+from .archives import Archives
 from .brief import Brief, BriefError, parse_brief
 from .chart import write_chart
 from .events import EventLog
@@ -525,11 +526,14 @@ class _ServicesContext:
         model = model_config(settings)
         self.llm_client = make_llm_client(model)
         self.pages = PageWorkers()
+        shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
+        for notice in shelf.take_notes() if shelf is not None else []:
+            log.warning("%s", notice)  # an archive that cannot be opened: the others still serve
         return Services(settings=settings, store=self.store, http=self.http,
                         fetch_client=self.fetch_client, llm_client=self.llm_client, model=model,
                         fetch_limits=limits,
                         fetch_slots=asyncio.Semaphore(max(1, settings.fetch_concurrency)),
-                        pages=self.pages)
+                        pages=self.pages, archives=shelf)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
