@@ -23,6 +23,11 @@ Network trouble never raises: `fetch_page` returns a `FetchResult` whose `error`
 says, in a few words a user can read in the event log, what went wrong.
 Private addresses (loopback, RFC 1918, ULA) are allowed by default because
 briefd is meant to run on a private network next to its SearXNG and its pages.
+
+The `egress` policy (daemon/egress.py decides, `egress_reason`) is enforced by the
+same checks, on the same vetted addresses: a public address under egress = private,
+anything under egress = none (refused before even a DNS lookup). `vetted_transport`
+carries the policy to the clients that do not fetch pages (SearXNG, the model server).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import socket
 import ssl
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -43,6 +48,8 @@ from urllib.parse import unquote, urlsplit
 import httpcore
 import httpx
 
+from .egress import (NONE_REASON, CountingTransport, RefusedConnect, egress_reason, embedded_ipv4, normal_host,
+                     note_refused, refused_by_policy)
 from .retry import transient_status
 
 MAX_URL_CHARS = 4096
@@ -88,6 +95,8 @@ class FetchLimits:
     max_redirects: int = 5
     allow_private: bool = True  # loopback, RFC 1918, ULA: briefd lives on private networks
     allow_link_local: bool = False  # 169.254/16, fe80::/10 and cloud metadata addresses
+    egress: str = "open"  # open | private | none (settings.egress; egress.egress_reason decides)
+    egress_hosts: tuple[str, ...] = ()  # names or addresses egress = private allows whatever their address
     user_agent: str = "briefd/0.1 (+offline research daemon)"
 
 
@@ -131,11 +140,12 @@ def make_client(limits: FetchLimits, verify: ssl.SSLContext | bool = True) -> ht
     `verify` is httpx's: the system's CAs by default, or a context trusting an intranet CA.
     Accept-Encoding is pinned to gzip/deflate, the codings `read_limited` decodes
     itself (httpx's decoders have no output bound, and brotli/zstd would depend on
-    which optional packages happen to be installed).
+    which optional packages happen to be installed). Each request is counted into
+    the running brief's egress log (`egress.CountingTransport`).
     """
     pool_limits = httpx.Limits(max_connections=16, max_keepalive_connections=0)  # see fetch_page
     return httpx.AsyncClient(
-        transport=pinned_transport(pool_limits, verify),
+        transport=CountingTransport(pinned_transport(pool_limits, verify)),
         timeout=httpx.Timeout(limits.timeout_s, connect=limits.connect_timeout_s),
         limits=pool_limits,
         follow_redirects=False,
@@ -148,15 +158,18 @@ def make_client(limits: FetchLimits, verify: ssl.SSLContext | bool = True) -> ht
     )
 
 
-def address_reason(ip: _IP, limits: FetchLimits) -> str | None:
-    """Why this address may not be fetched, or None when it may."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if embedded is None and ip in ipaddress.ip_network("64:ff9b::/96"):  # NAT64
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None:
-            reason = address_reason(embedded, limits)
-            return reason and f"{reason} (inside {ip})"
+def address_reason(ip: _IP, limits: FetchLimits, host: str | None = None) -> str | None:
+    """Why this address may not be fetched, or None when it may.
+
+    With `host` (the name it was reached by), the egress policy is checked too; its
+    reason names the host itself, the others get "(for host)" from their caller.
+    """
+    if host is not None:
+        return address_reason(ip, limits) or egress_reason(limits.egress, limits.egress_hosts, host, ip)
+    embedded = embedded_ipv4(ip)
+    if embedded is not None:
+        reason = address_reason(embedded, limits)
+        return reason and f"{reason} (inside {ip})"
     if not limits.allow_link_local:
         if ip.is_link_local:
             return f"refused: link-local address {ip}"
@@ -194,8 +207,10 @@ def check_url(url: str, limits: FetchLimits) -> str | None:
 
     Checks length, control characters, scheme, credentials, a host being present,
     and literal addresses (however spelled). Host names are checked after DNS by
-    `resolve_vetted`.
+    `resolve_vetted`. Under egress = none every URL is refused here: no DNS lookup either.
     """
+    if limits.egress == "none":
+        return NONE_REASON
     if len(url) > MAX_URL_CHARS:
         return f"URL too long ({len(url)} chars)"
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
@@ -216,7 +231,7 @@ def check_url(url: str, limits: FetchLimits) -> str | None:
         return "no host in URL"
     ip = _literal_ip(host)
     if ip is not None:
-        return address_reason(ip, limits)
+        return address_reason(ip, limits, host)
     name = host.rstrip(".").lower()
     if not limits.allow_link_local and name in METADATA_HOSTNAMES:
         return f"refused: cloud metadata host {name}"
@@ -238,13 +253,31 @@ async def resolve_vetted(host: str, limits: FetchLimits) -> Resolved:
 
     Any, not all: a name that answers with both a public and a metadata address
     would otherwise be a coin toss away from the metadata service. The addresses
-    returned are the ones the connection may use (see `PinnedBackend`).
+    returned are the ones the connection may use (see `PinnedBackend`). The egress
+    policy is checked on each address too, by the name it was reached by, so a name
+    that resolves to a public address is refused under egress = private, whatever
+    the URL looked like.
     """
+    if limits.egress == "none":
+        return Resolved(NONE_REASON)  # not even a DNS query leaves
     host = unquote(host).strip("[]")
     literal = _literal_ip(host)
     if literal is not None:
-        reason = address_reason(literal, limits)
+        reason = address_reason(literal, limits, host)
         return Resolved(reason, () if reason else (literal,))
+    resolved = await _lookup(host)
+    for ip in resolved.addresses:
+        reason = address_reason(ip, limits)
+        if reason is not None:
+            return Resolved(f"{reason} (for {host})")
+        reason = egress_reason(limits.egress, limits.egress_hosts, host, ip)
+        if reason is not None:
+            return Resolved(reason)
+    return resolved
+
+
+async def _lookup(host: str) -> Resolved:
+    """Every address `host` resolves to (no vetting), in the resolver's order, once each."""
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
@@ -257,9 +290,6 @@ async def resolve_vetted(host: str, limits: FetchLimits) -> Resolved:
             ip = ipaddress.ip_address(address)
         except ValueError:
             return Resolved(f"refused: unparseable address {address!r} for {host}")
-        reason = address_reason(ip, limits)
-        if reason is not None:
-            return Resolved(f"{reason} (for {host})")
         if ip not in addresses:
             addresses.append(ip)
     if not addresses:
@@ -289,24 +319,90 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
                           ) -> httpcore.AsyncNetworkStream:
         addresses = _PINS.get().get(host.lower())
         if not addresses:
-            raise httpcore.ConnectError(f"refused: {host} was not resolved and vetted before connecting")
-        failure: Exception | None = None
-        for ip in addresses:  # in the resolver's order, as getaddrinfo's callers try them
-            try:
-                return await self._inner.connect_tcp(str(ip), port, timeout=timeout, local_address=local_address,
-                                                     socket_options=socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
+            raise RefusedConnect(f"refused: {host} was not resolved and vetted before connecting")
+        return await _connect_first(self._inner, addresses, port, timeout, local_address, socket_options)
 
     async def connect_unix_socket(self, path: str, timeout: float | None = None,
                                   socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
                                   ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("refused: pages are not fetched over unix sockets")
+        raise RefusedConnect("refused: pages are not fetched over unix sockets")
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+async def _connect_first(inner: httpcore.AsyncNetworkBackend, addresses: tuple[_IP, ...], port: int,
+                         timeout: float | None, local_address: str | None,
+                         socket_options: Iterable[httpcore.SOCKET_OPTION] | None) -> httpcore.AsyncNetworkStream:
+    """Connect to the first of `addresses` that answers, in the resolver's order (as getaddrinfo's callers do)."""
+    failure: Exception | None = None
+    for ip in addresses:
+        try:
+            return await inner.connect_tcp(str(ip), port, timeout=timeout, local_address=local_address,
+                                           socket_options=socket_options)
+        except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+            failure = exc
+    assert failure is not None
+    raise failure
+
+
+class VettingBackend(PinnedBackend):
+    """A backend that resolves and vets each host itself, at connect time, under the egress policy only.
+
+    For the clients whose requests do not go through `fetch_page` (SearXNG, the model
+    server): the operator configured them, so the page rules (link-local, metadata) do
+    not apply, but the policy does, on the address actually dialled. `limits` carries
+    the policy and the hosts it allows (`egress.service_allowed`); under egress = none
+    with no host allowed, nothing is even resolved.
+    """
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend, limits: FetchLimits) -> None:
+        super().__init__(inner)
+        self._limits = limits
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+                          ) -> httpcore.AsyncNetworkStream:
+        resolved = await _resolve_for_policy(host, self._limits)
+        if resolved.reason is not None:
+            raise RefusedConnect(resolved.reason)
+        return await _connect_first(self._inner, resolved.addresses, port, timeout, local_address, socket_options)
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+                                  ) -> httpcore.AsyncNetworkStream:
+        raise RefusedConnect("refused: briefd's services are reached over TCP only")
+
+
+async def _resolve_for_policy(host: str, limits: FetchLimits) -> Resolved:
+    """`resolve_vetted` with only the egress policy applied (a service's own address is the operator's choice)."""
+    host = unquote(host).strip("[]")
+    if limits.egress == "none" and normal_host(host) not in limits.egress_hosts:
+        return Resolved(NONE_REASON)  # not even a DNS query leaves
+    literal = _literal_ip(host)
+    if literal is not None:
+        reason = egress_reason(limits.egress, limits.egress_hosts, host, literal)
+        return Resolved(reason, () if reason else (literal,))
+    resolved = await _lookup(host)
+    for ip in resolved.addresses:
+        reason = egress_reason(limits.egress, limits.egress_hosts, host, ip)
+        if reason is not None:
+            return Resolved(reason)
+    return resolved
+
+
+def vetted_transport(limits: FetchLimits, pool_limits: httpx.Limits = httpx.Limits(),
+                     verify: ssl.SSLContext | bool = True) -> httpx.AsyncBaseTransport:
+    """A transport for a service client under `limits.egress`, counting each request into the brief's log.
+
+    Under egress = open the connections are not vetted (as before: the operator chose
+    the service); they are still counted.
+    """
+    transport = httpx.AsyncHTTPTransport(limits=pool_limits, trust_env=False, verify=verify)
+    if limits.egress != "open":
+        _wrap_backend(transport, lambda inner: VettingBackend(inner, limits))
+    return CountingTransport(transport)
 
 
 def pinned_transport(limits: httpx.Limits, verify: ssl.SSLContext | bool = True) -> httpx.AsyncHTTPTransport:
@@ -317,15 +413,20 @@ def pinned_transport(limits: httpx.Limits, verify: ssl.SSLContext | bool = True)
     than fetching unpinned.
     """
     transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False, verify=verify)
+    _wrap_backend(transport, PinnedBackend)
+    return transport
+
+
+def _wrap_backend(transport: httpx.AsyncHTTPTransport,
+                  wrap: Callable[[httpcore.AsyncNetworkBackend], httpcore.AsyncNetworkBackend]) -> None:
     pool = getattr(transport, "_pool", None)
     if not isinstance(pool, httpcore.AsyncConnectionPool) or not hasattr(pool, "_network_backend"):
         raise RuntimeError("this httpx/httpcore version hides the network backend; "
                            "briefd cannot pin fetches to vetted addresses (pin httpx/httpcore to a known version)")
-    pool._network_backend = PinnedBackend(pool._network_backend)
-    return transport
+    pool._network_backend = wrap(pool._network_backend)
 
 
-def _peer_reason(response: httpx.Response, limits: FetchLimits) -> str | None:
+def _peer_reason(response: httpx.Response, limits: FetchLimits, host: str) -> str | None:
     """Check the address we actually connected to (catches DNS rebinding after our lookup)."""
     stream = response.extensions.get("network_stream")
     if stream is None:
@@ -337,7 +438,7 @@ def _peer_reason(response: httpx.Response, limits: FetchLimits) -> str | None:
         ip = ipaddress.ip_address(str(peer[0]).split("%", 1)[0])
     except ValueError:
         return None
-    return address_reason(ip, limits)
+    return address_reason(ip, limits, host)
 
 
 def _loop_key(url: str) -> str:
@@ -414,12 +515,12 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
         result.final_url = current
         reason = check_url(current, limits)
         if reason is not None:
-            result.status, result.error = None, reason
+            _refuse(result, current, reason)
             return
         host = httpx.URL(current).raw_host.decode("ascii")
         resolved = await resolve_vetted(host, limits)
         if resolved.reason is not None:
-            result.status, result.error = None, resolved.reason
+            _refuse(result, current, resolved.reason)
             return
         # Connection: close - a server that sends more than its Content-Length leaves bytes in a
         # kept-alive connection that the pool would hand to the next request (seen in the tests as
@@ -435,7 +536,7 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
         try:
             result.status = response.status_code
             result.content_type = response.headers.get("content-type", "").strip()
-            reason = _peer_reason(response, limits)
+            reason = _peer_reason(response, limits, host)
             if reason is not None:
                 result.error = reason
                 return
@@ -463,6 +564,13 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
             return
         finally:
             await response.aclose()
+
+
+def _refuse(result: FetchResult, url: str, reason: str) -> None:
+    """This hop is not asked for; a refusal by the egress policy is listed in the brief's egress log."""
+    result.status, result.error = None, reason
+    if refused_by_policy(reason):
+        note_refused(url)
 
 
 async def _read_body(result: FetchResult, response: httpx.Response, limits: FetchLimits) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
+import ollama
 
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
@@ -32,7 +33,8 @@ from .archives import Archives
 from .brief import Brief, BriefError, parse_brief
 from .chart import write_chart
 from .events import EventLog
-from .fetch import FetchLimits, make_client as make_fetch_client
+from .egress import service_allowed
+from .fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
 from .files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, sweep_temp_files
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
@@ -67,7 +69,33 @@ def fetch_limits(settings: Settings) -> FetchLimits:
     return FetchLimits(
         max_bytes=settings.fetch_max_bytes, timeout_s=settings.fetch_timeout_s,
         max_redirects=settings.fetch_max_redirects, allow_link_local=settings.allow_link_local,
+        egress=settings.egress, egress_hosts=settings.egress_hosts,
     )
+
+
+def service_transport(settings: Settings, url: str, *, model: bool) -> httpx.AsyncBaseTransport:
+    """The transport of a service client (SearXNG, the model server): its requests counted into the
+    brief's egress log, its connections held to the egress policy (the service's own host allowed:
+    the operator chose it; under egress = none, SearXNG reaches nothing)."""
+    allowed = service_allowed(settings.egress, settings.egress_hosts, url, model=model)
+    return vetted_transport(FetchLimits(egress=settings.egress, egress_hosts=allowed))
+
+
+def route_model_client(client: ollama.AsyncClient, transport: httpx.AsyncBaseTransport) -> None:
+    """Send the model client's requests through `transport`, keeping what llm.make_client chose.
+
+    ollama.AsyncClient passes extra keyword arguments to its httpx.AsyncClient, but
+    llm.make_client takes none; until it does, the inner client is rebuilt here with the
+    same base URL, timeout, headers and redirect rule. trust_env=False: a proxy from the
+    environment would carry model calls past the transport (uncounted, unchecked).
+    """
+    inner = getattr(client, "_client", None)
+    if not isinstance(inner, httpx.AsyncClient):
+        raise RuntimeError("this ollama client version hides its httpx client; briefd cannot count or "
+                           "police model requests (pin ollama to a known version)")
+    client._client = httpx.AsyncClient(base_url=inner.base_url, timeout=inner.timeout, headers=inner.headers,
+                                       follow_redirects=inner.follow_redirects, transport=transport,
+                                       trust_env=False)
 
 
 def brief_of(store: Store, run: BriefRow) -> Brief:
@@ -521,10 +549,13 @@ class _ServicesContext:
     async def __aenter__(self) -> Services:
         settings = self.settings
         limits = fetch_limits(settings)
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(settings.search_timeout_s))
+        # trust_env=False: a proxy from the environment would search past the egress transport.
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(settings.search_timeout_s), trust_env=False,
+                                      transport=service_transport(settings, settings.searxng_url, model=False))
         self.fetch_client = make_fetch_client(limits)
         model = model_config(settings)
         self.llm_client = make_llm_client(model)
+        route_model_client(self.llm_client, service_transport(settings, model.host, model=True))
         self.pages = PageWorkers()
         shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
         for notice in shelf.take_notes() if shelf is not None else []:
