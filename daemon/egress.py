@@ -139,15 +139,18 @@ class EgressLog:
         """Plain counts, to checkpoint with the loop state and hand back to `start(earlier=...)`."""
         return {"requests": dict(self.requests), "refused": dict(self.refused)}
 
-    def block(self) -> dict[str, Any]:
-        """report.json's `egress`: {policy, hosts: [{host, requests}], refused: [{host, attempts}]}, by host.
+    def block(self, roles: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """report.json's `egress`: {policy, hosts: [{host, requests, role?}], refused: [{host, attempts}]}, by host.
 
-        `refused` is additive to the contract's shape: hosts briefd was asked to reach and
-        did not (no byte was sent), which shows the policy at work.
+        `role` (from `service_roles`) names a configured service ("model server", "SearXNG");
+        it and `refused` are additive to the contract's shape: `refused` lists hosts briefd
+        was asked to reach and did not (no byte was sent), which shows the policy at work.
         """
+        roles = roles or {}
         return {
             "policy": self.policy,
-            "hosts": [{"host": h, "requests": n} for h, n in sorted(self.requests.items()) if n > 0],
+            "hosts": [{"host": h, "requests": n, **({"role": roles[h]} if h in roles else {})}
+                      for h, n in sorted(self.requests.items()) if n > 0],
             "refused": [{"host": h, "attempts": n} for h, n in sorted(self.refused.items()) if n > 0],
         }
 
@@ -237,25 +240,25 @@ def check_line(policy: str, egress_hosts: tuple[str, ...], searxng_url: str, oll
     return "egress = open: briefd may contact any address (web pages, SearXNG, the model server)"
 
 
-def method_line(block: Mapping[str, Any], roles: Mapping[str, str]) -> str:
+def method_line(block: Mapping[str, Any]) -> str:
     """The report's method-section sentence: the policy and every host contacted, with counts.
 
-    `roles` names known hosts by `host_key` (e.g. the model server, SearXNG): `service_roles`.
+    Plain text made of untrusted host names: the report escapes it for its format.
     """
-    hosts = block.get("hosts") or []
-    named = [f"{h['host']}" + (f" ({roles[h['host']]})" if h["host"] in roles else "")
-             + f": {h['requests']} request{'' if h['requests'] == 1 else 's'}" for h in hosts]
+    hosts = [h for h in block.get("hosts") or [] if isinstance(h, Mapping)]
+    named = [f"{h.get('host')}" + (f" ({h['role']})" if h.get("role") else "")
+             + f": {h.get('requests')} request{'' if h.get('requests') == 1 else 's'}" for h in hosts]
     line = f"Network (egress = {block.get('policy')}): "
     line += ("hosts contacted, " + "; ".join(named) + ". No other host was contacted.") if named \
         else "no host was contacted."
-    refused = block.get("refused") or []
+    refused = [r for r in block.get("refused") or [] if isinstance(r, Mapping)]
     if refused:
-        line += " Refused without contact: " + ", ".join(r["host"] for r in refused) + "."
+        line += " Refused without contact: " + ", ".join(str(r.get("host")) for r in refused) + "."
     return line
 
 
 def service_roles(searxng_url: str, ollama_host: str) -> dict[str, str]:
-    """The configured services by `host_key`, for `method_line`."""
+    """The configured services by `host_key`, for `EgressLog.block`'s roles."""
     roles = {host_key(httpx.URL(searxng_url)): "SearXNG"}
     model = host_key(httpx.URL(ollama_host))
     roles[model] = "model server" if model not in roles else "model server, SearXNG"

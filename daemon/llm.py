@@ -137,14 +137,19 @@ class ModelConfig:
         return Backoff(base_s=self.backoff_base_s, cap_s=self.backoff_cap_s)
 
 
-def make_client(cfg: ModelConfig) -> ollama.AsyncClient:
+def make_client(cfg: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> ollama.AsyncClient:
     """The client every call goes through. The library's default timeout is none (waits forever).
 
     Connecting gets its own short limit: a dead host should be noticed in seconds, while a
-    slow model on a busy machine may legitimately take minutes to answer.
+    slow model on a busy machine may legitimately take minutes to answer. `transport` is
+    the daemon's egress transport (checked at connect, counted per brief); with it,
+    trust_env=False, as a proxy from the environment would carry calls past it.
+    ollama.AsyncClient hands extra keyword arguments to its httpx.AsyncClient.
     """
     timeout = httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0))
-    return ollama.AsyncClient(host=cfg.host, timeout=timeout)
+    if transport is None:
+        return ollama.AsyncClient(host=cfg.host, timeout=timeout)
+    return ollama.AsyncClient(host=cfg.host, timeout=timeout, transport=transport, trust_env=False)
 
 
 def request_options(cfg: ModelConfig) -> dict[str, Any]:

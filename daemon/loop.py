@@ -28,7 +28,7 @@ import ollama
 
 from store import PassageRow, Store, utc_now
 
-from . import crashpoints, decide, judge, planner
+from . import crashpoints, decide, egress, judge, planner
 from .brief import Brief
 from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
@@ -133,6 +133,8 @@ class Research:
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
+        # every request made for this brief, by host (this task and the tasks it starts): egress.py
+        self.egress = egress.start(svc.settings.egress, earlier=self.state.egress)
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -736,6 +738,8 @@ class Research:
             "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url)}
                         for s in sources],
             "searched": list(self.sources),
+            "egress": self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
+                                                             self.svc.settings.ollama_host)),
             "distrusted": [{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
             "evidence": evidence,
             "estimate": estimate,
@@ -817,6 +821,7 @@ class Research:
             raise Cancelled()
 
     def checkpoint(self) -> None:
+        self.state.egress = self.egress.snapshot()
         self.state.remaining = decide.remaining_budgets(self.state, self.limits, self.usage_now())
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
         crashpoints.reached("checkpoint")

@@ -36,6 +36,7 @@ from daemon import files
 from daemon.brief import ID_RE, id_from_filename, valid_id
 from daemon.chart import CHART_FILE
 from daemon.citations import CITATION_RE, find_citations
+from daemon.egress import method_line
 from daemon.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
 from daemon.untrusted import (
     clean,
@@ -55,6 +56,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
     "open_questions", "plan_relevance", "sides", "chart", "stop_explanation", "distrusted", "searched",
+    "egress",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -104,6 +106,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "chart": None,
         "distrusted": [],
         "searched": [],
+        "egress": None,
     }
 
 
@@ -820,6 +823,9 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
     searched = [md_escape(kind) for kind in _list(report.get("searched"))]
     if searched:
         lines += [f"**Sources searched:** {', '.join(searched)}", ""]
+    network = _dict(report.get("egress"))
+    if network:
+        lines += [md_escape(method_line(network)), ""]  # host names come from pages: escaped
 
     research_question = report.get("research_question")
     angles = _list(report.get("angles"))

@@ -81,23 +81,6 @@ def service_transport(settings: Settings, url: str, *, model: bool) -> httpx.Asy
     return vetted_transport(FetchLimits(egress=settings.egress, egress_hosts=allowed))
 
 
-def route_model_client(client: ollama.AsyncClient, transport: httpx.AsyncBaseTransport) -> None:
-    """Send the model client's requests through `transport`, keeping what llm.make_client chose.
-
-    ollama.AsyncClient passes extra keyword arguments to its httpx.AsyncClient, but
-    llm.make_client takes none; until it does, the inner client is rebuilt here with the
-    same base URL, timeout, headers and redirect rule. trust_env=False: a proxy from the
-    environment would carry model calls past the transport (uncounted, unchecked).
-    """
-    inner = getattr(client, "_client", None)
-    if not isinstance(inner, httpx.AsyncClient):
-        raise RuntimeError("this ollama client version hides its httpx client; briefd cannot count or "
-                           "police model requests (pin ollama to a known version)")
-    client._client = httpx.AsyncClient(base_url=inner.base_url, timeout=inner.timeout, headers=inner.headers,
-                                       follow_redirects=inner.follow_redirects, transport=transport,
-                                       trust_env=False)
-
-
 def brief_of(store: Store, run: BriefRow) -> Brief:
     """The brief as it was accepted (validated again: the bytes are the record)."""
     return parse_brief(store.received_bytes(run.run_id), run.source_file)
@@ -554,8 +537,7 @@ class _ServicesContext:
                                       transport=service_transport(settings, settings.searxng_url, model=False))
         self.fetch_client = make_fetch_client(limits)
         model = model_config(settings)
-        self.llm_client = make_llm_client(model)
-        route_model_client(self.llm_client, service_transport(settings, model.host, model=True))
+        self.llm_client = make_llm_client(model, service_transport(settings, model.host, model=True))
         self.pages = PageWorkers()
         shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
         for notice in shelf.take_notes() if shelf is not None else []:

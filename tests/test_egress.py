@@ -27,7 +27,7 @@ from daemon.egress import NONE_REASON, egress_reason, service_allowed
 from daemon.fetch import FetchLimits, FetchResult, check_url, fetch_page, make_client, resolve_vetted
 from daemon.llm import ModelConfig, make_client as make_llm_client
 from daemon.settings import Settings
-from daemon.worker import fetch_limits, route_model_client, service_transport
+from daemon.worker import fetch_limits, service_transport
 
 GUARD = Path(__file__).parent / "lab" / "socket_guard"
 PAGE = b"<html><body><p>Steel output rose 4.5% in 2025.</p></body></html>"
@@ -318,8 +318,7 @@ def test_under_none_the_model_server_is_reached_and_counted_but_nothing_it_redir
     model, elsewhere = servers
     settings = settings_for("none", "http://127.0.0.1:8888", model.origin)
     cfg = ModelConfig(host=model.origin, model="m", num_ctx=4096, num_predict=256, timeout_s=5, temperature=0, seed=1)
-    client = make_llm_client(cfg)
-    route_model_client(client, service_transport(settings, model.origin, model=True))
+    client = make_llm_client(cfg, service_transport(settings, model.origin, model=True))
 
     async def go() -> dict[str, object]:
         log = egress.start("none")
@@ -349,9 +348,12 @@ def test_check_and_method_lines_name_the_policy_and_every_host() -> None:
     assert egress.check_line("none", (), "http://127.0.0.1:8888", "http://127.0.0.1:11434") == (
         "egress = none: briefd contacts only the model server (127.0.0.1:11434); "
         "SearXNG and web pages are never contacted (library and archives only)")
-    block = {"policy": "none", "hosts": [{"host": "127.0.0.1:11434", "requests": 12}], "refused": []}
-    roles = egress.service_roles("http://127.0.0.1:8888", "http://127.0.0.1:11434")
-    assert egress.method_line(block, roles) == (
+    log = egress.EgressLog("none")
+    for _ in range(12):
+        log.count("127.0.0.1:11434")
+    block = log.block(egress.service_roles("http://127.0.0.1:8888", "http://127.0.0.1:11434"))
+    assert block["hosts"] == [{"host": "127.0.0.1:11434", "requests": 12, "role": "model server"}]
+    assert egress.method_line(block) == (
         "Network (egress = none): hosts contacted, 127.0.0.1:11434 (model server): 12 requests. "
         "No other host was contacted.")
 

@@ -92,6 +92,8 @@ def realistic_report() -> dict[str, Any]:
         "stop_explanation": "Stopped after round 3 of 4: no new evidence in the last 2 rounds.",
         "distrusted": [],
         "searched": ["web"],
+        "egress": {"policy": "open", "hosts": [{"host": "127.0.0.1:11434", "requests": 9, "role": "model server"},
+                                               {"host": "news.example", "requests": 2}], "refused": []},
     }
 
 
@@ -602,3 +604,12 @@ def test_a_quote_from_a_document_says_its_page_in_the_evidence_and_the_sources()
     # a file is named, not linked: the reader's browser must not open paths from a report
     assert "Principal inspection report (file:///srv/library/inspection%20report.pdf) (pp. 3, 12)" in md
     assert 'href="file:' not in render_html(report)
+
+
+def test_the_method_names_every_host_contacted_with_its_count_escaped() -> None:
+    report = realistic_report()
+    report["egress"]["hosts"].append({"host": "evil_[x](y).example", "requests": 1})
+    md = render_markdown(report)
+    assert "Network (egress = open): hosts contacted, 127.0.0.1:11434 (model server): 9 requests; " in md
+    assert "news.example: 2 requests" in md and "No other host was contacted." in md
+    assert "evil\\_\\[x\\](y).example" in md  # a host name from a page cannot make a link
