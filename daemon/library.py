@@ -390,7 +390,8 @@ class Library:
         """Hash what changed; spare the read of every known content; read the rest."""
         to_read: dict[str, tuple[Found, Hashed]] = {}
         later: list[Found] = []  # more files with a content being read now: decided once it is
-        for item in found:
+        # Files before links to them: a document is the file's, a link inside the library a duplicate.
+        for item in sorted(found, key=lambda f: f.real != f.path):
             counts.documents += 1
             row = known.get(item.path)
             if _unchanged(row, item.size, item.mtime_ns):
@@ -398,8 +399,8 @@ class Library:
                 continue
             if item.size > self.max_bytes:
                 self._refuse_row(row, item.path, item.folder, item.size, item.mtime_ns,
-                                 f"larger than the library's limit ({item.size / 2**20:.0f} MiB > "
-                                 f"{self.max_bytes / 2**20:.0f} MiB): not read", counts)
+                                 f"larger than the library's limit ({item.size:,} bytes, the limit is "
+                                 f"{self.max_bytes:,}): not read", counts)
                 continue
             hashed = await asyncio.to_thread(hash_file, item)
             if hashed is None:  # gone since the walk
@@ -722,3 +723,43 @@ def measure_search(passages: int = 100_000, queries: int = 200, per_document: in
     times.sort()
     return {"passages": float(passages), "build_s": built, "p50_ms": statistics.median(times),
             "p95_ms": times[int(len(times) * 0.95) - 1], "max_ms": times[-1]}
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+def status(store: Store | None, folders: Iterable[Path]) -> dict[str, Any]:
+    """`briefd library status`: the folders (and their last scan), counts by state, refusals."""
+    data: dict[str, Any] = LibraryFiles(store).status() if store is not None else {
+        "counts": {}, "passages": 0, "refused": [], "pending": [], "folders": []}
+    scanned = {f["path"]: f for f in data["folders"]}
+    data["folders"] = [{"path": str(f), "problem": _folder_problem(f) or (scanned.get(str(f)) or {}).get("problem"),
+                        "scanned_at": (scanned.get(str(f)) or {}).get("scanned_at")} for f in folders]
+    return data
+
+
+async def _scan_once(folders: tuple[Path, ...], store: Store) -> ScanCounts:
+    async with open_reader() as read:
+        return await Library(folders, store, read).scan()
+
+
+def reindex(store: Store, folders: tuple[Path, ...], db: Path) -> str:
+    """`briefd library reindex`: every file is hashed and read again. The store is told first
+    (mark_stale), so a running daemon re-reads them on its next scan; when no daemon holds the
+    store's lock, the scan runs here and now. Returns what happened, for the user."""
+    from .files import Locked
+    from .worker import acquire_store_lock
+
+    marked = LibraryFiles(store).mark_stale()
+    try:
+        lock = acquire_store_lock(db)
+    except Locked as exc:
+        return (f"{marked} file(s) marked to be read again; the running briefd ({exc.holder}) reads them "
+                f"on its next scan of the library (within {RESCAN_S:g} s)")
+    try:
+        counts = asyncio.run(_scan_once(folders, store))
+    finally:
+        lock.release()
+    return (f"library read again: {counts.indexed} indexed, {counts.duplicates} duplicates, {counts.refused} "
+            f"refused, {counts.pending} pending, {counts.dropped} dropped, {counts.skipped} skipped "
+            f"({counts.bytes_read} bytes read)")
