@@ -534,6 +534,7 @@ class Library:
         try:
             next_scan = loop.time()
             while not stopping.is_set():
+                self._wake.clear()  # before the work: an event that comes during it wakes the wait below
                 if loop.time() >= next_scan or self._rescan:
                     self._rescan = False
                     self._dirty.clear()
@@ -542,7 +543,6 @@ class Library:
                 elif self._dirty:
                     paths, self._dirty = self._dirty, set()
                     await self._guarded(self.check(paths))
-                self._wake.clear()
                 if await _wait_either(self._wake, stopping, max(0.0, next_scan - loop.time())):
                     await _wait_either(stopping, stopping, DEBOUNCE_S)  # gather the burst
         finally:

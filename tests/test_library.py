@@ -219,29 +219,37 @@ def test_search_ranks_groups_and_survives_hostile_text(tmp_path: Path, store: St
     assert search(store, 'bridge" OR "x', 5)
 
 
-def test_the_watch_picks_up_a_new_file(tmp_path: Path, store: Store) -> None:
+def test_the_watch_picks_up_new_renamed_and_deleted_files(tmp_path: Path, store: Store) -> None:
     lib = make_library(tmp_path)
-    library = Library((lib,), store, CountingReader())
+    reader = CountingReader()
+    library = Library((lib,), store, reader)
+    new, renamed = lib / "reports" / "new.md", lib / "renamed.md"
 
-    async def scenario() -> list[str]:
-        stopping = asyncio.Event()
-        task = asyncio.create_task(library.run(stopping, rescan_s=3600))
-        for _ in range(100):
-            await asyncio.sleep(0.1)
-            if find(store, "sourdough", 5):
-                break
-        (lib / "reports" / "new.md").write_text("# New\n\nA fresh note on gusset plates.\n")
+    async def until(query: str, urls: list[str]) -> list[str]:
         found: list[str] = []
         for _ in range(150):  # a bound that only a hang reaches
             await asyncio.sleep(0.1)
-            found = [h.url for h in find(store, "gusset plates", 5)]
-            if found:
+            found = [h.url for h in find(store, query, 5)]
+            if found == urls:
                 break
-        stopping.set()
-        await asyncio.wait_for(task, 10)
         return found
 
-    assert asyncio.run(scenario()) == [(lib / "reports" / "new.md").as_uri()]
+    async def scenario() -> list[list[str]]:
+        stopping = asyncio.Event()
+        task = asyncio.create_task(library.run(stopping, rescan_s=3600))  # no rescan: the watch alone
+        seen = [await until("sourdough", [(lib / "bread.txt").as_uri()])]
+        new.write_text("# New\n\nA fresh note on gusset plates.\n")
+        seen.append(await until("gusset plates", [new.as_uri()]))
+        new.rename(renamed)
+        seen.append(await until("gusset plates", [renamed.as_uri()]))
+        (lib / "bread.txt").unlink()
+        seen.append(await until("sourdough", []))
+        stopping.set()
+        await asyncio.wait_for(task, 10)
+        return seen
+
+    assert asyncio.run(scenario()) == [[(lib / "bread.txt").as_uri()], [new.as_uri()], [renamed.as_uri()], []]
+    assert [p.name for p in reader.calls].count("new.md") == 1 and "renamed.md" not in [p.name for p in reader.calls]
 
 
 def briefd(*args: str, cwd: Path, library: Path | None) -> subprocess.CompletedProcess[str]:
@@ -272,3 +280,26 @@ def test_cli_library_status_search_reindex(tmp_path: Path) -> None:
     assert nothing.returncode == 0 and "nothing" in nothing.stdout
     again = briefd("library", "reindex", cwd=tmp_path, library=lib)
     assert again.returncode == 0 and "2 indexed" in again.stdout, "reindex reads every file again"
+
+
+def test_cli_reindex_beside_a_running_daemon_only_marks_the_files(tmp_path: Path) -> None:
+    """A daemon holds the store's lock: reindex tells the store, the daemon's next scan reads."""
+    from daemon.worker import acquire_store_lock
+
+    lib = make_library(tmp_path)
+    assert briefd("library", "reindex", cwd=tmp_path, library=lib).returncode == 0
+    lock = acquire_store_lock(tmp_path / "briefd.db")  # as `briefd run` holds it
+    try:
+        marked = briefd("library", "reindex", cwd=tmp_path, library=lib)
+    finally:
+        lock.release()
+    assert marked.returncode == 0, marked.stderr
+    assert "marked to be read again" in marked.stdout and str(os.getpid()) in marked.stdout
+    store = Store(tmp_path / "briefd.db")
+    try:
+        reader = CountingReader()
+        counts = scan(Library((lib,), store, reader))
+        assert counts["indexed"] == 2 and len(reader.calls) == 2, "the daemon's next scan reads them all"
+        assert find(store, "anchorage", 5), "search kept answering meanwhile"
+    finally:
+        store.close()
