@@ -423,7 +423,7 @@ class Library:
                 self.files.release(row)
             if sha in to_read:
                 later.append(item)
-            elif not await self._known_content(item, hashed, counts):
+            elif not await self._known_content(item, row, hashed, counts):
                 to_read[sha] = (item, hashed)
         slots = asyncio.Semaphore(max(1, self.concurrency))
 
@@ -436,7 +436,7 @@ class Library:
             await self._documents(later, self.files.known(), counts)
             counts.documents -= len(later)
 
-    async def _known_content(self, item: Found, hashed: Hashed, counts: ScanCounts) -> bool:
+    async def _known_content(self, item: Found, row: FileRow | None, hashed: Hashed, counts: ScanCounts) -> bool:
         """A content already indexed under another path: a rename (that path is gone) moves the
         document here; a copy is recorded as a duplicate. False: the content is new."""
         holder = self.files.holder_of(hashed.sha256 or "", item.path)
@@ -447,6 +447,8 @@ class Library:
             counts.moved += 1
             log.info("library: %s renamed to %s (not read again)", _shown(holder.path), _shown(item.path))
             return True
+        if row is not None and row.state == INDEXED and row.url != holder.url:
+            self.files.release(row)  # it held a document of its own (before a reindex): not any more
         self.files.record(path=item.path, folder=item.folder, size=hashed.size, mtime_ns=hashed.mtime_ns,
                           sha256=hashed.sha256, state=DUPLICATE, url=holder.url,
                           reason=f"the same content as {_shown(holder.path)}")

@@ -303,3 +303,22 @@ def test_cli_reindex_beside_a_running_daemon_only_marks_the_files(tmp_path: Path
         assert find(store, "anchorage", 5), "search kept answering meanwhile"
     finally:
         store.close()
+
+
+def test_reindex_reads_every_file_again_and_leaves_no_orphan_passages(tmp_path: Path, store: Store) -> None:
+    lib = make_library(tmp_path)
+    reader = CountingReader()
+    library = Library((lib,), store, reader)
+    scan(library)
+    # a copy made later, but walked before the original: a reindex reads it first
+    (lib / "a-copy.md").write_bytes((lib / "reports" / "bridge.md").read_bytes())
+    scan(library)
+    for _ in range(2):
+        LibraryFiles(store).mark_stale()
+        again = scan(library)
+        assert again["indexed"] == 2 and again["duplicates"] + again["moved"] <= 1
+        states = sorted(state for state, _ in rows(store).values())
+        assert states == [DUPLICATE, INDEXED, INDEXED, "skipped"]
+        assert len(find(store, "anchorage corrosion", 5)) == 1
+        stored = store.db.execute("SELECT count(DISTINCT url) FROM passages WHERE url LIKE 'file:%'").fetchone()[0]
+        assert stored == 2, "each document's passages once, none left under a file that is a duplicate now"
