@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("id")
     sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
     sub.add_parser("schema", **shared, help="print the brief JSON Schema")
+    library = sub.add_parser("library", **shared, help="the local library: status, search, reindex")
+    actions = library.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("status", **shared, help="folders, files indexed, pending, refused (with reasons)")
+    lsearch = actions.add_parser("search", **shared, help="what briefd would find in the library")
+    lsearch.add_argument("text")
+    actions.add_parser("reindex", **shared, help="read every file again (a running daemon does it on its next scan)")
     return parser
 
 
@@ -116,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     apply_settings(settings, verbose=getattr(args, "verbose", False))
     handler = {
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
-        "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check,
+        "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check, "library": cmd_library,
     }[args.command]
     try:
         return handler(settings, args)
@@ -389,7 +395,19 @@ async def _checks(settings: Settings) -> list[tuple[bool, str, str | None]]:
     for name, folder in (("inbox", Path(settings.inbox)), ("outbox", Path(settings.outbox))):
         results.append(_writable(name, folder))
     results.append(_db_health(Path(settings.db)))
+    results.append(_library_health(settings))
     return results
+
+
+def _library_health(settings: Settings) -> tuple[bool, str, str | None]:
+    from . import library
+
+    store = _open_store(settings) if settings.library else None
+    try:
+        return library.health(store, settings.library)
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _writable(name: str, folder: Path) -> tuple[bool, str, str | None]:
@@ -426,6 +444,77 @@ def _db_health(path: Path) -> tuple[bool, str, str | None]:
         return False, f"database {path} failed its check (PRAGMA quick_check):\n       {shown}", \
             damaged(path, "").fix
     return True, f"database {path} is healthy", None
+
+
+NO_LIBRARY = ("no library configured: set `library` to folders of documents (BRIEFD_LIBRARY, folders "
+              "separated by ':', or `library = [...]` in briefd.toml)")
+
+
+def cmd_library(settings: Settings, args: argparse.Namespace) -> int:
+    if not settings.library:
+        if args.action == "status":
+            print(NO_LIBRARY)
+            return EXIT_OK
+        print(f"briefd: {NO_LIBRARY}", file=sys.stderr)
+        return EXIT_USAGE
+    return {"status": _library_status, "search": _library_search, "reindex": _library_reindex}[args.action](
+        settings, args)
+
+
+def _library_status(settings: Settings, args: argparse.Namespace) -> int:
+    from . import library
+    from .untrusted import terminal_text
+
+    store = _open_store(settings)
+    try:
+        data = library.status(store, settings.library)
+    finally:
+        if store is not None:
+            store.close()
+    for folder in data["folders"]:
+        state = f"NOT READABLE ({folder['problem']})" if folder["problem"] else "readable"
+        print(terminal_text(f"folder {folder['path']}: {state}; last scan {folder['scanned_at'] or 'never'}"))
+    print("  ".join(f"{state}: {n}" for state, n in data["counts"].items()) or "not indexed yet",
+          f"({data['passages']} passages)" if data["counts"] else "")
+    for kind in ("refused", "pending"):
+        for row in data[kind]:
+            print(terminal_text(f"{kind} {row['path']}: {row['reason']}"))
+    return EXIT_OK
+
+
+def _library_search(settings: Settings, args: argparse.Namespace) -> int:
+    from . import library
+    from .untrusted import terminal_text
+
+    store = _open_store(settings)
+    if store is None:
+        print(f"briefd: the library is not indexed yet (no database at {settings.db}): run `briefd library "
+              f"reindex` or `briefd run`", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        hits = library.find(store, args.text, 10)
+    finally:
+        store.close()
+    if not hits:
+        print("nothing in the library matches")
+    for n, hit in enumerate(hits, 1):
+        page = f", p. {hit.page}" if hit.page is not None else ""
+        print(terminal_text(f"{n}. {hit.title} ({hit.path}{page})"))
+        print(terminal_text(f"   {library.snippet(hit.text)}"))
+    return EXIT_OK
+
+
+def _library_reindex(settings: Settings, args: argparse.Namespace) -> int:
+    from store import Store
+
+    from . import library
+
+    store = Store(settings.db)
+    try:
+        print(library.reindex(store, settings.library, Path(settings.db)))
+    finally:
+        store.close()
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -244,3 +244,21 @@ def test_log_level_is_applied(tmp_path: Path) -> None:
     assert "bad.json rejected" in _run_once_logging(tmp_path / "default")
     verbose = _run_once_logging(tmp_path / "verbose", "-v", BRIEFD_LOG_LEVEL="error")
     assert " briefd DEBUG settings: " in verbose, "-v is debug whatever log_level says"
+
+
+def test_check_reports_the_library(tmp_path: Path) -> None:
+    """Issue 10: a line on the library's health; a missing folder fails with the fix."""
+    unset = run("check", "--db", str(tmp_path / "briefd.db"), cwd=tmp_path)
+    assert "library: none configured" in unset.stdout
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "note.md").write_text("A note on gusset plates.\n")
+    env = {"BRIEFD_LIBRARY": f"{tmp_path / 'docs'}"}
+    indexed = run("library", "reindex", "--db", str(tmp_path / "briefd.db"), cwd=tmp_path, env=env)
+    assert indexed.returncode == 0, indexed.stderr
+    good = run("check", "--db", str(tmp_path / "briefd.db"), cwd=tmp_path, env=env)
+    assert "ok   library: 1 folder(s) readable; 1 indexed" in good.stdout
+    env = {"BRIEFD_LIBRARY": f"{tmp_path / 'docs'}:{tmp_path / 'gone'}"}
+    bad = run("check", "--db", str(tmp_path / "briefd.db"), cwd=tmp_path, env=env)
+    assert bad.returncode == 3
+    assert f"FAIL library folder(s) not readable: {tmp_path / 'gone'} (missing)" in bad.stdout
+    assert "fix: create the folder" in bad.stdout
