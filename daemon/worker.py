@@ -30,6 +30,7 @@ from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, da
 
 from . import crashpoints, sources
 from .archives import Archives
+from .library import RESCAN_S, Library, LibrarySource
 from .brief import Brief, BriefError, parse_brief
 from .chart import write_chart
 from .events import EventLog
@@ -209,10 +210,14 @@ class Daemon:
                     observer = start_observer(self.inbox, settings.use_polling, deliver)
                 self.inbox.scan()
                 async with self.services() as svc:
+                    indexer = await self.start_library(svc)
                     watcher = asyncio.create_task(self.watch_inbox())
                     workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
                     await asyncio.gather(*workers)
                     watcher.cancel()
+                    if indexer is not None:
+                        indexer.cancel()
+                        await asyncio.gather(indexer, return_exceptions=True)
                 return 3 if self.fatal else 0
             finally:
                 if observer is not None:
@@ -290,6 +295,29 @@ class Daemon:
         self.work.set()
         for task in self.running.values():
             task.cancel()
+
+    async def start_library(self, svc: Services) -> "asyncio.Task[None] | None":
+        """Index the library folders: kept current by a task (the daemon), or once before any
+        brief is taken (`--once`: cron's briefs search the library as it is at that moment)."""
+        if not self.settings.library:
+            return None
+        pages = svc.pages
+        library = Library(self.settings.library, svc.store, lambda path: pages.read_file(path, path.name))
+        if self.once:
+            await library.scan()
+            return None
+        task = asyncio.create_task(library.run(self.stopping, rescan_s=RESCAN_S,
+                                               use_polling=self.settings.use_polling))
+
+        def ended(done: "asyncio.Task[None]") -> None:
+            if done.cancelled() or done.exception() is None:
+                return
+            self.fatal = self.fatal or f"the library index could not be kept: {done.exception()}"
+            log.critical("%s; stopping (exit 3)", self.fatal)
+            self.stop()
+
+        task.add_done_callback(ended)
+        return task
 
     def services(self) -> "_ServicesContext":
         return _ServicesContext(self.settings, self.store)
@@ -546,7 +574,8 @@ class _ServicesContext:
                         fetch_client=self.fetch_client, llm_client=self.llm_client, model=model,
                         fetch_limits=limits,
                         fetch_slots=asyncio.Semaphore(max(1, settings.fetch_concurrency)),
-                        pages=self.pages, archives=shelf)
+                        pages=self.pages, archives=shelf,
+                        library=LibrarySource(self.store) if settings.library else None)
 
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
