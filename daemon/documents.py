@@ -185,6 +185,9 @@ def read_document(data: bytes | None, path: Path | None, name: str, content_type
     head = data[:2048] if data is not None else _head(path)
     kind = sniff_format(head, content_type, name)
     if kind is None:
+        claimed = _SUFFIXES.get(PurePosixPath(name.lower()).suffix)
+        if claimed in _BINARY_FORMATS:  # "x.epub" that is no zip, "x.pdf" with no PDF header
+            raise DocumentRefused(name, f"corrupted: its name says {claimed.upper()} but its bytes are not one")
         raise DocumentRefused(name, f"not a document briefd reads ({content_type or 'unknown type'})")
     if kind == "pdf":
         return read_pdf(data, path, name)

@@ -53,10 +53,10 @@ or is a PDF a search found, worth far more than a page, and `documents.MAX_PDF_S
 reading pages at half this, so slow pages give a partial text rather than none."""
 
 CHILD_MEMORY_BYTES = 2 << 30
-"""Address space a reading child may map (RLIMIT_AS). An idle child maps about 0.5 GB of
-address space (Python, lxml, PDFium); reading a 200 MB PDF stays under 1 GB of it (the bench:
-`python -m tests.lab.documents bench`). 2 GB leaves room for any real document and stops a
-hostile one long before it could starve the machine."""
+"""Address space a reading child may map (RLIMIT_AS). Measured: a child maps 120 MB at its peak
+after reading a 200 MB PDF, a million-page tree and a DOCX (VmPeak; 105 MB resident: the bench,
+`python -m tests.lab.documents bench`). 2 GB leaves room for a DOCX carrying its 512 MB of images
+(`documents.MAX_ZIP_BYTES`) and stops a hostile file long before it could starve the machine."""
 
 PAGE_WORKERS = 2
 """Child processes reading pages at once (about 75 MB each, idle or between pages: see `_memory_trimmer`)."""

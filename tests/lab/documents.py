@@ -271,7 +271,9 @@ def write_nested_pdf(path: Path, depth: int = 200_000) -> Path:
 
 def _write_zero_member(package: zipfile.ZipFile, name: str, size: int) -> None:
     chunk = bytes(1 << 20)
-    with package.open(zipfile.ZipInfo(name), "w", force_zip64=True) as member:
+    info = zipfile.ZipInfo(name)
+    info.compress_type = zipfile.ZIP_DEFLATED  # a bare ZipInfo says stored, whatever the archive's default
+    with package.open(info, "w", force_zip64=True) as member:
         left = size
         while left > 0:
             member.write(chunk[: min(left, len(chunk))])
