@@ -36,6 +36,9 @@ boilerplate, and trafilatura's boilerplate rules drop short chapters and heading
 A file that cannot be read raises `DocumentRefused` with a reason a user can act on, naming
 the file. What was read with something missing (pages over the limit, pages with no text)
 comes back with the text as `PageText.notes`.
+
+Untrusted text passes `daemon.untrusted.clean` once: document text in extract's shaping
+(`shape_plain`, the HTML path), titles in `extract.clean_title`, reasons in `DocumentRefused`.
 """
 
 from __future__ import annotations
@@ -65,14 +68,16 @@ from .extract import (
     Extracted,
     PageText,
     Passage,
+    clean_title,
     decode_body,
     extract_page,
     html_document,
+    media_type,
     shape_plain,
     split_passages,
     url_name,
 )
-from .untrusted import clean, fold
+from .untrusted import fold
 
 MAX_DOCUMENT_CHARS = 4_000_000
 """A document's text is cut here (about 2,000 dense pages): a bound on what one file can make
@@ -126,19 +131,19 @@ _ZIP_TYPES = {"application/vnd.oasis.opendocument.text": "odt", "application/epu
 
 
 class DocumentRefused(Exception):
-    """A document briefd will not read, and why, in words for the user (the file is named)."""
+    """A document briefd will not read, and why, in words for the user (the file is named).
+
+    Both are cleaned and put on one line here: a reason can quote the file (a member's name in
+    a zip, a parser's message), and the file's name is untrusted too.
+    """
 
     def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"{name}: {reason}")
-        self.name = name
-        self.reason = reason
+        self.name = fold(name)
+        self.reason = fold(reason)
+        super().__init__(f"{self.name}: {self.reason}")
 
 
 # --------------------------------------------------------------------------- routing
-
-
-def _media_type(content_type: str) -> str:
-    return content_type.split(";", 1)[0].strip().lower()
 
 
 def sniff_format(head: bytes, content_type: str, name: str) -> str | None:
@@ -148,7 +153,7 @@ def sniff_format(head: bytes, content_type: str, name: str) -> str | None:
     else by type or suffix, else taken as DOCX (whose first member is not fixed); None for
     what is not a document format here (images, archives, ...).
     """
-    media = _media_type(content_type)
+    media = media_type(content_type)
     suffix = PurePosixPath(name.lower()).suffix
     if b"%PDF-" in head[:1024]:
         return "pdf"
@@ -188,7 +193,8 @@ def read_document(data: bytes | None, path: Path | None, name: str, content_type
         claimed = _SUFFIXES.get(PurePosixPath(name.lower()).suffix)
         if claimed in _BINARY_FORMATS:  # "x.epub" that is no zip, "x.pdf" with no PDF header
             raise DocumentRefused(name, f"corrupted: its name says {claimed.upper()} but its bytes are not one")
-        raise DocumentRefused(name, f"not a document briefd reads ({content_type or 'unknown type'})")
+        what = content_type or PurePosixPath(name).suffix or "no type, no suffix"
+        raise DocumentRefused(name, f"not a document briefd reads ({what})")
     if kind == "pdf":
         return read_pdf(data, path, name)
     if kind in ("docx", "odt", "epub"):
@@ -232,12 +238,8 @@ def _read_bytes(data: bytes | None, path: Path | None) -> tuple[bytes, list[str]
 def _page(title: str, text: str, method: str, notes: list[str] | None = None) -> PageText | None:
     if not text.strip():
         return None
-    return PageText(extracted=Extracted(title=_title(title), text=text, method=method),
+    return PageText(extracted=Extracted(title=clean_title(title), text=text, method=method),
                     passages=split_passages(text), notes=notes or [])
-
-
-def _title(raw: str) -> str:
-    return fold(clean(raw))[:300]
 
 
 # --------------------------------------------------------------------------- text files
@@ -276,10 +278,13 @@ _PDF_ERRORS = {
     5: "encrypted with a security handler PDFium does not support",
 }
 _TERMINAL = ".!?:;…\"'”’)"
+_PDFIUM_HYPHEN = re.compile("(.)\ufffe(?:\r\n|\n)?(.)")
+_SOFT_HYPHEN = re.compile("\u00ad(?:\r\n|\n)?")
+_LINE_BREAK = re.compile("\r\n|[\r\n]")
 
 
 def _dehyphenate(raw: str) -> str:
-    """PDFium's line-end hyphen marks (U+FFFE, halves already joined) and soft hyphens resolved.
+    """PDFium's line-end hyphen marks (U+FFFE, halves already joined) and soft hyphens (U+00AD) resolved.
 
     Between two lower-case letters the hyphen was the typesetter's ("recon-struction"): it goes.
     Anywhere else ("COVID-19", "1990-2000") it was a real hyphen: it stays as "-".
@@ -288,8 +293,8 @@ def _dehyphenate(raw: str) -> str:
         before, after = match.group(1), match.group(2)
         return before + after if before.islower() and after.islower() else before + "-" + after
 
-    text = re.sub(r"(.)[\ufffe\u00ad]\r?\n?(.)", resolve, raw)
-    return text.replace("\ufffe", "-").replace("\u00ad", "")
+    text = _PDFIUM_HYPHEN.sub(resolve, raw).replace("\ufffe", "-")
+    return _SOFT_HYPHEN.sub("", text)  # a soft hyphen is invisible, and at a line end it joins the halves
 
 
 def _pdf_paragraphs(raw: str) -> str:
@@ -299,11 +304,11 @@ def _pdf_paragraphs(raw: str) -> str:
     sentence and falls short of the page's long lines ends its paragraph; the rest is unwrapped
     by `extract.shape_plain` (list items and indented lines keep their breaks there).
     """
-    lines = clean(_dehyphenate(raw)).split("\n")
+    lines = _LINE_BREAK.split(_dehyphenate(raw))  # cleaned once, by shape_plain
     widths = sorted(len(line.strip()) for line in lines if line.strip())
     if not widths:
         return ""
-    full = widths[int(len(widths) * 0.9) - (1 if len(widths) >= 10 else 0)] if len(widths) > 1 else widths[0]
+    full = widths[min(len(widths) - 1, int(len(widths) * 0.9))]  # a full line, whatever a few outliers do
     out: list[str] = []
     for line in lines:
         out.append(line)
@@ -403,7 +408,7 @@ def _paged(title: str, pages: list[tuple[int, str]], notes: list[str]) -> PageTe
                                     text=passage.text, page=number))
         pieces.append(text)
         offset += len(text) + 2
-    return PageText(extracted=Extracted(title=_title(title), text="\n\n".join(pieces), method="pdf"),
+    return PageText(extracted=Extracted(title=clean_title(title), text="\n\n".join(pieces), method="pdf"),
                     passages=passages, notes=notes)
 
 
@@ -482,17 +487,17 @@ def _blocks_page(title: str, lines: list[str], notes: list[str] | None = None) -
 def _join_runs(lines: list[str]) -> Iterator[str]:
     """Consecutive table rows (or list items) as one block, one per line; other lines alone.
 
-    Indented by a space so that plain shaping keeps each row on its own line.
+    Plain shaping keeps a row or an item on its own line: "|" and "- " start one there.
     """
     block: list[str] = []
     kind = ""
     for line in lines:
-        line = " ".join(clean(line).split())
+        line = " ".join(line.split())  # cleaned once, by shape_plain
         if not line:
             continue
         line_kind = "table" if line.startswith("|") else "list" if line.startswith("- ") else ""
         if block and line_kind and line_kind == kind:
-            block.append(" " + line)
+            block.append(line)
             continue
         if block:
             yield "\n".join(block)

@@ -13,11 +13,11 @@ sentence can always be shown to the model on one line.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import copy
 import logging
 import re
-import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +133,7 @@ _BOMS = (
 _HTML_SNIFF = re.compile(r"<(?:!doctype\s+html|html|head|body|title|meta|p|div|article)[\s>]", re.IGNORECASE)
 
 
-def _media_type(content_type: str) -> str:
+def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
@@ -168,7 +168,7 @@ def extract_page(body: bytes, url: str, content_type: str) -> Extracted | None:
     """
     if not body or _looks_binary(body):
         return None
-    media = _media_type(content_type)
+    media = media_type(content_type)
     if media in _HTML_TYPES:
         return _extract_html(body, url, content_type)
     if media in ("", "text/plain") and _looks_html(body):
@@ -316,7 +316,8 @@ def shape_plain(raw: str, max_chars: int = MAX_TEXT_CHARS) -> str:
     return _assemble([[" ".join(pieces) for pieces in block] for block in blocks], max_chars)
 
 
-def _clean_title(title: str | None) -> str:
+def clean_title(title: str | None) -> str:
+    """A title as briefd keeps one: cleaned, on one line, at most MAX_TITLE_CHARS."""
     if not title:
         return ""
     return fold(title)[:MAX_TITLE_CHARS]
@@ -393,7 +394,7 @@ def _extract_html(body: bytes, url: str, content_type: str) -> Extracted | None:
     else:
         document = _trafilatura(tree, url)
     text = _shape_extracted(document.text or "") if document is not None else ""
-    title = _clean_title((document.title if document is not None else None) or _page_title(tree))
+    title = clean_title((document.title if document is not None else None) or _page_title(tree))
     if len(text) >= MIN_GOOD_CHARS:
         return Extracted(title=title, text=text, method="trafilatura")
     fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)))
@@ -418,7 +419,7 @@ def html_document(body: bytes, max_chars: int) -> Extracted | None:
     pruned = _without(tree, _DROP_TAGS)
     _mark_rows_and_items(pruned)
     text = _shape_extracted(_text_with_tails(pruned), max_chars)
-    return Extracted(title=_clean_title(_page_title(tree)), text=text, method="document") if text else None
+    return Extracted(title=clean_title(_page_title(tree)), text=text, method="document") if text else None
 
 
 def _mark_rows_and_items(tree: lxml.html.HtmlElement) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,13 @@ from daemon.documents import (
     read_document,
 )
 from daemon.extract import PageText, read_page, split_sentences
-from daemon.pagework import CHILD_MEMORY_BYTES, DOCUMENT_DEADLINE_S, PageRefused, PageUnreadable, PageWorkers
+from daemon.pagework import (
+    CHILD_MEMORY_BYTES,
+    DOCUMENT_DEADLINE_S,
+    PageRefused,
+    PageUnreadable,
+    PageWorkers,
+)
 from tests.lab import documents as lab
 
 HANG_BOUND_S = 3 * DOCUMENT_DEADLINE_S
@@ -252,8 +259,8 @@ def test_a_million_page_tree_is_read_up_to_the_limit_with_a_note(tmp_path: Path)
     assert page is not None
     assert len(page.passages) == MAX_PDF_PAGES
     assert page.passages[-1].page == MAX_PDF_PAGES
-    assert page.notes == [f"pages {MAX_PDF_PAGES + 1}-1000000 not read: briefd reads at most "
-                          f"{MAX_PDF_PAGES:,} pages of a PDF"]
+    assert page.notes == [(f"pages {MAX_PDF_PAGES + 1}-1000000 not read: briefd reads at most "
+                           f"{MAX_PDF_PAGES:,} pages of a PDF")]
 
 
 def test_deeply_nested_objects_neither_crash_nor_hang(tmp_path: Path) -> None:
@@ -339,3 +346,15 @@ def test_a_reading_child_cannot_take_more_than_its_memory_limit(tmp_path: Path) 
     limits = asyncio.run(go())
     line = next(row for row in limits.splitlines() if row.startswith("Max address space"))
     assert line.split()[3] == str(CHILD_MEMORY_BYTES)
+
+
+def test_a_reason_quoting_the_file_is_cleaned(tmp_path: Path) -> None:
+    """A zip member's name is the file's own text: no terminal escape reaches a notice through it."""
+    path = lab.write_docx(tmp_path / "evil.docx", None, [("paragraph", "x")])
+    with zipfile.ZipFile(path, "a") as package:
+        info = zipfile.ZipInfo("word/\x1b[2J\u202eevil.bin")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        package.writestr(info, bytes(8 << 20))
+    with pytest.raises(DocumentRefused) as refused:
+        read_document(None, path, "evil\x1b]0;title\x07.docx")
+    assert str(refused.value).startswith("evil.docx: word/evil.bin inflates")

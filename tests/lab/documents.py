@@ -242,8 +242,8 @@ def write_million_page_pdf(path: Path, fanout: int = 1000) -> Path:
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Count %d /Kids [%s] >>" % (fanout * fanout, kids_of_root),
         b"<< /Type /Pages /Parent 2 0 R /Count %d /Kids [%s] >>" % (fanout, kids_of_node),
-        b"<< /Type /Page /Parent 3 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 6 0 R >> >>"
-        b" /Contents 5 0 R >>",
+        (b"<< /Type /Page /Parent 3 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 6 0 R >> >>"
+        b" /Contents 5 0 R >>"),
         _stream(b"BT /F1 12 Tf 72 720 Td (The same page, again and again.) Tj ET"),
         _FONT,
     ]
@@ -258,8 +258,8 @@ def write_nested_pdf(path: Path, depth: int = 200_000) -> Path:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R /Deep 7 0 R >>",
         b"<< /Type /Pages /Count 1 /Kids [3 0 R] >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >>"
-        b" /Deep 6 0 R >> /Contents 4 0 R >>",
+        (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 5 0 R >>"
+        b" /Deep 6 0 R >> /Contents 4 0 R >>"),
         _stream(b"BT /F1 12 Tf 72 720 Td (Text beside a deep nest.) Tj ET " + nested[:2000] + b" Tj"),
         _FONT,
         nested,
@@ -424,7 +424,9 @@ def write_big_pdf(path: Path, megabytes: int, pages: int = 400) -> tuple[Path, i
 
 def measure_big_pdf(directory: Path, megabytes: int = 200) -> dict[str, float]:
     """Read a `megabytes` MB PDF through the page workers; time per page and the child's peak RSS."""
-    from daemon.pagework import PageWorkers  # the daemon's import: only the bench needs it here
+    from daemon.pagework import (
+        PageWorkers,  # the daemon's import: only the bench needs it here
+    )
 
     path, pages = write_big_pdf(directory / f"big-{megabytes}mb.pdf", megabytes)
 
