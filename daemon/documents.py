@@ -347,7 +347,7 @@ def read_pdf(data: bytes | None, path: Path | None, name: str) -> PageText:
         limit = min(count, MAX_PDF_PAGES)
         size = 0
         for index in range(limit):
-            if time.monotonic() - started > MAX_PDF_SECONDS:
+            if index and time.monotonic() - started > MAX_PDF_SECONDS:  # the first page is always tried
                 notes.append(f"pages {index + 1}-{count} not read: reading took over {MAX_PDF_SECONDS:g} s")
                 break
             if size > MAX_DOCUMENT_CHARS:

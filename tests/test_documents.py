@@ -358,3 +358,26 @@ def test_a_reason_quoting_the_file_is_cleaned(tmp_path: Path) -> None:
     with pytest.raises(DocumentRefused) as refused:
         read_document(None, path, "evil\x1b]0;title\x07.docx")
     assert str(refused.value).startswith("evil.docx: word/evil.bin inflates")
+
+
+def test_a_slow_pdf_gives_the_pages_read_in_time_and_says_so(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import daemon.documents
+
+    monkeypatch.setattr(daemon.documents, "MAX_PDF_SECONDS", 0.0)  # every page after the first is late
+    page = read_document(None, lab.write_pdf(tmp_path / "slow.pdf", PAGES), "slow.pdf")
+    assert page is not None
+    assert [p.page for p in page.passages] == [1]
+    assert page.notes == ["pages 2-4 not read: reading took over 0 s"]
+
+
+def test_the_lab_library_reads_as_its_manifest_says(tmp_path: Path) -> None:
+    for entry in lab.write_library(tmp_path / "library", files=12):
+        if entry.refused:
+            with pytest.raises(DocumentRefused, match=entry.refused):
+                read_document(None, entry.path, entry.path.name)
+            continue
+        page = read_document(None, entry.path, entry.path.name)
+        assert page is not None and entry.sentence is not None, entry.path.name
+        assert passage_with(page, entry.sentence) == entry.page, entry.path.name
+        assert_exact_spans(page)

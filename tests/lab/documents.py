@@ -20,6 +20,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -389,6 +390,70 @@ def write_billion_laughs_epub(path: Path) -> Path:
         for name, data in parts.items():
             package.writestr(name, data, compress_type=zipfile.ZIP_STORED if name == "mimetype" else zipfile.ZIP_DEFLATED)
     return path
+
+
+# --------------------------------------------------------------------------- a library folder
+
+_SUBJECTS = ["reservoir", "turbine hall", "tunnel", "substation", "water main", "bridge deck", "sea wall",
+             "pumping station"]
+
+
+def _facts(seed: int, count: int) -> list[str]:
+    """Distinct sentences with a number each, so a search can tell the files apart."""
+    return [f"The {_SUBJECTS[(seed + i) % len(_SUBJECTS)]} of site {seed} recorded {seed * 7 + i * 3} "
+            f"units in inspection {i + 1}, the engineer's log says." for i in range(count)]
+
+
+@dataclass(frozen=True)
+class LibraryFile:
+    """A file `write_library` wrote and what reading it must give: a sentence and its page, or a refusal."""
+
+    path: Path
+    sentence: str | None  # a sentence the text holds (None for a hostile file)
+    page: int | None  # the PDF page that sentence is on
+    refused: str | None  # a regular expression the refusal's reason matches (hostile files)
+
+
+def write_library(folder: Path, files: int = 12, hostile: bool = True) -> list[LibraryFile]:
+    """A library folder of real documents, `files` of them in turn PDF (3 pages), DOCX, Markdown,
+    ODT, EPUB and text, plus (with `hostile`) one of each hostile kind that is quick to build.
+
+    The lab's library and the indexing bench (1,000 files) are made by this; each file's entry
+    says what reading it must give.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    made: list[LibraryFile] = []
+    for n in range(files):
+        facts = _facts(n, 6)
+        kind = ("pdf", "docx", "md", "odt", "epub", "txt")[n % 6]
+        path = folder / f"doc-{n:04d}.{kind}"
+        page = None
+        if kind == "pdf":
+            write_pdf(path, [" ".join(facts[0:2]), " ".join(facts[2:4]), " ".join(facts[4:6])], title=f"Site {n} log")
+            page = 3
+        elif kind == "docx":
+            write_docx(path, f"Site {n} log", [("heading", "Inspections"), *(("paragraph", f) for f in facts)])
+        elif kind == "md":
+            write_text(path, f"# Site {n} log\n\n" + "\n\n".join(facts) + "\n")
+        elif kind == "odt":
+            write_odt(path, f"Site {n} log", [("paragraph", f) for f in facts])
+        elif kind == "epub":
+            write_epub(path, f"Site {n} log", [("Inspections", "\n\n".join(facts[:3])), ("Later", "\n\n".join(facts[3:]))])
+        else:
+            write_text(path, "\n\n".join(facts) + "\n", "utf-16" if n % 12 == 5 else "utf-8")
+        made.append(LibraryFile(path, facts[5], page, None))
+    if hostile:
+        for build, name, reason in (
+            (write_image_pdf, "scanned.pdf", "no text layer"),
+            (lambda p: write_encrypted_pdf(p, "Secret."), "locked.pdf", "encrypted"),
+            (lambda p: write_truncated_pdf(p, ["Cut short. " * 200] * 3), "cut.pdf", "corrupted or truncated"),
+            (lambda p: write_zip_bomb_docx(p, 64 << 20), "bomb.docx", "a zip bomb"),
+            (write_billion_laughs_odt, "laughs.odt", "an XML entity bomb"),
+        ):
+            path = folder / name
+            build(path)
+            made.append(LibraryFile(path, None, None, reason))
+    return made
 
 
 # --------------------------------------------------------------------------- the bench
