@@ -13,11 +13,12 @@ sentence can always be shown to the model on one line.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import copy
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lxml.etree
@@ -73,13 +74,30 @@ class Passage:
 
 @dataclass(frozen=True)
 class PageText:
-    """A page read: its text and the passages cut from it (what `read_page` makes)."""
+    """A page read: its text and the passages cut from it (what `read_page` makes).
+
+    `notes` say what of a document was not read though the rest was ("pages 2001-5000 not
+    read"), for the caller to tell the user; a web page has none.
+    """
 
     extracted: Extracted
     passages: list[Passage]
+    notes: list[str] = field(default_factory=list)
+
+    def page_at(self, offset: int) -> int | None:
+        """The document page that the text at `offset` lies on (None where there are no pages)."""
+        index = bisect.bisect_right([p.start for p in self.passages], offset) - 1
+        return self.passages[index].page if index >= 0 else None
 
 
 # --------------------------------------------------------------------------- routing
+
+
+
+def url_name(url: str) -> str:
+    """The last segment of a URL's path ("report.pdf"): names a fetched document in titles and notices."""
+    path = url.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    return path.rsplit("/", 1)[-1] if "/" in path else path
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/xml", "text/xml"})
 _TEXT_TYPES = frozenset({"application/json", "application/ld+json"})
@@ -115,7 +133,7 @@ _BOMS = (
 _HTML_SNIFF = re.compile(r"<(?:!doctype\s+html|html|head|body|title|meta|p|div|article)[\s>]", re.IGNORECASE)
 
 
-def _media_type(content_type: str) -> str:
+def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
@@ -150,7 +168,7 @@ def extract_page(body: bytes, url: str, content_type: str) -> Extracted | None:
     """
     if not body or _looks_binary(body):
         return None
-    media = _media_type(content_type)
+    media = media_type(content_type)
     if media in _HTML_TYPES:
         return _extract_html(body, url, content_type)
     if media in ("", "text/plain") and _looks_html(body):
@@ -235,16 +253,16 @@ def _is_continuation(previous: str, line: str) -> bool:
     return bool(previous) and bool(line) and line[0].islower() and not previous.endswith(tuple(_TERMINAL))
 
 
-def _assemble(blocks: list[list[str]]) -> str:
+def _assemble(blocks: list[list[str]], max_chars: int = MAX_TEXT_CHARS) -> str:
     """Blocks of lines to page text: lines joined by newlines, blocks by blank lines, capped."""
     text = "\n\n".join("\n".join(block) for block in blocks if block)
-    if len(text) > MAX_TEXT_CHARS:
-        cut = text.rfind("\n", 0, MAX_TEXT_CHARS)
-        text = text[: cut if cut > MAX_TEXT_CHARS // 2 else MAX_TEXT_CHARS].rstrip()
+    if len(text) > max_chars:
+        cut = text.rfind("\n", 0, max_chars)
+        text = text[: cut if cut > max_chars // 2 else max_chars].rstrip()
     return text
 
 
-def _shape_extracted(raw: str) -> str:
+def _shape_extracted(raw: str, max_chars: int = MAX_TEXT_CHARS) -> str:
     """trafilatura's and the fallback's output (one element a line) to page text.
 
     Consecutive table rows and list items become one block; other lines are
@@ -270,11 +288,14 @@ def _shape_extracted(raw: str) -> str:
         else:
             blocks.append([line])
         previous_kind = kind
-    return _assemble(blocks)
+    return _assemble(blocks, max_chars)
 
 
-def _shape_plain(raw: str) -> str:
+def shape_plain(raw: str, max_chars: int = MAX_TEXT_CHARS) -> str:
     """Plain text to page text: hard-wrapped prose is unwrapped, lists and indented lines kept.
+
+    Blank lines separate paragraphs. Documents use it too (a PDF page's lines, a DOCX's
+    paragraphs), with their own, larger cap.
 
     Unwrapped lines are gathered as pieces and joined once (see `_shape_extracted`).
     """
@@ -292,10 +313,11 @@ def _shape_plain(raw: str) -> str:
             block[-1].append(line)
         else:
             block.append([line])
-    return _assemble([[" ".join(pieces) for pieces in block] for block in blocks])
+    return _assemble([[" ".join(pieces) for pieces in block] for block in blocks], max_chars)
 
 
-def _clean_title(title: str | None) -> str:
+def clean_title(title: str | None) -> str:
+    """A title as briefd keeps one: cleaned, on one line, at most MAX_TITLE_CHARS."""
     if not title:
         return ""
     return fold(title)[:MAX_TITLE_CHARS]
@@ -372,7 +394,7 @@ def _extract_html(body: bytes, url: str, content_type: str) -> Extracted | None:
     else:
         document = _trafilatura(tree, url)
     text = _shape_extracted(document.text or "") if document is not None else ""
-    title = _clean_title((document.title if document is not None else None) or _page_title(tree))
+    title = clean_title((document.title if document is not None else None) or _page_title(tree))
     if len(text) >= MIN_GOOD_CHARS:
         return Extracted(title=title, text=text, method="trafilatura")
     fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)))
@@ -381,6 +403,46 @@ def _extract_html(body: bytes, url: str, content_type: str) -> Extracted | None:
     if text:
         return Extracted(title=title, text=text, method="trafilatura")
     return None
+
+
+def html_document(body: bytes, max_chars: int) -> Extracted | None:
+    """A document's HTML (an EPUB chapter, rendered Markdown) read whole: the simple extraction.
+
+    Not trafilatura: a document has no boilerplate to remove, and trafilatura's rules drop
+    short chapters and headings. Hidden elements go, as on web pages. The title is the
+    document's <title>, else its first heading.
+    """
+    tree = _parse_html(decode_body(body, "text/html"))
+    if tree is None:
+        return None
+    _drop_hidden(tree)
+    pruned = _without(tree, _DROP_TAGS)
+    _mark_rows_and_items(pruned)
+    text = _shape_extracted(_text_with_tails(pruned), max_chars)
+    return Extracted(title=clean_title(_page_title(tree)), text=text, method="document") if text else None
+
+
+def _mark_rows_and_items(tree: lxml.html.HtmlElement) -> None:
+    """Table rows to "| a | b |" lines and list items to "- item" lines, as trafilatura writes them.
+
+    `_shape_extracted` keeps a run of such lines together as one block, one per line; without
+    the marks a row's cells became one paragraph each and a list's items ran into one line.
+    A row or an item that holds a nested table or list keeps its structure (only marked).
+    """
+    for row in tree.iter("tr"):
+        if row.find(".//table") is not None:
+            continue
+        cells = [" ".join(cell.text_content().split()) for cell in row if cell.tag in ("td", "th")]
+        tail = row.tail
+        row.clear()
+        row.text, row.tail = "| " + " | ".join(cells) + " |", tail
+    for item in tree.iter("li"):
+        if item.find(".//ul") is None and item.find(".//ol") is None and item.find(".//table") is None:
+            tail = item.tail
+            text = " ".join(item.text_content().split())
+            item.clear()
+            item.text, item.tail = text, tail
+        item.text = "- " + (item.text or "").lstrip()
 
 
 def _trafilatura(tree: lxml.html.HtmlElement, url: str) -> Any:
@@ -410,7 +472,7 @@ def _without(tree: lxml.html.HtmlElement, tags: tuple[str, ...]) -> lxml.html.Ht
 
 
 def _extract_plain(body: bytes, content_type: str) -> Extracted | None:
-    text = _shape_plain(decode_body(body, content_type, sniff_meta=False))
+    text = shape_plain(decode_body(body, content_type, sniff_meta=False))
     return Extracted(title="", text=text, method="plain") if text else None
 
 
@@ -603,7 +665,14 @@ def read_page(body: bytes, url: str, content_type: str) -> PageText | None:
 
     None when there is no readable text. Made to run away from the event loop (see
     `daemon.pagework`, which runs it in a child process that a deadline can kill).
+    PDFs, office files, EPUBs and Markdown are documents (`daemon.documents`): a PDF found
+    on the web is read with its pages, and one that cannot be read raises
+    `documents.DocumentRefused` with the reason.
     """
+    from .documents import is_document, read_document  # documents builds on this module
+
+    if body and is_document(body, url, content_type):
+        return read_document(body, None, url_name(url) or url, content_type)
     extracted = extract_page(body, url, content_type)
     if extracted is None or not extracted.text.strip():
         return None

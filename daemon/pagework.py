@@ -14,7 +14,13 @@ A child exits when its stdin closes, so none outlives the daemon.
 
 Protocol, both ways: frames of a 4-byte big-endian length and that many bytes. The
 child first sends a ready frame; then per page the parent sends a JSON header frame
-and a body frame, and the child answers one JSON frame.
+and a body frame, and the child answers one JSON frame. A document on disk is a job too
+(`read_file`): the header names the path, the body frame is empty, and the child opens the
+file itself, so a 200 MB PDF is never piped (PDFium reads it lazily from the path).
+
+Documents get `DOCUMENT_DEADLINE_S`, and every child runs under an address-space limit
+(`CHILD_MEMORY_BYTES`): past it an allocation fails in the child (a MemoryError, or PDFium
+giving up on the page), never in the daemon, and the child is replaced.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import resource
 import struct
 import sys
 from collections.abc import Callable
@@ -31,12 +38,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .documents import DocumentRefused, is_document, read_document
 from .extract import Extracted, PageText, Passage, read_page
 
 PAGE_DEADLINE_S = 15.0
 """Wall-clock time one page may take to read. An article takes well under a second, the
 worst tree trafilatura is still given (`MAX_TRAFILATURA_ELEMENTS`) a few seconds on a busy
 2-core box; past this the page is given up for good."""
+
+DOCUMENT_DEADLINE_S = 120.0
+"""Wall-clock time one document may take. A 2,000-page PDF (`documents.MAX_PDF_PAGES`) reads in
+a few seconds at the measured few ms a page; a document is chosen by the user (their library)
+or is a PDF a search found, worth far more than a page, and `documents.MAX_PDF_SECONDS` stops
+reading pages at half this, so slow pages give a partial text rather than none."""
+
+CHILD_MEMORY_BYTES = 2 << 30
+"""Address space a reading child may map (RLIMIT_AS). Measured: a child maps 120 MB at its peak
+after reading a 200 MB PDF, a million-page tree and a DOCX (VmPeak; 105 MB resident: the bench,
+`python -m tests.lab.documents bench`). 2 GB leaves room for a DOCX carrying its 512 MB of images
+(`documents.MAX_ZIP_BYTES`) and stops a hostile file long before it could starve the machine."""
 
 PAGE_WORKERS = 2
 """Child processes reading pages at once (about 75 MB each, idle or between pages: see `_memory_trimmer`)."""
@@ -51,6 +71,11 @@ _WARM_UP = b"<html><head><title>t</title></head><body><article><p>A first page. 
 
 class PageUnreadable(Exception):
     """This page cannot be read within the bound: too costly, or it broke the reader. Permanent."""
+
+
+class PageRefused(PageUnreadable):
+    """The reader refused this document, and `str()` says why in words for the user, naming the
+    file: "report.pdf: no text layer (a scanned PDF?): briefd does no OCR". Permanent."""
 
 
 @dataclass(eq=False)  # compared by identity: the busy set holds the children themselves
@@ -76,14 +101,33 @@ class PageWorkers:
     deadline_s: float = PAGE_DEADLINE_S
     _idle: list[_Child] = field(default_factory=list)
     _busy: set[_Child] = field(default_factory=set)
+    document_deadline_s: float = DOCUMENT_DEADLINE_S
+    peak_rss_mb: float = 0.0
+    """The highest peak RSS a child has reported (each answer carries its own): for the bench."""
     _slots: asyncio.Semaphore | None = None
 
     async def read(self, body: bytes, url: str, content_type: str) -> PageText | None:
         """`extract.read_page` in a child: a PageText, or None when the page has no readable text.
 
         Raises PageUnreadable when it takes longer than `deadline_s` or the child dies on
-        it; the child is killed either way, and also when the caller is cancelled.
+        it; the child is killed either way, and also when the caller is cancelled. A document
+        (a PDF found on the web) that cannot be read raises PageRefused with the reason.
+        Documents get `document_deadline_s`: told by the same sniffing the child routes by.
         """
+        document = is_document(body, url, content_type)
+        job = {"url": url, "content_type": content_type}
+        return await self._run(job, body, self.document_deadline_s if document else self.deadline_s, "page")
+
+    async def read_file(self, path: Path, name: str, content_type: str = "") -> PageText | None:
+        """`documents.read_document` on a file, in a child that opens the file itself.
+
+        None when the file has no text; PageRefused with the reason (naming `name`) when it
+        cannot be read; PageUnreadable past `document_deadline_s` or when the child dies on it.
+        """
+        job = {"path": str(path), "name": name, "content_type": content_type}
+        return await self._run(job, b"", self.document_deadline_s, "document")
+
+    async def _run(self, job: dict[str, str], body: bytes, deadline_s: float, what: str) -> PageText | None:
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.size))
         async with self._slots:
@@ -91,21 +135,25 @@ class PageWorkers:
             self._busy.add(child)
             healthy = False
             try:
-                answer = await asyncio.wait_for(_ask(child, body, url, content_type), self.deadline_s)
+                answer = await asyncio.wait_for(_ask(child, job, body), deadline_s)
                 healthy = True
             except TimeoutError:
                 raise PageUnreadable(
-                    f"reading the page took over {self.deadline_s:g} s (a page this costly is not read)") from None
+                    f"reading the {what} took over {deadline_s:g} s (a {what} this costly is not read)") from None
             except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
-                raise PageUnreadable(f"the page reader stopped on this page ({type(exc).__name__})") from None
+                raise PageUnreadable(f"the reader stopped on this {what} ({type(exc).__name__}: out of memory "
+                                     "or a crash in a library)") from None
             finally:
                 self._busy.discard(child)
                 if healthy:
                     self._idle.append(child)
                 else:
                     await child.stop()  # also when cancelled: the reap takes milliseconds
+        self.peak_rss_mb = max(self.peak_rss_mb, float(answer.get("peak_rss_mb", 0.0)))
+        if "refused" in answer:
+            raise PageRefused(answer["refused"])
         if "error" in answer:
-            raise PageUnreadable(f"the page reader failed on this page: {answer['error']}")
+            raise PageUnreadable(f"the reader failed on this {what}: {answer['error']}")
         page = answer["page"]
         if page is None:
             return None
@@ -114,6 +162,7 @@ class PageWorkers:
             extracted=Extracted(title=page["title"], text=text, method=page["method"]),
             passages=[Passage(seq=seq, start=s, end=e, text=text[s:e], page=number)
                       for seq, s, e, number in page["passages"]],
+            notes=list(page["notes"]),
         )
 
     async def _take(self) -> _Child:
@@ -152,10 +201,10 @@ async def _start_child() -> _Child:
     return child
 
 
-async def _ask(child: _Child, body: bytes, url: str, content_type: str) -> dict[str, Any]:
+async def _ask(child: _Child, job: dict[str, str], body: bytes) -> dict[str, Any]:
     stdin = child.process.stdin
     assert stdin is not None
-    header = json.dumps({"url": url, "content_type": content_type}).encode()
+    header = json.dumps(job).encode()
     stdin.write(_LENGTH.pack(len(header)) + header + _LENGTH.pack(len(body)))
     stdin.write(body)
     await stdin.drain()
@@ -196,14 +245,37 @@ def _write_child_frame(stream: BinaryIO, data: bytes) -> None:
 def _answer(header: bytes, body: bytes) -> dict[str, Any]:
     job = json.loads(header)
     try:
-        page = read_page(body, job["url"], job["content_type"])
+        if "path" in job:
+            page = read_document(None, Path(job["path"]), job["name"], job["content_type"])
+        else:
+            page = read_page(body, job["url"], job["content_type"])
+    except DocumentRefused as exc:
+        return {"refused": str(exc)}
+    except OSError as exc:  # the file went away or cannot be opened: said with its name
+        return {"refused": f"{job.get('name') or job.get('url')}: cannot be opened ({exc.strerror or exc})"}
+    except MemoryError:
+        return {"error": f"out of memory (the reader's limit is {CHILD_MEMORY_BYTES >> 20} MB)"}
     except Exception as exc:  # noqa: BLE001 - said to the parent, which gives the page up
         return {"error": f"{type(exc).__name__}: {exc}"}
     if page is None:
         return {"page": None}
     return {"page": {"title": page.extracted.title, "text": page.extracted.text,
-                     "method": page.extracted.method,
+                     "method": page.extracted.method, "notes": page.notes,
                      "passages": [(p.seq, p.start, p.end, p.page) for p in page.passages]}}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+
+
+def _limit_memory() -> None:
+    """Cap the child's address space (`CHILD_MEMORY_BYTES`), where the platform allows it."""
+    try:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = CHILD_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(CHILD_MEMORY_BYTES, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):  # pragma: no cover - a platform without RLIMIT_AS: unbounded, as before
+        pass
 
 
 def _memory_trimmer() -> Callable[[], object]:
@@ -229,6 +301,7 @@ def serve_child() -> None:
     os.dup2(2, 1)
     source = sys.stdin.buffer
     trim = _memory_trimmer()
+    _limit_memory()
     read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's first call is slow: not a page's
     _write_child_frame(out, _READY)
     while True:
@@ -236,7 +309,9 @@ def serve_child() -> None:
         body = _read_child_frame(source) if header is not None else None
         if header is None or body is None:
             return
-        answer = json.dumps(_answer(header, body)).encode()
+        result = _answer(header, body)
+        result["peak_rss_mb"] = _peak_rss_mb()
+        answer = json.dumps(result).encode()
         del body
         trim()
         _write_child_frame(out, answer)
