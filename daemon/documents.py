@@ -57,7 +57,7 @@ from typing import IO, Any
 
 import docx
 import lxml.etree
-import pypdfium2 as pdfium  # type: ignore[import-untyped]  # ships no types (nor a stub package)
+import pypdfium2 as pdfium  # ships no types: pyproject.toml's mypy override reads it as Any
 from docx.table import Table
 from docx.text.hyperlink import Hyperlink
 from docx.text.paragraph import Paragraph

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 from store import Store, diagnose
 from store.library import DUPLICATE, INDEXED, PENDING, REFUSED, SKIPPED, FileRow, LibraryFiles, PassageHit
 
-from .extract import PageText, read_page
-from .pagework import PAGE_WORKERS, PageUnreadable
+from .extract import PageText
+from .pagework import PAGE_WORKERS, PageUnreadable, PageWorkers
 from .search import SNIPPET_MAX_CHARS, SearchHit
 from .untrusted import clean
 
@@ -610,34 +610,13 @@ def start_observer(folders: Iterable[Path], deliver: Callable[[Path | None], Non
 # --------------------------------------------------------------------------- readers
 
 
-async def read_text_in_thread(path: Path) -> PageText | None:
-    """Today's page reader (`extract.read_page`) in a thread, for the text types only
-    (Markdown, plain text, HTML); other types are refused. The daemon reads with
-    `open_reader`'s child processes instead."""
-    kind = document_type(path)
-    if kind is None or not kind.startswith("text/"):
-        raise PageUnreadable(f"no reader for {_shown(path.suffix)} files in this briefd")
-    body = await asyncio.to_thread(path.read_bytes)
-    return await asyncio.to_thread(read_page, body, path.as_uri(), "text/plain" if kind == "text/markdown" else kind)
-
-
 @contextlib.asynccontextmanager
 async def open_reader() -> AsyncIterator[Reader]:
-    """The reader the daemon and `briefd library reindex` use: `PageWorkers.read_file` (child
-    processes with a deadline) where this briefd has it, else the text types in a thread."""
-    from .pagework import PageWorkers
-
+    """The reader `briefd library reindex` uses when no daemon runs: the daemon's own, the
+    page workers' child processes (a deadline, bounded memory), closed at the end."""
     workers = PageWorkers()
-    read_file = getattr(workers, "read_file", None)
     try:
-        if read_file is None:
-            yield read_text_in_thread
-        else:
-            async def read(path: Path) -> PageText | None:
-                page: PageText | None = await read_file(path, path.name)
-                return page
-
-            yield read
+        yield lambda path: workers.read_file(path, path.name)
     finally:
         await workers.close()
 

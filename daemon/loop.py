@@ -410,7 +410,7 @@ class Research:
         self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                          status=result.status, title=title, chars=len(extracted.text),
                          passages=len(passages), from_cache=False, truncated=result.truncated,
-                         seconds=round(result.elapsed_s, 3))
+                         seconds=round(result.elapsed_s, 3), **({"notes": page.notes} if page.notes else {}))
         return title, self.store.passage_ids(url, "page")
 
     def library_document(self, round_no: int, url: str) -> tuple[str, list[int]] | None:

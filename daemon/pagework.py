@@ -135,7 +135,10 @@ class PageWorkers:
             self._busy.add(child)
             healthy = False
             try:
-                answer = await asyncio.wait_for(_ask(child, job, body), deadline_s)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that
+                # lands as the answer arrives, and SIGTERM must always stop a brief mid-page
+                async with asyncio.timeout(deadline_s):
+                    answer = await _ask(child, job, body)
                 healthy = True
             except TimeoutError:
                 raise PageUnreadable(
@@ -191,7 +194,8 @@ async def _start_child() -> _Child:
         stdout=asyncio.subprocess.PIPE, env=env)
     child = _Child(process)
     try:
-        ready = await asyncio.wait_for(_read_frame(process), START_TIMEOUT_S)
+        async with asyncio.timeout(START_TIMEOUT_S):
+            ready = await _read_frame(process)
     except BaseException:
         await child.stop()
         raise

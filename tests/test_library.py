@@ -12,9 +12,10 @@ import pytest
 
 from daemon.extract import PageText
 from daemon.library import (
-    CHANGED_WHILE_READ, MAX_FILE_BYTES, UNREADABLE, Library, find, read_text_in_thread, search,
+    CHANGED_WHILE_READ, MAX_FILE_BYTES, UNREADABLE, Library, find, search,
 )
-from daemon.pagework import PageUnreadable
+from daemon.documents import DocumentRefused, read_document
+from daemon.pagework import PageRefused, PageUnreadable
 from store import Store
 from store.library import DUPLICATE, INDEXED, PENDING, REFUSED, LibraryFiles
 from tests.conftest import BRIEFD
@@ -22,6 +23,15 @@ from tests.conftest import BRIEFD
 BRIDGE = ("The Tacoma Narrows bridge failed in 1940 under aeroelastic flutter. "
           "Engineers studied the anchorage and the cable corrosion for years afterwards.\n\n")
 OTHER = "Sourdough bread needs a starter, flour, water and salt, and a long slow rise.\n\n"
+
+
+async def read_text_in_thread(path: Path) -> PageText | None:
+    """The daemon's document reader (daemon.documents) in a thread, refusals as the page
+    workers raise them: the real reading, without a child process per test."""
+    try:
+        return await asyncio.to_thread(read_document, None, path, path.name)
+    except DocumentRefused as exc:
+        raise PageRefused(str(exc)) from None
 
 
 class CountingReader:
