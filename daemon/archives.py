@@ -46,7 +46,8 @@ from .extract import _HTML_TYPES, _TEXT_TYPES, MAX_TITLE_CHARS
 from .fetch import MAX_URL_CHARS, too_large
 from .search import MAX_HITS_PER_QUERY, SNIPPET_MAX_CHARS, SearchHit
 from .settings import Settings
-from .sources import DocumentUnavailable
+from .decide import content_words
+from .sources import DocumentUnavailable, rrf
 from .untrusted import clean
 
 SCHEME = "zim"
@@ -57,6 +58,7 @@ ZIM_MAGIC = b"ZIM\x04"
 """The first four bytes of every ZIM file (magic number 72173914, little-endian)."""
 
 MAX_QUERY_CHARS = 500
+MAX_QUERY_TERMS = 8  # content words searched one by one besides the whole text (Archives._paths)
 """A query is cut here: Xapian parses every word, and no real question needs more."""
 
 SNIPPET_CHARS = 400
@@ -372,13 +374,26 @@ class Archives:
 
     @staticmethod
     def _paths(opened: _Opened, text: str, limit: int) -> list[str]:
+        """The best paths for free text: the whole text, and each of its first content words alone,
+        merged by rank fusion (sources.rrf).
+
+        libzim's query parser ANDs the words ("OR" is read as a word), so a question asked in
+        plain language ("Why was the bridge closed in 2025?") finds only articles holding every
+        word, often none: asking word by word and fusing is an OR that still puts the articles
+        matching the most words, and the whole phrase, first. A search costs about a millisecond.
+        """
+        asks = [text, *content_words(text)[:MAX_QUERY_TERMS]]
         if opened.fulltext:
             if not isinstance(opened.searcher, Searcher):
                 opened.searcher = Searcher(opened.archive)
-            return list(opened.searcher.search(Query().set_query(text)).getResults(0, limit))
-        if not isinstance(opened.searcher, SuggestionSearcher):
-            opened.searcher = SuggestionSearcher(opened.archive)
-        return list(opened.searcher.suggest(text).getResults(0, limit))
+            searcher = opened.searcher
+            lists = [list(searcher.search(Query().set_query(ask)).getResults(0, limit)) for ask in asks]
+        else:
+            if not isinstance(opened.searcher, SuggestionSearcher):
+                opened.searcher = SuggestionSearcher(opened.archive)
+            suggester = opened.searcher
+            lists = [list(suggester.suggest(ask).getResults(0, limit)) for ask in asks]
+        return [path for path, _, _ in rrf(lists)][:limit]
 
     @staticmethod
     def _hit(opened: _Opened, path: str, query: str) -> SearchHit | None:

@@ -173,20 +173,30 @@ def fuse(ranked: Iterable[Sequence[SearchHit]]) -> list[SearchHit]:
 
 def fuse_scored(ranked: Iterable[Sequence[SearchHit]]) -> list[Fused]:
     lists = [list(hits) for hits in ranked]
+    first: dict[str, SearchHit] = {}
+    for hits in lists:
+        for hit in hits:
+            first.setdefault(hit.url, hit)
+    return [Fused(first[url], score, count) for url, score, count in rrf([[h.url for h in hits] for hits in lists])]
+
+
+def rrf(ranked: Iterable[Sequence[str]]) -> list[tuple[str, float, int]]:
+    """Reciprocal rank fusion of ranked keys: (key, score, lists that have it), best first.
+
+    A list naming a key twice counts it once, at its best rank. Equal scores keep the
+    order in which keys were first met, rank by rank and list by list.
+    """
     scores: dict[str, float] = {}
     counts: dict[str, int] = {}
-    first: dict[str, SearchHit] = {}
     order: dict[str, tuple[int, int]] = {}
-    for index, hits in enumerate(lists):
+    for index, keys in enumerate(ranked):
         seen_here: set[str] = set()
-        for rank, hit in enumerate(hits):
-            if hit.url in seen_here:
-                continue  # a list naming one URL twice counts it once, at its best rank
-            seen_here.add(hit.url)
-            scores[hit.url] = scores.get(hit.url, 0.0) + 1.0 / (RRF_K + rank + 1)
-            counts[hit.url] = counts.get(hit.url, 0) + 1
-            if hit.url not in first:
-                first[hit.url] = hit
-                order[hit.url] = (rank, index)
-    best = sorted(scores, key=lambda url: (-scores[url], order[url]))
-    return [Fused(first[url], scores[url], counts[url]) for url in best]
+        for rank, key in enumerate(keys):
+            if key in seen_here:
+                continue
+            seen_here.add(key)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+            counts[key] = counts.get(key, 0) + 1
+            order.setdefault(key, (rank, index))
+    best = sorted(scores, key=lambda key: (-scores[key], order[key]))
+    return [(key, scores[key], counts[key]) for key in best]

@@ -68,7 +68,7 @@ def slugs_of(results: list[dict[str, object]]) -> list[str]:
         if path.startswith("/loop/"):
             out.append(path.split("/")[2])
         else:
-            out.append(path.rsplit("/", 1)[-1].removesuffix(".html"))
+            out.append(path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
     return out
 
 

@@ -28,7 +28,8 @@ HOSTS = ("127.0.0.1", "localhost")
 
 # Kinds that serve a readable article (possibly after a redirect or in an
 # awkward encoding). Everything else misbehaves in its own way.
-ARTICLE_KINDS = frozenset({"article", "moved", "latin1", "injection"})
+ARTICLE_KINDS = frozenset({"article", "moved", "latin1", "injection", "pdf"})
+PDF_KIND = "pdf"  # an article served as a PDF, one paragraph a page (web.py makes it with fpdf2)
 
 HOSTILE_KINDS = frozenset(
     {
@@ -97,12 +98,12 @@ class Page:
             return f"/go/{self.slug}"
         if self.kind == "redirect_loop":
             return f"/loop/{self.slug}/a"
-        return f"/pages/{self.slug}.html"
+        return self.final_path
 
     @property
     def final_path(self) -> str:
         """Where the article really lives (after a single redirect, for 'moved')."""
-        return f"/pages/{self.slug}.html"
+        return f"/pages/{self.slug}.pdf" if self.kind == PDF_KIND else f"/pages/{self.slug}.html"
 
     def url(self, port: int) -> str:
         return f"http://{self.host}:{port}{self.path}"
@@ -239,6 +240,27 @@ PAGES: tuple[Page, ...] = (
             "## What happens next",
             "The Roads Department will ask the County Council to approve an emergency repair "
             "contract. Updates will be posted on this page and on the county's traffic line.",
+        ),
+    ),
+    Page(
+        slug="kestrel-anchorage-survey",
+        topic="kestrel",
+        host="localhost",
+        kind=PDF_KIND,
+        role="technical",
+        source="Brantley & Osei Consulting Engineers",
+        author="Brantley & Osei Consulting Engineers",
+        published="2025-03-10",
+        title="Kestrel River Bridge anchorage survey 2025 (PDF)",
+        snippet="Survey sheets of the 32 cable anchorages of the Kestrel River Bridge, February to March 2025.",
+        paragraphs=(
+            # one paragraph a PDF page: the finding is on page 2 (PDF_FINDING_PAGE)
+            "Kestrel River Bridge anchorage survey 2025. Brantley & Osei Consulting Engineers opened "
+            "the inspection ports of the Kestrel River Bridge cable anchorages in February and March 2025.",
+            "Survey result: strand corrosion was recorded at 7 of the 32 Kestrel River Bridge anchorages, "
+            "and anchorage S-11 had lost 38 percent of its section.",
+            "Recommendation: the Kestrel River Bridge should close to traffic until the 7 corroded "
+            "anchorages are repaired.",
         ),
     ),
     Page(
@@ -1281,6 +1303,9 @@ def page_by_kind(kind: str) -> Page:
         if page.kind == kind:
             return page
     raise KeyError(kind)
+
+
+PDF_FINDING_PAGE = 2  # the page of "kestrel-anchorage-survey" that states the 7 of 32 finding
 
 
 def _check() -> None:

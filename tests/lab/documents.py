@@ -21,6 +21,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,16 +31,24 @@ from fpdf import FPDF
 # --------------------------------------------------------------------------- real documents
 
 
-def write_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
-    """A PDF with one page per text (fpdf2's core font: latin-1 text), and a metadata title if given."""
+def pdf_bytes(pages: list[str], title: str | None = None) -> bytes:
+    """A PDF with one page per text (fpdf2's core font: latin-1 text), and a metadata title if given.
+
+    The creation date is fixed, so the same texts make the same bytes (the lab web's PDFs)."""
     pdf = FPDF()
+    pdf.set_creation_date(datetime(2025, 3, 10, tzinfo=timezone.utc))
     pdf.set_font("helvetica", size=11)
     if title is not None:
         pdf.set_title(title)
     for text in pages:
         pdf.add_page()
         pdf.multi_cell(0, 6, text)
-    pdf.output(str(path))
+    return bytes(pdf.output())
+
+
+def write_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
+    """`pdf_bytes` written to `path`."""
+    path.write_bytes(pdf_bytes(pages, title))
     return path
 
 

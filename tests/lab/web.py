@@ -14,6 +14,7 @@ Routes:
   /                          index of every page (for people)
   /healthz                   "ok"
   /pages/<slug>.html         the page, with its kind's behaviour
+  /pages/<slug>.pdf          a page of kind "pdf": its article as a real PDF, a paragraph a page
   /go/<slug>                 301 to /pages/<slug>.html  (kind "moved")
   /loop/<slug>/a, /b         302 to each other forever  (kind "redirect_loop")
   /hostile/<name>            hostile answers outside the corpus: compression bombs (BOMBS),
@@ -40,7 +41,8 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from tests.lab.corpus import PAGES, PAGES_BY_SLUG, TOPICS, Page, pages_for
+from tests.lab.corpus import PAGES, PAGES_BY_SLUG, PDF_KIND, TOPICS, Page, pages_for
+from tests.lab.documents import pdf_bytes
 
 HUGE_BYTES = 30 * 1024 * 1024
 SLOW_SECONDS = 60.0
@@ -121,6 +123,13 @@ def render_index() -> str:
         f"<body><h1>briefd lab web</h1><h2>Questions</h2><ul>{questions}</ul>"
         f"<h2>Pages</h2><ul>{items}</ul></body></html>"
     )
+
+
+@functools.lru_cache(maxsize=None)
+def article_pdf(slug: str) -> bytes:
+    """A PDF page's article, one paragraph a PDF page (made once: fpdf2 takes milliseconds)."""
+    page = PAGES_BY_SLUG[slug]
+    return pdf_bytes(list(page.paragraphs), title=page.title)
 
 
 def png_bytes(width: int = 64, height: int = 64) -> bytes:
@@ -226,9 +235,9 @@ class LabHandler(BaseHTTPRequestHandler):
                 other = "b" if parts[2] == "a" else "a"
                 self._redirect(302, f"/loop/{page.slug}/{other}")
                 return
-        elif len(parts) == 2 and parts[0] == "pages" and parts[1].endswith(".html"):
-            page = PAGES_BY_SLUG.get(parts[1].removesuffix(".html"))
-            if page is not None:
+        elif len(parts) == 2 and parts[0] == "pages" and parts[1].endswith((".html", ".pdf")):
+            page = PAGES_BY_SLUG.get(parts[1].rsplit(".", 1)[0])
+            if page is not None and path == page.final_path:
                 self._serve_page(page)
                 return
         self._not_found()
@@ -241,6 +250,8 @@ class LabHandler(BaseHTTPRequestHandler):
             # No charset in the header and none in the document: the client must guess.
             doc = render_article(page).replace('<meta charset="utf-8">\n', "")
             self._send(200, doc.encode("cp1252"), "text/html")
+        elif kind == PDF_KIND:
+            self._send(200, article_pdf(page.slug), "application/pdf")
         elif kind == "not_found":
             self._not_found()
         elif kind == "redirect_loop":
