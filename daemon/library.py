@@ -31,9 +31,6 @@ import hashlib
 import logging
 import os
 import stat
-import statistics
-import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -635,7 +632,7 @@ class LibrarySource:
     """The library as a brief's research searches it (sources.Searcher): its index in the store.
 
     Synchronous underneath, on the store's thread like every other store read: a search
-    over 100,000 passages takes milliseconds (`measure_search`)."""
+    over 100,000 passages takes milliseconds (`make bench`: tests/lab/library_bench.py)."""
 
     store: Store
 
@@ -684,42 +681,6 @@ def _folder_problem(folder: Path) -> str | None:
 
 
 # --------------------------------------------------------------------------- measured
-
-
-def measure_search(passages: int = 100_000, queries: int = 200, per_document: int = 100,
-                   limit: int = 10) -> dict[str, float]:
-    """Library search latency at `passages` passages (for `make bench`): a store filled with
-    synthetic documents (a Zipf-like vocabulary, so common words match tens of thousands of
-    passages), then `queries` searches of 2-5 words; p50/p95 in milliseconds."""
-    import random
-
-    rng = random.Random(10)
-    vocab = [f"w{i}" for i in range(20_000)] + ["corrosion", "anchorage", "bridge", "cable", "steel", "load"]
-    weights = [1 / (i + 1) for i in range(len(vocab))]
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store(Path(tmp) / "bench.db")
-        store.db.execute("PRAGMA synchronous = OFF")  # a throw-away store: its build need not survive a crash
-        files = LibraryFiles(store)
-        started = time.perf_counter()
-        for doc in range(passages // per_document):
-            url = (Path(tmp) / f"doc{doc}.txt").as_uri()
-            texts = [" ".join(rng.choices(vocab, weights, k=60)) for _ in range(per_document)]
-            store.save_page(url=url, final_url=url, status=None, content_type="text/plain", title=f"doc {doc}",
-                            text="\n".join(texts), size=0, extraction="plain", error=None,
-                            passages=[(i, 0, 0, t, i // 10 + 1) for i, t in enumerate(texts)])
-            files.record(path=str(Path(tmp) / f"doc{doc}.txt"), folder=tmp, size=0, mtime_ns=0, sha256=str(doc),
-                         state=INDEXED, url=url, indexed=True)
-        built = time.perf_counter() - started
-        times = []
-        for _ in range(queries):
-            text = " ".join(rng.choices(vocab[:2000], k=rng.randint(2, 5)))
-            t0 = time.perf_counter()
-            search(store, text, limit)
-            times.append((time.perf_counter() - t0) * 1000)
-        store.close()
-    times.sort()
-    return {"passages": float(passages), "build_s": built, "p50_ms": statistics.median(times),
-            "p95_ms": times[int(len(times) * 0.95) - 1], "max_ms": times[-1]}
 
 
 # --------------------------------------------------------------------------- the commands

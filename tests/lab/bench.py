@@ -7,6 +7,8 @@ show what the caches save. Prints one table; numbers are wall-clock on this mach
 Then (first, and alone with --pathological-only) it times what one hostile page costs: the
 splitter on pathological text, and reading a 4 MB page of 100,000 links, with trafilatura
 alone (what every page got before MAX_TRAFILATURA_ELEMENTS) and with briefd's reader.
+Then (alone with --library-only) the library: indexing 1,000 mixed documents, a rescan's
+bytes, search at 100,000 passages, a 200 MB PDF's memory (tests/lab/library_bench.py).
 
 What to look at:
 - pathological text: each well under a second (the quadratic splitter took 29 s to minutes).
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from tests.lab import web
 from tests.lab.corpus import TOPICS
+from tests.lab.library_bench import print_library
 from tests.lab.servers import start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
@@ -107,9 +110,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="pace of the scripted model (a 7B model on a GPU is ~40-80)")
     parser.add_argument("--pathological-only", action="store_true",
                         help="only time what hostile pages cost (no lab, no briefs)")
+    parser.add_argument("--library-only", action="store_true",
+                        help="only the library figures: indexing, rescan, search, a 200 MB PDF")
     args = parser.parse_args(argv)
-    print_pathological()
+    if not args.library_only:
+        print_pathological()
     if args.pathological_only:
+        return 0
+    print_library()
+    if args.library_only:
         return 0
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-"))
     lab = start_search_lab(root / "lab")

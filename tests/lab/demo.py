@@ -1,9 +1,12 @@
 """`make demo`: the lab on loopback with REAL inference, and briefd on the example brief.
 
 Starts the search lab (real SearXNG over the corpus, datasette, the local web) and the
-Ollama-compatible server with the llama driver (Gemma 3 270M via llama-cpp-python), copies
-inbox/example.json.sample into a fresh lab inbox, runs `briefd run --once` against them,
-and prints where the report is. Everything stays on 127.0.0.1; nothing needs the internet.
+Ollama-compatible server with the llama driver (Gemma 3 270M via llama-cpp-python), writes
+the lab library (PDF, DOCX, Markdown and three hostile files: tests/lab/library.py) and a
+ZIM archive of the corpus (tests/lab/zim.py), copies inbox/example.json.sample into a fresh
+lab inbox, runs `briefd run --once` against them (web, library and archives), and prints
+which sources were used and where the report is. Everything stays on 127.0.0.1; nothing
+needs the internet.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from tests.lab.library import build_library
 from tests.lab.servers import REPO_ROOT, start_ollama, start_search_lab
+from tests.lab.zim import build_corpus_zim
 
 MODEL = "gemma3:270m"
 
@@ -38,6 +43,10 @@ def main() -> int:
     try:
         print(f"  SearXNG     {lab.searxng_url}\n  local web   {lab.web_url}\n"
               f"  model       {MODEL} (real inference, llama-cpp-python) at {ollama_url}", flush=True)
+        library = build_library(root / "library")
+        archive = build_corpus_zim(root / "lab-encyclopedia.zim")
+        print(f"  library     {library.folder} ({len(library.readable)} documents, "
+              f"{len(library.hostile)} hostile files)\n  archive     {archive}", flush=True)
         inbox = root / "inbox"
         inbox.mkdir()
         shutil.copyfile(REPO_ROOT / "inbox" / "example.json.sample", inbox / "example.json")
@@ -46,6 +55,7 @@ def main() -> int:
             "BRIEFD_INBOX": str(inbox), "BRIEFD_OUTBOX": str(root / "outbox"),
             "BRIEFD_DB": str(root / "briefd.db"), "OLLAMA_HOST": ollama_url, "BRIEFD_MODEL": MODEL,
             "BRIEFD_SEARXNG_URL": lab.searxng_url,
+            "BRIEFD_LIBRARY": str(library.folder), "BRIEFD_ARCHIVES": str(archive),
             # a 270M model on 2 CPU cores: a small context and short answers keep each call near 30 s
             "BRIEFD_NUM_CTX": "2048", "BRIEFD_NUM_PREDICT": "384", "BRIEFD_FETCH_TIMEOUT_S": "5",
             "NO_PROXY": "127.0.0.1,localhost",
@@ -67,6 +77,7 @@ def main() -> int:
               f"{usage['prompt_tokens'] + usage['completion_tokens']} tokens, {usage['searches']} searches, "
               f"{usage['pages_fetched']} pages fetched, {len(report['evidence'])} evidence items, "
               f"{len(report['sources'])} sources cited.")
+        print(used_sources(report))
         if report.get("disclaimer"):
             print(f"\n> {report['disclaimer']}")
         print("\n" + report["summary"][:1200] + "\n")
@@ -80,6 +91,19 @@ def main() -> int:
     finally:
         ollama.stop()
         lab.stop()
+
+
+def used_sources(report: dict) -> str:
+    """Which sources the brief searched, and how much evidence and how many sources each gave."""
+    lines = [f"\nbriefd demo: searched {', '.join(report.get('searched') or ['web'])}; "
+             f"network: {', '.join(h['host'] for h in (report.get('egress') or {}).get('hosts', []))}"]
+    for kind in ("web", "library", "archives"):
+        cited = [s for s in report["sources"] if s.get("kind") == kind]
+        urls = {s["url"] for s in cited}
+        quotes = sum(1 for e in report["evidence"] if e["url"] in urls)
+        lines.append(f"  {kind:<9} {len(cited)} source(s), {quotes} evidence item(s)"
+                     + "".join(f"\n            [{s['n']}] {s['title']}" for s in cited[:5]))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
