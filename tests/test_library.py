@@ -19,6 +19,7 @@ from daemon.pagework import PageRefused, PageUnreadable
 from store import Store
 from store.library import DUPLICATE, INDEXED, PENDING, REFUSED, LibraryFiles
 from tests.conftest import BRIEFD
+from tests.lab.library_bench import kernel_read_bytes
 
 BRIDGE = ("The Tacoma Narrows bridge failed in 1940 under aeroelastic flutter. "
           "Engineers studied the anchorage and the cable corrosion for years afterwards.\n\n")
@@ -72,16 +73,6 @@ def scan(library: Library) -> dict[str, int]:
     return asyncio.run(library.scan()).as_dict()
 
 
-def rchar() -> int | None:
-    try:
-        for line in Path("/proc/self/io").read_text().splitlines():
-            if line.startswith("rchar:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def test_a_rescan_of_an_unchanged_library_reads_nothing(tmp_path: Path, store: Store) -> None:
     lib = make_library(tmp_path)
     for i in range(20):  # a few MB, so that reading them again would show in /proc/self/io
@@ -92,9 +83,9 @@ def test_a_rescan_of_an_unchanged_library_reads_nothing(tmp_path: Path, store: S
     assert first["indexed"] == 22 and first["skipped"] == 1 and first["bytes_read"] > 4_000_000
     assert rows(store)["bridge.md"] == (INDEXED, None)
     assert ".hidden.md" not in rows(store) and "notes.md" not in rows(store), "hidden files are not looked at"
-    before = rchar()
+    before = kernel_read_bytes()
     again = scan(library)
-    after = rchar()
+    after = kernel_read_bytes()
     assert again["bytes_read"] == 0 and again["reader_calls"] == 0
     assert again["unchanged"] == 22 and again["indexed"] == 0
     assert len(reader.calls) == 22

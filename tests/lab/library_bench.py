@@ -30,7 +30,7 @@ from store.library import INDEXED, LibraryFiles
 from tests.lab.documents import measure_big_pdf, write_library
 
 
-def _kernel_read_bytes() -> int | None:
+def kernel_read_bytes() -> int | None:
     """rchar of this process: every byte read() returned, files and pipes alike (None where absent)."""
     try:
         for line in Path("/proc/self/io").read_text().splitlines():
@@ -55,11 +55,11 @@ def measure_indexing(files: int = 1000) -> dict[str, float]:
                 started = time.perf_counter()
                 first = await library.scan()
                 seconds = time.perf_counter() - started
-                kernel_before = _kernel_read_bytes()
+                kernel_before = kernel_read_bytes()
                 started = time.perf_counter()
                 again = await library.scan()
                 rescan_s = time.perf_counter() - started
-                kernel_after = _kernel_read_bytes()
+                kernel_after = kernel_read_bytes()
                 return {
                     "files": float(len(made)), "indexed": float(first.indexed), "refused": float(first.refused),
                     "seconds": seconds, "docs_per_s": first.indexed / seconds if seconds else 0.0,
