@@ -750,7 +750,7 @@ class Research:
             "usage": usage,
             "fallbacks": dict(self.state.fallbacks),
             "model": self.svc.model.model,
-            "searxng_url": self.svc.settings.searxng_url,
+            "searxng_url": self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
             "error": None,
         }
 

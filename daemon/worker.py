@@ -108,8 +108,9 @@ def ended_report(run: BriefRow, settings: Settings, *, status: str, stop_reason:
     if found is not None:
         report.update({key: found[key] for key in REPORT_KEYS if key in found})
     report.update(id=run.brief_id, source_file=run.source_file, status=status, stop_reason=stop_reason,
-                  error=error, finished_at=utc_now(), model=settings.model, searxng_url=settings.searxng_url,
-                  disclaimer=note)
+                  error=error, finished_at=utc_now(), model=settings.model, disclaimer=note)
+    if found is None or "web" in (found.get("searched") or ["web"]):  # SearXNG named only where it was used
+        report["searxng_url"] = settings.searxng_url
     return report
 
 

@@ -149,3 +149,10 @@ def test_a_pdf_found_on_the_web_is_read_quoted_and_cited_with_its_page(tmp_path:
     assert any(s["url"].endswith(".pdf") for s in report["sources"])
     md = (ws.outbox / "webpdf" / "report.md").read_text(encoding="utf-8")
     assert f"p. {pdf[0]['page']}" in md
+
+
+def test_the_method_names_no_search_service_a_brief_did_not_use(air_gapped) -> None:
+    ws, _, _ = air_gapped
+    assert ws.report("gapped")["searxng_url"] is None
+    md = (ws.outbox / "gapped" / "report.md").read_text(encoding="utf-8")
+    assert CLOSED_PORT not in md and "**Sources searched:** library, archives" in md
