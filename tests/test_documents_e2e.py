@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from daemon.library import RESCAN_S
 from tests.conftest import researched
 from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
 from tests.lab.library import (
@@ -156,3 +157,36 @@ def test_the_method_names_no_search_service_a_brief_did_not_use(air_gapped) -> N
     assert ws.report("gapped")["searxng_url"] is None
     md = (ws.outbox / "gapped" / "report.md").read_text(encoding="utf-8")
     assert CLOSED_PORT not in md and "**Sources searched:** library, archives" in md
+
+
+def test_the_running_daemon_indexes_a_document_saved_into_the_library(tmp_path: Path, search_lab,
+                                                                      scripted_ollama) -> None:
+    """Watched like the inbox: a PDF saved into a library folder while the daemon runs becomes findable."""
+    import subprocess
+    import time
+
+    from tests.lab.documents import write_pdf
+    from tests.lab.workspace import BRIEFD
+
+    library = tmp_path / "library"
+    library.mkdir()
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=scripted_ollama.url,
+                   model="lab-scripted")
+    env = ws.env(BRIEFD_LIBRARY=str(library))
+    with open(tmp_path / "daemon.log", "w") as sink:
+        daemon = subprocess.Popen([BRIEFD, "run"], env=env, cwd=ws.root, stdout=sink, stderr=sink)
+        try:
+            time.sleep(1.0)  # started, with its first (empty) scan behind it
+            tmp = library / ".saving.pdf"  # an editor's temp file, then a rename: what watchdog sees as "moved"
+            write_pdf(tmp, ["Nothing here.", "The Wexford weir gates were replaced in 2024 at a cost of 3.1 million."])
+            tmp.rename(library / "weir.pdf")
+            found = ""
+            deadline = time.monotonic() + RESCAN_S / 2  # sooner than the periodic rescan: the watch found it
+            while time.monotonic() < deadline and "weir.pdf" not in found:
+                time.sleep(0.5)
+                found = ws.briefd("library", "search", "Wexford weir gates", BRIEFD_LIBRARY=str(library)).stdout
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=60)
+    assert "weir.pdf" in found, (tmp_path / "daemon.log").read_text()[-3000:]
+    assert "3.1 million" in found and "p. 2" in found  # the passage, on its page
