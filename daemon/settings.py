@@ -175,8 +175,8 @@ _SPECS: tuple[_Spec, ...] = (
                                "in the environment, a list in briefd.toml",
           shown_default="none", example="/srv/zim/wikipedia_en_all.zim"),
     _Spec("egress", "egress", "who briefd may contact: open (any address), private (loopback, private ranges "
-                              "and egress_hosts), none (the model server only: library and archives); "
-                              "enforced when connecting"),
+                              "including 100.64/10, the configured SearXNG and model server, and egress_hosts), "
+                              "none (the model server only: library and archives); enforced when connecting"),
     _Spec("egress_hosts", "hosts", "hosts with public addresses that egress = private still allows (e.g. your "
                                    "SearXNG), comma-separated in the environment, a list in briefd.toml",
           shown_default="none", example="search.example.org"),
