@@ -60,8 +60,12 @@ def test_an_outbox_that_refuses_writes_makes_the_brief_wait_then_finish(
         assert os.strerror(code) in waiting["reason"] and "report." in waiting["reason"]
         assert not (workspace.outbox / "full" / "report.json").exists()
         assert not list((workspace.outbox / "full").glob(".*.tmp")), "no temp file left behind"
-        status = workspace.briefd("status", "--json")
-        queued = {q["id"]: q for q in json.loads(status.stdout)["queued"]}
+        # the brief is back on the queue between its tries (2 s, then 4 s, 8 s...): on a busy machine
+        # one `status` may land while it is being tried again, so ask until it is seen waiting
+        queued: dict = {}
+        while time.monotonic() < deadline and "full" not in queued:
+            status = workspace.briefd("status", "--json")
+            queued = {q["id"]: q for q in json.loads(status.stdout)["queued"]}
         assert "full" in queued and fix in queued["full"]["waiting_for"]
         refusing.clear()  # the user freed space / remounted read-write
         daemon.join(timeout=120)

