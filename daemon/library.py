@@ -83,9 +83,11 @@ READ_CONCURRENCY = PAGE_WORKERS
 UNREADABLE = "cannot be read"
 CHANGED_WHILE_READ = "changed while being read; it is read again on the next look"
 
-Reader = Callable[[Path], Awaitable[PageText | None]]
-"""Reads one document: its text and passages, None when it has no readable text; raises
-PageUnreadable (refused, with the reason) or OSError (cannot be read)."""
+Reader = Callable[[Path, str], Awaitable[PageText | None]]
+"""Reads one document (a path to open, the file's name for routing and messages): its text and
+passages, None when it has no readable text; raises PageUnreadable (refused, with the reason) or
+OSError (cannot be read). The path is the descriptor the indexer opened and vetted
+(/proc/<pid>/fd/<n>, see `Library._read`), so what is read is the file that was checked."""
 
 
 def document_type(path: Path) -> str | None:
@@ -127,8 +129,24 @@ def _inside(real: str, roots: Iterable[str]) -> bool:
     return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by os.fsdecode as lone surrogates
+        return False
+    return True
+
+
 def _classify(path: str, folder: str, roots: tuple[str, ...], into: Walk) -> None:
     """One directory entry, decided from lstat/stat alone (nothing is opened)."""
+    if not _utf8(path):
+        # a name from another encoding (Latin-1 on an old share): the store keeps text, so the file
+        # is listed under a printable form of its name, refused, and every other file still indexed
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        into.present.add(shown)
+        into.refused.append((shown, folder, "its name is not valid UTF-8 (another encoding?): rename it "
+                                            "in UTF-8 to have it read"))
+        return
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -233,13 +251,33 @@ class Hashed:
     bytes_read: int
     problem: str | None = None
     pending: bool = False
+    identity: tuple[int, int] | None = None  # (st_dev, st_ino) of what was hashed: what may be read
 
 
-def hash_file(found: Found) -> Hashed | None:
-    """The content's sha256, read in chunks through one descriptor; None when the file is
+def open_vetted(real: str, roots: tuple[str, ...]) -> int:
+    """A descriptor on `real`, opened without following a last-component link, and checked to
+    lie inside the library where it actually is (the kernel's own name for the open file).
+
+    The walk checked the path, but a folder on the way can be swapped for a link between the
+    walk and the open; the descriptor is what is hashed and read, so it is what is checked.
+    Raises OSError (PermissionError, naming the problem, for a file outside the folders).
+    """
+    fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        where = os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else os.path.realpath(real)
+        if not _inside(where, roots):
+            raise PermissionError(errno.EPERM, f"it now leads to {_shown(where)}, outside the library folders")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def hash_file(found: Found, roots: tuple[str, ...]) -> Hashed | None:
+    """The content's sha256, read in chunks through one vetted descriptor; None when the file is
     gone. Changed while hashed (or since the walk): pending. Blocking."""
     try:
-        fd = os.open(found.real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_vetted(found.real, roots)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -260,7 +298,7 @@ def hash_file(found: Found) -> Hashed | None:
     versions = {(found.size, found.mtime_ns), (before.st_size, before.st_mtime_ns), (after.st_size, after.st_mtime_ns)}
     if len(versions) > 1 or n != after.st_size:
         return Hashed(None, after.st_size, after.st_mtime_ns, n, CHANGED_WHILE_READ, pending=True)
-    return Hashed(digest.hexdigest(), after.st_size, after.st_mtime_ns, n)
+    return Hashed(digest.hexdigest(), after.st_size, after.st_mtime_ns, n, identity=(after.st_dev, after.st_ino))
 
 
 def _version_now(path: str) -> tuple[int, int] | None:
@@ -323,6 +361,7 @@ class Library:
 
     def __post_init__(self) -> None:
         self.files = LibraryFiles(self.store)
+        self.roots = _roots(self.folders)
 
     # ---- one pass ------------------------------------------------------------------------
 
@@ -399,7 +438,7 @@ class Library:
                                  f"larger than the library's limit ({item.size:,} bytes, the limit is "
                                  f"{self.max_bytes:,}): not read", counts)
                 continue
-            hashed = await asyncio.to_thread(hash_file, item)
+            hashed = await asyncio.to_thread(hash_file, item, self.roots)
             if hashed is None:  # gone since the walk
                 if row is not None:
                     counts.dropped += self.files.drop([row])
@@ -457,7 +496,19 @@ class Library:
         counts.reader_calls += 1
         counts.bytes_read += hashed.size
         try:
-            page = await self.read(Path(item.real))
+            fd = await asyncio.to_thread(open_vetted, item.real, self.roots)
+        except OSError as exc:
+            return self._refuse_row(row, item.path, item.folder, hashed.size, hashed.mtime_ns,
+                                    f"{UNREADABLE}: {clean(exc.strerror or str(exc))}", counts)
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != hashed.identity:  # replaced since it was hashed
+                return self._refuse_row(row, item.path, item.folder, hashed.size, hashed.mtime_ns,
+                                        CHANGED_WHILE_READ, counts, pending=True)
+            # the reader opens this very descriptor (its child process, by /proc): no path is
+            # looked up again, so nothing swapped in meanwhile can be read in its place
+            pinned = Path(f"/proc/{os.getpid()}/fd/{fd}") if os.path.isdir("/proc/self/fd") else Path(item.real)
+            page = await self.read(pinned, Path(item.path).name)
         except PageUnreadable as exc:
             return self._refuse_row(row, item.path, item.folder, hashed.size, hashed.mtime_ns,
                                     clean(str(exc)), counts, sha256=hashed.sha256)
@@ -469,6 +520,8 @@ class Library:
             return self._refuse_row(row, item.path, item.folder, hashed.size, hashed.mtime_ns,
                                     f"the reader failed ({type(exc).__name__}: {clean(str(exc))})", counts,
                                     sha256=hashed.sha256)
+        finally:
+            os.close(fd)
         if await asyncio.to_thread(_version_now, item.real) != (hashed.size, hashed.mtime_ns):
             return self._refuse_row(row, item.path, item.folder, hashed.size, hashed.mtime_ns,
                                     CHANGED_WHILE_READ, counts, pending=True)
@@ -537,11 +590,11 @@ class Library:
                 if loop.time() >= next_scan or self._rescan:
                     self._rescan = False
                     self._dirty.clear()
-                    await self._guarded(self.scan())
+                    await self.guarded(self.scan())
                     next_scan = loop.time() + rescan_s
                 elif self._dirty:
                     paths, self._dirty = self._dirty, set()
-                    await self._guarded(self.check(paths))
+                    await self.guarded(self.check(paths))
                 if await _wait_either(self._wake, stopping, max(0.0, next_scan - loop.time())):
                     await _wait_either(stopping, stopping, DEBOUNCE_S)  # gather the burst
         finally:
@@ -549,7 +602,7 @@ class Library:
                 observer.stop()
                 await asyncio.to_thread(observer.join, 5)
 
-    async def _guarded(self, work: Awaitable[ScanCounts]) -> None:
+    async def guarded(self, work: Awaitable[ScanCounts]) -> None:
         """A pass that fails is logged and tried again later; a store only the user can fix
         (damaged, full) is raised for the daemon to stop on, as everywhere else."""
         try:
@@ -613,7 +666,7 @@ async def open_reader() -> AsyncIterator[Reader]:
     page workers' child processes (a deadline, bounded memory), closed at the end."""
     workers = PageWorkers()
     try:
-        yield lambda path: workers.read_file(path, path.name)
+        yield workers.read_file
     finally:
         await workers.close()
 

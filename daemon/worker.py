@@ -302,10 +302,9 @@ class Daemon:
         brief is taken (`--once`: cron's briefs search the library as it is at that moment)."""
         if not self.settings.library:
             return None
-        pages = svc.pages
-        library = Library(self.settings.library, svc.store, lambda path: pages.read_file(path, path.name))
+        library = Library(self.settings.library, svc.store, svc.pages.read_file)
         if self.once:
-            await library.scan()
+            await library.guarded(library.scan())  # a pass that fails is logged; the briefs still run
             return None
         task = asyncio.create_task(library.run(self.stopping, rescan_s=RESCAN_S,
                                                use_polling=self.settings.use_polling))

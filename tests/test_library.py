@@ -26,11 +26,11 @@ BRIDGE = ("The Tacoma Narrows bridge failed in 1940 under aeroelastic flutter. "
 OTHER = "Sourdough bread needs a starter, flour, water and salt, and a long slow rise.\n\n"
 
 
-async def read_text_in_thread(path: Path) -> PageText | None:
+async def read_text_in_thread(path: Path, name: str) -> PageText | None:
     """The daemon's document reader (daemon.documents) in a thread, refusals as the page
     workers raise them: the real reading, without a child process per test."""
     try:
-        return await asyncio.to_thread(read_document, None, path, path.name)
+        return await asyncio.to_thread(read_document, None, path, name)
     except DocumentRefused as exc:
         raise PageRefused(str(exc)) from None
 
@@ -39,11 +39,11 @@ class CountingReader:
     """Today's text reader, counting its calls (what "not read again" means)."""
 
     def __init__(self) -> None:
-        self.calls: list[Path] = []
+        self.calls: list[Path] = []  # by file name: the path read is the indexer's pinned descriptor
 
-    async def __call__(self, path: Path) -> PageText | None:
-        self.calls.append(path)
-        return await read_text_in_thread(path)
+    async def __call__(self, path: Path, name: str) -> PageText | None:
+        self.calls.append(Path(name))
+        return await read_text_in_thread(path, name)
 
 
 @pytest.fixture
@@ -140,10 +140,10 @@ def test_a_file_changing_while_read_is_retried(tmp_path: Path, store: Store) -> 
     lib = make_library(tmp_path)
     target = lib / "bread.txt"
 
-    async def writer_meanwhile(path: Path) -> PageText | None:
-        page = await read_text_in_thread(path)
-        if path.name == "bread.txt" and not getattr(writer_meanwhile, "done", False):
-            with open(path, "a") as handle:  # the user saves again while briefd reads
+    async def writer_meanwhile(path: Path, name: str) -> PageText | None:
+        page = await read_text_in_thread(path, name)
+        if name == "bread.txt" and not getattr(writer_meanwhile, "done", False):
+            with open(target, "a") as handle:  # the user saves again while briefd reads
                 handle.write("More about rye flour.\n")
             setattr(writer_meanwhile, "done", True)
         return page
@@ -174,12 +174,12 @@ def test_hostile_entries_are_refused_with_reasons(tmp_path: Path, store: Store) 
     os.chmod(lib / "locked.md", 0)
     (lib / "refused.html").write_text("<html><body><p>x</p></body></html>")
 
-    async def reader(path: Path) -> PageText | None:
-        if path.name == "locked.md" and os.geteuid() == 0:  # root reads through chmod 000
+    async def reader(path: Path, name: str) -> PageText | None:
+        if name == "locked.md" and os.geteuid() == 0:  # root reads through chmod 000
             raise PermissionError(13, "Permission denied")
-        if path.name == "refused.html":
+        if name == "refused.html":
             raise PageUnreadable("reading the page took over 15 s (a page this costly is not read)")
-        return await read_text_in_thread(path)
+        return await read_text_in_thread(path, name)
 
     library = Library((lib,), store, reader)
     counts = scan(library)
@@ -323,3 +323,45 @@ def test_reindex_reads_every_file_again_and_leaves_no_orphan_passages(tmp_path: 
         assert len(find(store, "anchorage corrosion", 5)) == 1
         stored = store.db.execute("SELECT count(DISTINCT url) FROM passages WHERE url LIKE 'file:%'").fetchone()[0]
         assert stored == 2, "each document's passages once, none left under a file that is a duplicate now"
+
+
+def test_a_file_name_in_another_encoding_is_refused_and_every_other_file_indexed(tmp_path: Path,
+                                                                                 store: Store) -> None:
+    """A Latin-1 name on an old share: SQLite keeps text, and one such name stopped every scan."""
+    lib = make_library(tmp_path)
+    latin1 = os.path.join(os.fsencode(lib), "r\xe9sum\xe9.md".encode("latin-1"))
+    with open(latin1, "w") as handle:
+        handle.write(BRIDGE)
+    library = Library((lib,), store, CountingReader())
+    counts = scan(library)
+    assert counts["indexed"] == 2  # bridge.md and bread.txt
+    refused = {name: reason for name, (state, reason) in rows(store).items() if state == REFUSED}
+    assert refused == {"r\\xe9sum\\xe9.md": refused.get("r\\xe9sum\\xe9.md")}
+    assert "not valid UTF-8" in (refused["r\\xe9sum\\xe9.md"] or "")
+    assert scan(library)["indexed"] == 0  # the next look is calm: nothing read again, nothing failing
+
+
+def test_a_file_swapped_for_a_link_outside_after_it_was_checked_is_not_what_gets_read(tmp_path: Path,
+                                                                                       store: Store) -> None:
+    """The race a writer of the library can win: a decoy with the secret's size and mtime is checked
+    and hashed, then replaced by a link to the secret before the reader opens it. The reader reads
+    the descriptor the indexer vetted, so the secret never reaches the index."""
+    lib, outside = tmp_path / "lib", tmp_path / "outside"
+    lib.mkdir()
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("The payroll password is hunter2.\n")
+    decoy = lib / "notes.txt"
+    decoy.write_text("x" * secret.stat().st_size)
+    os.utime(decoy, ns=(secret.stat().st_atime_ns, secret.stat().st_mtime_ns))
+
+    async def swapping_reader(path: Path, name: str) -> PageText | None:
+        decoy.unlink()
+        decoy.symlink_to(secret)  # the attacker wins the race, after the check, before the read
+        return await read_text_in_thread(path, name)
+
+    scan(Library((lib,), store, swapping_reader))
+    assert find(store, "payroll password hunter2", 5) == []
+    assert scan(Library((lib,), store, CountingReader()))["refused"] == 1  # seen for what it now is
+    assert "outside the library" in (rows(store)["notes.txt"][1] or "")
+    assert find(store, "payroll password hunter2", 5) == []

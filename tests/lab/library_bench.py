@@ -51,7 +51,7 @@ def measure_indexing(files: int = 1000) -> dict[str, float]:
         async def run() -> dict[str, float]:
             workers = PageWorkers()
             try:
-                library = Library((folder,), store, lambda path: workers.read_file(path, path.name))
+                library = Library((folder,), store, workers.read_file)
                 started = time.perf_counter()
                 first = await library.scan()
                 seconds = time.perf_counter() - started
