@@ -262,7 +262,6 @@ class LoopState:
     pages_fetched: int = 0
     page_cache_hits: int = 0
     local_reads: int = 0  # library documents and archive articles read: on this machine, no fetch
-    egress: dict[str, dict[str, int]] = field(default_factory=dict)  # egress.EgressLog.snapshot(), across restarts
     fallbacks: dict[str, int] = field(default_factory=dict)
     next_action: str = "plan"
     why: str = "a new brief starts with a plan"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,12 +128,19 @@ class EgressLog:
     policy: str
     requests: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)
+    on_change: Callable[["EgressLog"], None] | None = None  # e.g. keep the counts in the store as they grow
 
     def count(self, host: str) -> None:
         self.requests[host] += 1
+        self._changed()
 
     def refuse(self, host: str) -> None:
         self.refused[host] += 1
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         """Plain counts, to checkpoint with the loop state and hand back to `start(earlier=...)`."""
@@ -254,6 +261,8 @@ def method_line(block: Mapping[str, Any]) -> str:
     refused = [r for r in block.get("refused") or [] if isinstance(r, Mapping)]
     if refused:
         line += " Refused without contact: " + ", ".join(str(r.get("host")) for r in refused) + "."
+    if block.get("policy") != "none":  # under none briefd looks up no name but the model server's
+        line += " Names were looked up through this machine's resolver (DNS), which this list does not count."
     return line
 
 

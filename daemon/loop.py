@@ -133,8 +133,10 @@ class Research:
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
-        # every request made for this brief, by host (this task and the tasks it starts): egress.py
-        self.egress = egress.start(svc.settings.egress, earlier=self.state.egress)
+        # every request made for this brief, by host (this task and the tasks it starts): egress.py;
+        # kept in the store as it grows, so a run resumed after a crash still lists every host
+        self.egress = egress.start(svc.settings.egress, earlier=self.store.load_egress(run_id))
+        self.egress.on_change = lambda log: self.store.save_egress(run_id, log.snapshot())
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -365,7 +367,13 @@ class Research:
         settings = self.svc.settings
         if url not in self.state.visited:
             self.state.visited.append(url)
-        if kind_of_url(url) == LIBRARY:
+        kind = kind_of_url(url)
+        if kind != WEB and kind not in self.sources:  # a local URL offered by another source: not this brief's
+            why = f"a {kind} URL, and this brief does not search {kind}"
+            self.mark_bad(url, why, transient=True)
+            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=why)
+            return None
+        if kind == LIBRARY:
             return self.library_document(round_no, url)
         cached = self.store.get_page(url, settings.page_ttl_hours * 3600)
         if cached is not None and cached.ok:
@@ -374,7 +382,7 @@ class Research:
                              status=cached.status, title=cached.title, chars=len(cached.text),
                              from_cache=True)
             return cached.title, self.store.passage_ids(url, "page")
-        if kind_of_url(url) == ARCHIVES:
+        if kind == ARCHIVES:
             result = await self.archive_article(url)
             self.state.local_reads += 1
         else:
@@ -436,9 +444,11 @@ class Research:
             entry = await self.svc.archives.read(url, max_bytes=self.svc.settings.fetch_max_bytes,
                                                  max_redirects=self.svc.settings.fetch_max_redirects)
         except DocumentUnavailable as exc:
-            return FetchResult(url=url, final_url=url, error=str(exc))
+            # transient: an archive is replaced by a newer download under the same name; the next
+            # brief tries the article again rather than remembering it as bad for good
+            return FetchResult(url=url, final_url=url, error=str(exc), transient=True)
         self.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
-        return FetchResult(url=url, final_url=url, status=200, content_type=entry.mimetype, body=entry.body)
+        return FetchResult(url=url, final_url=entry.url, status=200, content_type=entry.mimetype, body=entry.body)
 
     def mark_bad(self, url: str, reason: str, transient: bool) -> None:
         self.state.bad[url] = reason
@@ -821,7 +831,6 @@ class Research:
             raise Cancelled()
 
     def checkpoint(self) -> None:
-        self.state.egress = self.egress.snapshot()
         self.state.remaining = decide.remaining_budgets(self.state, self.limits, self.usage_now())
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
         crashpoints.reached("checkpoint")

@@ -64,6 +64,11 @@ PAGE_WORKERS = 2
 START_TIMEOUT_S = 60.0
 """How long a new child may take to import its libraries before it is counted as broken."""
 
+MAX_ANSWER_BYTES = 64 << 20
+"""The largest answer a child may send: a document's text is at most MAX_DOCUMENT_CHARS (4 million
+characters, up to 6 bytes each as JSON escapes) plus its passages' offsets. Past it the child is
+killed and the document refused: the daemon never holds more for one document."""
+
 _LENGTH = struct.Struct(">I")
 _READY = b"ready"
 _WARM_UP = b"<html><head><title>t</title></head><body><article><p>A first page. It is read once.</p></article></body></html>"
@@ -221,6 +226,8 @@ async def _read_frame(process: asyncio.subprocess.Process) -> bytes:
     assert stdout is not None
     try:
         (length,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
+        if length > MAX_ANSWER_BYTES:  # a child gone wrong must not make the daemon allocate 4 GiB
+            raise EOFError(f"the page reader sent a {length:,}-byte answer (at most {MAX_ANSWER_BYTES:,})")
         return await stdout.readexactly(length)
     except asyncio.IncompleteReadError as exc:
         raise EOFError("the page reader exited") from exc

@@ -55,6 +55,9 @@ class Entry(Protocol):
     """An archive article's bytes, to be extracted like a web page, and the title that cites it."""
 
     @property
+    def url(self) -> str: ...
+
+    @property
     def body(self) -> bytes: ...
 
     @property

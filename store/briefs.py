@@ -355,6 +355,18 @@ class Store:
             pk="run_id",
         )
 
+    def save_egress(self, run_id: int, counts: dict[str, dict[str, int]]) -> None:
+        self.db.execute("INSERT INTO egress_counts (run_id, counts) VALUES (?, ?) "
+                        "ON CONFLICT(run_id) DO UPDATE SET counts = excluded.counts",
+                        [run_id, json.dumps(counts, sort_keys=True)])
+
+    def load_egress(self, run_id: int) -> dict[str, dict[str, int]] | None:
+        row = self.db.execute("SELECT counts FROM egress_counts WHERE run_id = ?", [run_id]).fetchone()
+        if row is None:
+            return None
+        counts: dict[str, dict[str, int]] = json.loads(row[0])
+        return counts
+
     def load_checkpoint(self, run_id: int) -> dict[str, Any] | None:
         row = self.db.execute("SELECT state FROM checkpoints WHERE run_id = ?", [run_id]).fetchone()
         return json.loads(row[0]) if row else None

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -136,6 +137,24 @@ def test_a_crash_at_each_boundary_loses_nothing_and_pays_nothing_twice(
     assert_nothing_lost(ws, list(MATRIX_BRIEFS), f"crash at {point}")
     stats = crash_ollama.stats()
     assert stats["duplicate_prompts"] == 0, f"crash at {point}: an answer already stored was paid for again"
+
+
+def test_a_brief_resumed_after_a_crash_still_lists_every_host_it_contacted(
+        tmp_path: Path, search_lab: SearchLab, crash_ollama: OllamaLab) -> None:
+    """The round a crash interrupts is redone from the page cache, so its hosts are not contacted
+    again: they must still be in report.json's egress (they were missing when the counts were
+    kept only at checkpoints)."""
+    ws = crash_workspace(tmp_path, search_lab, crash_ollama, ("bridge",))
+    crashed = ws.briefd("run", "--once", timeout=300, BRIEFD_CRASH_AT="model_answer:3")  # mid round 2
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    again = ws.briefd("run", "--once", timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    fetched = Counter(e["url"].split("/")[2] for e in ws.events("bridge")
+                      if e["type"] == "page_fetched" and e.get("from_cache") is False and e.get("ok") is not False)
+    assert fetched, "no page was fetched: nothing to check"
+    listed = {h["host"]: h["requests"] for h in ws.report("bridge")["egress"]["hosts"]}
+    # each page read is at least one request to its host (a redirect adds one), in either attempt
+    assert all(listed.get(host, 0) >= n for host, n in fetched.items()), (dict(fetched), listed)
 
 
 @pytest.mark.slow

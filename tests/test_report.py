@@ -612,4 +612,5 @@ def test_the_method_names_every_host_contacted_with_its_count_escaped() -> None:
     md = render_markdown(report)
     assert "Network (egress = open): hosts contacted, 127.0.0.1:11434 (model server): 9 requests; " in md
     assert "news.example: 2 requests" in md and "No other host was contacted." in md
+    assert "looked up through this machine's resolver (DNS)" in md  # lookups happen and are not counted
     assert "evil\\_\\[x\\](y).example" in md  # a host name from a page cannot make a link

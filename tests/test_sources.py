@@ -137,3 +137,48 @@ def test_urls_say_which_source_they_belong_to() -> None:
     assert kind_of_url("https://example.org/report.pdf") == "web"
     assert kind_of_url("file:///srv/library/report.pdf") == "library"
     assert kind_of_url("zim://wikipedia.zim/A/Anchorage") == "archives"
+
+
+# --------------------------------------------------------------------------- a URL's source is the brief's to choose
+
+
+def _research(tmp_path: Path, sources: list[str]) -> "Research":
+    import httpx
+
+    from daemon.events import EventLog
+    from daemon.fetch import FetchLimits, make_client
+    from daemon.llm import ModelConfig, make_client as make_llm_client
+    from daemon.loop import Research, Services
+
+    settings = Settings(db=tmp_path / "briefd.db", outbox=tmp_path / "outbox", library=(tmp_path / "lib",))
+    store = Store(settings.db)
+    raw = json.dumps({"id": "b", "question": "How deep is the Kestrel River?", "sources": sources}).encode()
+    run_id = store.add_brief(brief_id="b", question="How deep?", source_file="b.json", received=raw,
+                             brief_json=raw.decode(), inbox_path=str(tmp_path / "b.json"))
+    model = ModelConfig(host="http://127.0.0.1:9", model="none", num_ctx=2048, num_predict=64,
+                        timeout_s=1.0, temperature=0.0, seed=1)
+    svc = Services(settings=settings, store=store, http=httpx.AsyncClient(), fetch_client=make_client(FetchLimits()),
+                   llm_client=make_llm_client(model), model=model, fetch_limits=FetchLimits())
+    return Research(svc, run_id, parse_brief(raw, "b.json"), "2026-01-01T00:00:00Z",
+                    EventLog(store, run_id, "b", tmp_path / "events.ndjson"))
+
+
+@pytest.mark.parametrize(("sources", "read"), [(["web"], False), (["web", "library"], True)])
+def test_a_library_url_is_read_only_for_a_brief_that_searches_the_library(
+        tmp_path: Path, sources: list[str], read: bool) -> None:
+    """A hit's URL alone never chooses the source: a file:// URL offered to a web-only brief (by a
+    search engine over a document store, say) is not read from the library."""
+    import asyncio
+
+    research = _research(tmp_path, sources)
+    url = (tmp_path / "lib" / "memo.md").as_uri()
+    research.store.save_page(url=url, final_url=url, status=None, content_type="text/markdown", title="Memo",
+                             text="The river is 14 metres deep.", size=28, extraction="plain", error=None,
+                             passages=[(0, 0, 28, "The river is 14 metres deep.", None)])
+    try:
+        got = asyncio.run(research.fetch_one(1, url, None))
+    finally:
+        research.store.close()
+    assert (got is not None) == read
+    if not read:
+        assert "does not search library" in research.state.bad[url]
