@@ -42,16 +42,16 @@ from libzim.reader import Archive, Entry
 from libzim.search import Query, Searcher
 from libzim.suggestion import SuggestionSearcher
 
-from .extract import _HTML_TYPES, _TEXT_TYPES, MAX_TITLE_CHARS
+from .extract import MAX_TITLE_CHARS, is_readable_type
 from .fetch import MAX_URL_CHARS, too_large
 from .search import MAX_HITS_PER_QUERY, SNIPPET_MAX_CHARS, SearchHit
 from .settings import Settings
 from .decide import content_words
-from .sources import DocumentUnavailable, rrf
+from .sources import ARCHIVE_SCHEME, ARCHIVES, DocumentUnavailable, fuse, rrf
 from .untrusted import clean
 
-SCHEME = "zim"
-SOURCE = "archives"
+SCHEME = ARCHIVE_SCHEME
+SOURCE = ARCHIVES
 """SearchHit.source for archive hits (the brief field `sources` names it)."""
 
 ZIM_MAGIC = b"ZIM\x04"
@@ -237,12 +237,6 @@ class ArchiveEntry:
         return citation_title(self.title, self.archive)
 
 
-def is_text_type(mimetype: str) -> bool:
-    """Entries extraction can read: the types daemon.extract routes to its HTML or text readers."""
-    media = mimetype.split(";", 1)[0].strip().lower()
-    return media.startswith("text/") or media in _HTML_TYPES or media in _TEXT_TYPES
-
-
 # ---------------------------------------------------------------------------- snippets
 
 _WORD = re.compile(r"\w{3,}")
@@ -273,14 +267,6 @@ def _cut(text: str, limit: int) -> str:
         return text
     head = text[:limit]
     return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
-
-
-def interleave(ranked: Iterable[list[SearchHit]]) -> list[SearchHit]:
-    """Round-robin by rank: every list's first hit, then every list's second... (a rank in one
-    archive's index says nothing comparable about another's, so neither list is preferred)."""
-    lists = list(ranked)
-    depth = max((len(hits) for hits in lists), default=0)
-    return [hits[rank] for rank in range(depth) for hits in lists if rank < len(hits)]
 
 
 def _query_text(query: str) -> str:
@@ -329,12 +315,6 @@ class Archives:
         """The file names URLs use, of the archives that opened."""
         return list(self._opened)
 
-    @property
-    def notices(self) -> tuple[str, ...]:
-        """Every notice so far, each once, in order: archives that failed to open, archives searched
-        by title only, searches that failed. Callers emit the ones they have not emitted yet."""
-        return tuple(self._notices)
-
     def take_notes(self) -> list[str]:
         """The notices not handed out before (sources.Searcher): each reaches the events once."""
         fresh = self._notices[self._taken:]
@@ -352,7 +332,7 @@ class Archives:
     # ------------------------------------------------------------------ search
 
     async def search(self, query: str, limit: int) -> list[SearchHit]:
-        """Up to `limit` (at most MAX_HITS_PER_QUERY) hits from all archives, interleaved by rank (each archive's first, then
+        """Up to `limit` (at most MAX_HITS_PER_QUERY) hits from all archives, merged by rank fusion (each archive's first, then
         each one's second...). Any query text is safe: it is cleaned, cut, and handed to libzim's
         query parser, which treats what it cannot parse as words."""
         text, limit = _query_text(query), min(limit, MAX_HITS_PER_QUERY)
@@ -360,7 +340,7 @@ class Archives:
             return []
         ranked = await asyncio.gather(*(asyncio.to_thread(self._search_one, o, text, limit)
                                         for o in self._opened.values()))
-        return interleave(ranked)[:limit]
+        return fuse(ranked)[:limit]
 
     def _search_one(self, opened: _Opened, text: str, limit: int) -> list[SearchHit]:
         try:
@@ -400,7 +380,7 @@ class Archives:
         try:
             entry = opened.archive.get_entry_by_path(path)
             item = entry.get_item()  # follows redirects (libzim bounds the chain)
-            content = snippet(bytes(item.content[:SNIPPET_SCAN_BYTES]), query) if is_text_type(item.mimetype) else ""
+            content = snippet(bytes(item.content[:SNIPPET_SCAN_BYTES]), query) if is_readable_type(item.mimetype) else ""
         except (KeyError, RuntimeError):
             return None  # an index pointing at a missing or unreadable entry: skip it
         title = clean(entry.title or path)[:MAX_TITLE_CHARS]
@@ -430,7 +410,7 @@ def _read_entry(opened: _Opened, path: str, max_bytes: int, max_redirects: int) 
         item = entry.get_item()
         if item.size > max_bytes:
             raise EntryRefused(f"{where}: {too_large(max_bytes)}")
-        if not is_text_type(item.mimetype):
+        if not is_readable_type(item.mimetype):
             raise EntryRefused(f"{where}: not text ({clean(item.mimetype)[:100]}): nothing to read")
         body = bytes(item.content)
     except KeyError as exc:

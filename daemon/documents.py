@@ -118,7 +118,8 @@ DOCUMENT_FORMATS = frozenset({"pdf", "docx", "odt", "epub", "markdown"})
 """Formats `extract.read_page` hands to this module when a fetched page is one; HTML and plain
 text fetched from the web keep the web page paths (trafilatura, the web's text cap)."""
 
-_SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".odt": "odt", ".epub": "epub", ".md": "markdown",
+# the file names briefd reads as documents, by format (the library indexes these)
+SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".odt": "odt", ".epub": "epub", ".md": "markdown",
              ".markdown": "markdown", ".html": "html", ".htm": "html", ".xhtml": "html", ".txt": "text",
              ".text": "text", ".rst": "text", ".csv": "text", ".log": "text"}
 _TYPES = {"application/pdf": "pdf", "application/x-pdf": "pdf",
@@ -126,6 +127,11 @@ _TYPES = {"application/pdf": "pdf", "application/x-pdf": "pdf",
           "application/vnd.oasis.opendocument.text": "odt", "application/epub+zip": "epub",
           "text/markdown": "markdown", "text/x-markdown": "markdown", "text/html": "html",
           "application/xhtml+xml": "html", "text/plain": "text"}
+FORMAT_TYPES = {"pdf": "application/pdf",
+                "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                "odt": "application/vnd.oasis.opendocument.text", "epub": "application/epub+zip",
+                "markdown": "text/markdown", "html": "text/html", "text": "text/plain"}
+"""Each format's content type, as a document of it is stored (the library's pages)."""
 _BINARY_FORMATS = frozenset({"pdf", "docx", "odt", "epub"})
 _ZIP_TYPES = {"application/vnd.oasis.opendocument.text": "odt", "application/epub+zip": "epub"}
 
@@ -161,14 +167,14 @@ def sniff_format(head: bytes, content_type: str, name: str) -> str | None:
         for mime, kind in _ZIP_TYPES.items():
             if head[30:38] == b"mimetype" and mime.encode() in head[38:100]:
                 return kind
-        by_name = _TYPES.get(media) or _SUFFIXES.get(suffix)
+        by_name = _TYPES.get(media) or SUFFIXES.get(suffix)
         return by_name if by_name in ("docx", "odt", "epub") else "docx"
     if _TYPES.get(media) in _BINARY_FORMATS:
         return None  # typed PDF or office file without its magic bytes: an error page, say
     by_type = _TYPES.get(media)
     if by_type and by_type != "text":
         return by_type
-    by_suffix = _SUFFIXES.get(suffix)
+    by_suffix = SUFFIXES.get(suffix)
     if by_suffix in _BINARY_FORMATS:
         return None  # "report.pdf" holding text or HTML: read it as what it is, below
     return by_suffix or by_type
@@ -190,7 +196,7 @@ def read_document(data: bytes | None, path: Path | None, name: str, content_type
     head = data[:2048] if data is not None else _head(path)
     kind = sniff_format(head, content_type, name)
     if kind is None:
-        claimed = _SUFFIXES.get(PurePosixPath(name.lower()).suffix)
+        claimed = SUFFIXES.get(PurePosixPath(name.lower()).suffix)
         if claimed in _BINARY_FORMATS:  # "x.epub" that is no zip, "x.pdf" with no PDF header
             raise DocumentRefused(name, f"corrupted: its name says {claimed.upper()} but its bytes are not one")
         what = content_type or PurePosixPath(name).suffix or "no type, no suffix"

@@ -13,7 +13,6 @@ sentence can always be shown to the model on one line.
 
 from __future__ import annotations
 
-import bisect
 import codecs
 import copy
 import logging
@@ -84,11 +83,6 @@ class PageText:
     passages: list[Passage]
     notes: list[str] = field(default_factory=list)
 
-    def page_at(self, offset: int) -> int | None:
-        """The document page that the text at `offset` lies on (None where there are no pages)."""
-        index = bisect.bisect_right([p.start for p in self.passages], offset) - 1
-        return self.passages[index].page if index >= 0 else None
-
 
 # --------------------------------------------------------------------------- routing
 
@@ -157,6 +151,12 @@ def _looks_html(body: bytes) -> bool:
     head = body[:2048]
     text = head.decode(_bom_encoding(head) or "latin-1", errors="ignore").lstrip("\ufeff \t\r\n")
     return text.startswith("<") and bool(_HTML_SNIFF.search(text))
+
+
+def is_readable_type(content_type: str) -> bool:
+    """A media type whose body `extract_page` reads as text (HTML, XML, text/*, JSON)."""
+    media = media_type(content_type)
+    return media in _HTML_TYPES or media.startswith("text/") or media in _TEXT_TYPES
 
 
 def extract_page(body: bytes, url: str, content_type: str) -> Extracted | None:

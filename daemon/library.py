@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING, Any
 from store import Store, diagnose
 from store.library import DUPLICATE, INDEXED, PENDING, REFUSED, SKIPPED, FileRow, LibraryFiles, PassageHit
 
+from .documents import FORMAT_TYPES, SUFFIXES
 from .extract import PageText
 from .pagework import PAGE_WORKERS, PageUnreadable, PageWorkers
 from .search import SNIPPET_MAX_CHARS, SearchHit
+from .sources import LIBRARY
 from .untrusted import clean
 
 if TYPE_CHECKING:  # watchdog is imported where an observer starts
@@ -51,18 +53,6 @@ log = logging.getLogger("briefd")
 
 # The document types the library reads, by file suffix (lower case), with the content type
 # the reader is told. The one list: anything else is `skipped`.
-DOCUMENT_TYPES: dict[str, str] = {
-    ".pdf": "application/pdf",
-    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ".odt": "application/vnd.oasis.opendocument.text",
-    ".epub": "application/epub+zip",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
-    ".html": "text/html",
-    ".htm": "text/html",
-}
-
 MAX_FILE_BYTES = 512 * 1024 * 1024
 """A file larger than this is refused from its size, unread (a 200 MB PDF is still read)."""
 
@@ -91,8 +81,10 @@ OSError (cannot be read). The path is the descriptor the indexer opened and vett
 
 
 def document_type(path: Path) -> str | None:
-    """The content type the reader is told for this file, or None: not a document type."""
-    return DOCUMENT_TYPES.get(path.suffix.lower())
+    """The content type of a document file by its name (daemon.documents' formats), or None:
+    not a type briefd reads, so the library skips it."""
+    fmt = SUFFIXES.get(path.suffix.lower())
+    return FORMAT_TYPES[fmt] if fmt else None
 
 
 def _shown(path: str | Path) -> str:
@@ -533,8 +525,8 @@ class Library:
         text = page.extracted.text
         title = clean(page.extracted.title).strip() or _shown(Path(item.path).name)
         pages = [p.page for p in page.passages if p.page is not None]
-        self.store.save_page(url=url, final_url=url, status=None, content_type=DOCUMENT_TYPES.get(
-            Path(item.path).suffix.lower(), ""), title=title, text=text, size=hashed.size,
+        self.store.save_page(url=url, final_url=url, status=None, content_type=document_type(
+            Path(item.path)) or "", title=title, text=text, size=hashed.size,
             extraction=page.extracted.method, error=None,
             passages=[(p.seq, p.start, p.end, p.text, p.page) for p in page.passages])
         self.files.record(path=item.path, folder=item.folder, size=hashed.size, mtime_ns=hashed.mtime_ns,
@@ -704,8 +696,8 @@ def find(store: Store, query: str, limit: int) -> list[PassageHit]:
 def search(store: Store, query: str, limit: int) -> list[SearchHit]:
     """The library as a search source beside SearXNG: one hit per document, its best passage
     as the snippet, tagged `library`. Any text is safe (fts_or_query quotes every word)."""
-    return [SearchHit(url=h.url, title=h.title, content=snippet(h.text), engine="library", score=-h.rank,
-                      source="library") for h in find(store, query, limit)]
+    return [SearchHit(url=h.url, title=h.title, content=snippet(h.text), engine=LIBRARY, score=-h.rank,
+                      source=LIBRARY) for h in find(store, query, limit)]
 
 
 def health(store: Store | None, folders: Iterable[Path]) -> tuple[bool, str, str | None]:

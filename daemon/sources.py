@@ -35,8 +35,8 @@ WEB, LIBRARY, ARCHIVES = SOURCE_KINDS
 RRF_K = 60
 """Reciprocal rank fusion's constant: a hit at rank r (0-based) of one list scores 1 / (RRF_K + r + 1)."""
 
-LIBRARY_SCHEME = "file:"
-ARCHIVE_SCHEME = "zim:"
+LIBRARY_SCHEME = "file"  # a library document's URL is its file URI (Path.as_uri)
+ARCHIVE_SCHEME = "zim"  # an archive article's: zim://<archive file name>/<entry path> (daemon.archives)
 
 
 class Searcher(Protocol):
@@ -142,10 +142,10 @@ def chosen(asked: Sequence[str] | None, settings: Settings) -> tuple[SourceKind,
 
 def kind_of_url(url: str) -> SourceKind:
     """Which source a URL belongs to: a file URI is a library document, zim: an archive article."""
-    lowered = url[:8].lower()
-    if lowered.startswith(LIBRARY_SCHEME):
+    scheme = url[:8].split(":", 1)[0].lower() if ":" in url[:8] else ""
+    if scheme == LIBRARY_SCHEME:
         return LIBRARY
-    if lowered.startswith(ARCHIVE_SCHEME):
+    if scheme == ARCHIVE_SCHEME:
         return ARCHIVES
     return WEB
 

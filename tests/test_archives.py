@@ -102,7 +102,7 @@ def test_an_article_found_only_by_its_body_text(corpus: Archives) -> None:
 
 def test_without_full_text_index_it_searches_titles_and_says_so(titles_only_zim: Path) -> None:
     archives = Archives.open([titles_only_zim])
-    assert archives.notices == ("archive Lab Titles (titles-only.zim) has no full-text index: searched by title only",)
+    assert archives.take_notes() == ["archive Lab Titles (titles-only.zim) has no full-text index: searched by title only"]
     by_title = run(archives.search("Kestrel River Bridge", 10))
     assert by_title and all("Kestrel" in h.title for h in by_title)
     assert run(archives.search("Whitcombe", 10)) == []  # only in article bodies: a title search cannot see it
@@ -174,9 +174,10 @@ def test_broken_archives_are_named_with_the_fix_and_the_others_still_work(corpus
     assert problems[truncated].fix == FIX_DAMAGED
     assert problems[text].fix == FIX_NOT_ZIM and "not a ZIM file" in (problems[text].problem or "")
     assert "folder" in (problems[folder].problem or "")
+    notes = archives.take_notes()
     for path, health in problems.items():
         assert str(path) in health.line() and health.fix in health.line()
-        assert health.line() in archives.notices
+        assert health.line() in notes
 
 
 def test_health_gives_counts_and_index(corpus: Archives, corpus_zim: Path) -> None:
@@ -184,7 +185,7 @@ def test_health_gives_counts_and_index(corpus: Archives, corpus_zim: Path) -> No
     assert health.ok and health.fulltext and health.name == CORPUS_TITLE and health.file == corpus_zim
     assert health.articles >= 30 and health.entries >= health.articles
     assert health.line().startswith(f"archive {CORPUS_TITLE} ({corpus_zim}): {health.articles} articles")
-    assert corpus.notices == ()
+    assert corpus.take_notes() == []
 
 
 def test_two_archives_with_one_file_name_cannot_both_be_cited(corpus_zim: Path, tmp_path: Path) -> None:

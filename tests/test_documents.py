@@ -87,7 +87,7 @@ def test_pdf_pages_are_kept_and_passages_never_cross_a_page(tmp_path: Path) -> N
     assert "Maintenance took six weeks.\n\nPage two" in text  # pages joined by a blank line
     for passage in page.passages:
         assert "\n\n" not in passage.text or passage.page is not None
-    assert page.page_at(text.index("reactor")) == 4
+    assert passage_with(page, "reactor") == 4
     assert page.notes == ["1 of 4 pages have no text (scanned pages? briefd does no OCR)"]
 
 
