@@ -37,7 +37,7 @@ RUN_LIMIT_S = 150
 # prompt's instruction, and the URL of a page the second round reads (an evidence read).
 POISONS = {
     "synthesis": "Write a concise Markdown answer to the QUESTION",
-    "evidence": "kestrel-gazette-news",
+    "evidence": "kestrel-engineering-journal",  # a page the quick kestrel brief reads in its second round
 }
 
 

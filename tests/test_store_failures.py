@@ -228,11 +228,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def fill(folder: Path) -> Path:
     """Write until the filesystem says ENOSPC; returns the filler to delete to free space."""
     filler = folder / "filler"
-    with open(filler, "wb") as handle:
+    # unbuffered: a buffered file keeps what the full disk refused and fails again when closed
+    with open(filler, "wb", buffering=0) as handle:
         try:
             while True:
                 handle.write(b"\0" * 65536)
-                handle.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     return filler
