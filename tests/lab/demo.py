@@ -77,7 +77,7 @@ def main() -> int:
               f"{usage['prompt_tokens'] + usage['completion_tokens']} tokens, {usage['searches']} searches, "
               f"{usage['pages_fetched']} pages fetched, {len(report['evidence'])} evidence items, "
               f"{len(report['sources'])} sources cited.")
-        print(used_sources(report))
+        print(used_sources(report, report_path.parent / "events.ndjson"))
         if report.get("disclaimer"):
             print(f"\n> {report['disclaimer']}")
         print("\n" + report["summary"][:1200] + "\n")
@@ -93,15 +93,24 @@ def main() -> int:
         lab.stop()
 
 
-def used_sources(report: dict) -> str:
-    """Which sources the brief searched, and how much evidence and how many sources each gave."""
-    lines = [f"\nbriefd demo: searched {', '.join(report.get('searched') or ['web'])}; "
-             f"network: {', '.join(h['host'] for h in (report.get('egress') or {}).get('hosts', []))}"]
+def used_sources(report: dict, events_path: Path) -> str:
+    """Which sources the brief searched, what it read from each, and the evidence and sources each gave."""
+    from daemon.sources import kind_of_url
+
+    read: dict[str, int] = {}
+    for line in events_path.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event["type"] == "page_fetched" and event.get("ok") is not False:
+            kind = kind_of_url(event["url"])
+            read[kind] = read.get(kind, 0) + 1
+    hosts = ", ".join(h["host"] + (f" ({h['role']})" if h.get("role") else "")
+                      for h in (report.get("egress") or {}).get("hosts", []))
+    lines = [f"\nbriefd demo: searched {', '.join(report.get('searched') or ['web'])}; hosts contacted: {hosts}"]
     for kind in ("web", "library", "archives"):
         cited = [s for s in report["sources"] if s.get("kind") == kind]
         urls = {s["url"] for s in cited}
         quotes = sum(1 for e in report["evidence"] if e["url"] in urls)
-        lines.append(f"  {kind:<9} {len(cited)} source(s), {quotes} evidence item(s)"
+        lines.append(f"  {kind:<9} {read.get(kind, 0)} read, {quotes} evidence item(s), {len(cited)} source(s)"
                      + "".join(f"\n            [{s['n']}] {s['title']}" for s in cited[:5]))
     return "\n".join(lines)
 
