@@ -85,8 +85,30 @@ def plan_relevance(question: str, queries: Sequence[str]) -> float:
     return sum(min(1.0, 2 * relevance(q, [question])) for q in queries) / len(queries)
 
 
+def on_topic_queries(question: str, queries: Sequence[str]) -> list[str]:
+    """The planned queries that count as fully on topic for `plan_relevance` (half the question's
+    content words or more), in order."""
+    return [q for q in queries if 2 * relevance(q, [question]) >= 1.0]
+
+
+def replan_can_help(question: str, queries: Sequence[str], slots: int) -> bool:
+    """Whether a second plan could change what is searched first (the re-plan is a model call).
+
+    Round 1 searches the question itself and `slots` planned queries. When the first plan has
+    at least that many queries on topic, its off-topic ones are dropped instead: a second plan
+    could only replace queries that round 1 would not reach, and later rounds are aimed by the
+    gaps and the evidence, not by the plan's leftovers.
+    """
+    return len(on_topic_queries(question, queries)) < slots
+
+
 def is_related(text: str, topics: Sequence[str]) -> bool:
-    """A quote that shares no content word with the question or any open gap is not evidence for it."""
+    """A quote that shares no content word with the question or any open gap is not evidence for it.
+
+    Also the floor a passage must pass to be shown to the model at all: a passage without one
+    of these words holds no sentence that could be kept, so a call reading only such passages
+    cannot change the outcome (full-text search matches on any word, "the" and "was" included).
+    """
     return relevance(text, topics) > 0.0
 
 
@@ -263,6 +285,7 @@ class LoopState:
     page_cache_hits: int = 0
     local_reads: int = 0  # library documents and archive articles read: on this machine, no fetch
     fallbacks: dict[str, int] = field(default_factory=dict)
+    calls_skipped: dict[str, int] = field(default_factory=dict)  # purpose → model calls not made: see count_skipped
     next_action: str = "plan"
     why: str = "a new brief starts with a plan"
     stop_reason: str | None = None
@@ -280,6 +303,10 @@ class LoopState:
 
     def count_fallback(self, name: str) -> None:
         self.fallbacks[name] = self.fallbacks.get(name, 0) + 1
+
+    def count_skipped(self, purpose: str) -> None:
+        """A model call not made because it could not change the outcome (usage.calls_skipped)."""
+        self.calls_skipped[purpose] = self.calls_skipped.get(purpose, 0) + 1
 
     def add_gaps(self, texts: Iterable[str], max_open: int = 8) -> list[Gap]:
         """Add new gaps (not duplicates of known ones), keeping at most `max_open` open."""

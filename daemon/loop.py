@@ -17,6 +17,7 @@ nothing is paid for or counted twice.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sqlite3
 from dataclasses import dataclass, field
@@ -186,7 +187,15 @@ class Research:
         prompt = planner.plan_prompt(self.brief.question, self.brief.context or "", today())
         plan = await self.ask_plan(prompt)
         score = decide.plan_relevance(self.brief.question, plan.queries)
-        if score < decide.PLAN_RELEVANCE_MIN:
+        slots = max(0, self.limits.max_searches_per_round - 1)  # round 1: the question, then the plan's
+        if score < decide.PLAN_RELEVANCE_MIN and not decide.replan_can_help(self.brief.question, plan.queries, slots):
+            kept = decide.on_topic_queries(self.brief.question, plan.queries)
+            self.state.count_skipped("replan")
+            self.events.emit("signal", message="plan off topic: its off-topic queries dropped; a second plan "
+                                               "could not change round 1, so none was asked",
+                             plan_relevance=round(score, 3), dropped=[q for q in plan.queries if q not in kept])
+            plan = dataclasses.replace(plan, queries=kept)
+        elif score < decide.PLAN_RELEVANCE_MIN:
             self.state.count_fallback("replan")
             self.events.emit("signal", message="plan off topic; planning again", plan_relevance=round(score, 3))
             retry = await self.ask_plan(prompt + f"\nNOTE: a first plan scored {score:.2f} for relevance: its "
@@ -472,9 +481,17 @@ class Research:
             return
         focus = " ".join([self.question, *[g.text for g in gaps]])
         ranked = self.store.rank_passages(list(trusted), focus, limit=PASSAGES_PER_BATCH, matching_only=True)
-        if not ranked:
+        topics = self.topics(gaps)
+        # only passages that could give a quote the rules keep (decide.is_related): a call reading
+        # none of them cannot change the outcome, so it is not made, and usage says so
+        rows = [trusted[i] for i in ranked if decide.is_related(trusted[i].text, topics)]
+        if not rows:
+            if ranked:
+                self.state.count_skipped("evidence")
+                self.events.emit("signal", message="evidence call skipped: no passage shares a word with the "
+                                                   "question or an open gap", round=round_no,
+                                 passages=len(ranked))
             return
-        rows = [trusted[i] for i in ranked]
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]
         line, ask = self.policy.evidence_task(self.state)
@@ -511,6 +528,10 @@ class Research:
         dropped = self.store.drop_evidence(self.run_id, url)
         self.events.emit("signal", message="page distrusted", round=round_no, url=url, reason=reason,
                          evidence_dropped=dropped)
+
+    def topics(self, gaps: list[decide.Gap]) -> list[str]:
+        """What evidence must be about: the research question, the brief's question, the open gaps."""
+        return [self.question, self.brief.question, *[g.text for g in gaps]]
 
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
@@ -588,7 +609,7 @@ class Research:
                 self.events.emit("evidence_skipped", round=round_no, reason=not_evidence,
                                  url=ref.url, quote=quote[:200])
                 continue
-            if not decide.is_related(quote, [self.question, self.brief.question, *[g.text for g in gaps]]):
+            if not decide.is_related(quote, self.topics(gaps)):
                 self.events.emit("evidence_skipped", round=round_no, reason="unrelated to the question and gaps",
                                  url=ref.url, quote=quote[:200])
                 continue
@@ -824,6 +845,7 @@ class Research:
             "fallback_answers": model["fallback_answers"],
             "poisoned_answers": model["poisoned_answers"],  # refused by the server every time: fallback used
             "fallbacks": dict(self.state.fallbacks),
+            "calls_skipped": dict(self.state.calls_skipped),  # model calls not made: they could not help
         }
 
     def check_cancel(self) -> None:

@@ -240,8 +240,12 @@ def _usage_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
             value = usage[key]
             shown = _seconds(value) if key.endswith("seconds") else _num(value)
             rows.append((_USAGE_LABELS[key], shown))
+    skipped = _dict(usage.get("calls_skipped"))
+    if skipped:
+        rows.append(("Model calls skipped (they could not change the outcome)",
+                     ", ".join(f"{fold(purpose)} {_num(n)}" for purpose, n in skipped.items())))
     for key, value in usage.items():
-        if key not in _USAGE_LABELS:
+        if key not in _USAGE_LABELS and key not in ("calls_skipped", "fallbacks"):
             rows.append((fold(key), _num(value)))
     return rows
 

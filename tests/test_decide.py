@@ -308,3 +308,26 @@ def test_strongest_first_puts_what_decides_the_result_first() -> None:
              ev(5, "Lead fell.", 0.6, stance="neutral"),
              ev(6, "Lead fell below 5 ppb.", 0.5, stance="supports")]
     assert [e["id"] for e in decide.strongest_first(items, topics)] == [2, 6, 3, 1, 4, 5]
+
+
+# --------------------------------------------------------------------------- the re-plan, only when it can help
+
+REPLAN_QUESTION = "Why was the Kestrel River bridge closed in 2025?"
+
+
+@pytest.mark.parametrize(("queries", "slots", "helps"), [
+    (["kestrel river bridge closure", "weather in march", "bridge closed 2025 kestrel"], 2, False),
+    (["kestrel river bridge closure", "weather in march", "stock prices"], 2, True),  # round 1 short of one
+    (["weather in march", "stock prices"], 1, True),
+    (["weather in march"], 0, False),  # round 1 searches the question alone: no plan can change it
+])
+def test_a_second_plan_is_asked_only_when_round_one_is_short_of_queries_on_topic(
+        queries: list[str], slots: int, helps: bool) -> None:
+    assert decide.replan_can_help(REPLAN_QUESTION, queries, slots) is helps
+
+
+def test_on_topic_queries_are_those_the_relevance_gate_counts_in_full() -> None:
+    queries = ["kestrel river bridge closure", "weather in march", "kestrel bridge"]
+    kept = decide.on_topic_queries(REPLAN_QUESTION, queries)
+    assert kept == ["kestrel river bridge closure"]
+    assert decide.plan_relevance(REPLAN_QUESTION, kept) == 1.0

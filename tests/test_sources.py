@@ -142,7 +142,7 @@ def test_urls_say_which_source_they_belong_to() -> None:
 # --------------------------------------------------------------------------- a URL's source is the brief's to choose
 
 
-def _research(tmp_path: Path, sources: list[str]) -> "Research":
+def _research(tmp_path: Path, sources: list[str], model_url: str = "http://127.0.0.1:9") -> "Research":
     import httpx
 
     from daemon.events import EventLog
@@ -155,7 +155,7 @@ def _research(tmp_path: Path, sources: list[str]) -> "Research":
     raw = json.dumps({"id": "b", "question": "How deep is the Kestrel River?", "sources": sources}).encode()
     run_id = store.add_brief(brief_id="b", question="How deep?", source_file="b.json", received=raw,
                              brief_json=raw.decode(), inbox_path=str(tmp_path / "b.json"))
-    model = ModelConfig(host="http://127.0.0.1:9", model="none", num_ctx=2048, num_predict=64,
+    model = ModelConfig(host=model_url, model="lab-scripted", num_ctx=2048, num_predict=256,
                         timeout_s=1.0, temperature=0.0, seed=1)
     svc = Services(settings=settings, store=store, http=httpx.AsyncClient(), fetch_client=make_client(FetchLimits()),
                    llm_client=make_llm_client(model), model=model, fetch_limits=FetchLimits())
