@@ -49,7 +49,6 @@ T = TypeVar("T")
 
 SEARCH_CACHE_S = 24 * 3600
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
-SNIPPETS_PER_BATCH = 8
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
@@ -465,22 +464,30 @@ class Research:
             self.store.mark_bad_url(url, reason)
 
     async def read_snippets(self, round_no: int, hits: list[SearchHit]) -> None:
-        """fetch_pages: false. The snippets SearXNG returned are the text; batches by rank."""
+        """fetch_pages: false. The snippets SearXNG returned are the text, read in as few calls as
+        the prompt budget allows: each call takes the best-ranked snippets that fit, the next the rest.
+
+        The gaps stay as they stood when the round began, so a call's prompt depends only on the
+        snippets (a resumed round sends the same prompts, and the answer cache replays them)."""
         gaps = self.state.open_gaps()
         usable = [h for h in hits if h.content][: self.limits.pages_per_round * 2]
-        for i in range(0, len(usable), SNIPPETS_PER_BATCH):
-            batch = usable[i:i + SNIPPETS_PER_BATCH]
-            ids = [self.store.save_snippet(h.url, h.content) for h in batch]
-            await self.read_batch(round_no, ids, {h.url: h.title for h in batch}, gaps)
+        ids = [self.store.save_snippet(h.url, h.content) for h in usable]
+        titles = {h.url: h.title for h in usable}
+        while ids:
+            left = await self.read_batch(round_no, ids, titles, gaps, limit=len(ids))
+            if len(left) >= len(ids):
+                break  # nothing more fits a prompt: an oversize snippet alone
+            ids = left
 
     async def read_batch(self, round_no: int, ids: list[int], titles: dict[str, str],
-                         gaps: list[decide.Gap]) -> None:
-        """Rank a batch's passages by BM25 against the question and gaps; the model reads the top ones."""
+                         gaps: list[decide.Gap], limit: int = PASSAGES_PER_BATCH) -> list[int]:
+        """Rank a batch's passages by BM25 against the question and gaps; the model reads the top
+        `limit` of them that fit the prompt. Returns the ranked ones the prompt had no room for."""
         trusted = self.trusted_passages(round_no, ids, titles)
         if not trusted:
-            return
+            return []
         focus = " ".join([self.question, *[g.text for g in gaps]])
-        ranked = self.store.rank_passages(list(trusted), focus, limit=PASSAGES_PER_BATCH, matching_only=True)
+        ranked = self.store.rank_passages(list(trusted), focus, limit=limit, matching_only=True)
         topics = self.topics(gaps)
         # only passages that could give a quote the rules keep (decide.is_related): a call reading
         # none of them cannot change the outcome, so it is not made, and usage says so
@@ -491,16 +498,17 @@ class Research:
                 self.events.emit("signal", message="evidence call skipped: no passage shares a word with the "
                                                    "question or an open gap", round=round_no,
                                  passages=len(ranked))
-            return
+            return []
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]
         line, ask = self.policy.evidence_task(self.state)
         prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits, extra=line, ask=ask)
         if not prompt.used_passages:
-            return
+            return []
         answer = await self.ask("evidence", prompt.text, planner.evidence_schema(self.kind), planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
+        return [r.id for r in rows if r.id not in set(prompt.used_passages)]
 
     def trusted_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> dict[int, PassageRow]:
         """The passages (by id, in batch order) whose page is not distrusted; a page carrying an

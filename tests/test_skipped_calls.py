@@ -9,6 +9,7 @@ that call is skipped and counted in usage.calls_skipped.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 from tests.test_sources import _research
@@ -41,6 +42,22 @@ def test_a_batch_with_one_passage_about_the_question_is_read(tmp_path: Path, scr
                                                      "The Kestrel River is 14 metres deep at the bridge."])
         asyncio.run(research.read_batch(1, ids, {}, research.state.open_gaps()))
         assert research.state.calls_skipped == {}
+        assert research.store.model_usage(research.run_id)["llm_calls"] == 1
+    finally:
+        research.store.close()
+
+
+def test_a_rounds_snippets_are_read_in_as_few_calls_as_the_prompt_allows(tmp_path: Path, scripted_ollama) -> None:
+    """Twelve snippets fit one prompt of a 2,048-token window: one evidence call, not two (8 + 4)."""
+    from daemon.search import SearchHit
+
+    research = _research(tmp_path, ["web"], scripted_ollama.url)
+    research.limits = dataclasses.replace(research.limits, pages_per_round=6)
+    hits = [SearchHit(url=f"http://a.example/{i}", title=f"Result {i}", engine="lab", source="web",
+                      content=f"The Kestrel River was {i + 10} metres deep at gauge {i} in 2025, the river authority says.")
+            for i in range(12)]
+    try:
+        asyncio.run(research.read_snippets(1, hits))
         assert research.store.model_usage(research.run_id)["llm_calls"] == 1
     finally:
         research.store.close()
