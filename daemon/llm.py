@@ -71,6 +71,9 @@ T = TypeVar("T")
 __all__ = [
     "AnswerCache",
     "AnswerError",
+    "LONG_TEXT_CHARS",
+    "OUTPUT_FLOOR_TOKENS",
+    "Shorter",
     "CallRecord",
     "CallResult",
     "HealthProbe",
@@ -82,12 +85,14 @@ __all__ = [
     "RETRY_PREFIX",
     "ServiceDown",
     "backoff_delay",
+    "answer_token_bound",
     "base_url",
     "call_json",
     "estimate_tokens",
     "fits",
     "health_probe",
     "make_client",
+    "output_budget",
     "parse_json_answer",
     "parse_json_answer_ex",
     "probe",
@@ -95,6 +100,7 @@ __all__ = [
     "prompt_budget",
     "prompt_key",
     "request_options",
+    "shorter_schema",
 ]
 
 # ---- configuration ---------------------------------------------------------------------------------
@@ -152,11 +158,14 @@ def make_client(cfg: ModelConfig, transport: httpx.AsyncBaseTransport | None = N
     return ollama.AsyncClient(host=cfg.host, timeout=timeout, transport=transport, trust_env=False)
 
 
-def request_options(cfg: ModelConfig) -> dict[str, Any]:
-    """The `options` of every chat request: always explicit, never the model's defaults."""
+def request_options(cfg: ModelConfig, num_predict: int | None = None) -> dict[str, Any]:
+    """The `options` of every chat request: always explicit, never the model's defaults.
+
+    `num_predict`: this call's output budget (`output_budget`); None: the setting, the ceiling.
+    """
     return {
         "num_ctx": cfg.num_ctx,
-        "num_predict": cfg.num_predict,
+        "num_predict": cfg.num_predict if num_predict is None else min(num_predict, cfg.num_predict),
         "temperature": cfg.temperature,
         "seed": cfg.seed,
     }
@@ -182,6 +191,131 @@ def prompt_budget(cfg: ModelConfig) -> int:
 def fits(cfg: ModelConfig, system: str, user: str) -> bool:
     """Whether a prompt fits the budget: Ollama would cut a longer one silently."""
     return estimate_tokens(system) + estimate_tokens(user) <= prompt_budget(cfg)
+
+
+# ---- output budgets (pure) -------------------------------------------------------------------------
+# Why: every call used to be allowed `num_predict` (1,024) tokens whatever it asked for, and a small
+# model fills an array until it is cut off, which then costs a retry. A schema that bounds every array
+# (maxItems) and string (maxLength) bounds the answer, since a grammar-constrained server (Ollama's
+# `format`) cannot write past it. The largest answer the schema allows, counted as conservatively as
+# `estimate_tokens` counts a prompt, is the call's `num_predict`: never more than the setting, which
+# stays the ceiling, and never less than OUTPUT_FLOOR_TOKENS. A schema that bounds nothing gets the
+# ceiling, as before. The sizes themselves live with the schemas (planner.py), so a prompt, its schema
+# and its budget cannot disagree.
+
+OUTPUT_FLOOR_TOKENS = 32      # braces, keys and whitespace of the smallest valid answer, with room to spare
+NUMBER_TOKENS = 12            # a JSON number: a tokenizer may spend a token a digit (Gemma's does)
+LITERAL_TOKENS = 2            # true, false, null
+SEPARATOR_TOKENS = 2          # a comma or colon, and the newline and indent a model may put after it
+LONG_TEXT_CHARS = 1000        # a string this long may be asked shorter; shorter ones are ids and labels
+
+
+def answer_token_bound(schema: Any) -> int | None:
+    """The most tokens a JSON value valid under `schema` can take, or None when the schema leaves
+    it unbounded (an array without maxItems, a string without maxLength, an unknown type).
+
+    Optional properties are counted as present: the bound is for the largest answer.
+    """
+    if not isinstance(schema, dict):
+        return None
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return max(estimate_tokens(json.dumps(v)) for v in schema["enum"]) + 1
+    if "const" in schema:
+        return estimate_tokens(json.dumps(schema["const"])) + 1
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return _most([answer_token_bound(s) for s in schema[key]])
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return _most([_type_bound(schema, k) for k in kinds]) if kinds else None
+
+
+def _most(bounds: list[int | None]) -> int | None:
+    return None if not bounds or any(b is None for b in bounds) else max(b for b in bounds if b is not None)
+
+
+def _type_bound(schema: dict[str, Any], kind: Any) -> int | None:
+    if kind == "string":
+        most = schema.get("maxLength")
+        return estimate_tokens("x" * (most + 2)) + 1 if isinstance(most, int) else None
+    if kind in ("number", "integer"):
+        return NUMBER_TOKENS
+    if kind in ("boolean", "null"):
+        return LITERAL_TOKENS
+    if kind == "array":
+        most, item = schema.get("maxItems"), answer_token_bound(schema.get("items", {}))
+        if not isinstance(most, int):
+            return None
+        if most == 0:
+            return 2
+        return None if item is None else 2 + most * (item + SEPARATOR_TOKENS)
+    if kind == "object":
+        # a missing additionalProperties is false to a grammar-constrained server (llama.cpp's converter)
+        props = schema.get("properties")
+        if not isinstance(props, dict) or schema.get("additionalProperties", False) is not False:
+            return None
+        values = [answer_token_bound(v) for v in props.values()]
+        if any(v is None for v in values):
+            return None
+        keys = sum(estimate_tokens(json.dumps(k) + ": ") + SEPARATOR_TOKENS for k in props)
+        return 2 + keys + sum(v for v in values if v is not None)
+    return None
+
+
+def output_budget(cfg: ModelConfig, schema: dict[str, Any]) -> int:
+    """The `num_predict` of a call answering `schema`: its largest valid answer, floored, under the ceiling."""
+    bound = answer_token_bound(schema)
+    if bound is None:
+        return cfg.num_predict
+    return min(cfg.num_predict, max(OUTPUT_FLOOR_TOKENS, bound))
+
+
+@dataclass(frozen=True)
+class Shorter:
+    """The schema for the retry of a cut-off answer, and what it asks for ("at most 3 items")."""
+
+    schema: dict[str, Any]
+    asks: list[str]
+
+
+def shorter_schema(schema: dict[str, Any]) -> Shorter | None:
+    """A tighter schema for the retry of an answer that was cut off, or None when no valid answer
+    can be shorter (asking again for the same thing would be cut off again: the fallback instead).
+
+    The answer's own arrays (not those inside their items: three sentence ids make one quote) get
+    half their maxItems, never below minItems or 1; a long text (LONG_TEXT_CHARS or more) gets half
+    its maxLength. An array or text with no bound can always be shorter: the retry asks for that in
+    words, the schema cannot say how much.
+    """
+    tight: dict[str, Any] = json.loads(json.dumps(schema))  # a deep copy
+    asks: list[str] = []
+    _tighten(tight, "items", asks)
+    return Shorter(tight, asks) if asks else None
+
+
+def _tighten(node: Any, name: str, asks: list[str]) -> None:
+    if not isinstance(node, dict):
+        return
+    kind = node.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "array" in kinds:
+        floor = max(1, node.get("minItems", 0) if isinstance(node.get("minItems"), int) else 0)
+        most = node.get("maxItems")
+        if not isinstance(most, int):
+            asks.append(f"fewer {name}")
+        elif most > floor:
+            node["maxItems"] = max(floor, most // 2)
+            asks.append(f"at most {node['maxItems']} {name}")
+    elif "string" in kinds and "enum" not in node:
+        most = node.get("maxLength")
+        if not isinstance(most, int):
+            asks.append(f"a shorter {name}")
+        elif most >= LONG_TEXT_CHARS:
+            node["maxLength"] = most // 2
+            asks.append(f"a {name} of at most {node['maxLength']} characters")
+    elif "object" in kinds or isinstance(node.get("properties"), dict):
+        for key, child in (node.get("properties") or {}).items():
+            _tighten(child, key, asks)
 
 
 # ---- JSON repair (pure) ----------------------------------------------------------------------------
@@ -613,6 +747,7 @@ class CallRecord:
     truncated_prompt: bool = False
     truncated_answer: bool = False
     attempt: int = 1
+    num_predict: int | None = None  # the output budget this attempt was sent (None: no request was answered)
 
 
 @dataclass
@@ -757,7 +892,8 @@ async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthPr
 
 
 async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dict[str, str]],
-                schema: dict[str, Any], on_wait: OnWait | None) -> tuple[ollama.ChatResponse, str, float]:
+                schema: dict[str, Any], on_wait: OnWait | None,
+                num_predict: int | None = None) -> tuple[ollama.ChatResponse, str, float]:
     """One model attempt; transport failures are waited out by the retry policy, up to `transport_attempts`.
 
     At the second HTTP 500 for this request a health probe decides: answered → `_Poisoned` (this
@@ -771,7 +907,7 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
         started_at, t0 = _utc_now(), time.monotonic()
         try:
             response = await client.chat(
-                model=cfg.model, messages=messages, format=schema, options=request_options(cfg),
+                model=cfg.model, messages=messages, format=schema, options=request_options(cfg, num_predict),
                 think=False, stream=False, keep_alive=cfg.keep_alive,
             )
             return response, started_at, round(time.monotonic() - t0, 3)
@@ -857,9 +993,11 @@ async def call_json(
 ) -> CallResult[T]:
     """Ask the model for JSON matching `schema` and turn it into a T, whatever the model does.
 
-    Cache hit → "cached". Otherwise one chat; a usable answer (after repair) → "ok" or
-    "repaired"; else one retry quoting the reason → "retried"; else `fallback()` →
-    "fallback". A request Ollama keeps refusing with HTTP 500 while its health probe is
+    Cache hit → "cached". Otherwise one chat, whose `num_predict` is the schema's output budget
+    (`output_budget`); a usable answer (after repair) → "ok" or "repaired"; else one retry quoting
+    the reason → "retried"; else `fallback()` → "fallback". An answer cut off at its budget is
+    retried only when a shorter answer can exist (`shorter_schema`): the retry asks for fewer items
+    in words and sends the tighter schema (and its smaller budget); when none can, the fallback at once. A request Ollama keeps refusing with HTTP 500 while its health probe is
     answered → `fallback()` as "poisoned" (the probe is recorded as a "probe" call: it cost
     model time). Raises only ServiceDown (Ollama unreachable after every transport attempt,
     the probe included) and ModelMissing (404). Every attempt is passed to `record`.
@@ -894,10 +1032,12 @@ async def call_json(
                 return result(value, "cached", repairs)
 
     over_budget = not fits(cfg, system, user)
-    attempt_messages = messages
+    attempt_messages, attempt_schema = messages, schema
     for attempt in (1, 2):
+        budget = output_budget(cfg, attempt_schema)
         try:
-            response, started_at, seconds = await _chat(client, cfg, attempt_messages, schema, on_wait)
+            response, started_at, seconds = await _chat(client, cfg, attempt_messages, attempt_schema, on_wait,
+                                                        budget)
         except _Rejected as exc:
             emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="fallback",
@@ -916,14 +1056,21 @@ async def call_json(
         rec = CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=started_at,
                          seconds=seconds, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                          outcome="ok", answer=answer, truncated_prompt=over_budget or server_cut,
-                         truncated_answer=truncated_answer, attempt=attempt)
+                         truncated_answer=truncated_answer, attempt=attempt, num_predict=budget)
         try:
             value, repairs = _use(answer, coerce)
         except _Unusable as exc:
             reason = exc.reason
-            if truncated_answer:
-                reason = (f"it was cut off at the {cfg.num_predict}-token limit ({reason}); "
-                          "give a shorter answer with fewer items")
+            shorter = shorter_schema(attempt_schema) if truncated_answer else None
+            if truncated_answer and shorter is None:
+                rec.outcome, rec.error = "fallback", (f"it was cut off at the {budget}-token limit ({reason}) "
+                                                      "and no shorter answer can exist")
+                emit(rec)
+                return result(fallback(), "fallback", [])
+            if shorter is not None:
+                reason = (f"it was cut off at the {budget}-token limit ({reason}); "
+                          f"give a shorter answer with {', '.join(shorter.asks)}")
+                attempt_schema = shorter.schema
             elif not answer.strip() and response.message.thinking:
                 reason = "it was empty: the model spent its output on thinking"
             rec.outcome, rec.error = ("error" if attempt == 1 else "fallback"), reason

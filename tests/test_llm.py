@@ -35,6 +35,7 @@ from daemon.llm import (
     probe,
     probe_options,
     prompt_budget,
+    output_budget,
     prompt_key,
 )
 
@@ -191,7 +192,8 @@ class Run:
     waits: list[tuple[str, float, str]]
 
 
-def ask(cfg: ModelConfig, *, cache: DictCache | None = None, user: str = USER, system: str = SYSTEM) -> Run:
+def ask(cfg: ModelConfig, *, cache: DictCache | None = None, user: str = USER, system: str = SYSTEM,
+        schema: dict[str, Any] = SCHEMA) -> Run:
     records: list[CallRecord] = []
     waits: list[tuple[str, float, str]] = []
 
@@ -199,7 +201,7 @@ def ask(cfg: ModelConfig, *, cache: DictCache | None = None, user: str = USER, s
         client = make_client(cfg)
         try:
             return await call_json(
-                client, cfg, purpose="plan", system=system, user=user, schema=SCHEMA, coerce=coerce_plan,
+                client, cfg, purpose="plan", system=system, user=user, schema=schema, coerce=coerce_plan,
                 fallback=lambda: FALLBACK_PLAN, cache=cache, record=records.append,
                 on_wait=lambda service, at, reason: waits.append((service, at, reason)),
             )
@@ -285,6 +287,98 @@ def test_a_truncated_answer_that_cannot_be_used_is_retried_with_the_length_limit
     assert retry.startswith(RETRY_PREFIX)
     assert "cut off at the 256-token limit" in retry
     assert [r.truncated_answer for r in run.records] == [True, False]
+
+
+# ---- output budgets: a bounded schema, a bounded answer ---------------------------------------------
+
+BOUNDED: dict[str, Any] = {
+    "title": "plan", "type": "object", "additionalProperties": False,
+    "properties": {"research_question": {"type": "string", "maxLength": 120},
+                   "queries": {"type": "array", "maxItems": 6, "minItems": 1,
+                               "items": {"type": "string", "maxLength": 80}}},
+    "required": ["research_question", "queries"],
+}
+AT_FLOOR: dict[str, Any] = {  # one short query at most: no valid answer is shorter than what was asked
+    **BOUNDED, "properties": {**BOUNDED["properties"],
+                              "queries": {**BOUNDED["properties"]["queries"], "maxItems": 1}},
+}
+CUT = '{"research_question": "BER overrun", "queries": ['
+
+
+def test_a_bounded_schema_sends_its_output_budget_not_the_setting(server: Scripted) -> None:
+    server.script(chat(GOOD))
+    cfg = config(server.url)
+    run = ask(cfg, schema=BOUNDED)
+    budget = output_budget(cfg, BOUNDED)
+    assert budget < cfg.num_predict
+    assert server.chats[0]["options"]["num_predict"] == budget
+    assert server.chats[0]["options"]["num_ctx"] == cfg.num_ctx, "one num_ctx: the model is never reloaded"
+    assert run.records[0].num_predict == budget
+
+
+def test_a_cut_off_answer_is_retried_with_fewer_items_and_the_tighter_schema(server: Scripted) -> None:
+    server.script(chat(CUT, done_reason="length"), chat(GOOD))
+    cfg = config(server.url)
+    run = ask(cfg, schema=BOUNDED)
+    assert run.result.outcome == "retried" and run.result.value == GOOD_PLAN
+    first, retry = server.chats
+    assert first["format"] == BOUNDED
+    assert retry["format"]["properties"]["queries"]["maxItems"] == 3, "half the items"
+    assert retry["options"]["num_predict"] < first["options"]["num_predict"]
+    said = retry["messages"][-1]["content"]
+    assert said.startswith(RETRY_PREFIX)
+    assert f"cut off at the {first['options']['num_predict']}-token limit" in said
+    assert "at most 3 queries" in said
+    assert [r.num_predict for r in run.records] == [first["options"]["num_predict"], retry["options"]["num_predict"]]
+
+
+def test_a_cut_off_answer_that_cannot_be_shorter_is_not_retried(server: Scripted) -> None:
+    server.script(chat(CUT, done_reason="length"), chat(GOOD))
+    run = ask(config(server.url), schema=AT_FLOOR)
+    assert len(server.chats) == 1, "asking again for the same thing would be cut off again"
+    assert run.result.outcome == "fallback" and run.result.value == FALLBACK_PLAN
+    [rec] = run.records
+    assert rec.truncated_answer and rec.outcome == "fallback"
+    assert rec.error and "no shorter answer can exist" in rec.error
+
+
+def test_an_answer_that_is_wrong_but_not_cut_off_is_retried_with_the_same_schema(server: Scripted) -> None:
+    server.script(chat('{"research_question": "BER overrun", "queries": []}'), chat(GOOD))
+    run = ask(config(server.url), schema=AT_FLOOR)
+    assert run.result.outcome == "retried"
+    assert server.chats[1]["format"] == AT_FLOOR
+
+
+def test_a_runaway_answer_costs_no_more_than_its_purposes_budget(scripted_ollama: Any) -> None:
+    """The lab server's endless fault ignores the schema, as a server without a grammar would:
+    the array is cut at the call's budget, not at the 1,024-token setting."""
+    from daemon import planner
+
+    lab = scripted_ollama
+    lab.reset()
+    lab.fault(kind="endless", model="lab-scripted")
+    cfg = config(lab.url)
+    schema = planner.evidence_schema("plain", 2)
+    prompt = planner.evidence_prompt("How much did the tunnel overrun?", "2026-11-22", [], [
+        planner.PassageIn(1, "http://127.0.0.1/a", "Audit", "page",
+                          "The overrun reached $430 million. Engineers blamed the clay.")], lambda _t: True)
+
+    async def go() -> CallResult[Any]:
+        client = make_client(cfg)
+        try:
+            return await call_json(client, cfg, purpose="evidence", system=SYSTEM, user=prompt.text,
+                                   schema=schema, coerce=planner.coerce_evidence,
+                                   fallback=lambda: planner.EvidenceAnswer([], [], []))
+        finally:
+            await client.close()
+
+    result = asyncio.run(go())
+    budget = output_budget(cfg, schema)
+    assert budget < cfg.num_predict // 2
+    [call] = [c for c in lab.stats()["calls"] if c.get("fault") == "endless"]
+    assert call["num_predict"] == budget and call["eval_tokens"] <= budget
+    assert result.completion_tokens <= budget
+    assert len(result.value.items) <= planner.EVIDENCE_MAX_ITEMS, "the repaired answer is cut to the bound"
 
 
 # ---- the one retry, then the fallback --------------------------------------------------------------

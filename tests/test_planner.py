@@ -127,3 +127,45 @@ def test_a_long_quote_in_the_template_summary_is_cut_at_a_word_and_marked() -> N
     shown = line[line.index("\u201c") + 1:line.index("\u201d")]
     assert shown.endswith("…") and len(shown) <= 300
     assert quote.startswith(shown[:-1]) and quote[len(shown) - 1] == " ", "cut between words, not inside one"
+
+
+# ---- answers keep to the same bounds as the schemas (issue 11) -------------------------------------
+
+
+def test_a_plan_keeps_to_the_plans_bounds_whatever_the_model_sent() -> None:
+    coerce = planner.coerce_plan("How much did the tunnel overrun?")
+    plan = coerce({"research_question": "Tunnel overrun?", "angles": [f"angle {i}" for i in range(9)],
+                   "queries": [f"query {i} " + "x" * 300 for i in range(9)], "gaps": [f"gap {i}" for i in range(9)]})
+    assert len(plan.angles) == planner.PLAN_MAX_ANGLES
+    assert len(plan.queries) == planner.PLAN_MAX_QUERIES
+    assert all(len(q) <= planner.QUERY_MAX_CHARS for q in plan.queries)
+    assert len(plan.gaps) == planner.PLAN_MAX_GAPS
+
+
+def test_a_research_question_closed_by_its_bound_gives_way_to_the_briefs_question() -> None:
+    question = "How much did the tunnel overrun?"
+    cut = ("tunnel overrun " * planner.RESEARCH_QUESTION_MAX_CHARS)[: planner.RESEARCH_QUESTION_MAX_CHARS - 1] + "x"
+    plan = planner.coerce_plan(question)({"research_question": cut, "queries": ["tunnel overrun"]})
+    assert plan.research_question == question, "a question cut mid-word is not the one researched"
+
+
+def test_an_evidence_answer_keeps_to_the_evidence_bounds() -> None:
+    raw = {"items": [{"sentence_ids": ["S1", "S2", "S3", "S4"], "summary": "s " * 400, "confidence": 0.5,
+                      "gap": "G1"}] * 10,
+           "new_gaps": [f"gap {i}" for i in range(5)], "new_queries": [f"q {i}" for i in range(5)]}
+    answer = planner.coerce_evidence(raw)
+    assert len(answer.items) == planner.EVIDENCE_MAX_ITEMS
+    assert all(len(i.sentence_ids) == planner.EVIDENCE_IDS_PER_ITEM for i in answer.items)
+    assert all(len(i.summary) <= planner.EVIDENCE_SUMMARY_MAX_CHARS for i in answer.items)
+    assert len(answer.new_gaps) == planner.EVIDENCE_MAX_NEW_GAPS
+    assert len(answer.new_queries) == planner.EVIDENCE_MAX_NEW_QUERIES
+
+
+def test_a_summary_the_bound_stopped_mid_sentence_keeps_its_whole_sentences() -> None:
+    sentence = "The overrun reached $431 million [1]. "
+    long = (sentence * (planner.SYNTHESIS_MAX_CHARS // len(sentence) + 2))[: planner.SYNTHESIS_MAX_CHARS]
+    assert not long.rstrip().endswith("[1].")
+    summary = planner.coerce_synthesis([1])({"summary": long})
+    assert summary.endswith("[1].") and len(summary) < planner.SYNTHESIS_MAX_CHARS
+    short = "The overrun reached $431 million [1] and was disputed"
+    assert planner.coerce_synthesis([1])({"summary": short}) == short, "a summary under the bound is kept whole"
