@@ -505,7 +505,9 @@ class Research:
         prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits, extra=line, ask=ask)
         if not prompt.used_passages:
             return []
-        answer = await self.ask("evidence", prompt.text, planner.evidence_schema(self.kind), planner.coerce_evidence,
+        # the schema allows no more items than the prompt has sentences: the answer's budget follows
+        schema = planner.evidence_schema(self.kind, len(prompt.refs))
+        answer = await self.ask("evidence", prompt.text, schema, planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
         return [r.id for r in rows if r.id not in set(prompt.used_passages)]
