@@ -297,6 +297,9 @@ class LoopState:
     numbers_discarded: int = 0           # numbers the model proposed that code discarded (judge.read_figure)
     figures_discarded: dict[str, int] = field(default_factory=dict)  # the same, counted by their reason
     distrusted: dict[str, str] = field(default_factory=dict)  # url → why: pages caught carrying an injection
+    # url → what became of a page a round went on without (the loop's LATE_* words): still
+    # `waiting` ones are taken into the next round, or read (or given up) before the synthesis
+    late: dict[str, str] = field(default_factory=dict)
 
     def open_gaps(self) -> list[Gap]:
         return [g for g in self.gaps if g.open]
@@ -453,7 +456,11 @@ def take_queries(state: LoopState, question: str, n: int) -> list[str]:
 
 
 def choose_urls(candidates: Sequence[str], state: LoopState, known_bad: dict[str, str], n: int) -> list[str]:
-    """Up to n URLs in search-rank order, skipping visited ones and those known to be bad."""
+    """Up to n URLs in search-rank order, skipping visited ones and those known to be bad.
+
+    `known_bad` is the store's word (Store.bad_urls): bad for good, or remembered as slow
+    (a fetch that timed out) until its memory expires, so no brief waits for it again meanwhile.
+    """
     out: list[str] = []
     for url in candidates:
         if url in out or url in state.visited or url in state.bad or url in known_bad:

@@ -125,6 +125,7 @@ class FetchResult:
     truncated: bool = False
     redirects: list[str] = field(default_factory=list)
     transient: bool = False
+    timed_out: bool = False  # the page did not answer within the time limits (a slow page, remembered as such)
 
     @property
     def ok(self) -> bool:
@@ -485,7 +486,7 @@ async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits) -
             await _fetch_into(result, client, url, limits)
     except TimeoutError:
         result.error = f"timeout after {limits.timeout_s:g}s"
-        result.transient = True
+        result.transient = result.timed_out = True
         if result.body:
             result.truncated = True
     except BodyRefused as exc:
@@ -501,6 +502,7 @@ async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits) -
     except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError, UnicodeError) as exc:
         result.error = _describe(exc, limits)
         result.transient = isinstance(exc, (httpx.TransportError, OSError))
+        result.timed_out = isinstance(exc, httpx.TimeoutException)
         if result.body:
             result.truncated = True
     result.elapsed_s = time.monotonic() - started

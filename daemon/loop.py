@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, TypeVar
@@ -51,6 +52,10 @@ SEARCH_CACHE_S = 24 * 3600
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
+# Stragglers (issue 11): the model never waits for a slow page while it has nothing to read
+STRAGGLER_GRACE_S = 1.0    # once every page that arrived is read, a page still loading gets this long
+SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out (or was given up) is not fetched again for a day
+LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
 DISCLAIMER_MODEL_ONLY = (
     "No usable sources were found for this brief: this answer rests on the model alone, "
@@ -137,18 +142,35 @@ class Research:
         # kept in the store as it grows, so a run resumed after a crash still lists every host
         self.egress = egress.start(svc.settings.egress, earlier=self.store.load_egress(run_id))
         self.egress.on_change = lambda log: self.store.save_egress(run_id, log.snapshot())
+        self.saved: dict[str, Any] = {}  # the state as last checkpointed (a round's start, mid-round)
+        # fetches that outlive the round that started them: its stragglers, by URL, and when each began
+        self.inflight: dict[str, asyncio.Task[tuple[str, list[int]] | None]] = {}
+        self.fetch_started: dict[str, float] = {}
 
     # ---- the story --------------------------------------------------------------------------
 
     async def run(self) -> dict[str, Any]:
         if self.state.phase == "plan":
             await self.plan()
+        try:
+            await self.rounds()
+        finally:
+            for task in self.inflight.values():  # a stop, a cancel or an outage: nothing keeps loading
+                task.cancel()
+            self.inflight.clear()
+        summary, sources, disclaimer = await self.synthesize()
+        self.state.phase = "done"
+        self.checkpoint()
+        return self.report(summary, sources, disclaimer)
+
+    async def rounds(self) -> None:
         while self.state.phase == "rounds":
             resumed = self.state.current_round
             if resumed.get("round") == self.state.round + 1:
-                # a crash interrupted this round: redo it with the same queries and pages, so its
-                # prompts are the same and the answers already received are replayed, not paid again
-                await self.round(resumed["round"], resumed["queries"], resumed.get("urls"))
+                # a crash interrupted this round: redo it with the same queries and pages (less the
+                # stragglers it had gone on without), so its prompts are the same and the answers
+                # already received are replayed, not paid again
+                await self.round(resumed["round"], resumed["queries"], resumed.get("urls"), resumed.get("late"))
                 continue
             facts = self.facts()
             reason = self.policy.stop_reason(facts)
@@ -167,14 +189,11 @@ class Research:
             if reason is not None:
                 self.state.stop_reason = reason
                 self.state.stop_explanation = self.policy.explain_stop(facts, reason)
+                await self.last_stragglers()
                 self.state.phase = "synthesis"
                 self.checkpoint()
                 break
             await self.round(self.state.round + 1, queries)
-        summary, sources, disclaimer = await self.synthesize()
-        self.state.phase = "done"
-        self.checkpoint()
-        return self.report(summary, sources, disclaimer)
 
     @property
     def question(self) -> str:
@@ -219,7 +238,8 @@ class Research:
         return await self.ask("plan", prompt, planner.PLAN_SCHEMA, planner.coerce_plan(self.brief.question),
                               lambda: planner.template_plan(self.brief.question))
 
-    async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None) -> None:
+    async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None,
+                    late: list[str] | None = None) -> None:
         self.check_cancel()
         self.store.reset_round(self.run_id, round_no)
         self.events.emit("round_started", round=round_no, queries=queries,
@@ -231,8 +251,11 @@ class Research:
         readable = hits if self.brief.fetch_pages else [h for h in hits if is_local(h.url)]
         if urls is None:
             candidates = [h.url for h in readable]
-            urls = decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates), self.pages_allowed())
-        self.state.current_round = {"round": round_no, "queries": queries, "urls": urls}
+            # earlier rounds' stragglers first (their fetches still run): then fresh pages by rank
+            carried = [url for url, what in self.state.late.items() if what == LATE_WAITING]
+            urls = carried + decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
+                                                self.pages_allowed())
+        self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or [])}
         self.checkpoint()
         await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
@@ -324,32 +347,125 @@ class Research:
         return self.state.pages_fetched + self.state.page_cache_hits + self.state.local_reads
 
     async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
-        """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched.
+        """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
+        and never waits for a straggler while it has nothing else to read.
 
         Batches are fixed by search rank (pages 1-3, 4-6, ...) and read with the gaps as they
         stood when the round began, so a batch's prompt depends only on what its pages say,
         never on which fetch happened to finish first. That keeps the model busy while slower
         pages are still downloading, and makes a resumed round send the very same prompts,
         which the answer cache then replays instead of paying for them again.
+
+        Once every batch whose pages arrived is read, the pages still loading get
+        STRAGGLER_GRACE_S; then the round goes on without them (go_on_without): their batches
+        are read without them now, and their fetches keep running for the next round (or the
+        synthesis) to take in. The stragglers are checkpointed before any batch is read without
+        them, so a batch's pages are always "its rank group less the round's stragglers", and a
+        resumed round re-forms the very same batches.
         """
-        fetches = {url: asyncio.create_task(self.fetch_page_safely(round_no, url, hits.get(url))) for url in urls}
-        batches = [urls[i:i + PAGES_PER_BATCH] for i in range(0, len(urls), PAGES_PER_BATCH)]
-        waiting = {asyncio.create_task(_all_done([fetches[u] for u in batch])): n
-                   for n, batch in enumerate(batches)}
+        late = set(self.state.current_round.get("late", []))
+        fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in late}
+        batches = [[u for u in urls[i:i + PAGES_PER_BATCH] if u not in late]
+                   for i in range(0, len(urls), PAGES_PER_BATCH)]
+        unread = [n for n, batch in enumerate(batches) if batch]
         gaps = self.state.open_gaps()
         try:
-            while waiting:
-                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                for task in sorted(done, key=lambda t: waiting[t]):
-                    batch = batches[waiting.pop(task)]
-                    pages = [fetches[u].result() for u in batch]
-                    ids = [i for page in pages if page for i in page[1]]
-                    titles = {u: page[0] for u, page in zip(batch, pages) if page}
-                    await self.read_batch(round_no, ids, titles, gaps)
+            while unread:
+                ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
+                if ready:
+                    unread.remove(ready[0])
+                    await self.read_pages(round_no, batches[ready[0]], fetches, gaps)
+                    continue
+                loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
+                arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
+                                                return_when=asyncio.FIRST_COMPLETED)
+                if not arrived:
+                    self.go_on_without(round_no, loading)
+                    late.update(loading)
+                    batches = [[u for u in batch if u not in late] for batch in batches]
+                    unread = [n for n in unread if batches[n]]
         finally:
-            pending: list[asyncio.Task[Any]] = [*fetches.values(), *waiting]
-            for task in pending:
-                task.cancel()
+            for url, task in fetches.items():
+                if url in late:
+                    self.inflight[url] = task  # a straggler keeps loading for a later read
+                else:
+                    task.cancel()
+
+    def start_fetch(self, round_no: int, url: str,
+                    hit: SearchHit | None) -> asyncio.Task[tuple[str, list[int]] | None]:
+        """The fetch of a page: a straggler's own if one is still running, else a new one."""
+        task = self.inflight.pop(url, None)
+        if task is None:
+            task = asyncio.create_task(self.fetch_page_safely(round_no, url, hit))
+            self.fetch_started[url] = time.monotonic()
+        return task
+
+    def loading_for(self, url: str) -> float:
+        return round(time.monotonic() - self.fetch_started.get(url, time.monotonic()), 1)
+
+    def go_on_without(self, round_no: int, urls: list[str]) -> None:
+        """Record stragglers: in the state, and in the last checkpoint as amended (not the live
+        state, which has moved on since the round began: a resumed round must start where this
+        one did, less these pages)."""
+        for url in urls:
+            self.state.late[url] = LATE_WAITING
+            self.events.emit("page_late", round=round_no, url=url, loading_s=self.loading_for(url),
+                             message="the model has read every page that arrived; the round goes on without this one")
+        self.state.current_round["late"] = [*self.state.current_round.get("late", []), *urls]
+        saved = self.saved
+        if saved.get("current_round", {}).get("round") == round_no:
+            saved["current_round"]["late"] = list(self.state.current_round["late"])
+            saved["late"] = {**saved.get("late", {}), **{url: LATE_WAITING for url in urls}}
+            self.store.save_checkpoint(self.run_id, saved["round"], saved["phase"], saved)
+
+    async def read_pages(self, round_no: int, batch: list[str],
+                         fetches: dict[str, asyncio.Task[tuple[str, list[int]] | None]],
+                         gaps: list[decide.Gap]) -> None:
+        """The model reads one batch of fetched pages (a straggler among them is taken in)."""
+        pages = [fetches[u].result() for u in batch]
+        for url, page in zip(batch, pages):
+            if self.state.late.get(url) == LATE_WAITING:
+                self.state.late[url] = LATE_READ if page else LATE_FAILED
+        ids = [i for page in pages if page for i in page[1]]
+        titles = {u: page[0] for u, page in zip(batch, pages) if page}
+        await self.read_batch(round_no, ids, titles, gaps)
+
+    async def last_stragglers(self) -> None:
+        """Before the synthesis: each straggler still loading gets one more grace; the ones that
+        arrive are read (as part of the last round), the rest are given up and remembered as slow.
+
+        Given up first and checkpointed, so a run resumed here reads the same arrived pages
+        (from the page cache) in the same batches; their evidence from an interrupted attempt
+        is dropped first, so nothing is counted twice.
+        """
+        waiting = [url for url, what in self.state.late.items() if what == LATE_WAITING]
+        if not waiting:
+            return
+        round_no = self.state.round
+        fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
+        await asyncio.wait(fetches.values(), timeout=STRAGGLER_GRACE_S)
+        arrived = [url for url in waiting if fetches[url].done()]
+        for url in waiting:
+            if url not in arrived:
+                fetches[url].cancel()
+                self.give_up(round_no, url)
+        self.checkpoint()
+        gaps = self.state.open_gaps()
+        for url in arrived:
+            self.store.drop_evidence(self.run_id, url)
+        for i in range(0, len(arrived), PAGES_PER_BATCH):
+            await self.read_pages(round_no, arrived[i:i + PAGES_PER_BATCH], fetches, gaps)
+        if arrived and round_no > 0:
+            self.state.new_evidence_per_round[round_no - 1:] = [self.store.evidence_count(self.run_id, round_no)]
+            if self.brief.estimate:
+                self.update_estimate(round_no)
+
+    def give_up(self, round_no: int, url: str) -> None:
+        """A straggler still loading when the synthesis begins: recorded, and remembered as slow."""
+        reason = f"still loading after {self.loading_for(url):g} s when the synthesis began: given up"
+        self.state.late[url] = LATE_GIVEN_UP
+        self.mark_bad(url, reason, transient=True, slow=True)
+        self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
 
     async def fetch_page_safely(self, round_no: int, url: str,
                                 hit: SearchHit | None) -> tuple[str, list[int]] | None:
@@ -398,7 +514,8 @@ class Research:
                 result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
             self.state.pages_fetched += 1
         if not result.ok:
-            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient)
+            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
+                          slow=result.timed_out)
             self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                              status=result.status, ok=False, error=result.error,
                              seconds=round(result.elapsed_s, 3))
@@ -423,6 +540,7 @@ class Research:
             size=len(result.body), extraction=extracted.method, error=None,
             passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
         )
+        self.store.forget_slow_url(url)  # it answered in time: no longer slow
         self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                          status=result.status, title=title, chars=len(extracted.text),
                          passages=len(passages), from_cache=False, truncated=result.truncated,
@@ -458,9 +576,14 @@ class Research:
         self.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
         return FetchResult(url=url, final_url=entry.url, status=200, content_type=entry.mimetype, body=entry.body)
 
-    def mark_bad(self, url: str, reason: str, transient: bool) -> None:
+    def mark_bad(self, url: str, reason: str, transient: bool, slow: bool = False) -> None:
+        """Not read again by this brief; by none for good (a permanent failure), or for
+        SLOW_PAGE_MEMORY_S when it was too slow (then tried again); other transient failures
+        are not remembered past this brief."""
         self.state.bad[url] = reason
-        if not transient:
+        if slow:
+            self.store.mark_slow_url(url, reason, SLOW_PAGE_MEMORY_S)
+        elif not transient:
             self.store.mark_bad_url(url, reason)
 
     async def read_snippets(self, round_no: int, hits: list[SearchHit]) -> None:
@@ -856,6 +979,9 @@ class Research:
             "poisoned_answers": model["poisoned_answers"],  # refused by the server every time: fallback used
             "fallbacks": dict(self.state.fallbacks),
             "calls_skipped": dict(self.state.calls_skipped),  # model calls not made: they could not help
+            # pages a round went on without (stragglers), and those of them never read
+            "late_pages": len(self.state.late),
+            "late_pages_given_up": sum(1 for what in self.state.late.values() if what == LATE_GIVEN_UP),
         }
 
     def check_cancel(self) -> None:
@@ -864,7 +990,8 @@ class Research:
 
     def checkpoint(self) -> None:
         self.state.remaining = decide.remaining_budgets(self.state, self.limits, self.usage_now())
-        self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.state.to_dict())
+        self.saved = self.state.to_dict()
+        self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.saved)
         crashpoints.reached("checkpoint")
 
 
@@ -883,10 +1010,6 @@ def _stances(rows: list[dict[str, Any]]) -> list[judge.Stance]:
 def _quotes(rows: list[dict[str, Any]]) -> list[judge.Quoted]:
     """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
     return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=e["url"]) for e in rows]
-
-
-async def _all_done(tasks: list[asyncio.Task[Any]]) -> None:
-    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _AnswerCache:

@@ -63,6 +63,7 @@ USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
     "page_cache_hits", "documents_read", "llm_cache_hits", "wall_seconds", "llm_seconds",
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
+    "late_pages", "late_pages_given_up",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
 SOURCE_ANCHOR = "source-"  # a source's entry in the reports is #source-<n>
@@ -229,6 +230,8 @@ _USAGE_LABELS: dict[str, str] = {
     "retried_answers": "Answers retried",
     "fallback_answers": "Answers replaced by a fallback",
     "poisoned_answers": "Requests the model server always refused (fallback used)",
+    "late_pages": "Slow pages a round went on without",
+    "late_pages_given_up": "Slow pages never read (still loading at the synthesis)",
 }
 
 

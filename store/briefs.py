@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypedDict
 
@@ -579,21 +580,48 @@ class Store:
         return (ranked + rest)[:limit]
 
     def bad_url_reason(self, url: str) -> str | None:
-        row = self.db.execute("SELECT reason FROM bad_urls WHERE url = ?", [url]).fetchone()
+        row = self.db.execute(f"SELECT reason FROM bad_urls WHERE url = ? AND {_UNEXPIRED}",
+                              [url, utc_now()]).fetchone()
         return row[0] if row else None
 
     def bad_urls(self, urls: list[str]) -> dict[str, str]:
-        """Which of these URLs an earlier fetch found bad for good (404, loop, binary, too large)."""
+        """Which of these URLs not to fetch: found bad for good (404, loop, binary, too large), or
+        remembered as slow and not yet due for another try (mark_slow_url)."""
         out: dict[str, str] = {}
+        now = utc_now()
         for i in range(0, len(urls), 500):
             chunk = urls[i:i + 500]
             marks = ",".join("?" for _ in chunk)
             out.update(dict(self.db.execute(
-                f"SELECT url, reason FROM bad_urls WHERE url IN ({marks})", chunk).fetchall()))
+                f"SELECT url, reason FROM bad_urls WHERE url IN ({marks}) AND {_UNEXPIRED}",
+                [*chunk, now]).fetchall()))
         return out
 
     def mark_bad_url(self, url: str, reason: str) -> None:
-        self.db.table("bad_urls").upsert({"url": url, "reason": reason, "seen_at": utc_now()}, pk="url")
+        self.db.execute("INSERT INTO bad_urls (url, reason, seen_at, expires_at) VALUES (?, ?, ?, NULL) "
+                        "ON CONFLICT(url) DO UPDATE SET reason = excluded.reason, seen_at = excluded.seen_at, "
+                        "expires_at = NULL", [url, reason, utc_now()])
+
+    def mark_slow_url(self, url: str, reason: str, seconds: float) -> None:
+        """Remember a page that did not answer in time for `seconds`: no brief waits for it again
+        until then, and after that it is tried again (a slow server may have recovered). A URL
+        already bad for good stays so."""
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        until = (now + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+        self.db.execute("INSERT INTO bad_urls (url, reason, seen_at, expires_at) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT(url) DO UPDATE SET reason = excluded.reason, seen_at = excluded.seen_at, "
+                        "expires_at = excluded.expires_at WHERE bad_urls.expires_at IS NOT NULL",
+                        [url, reason, utc_now(), until])
+
+    def forget_slow_url(self, url: str) -> None:
+        """A page that answered in time is no longer slow (a bad-for-good mark is not touched)."""
+        self.db.execute("DELETE FROM bad_urls WHERE url = ? AND expires_at IS NOT NULL", [url])
+
+    def slow_until(self, url: str) -> str | None:
+        """Until when a URL is remembered as slow (ISO 8601 UTC), or None."""
+        row = self.db.execute(f"SELECT expires_at FROM bad_urls WHERE url = ? AND expires_at IS NOT NULL "
+                              f"AND {_UNEXPIRED}", [url, utc_now()]).fetchone()
+        return str(row[0]) if row else None
 
     # ---- evidence -------------------------------------------------------------------------
 
@@ -640,6 +668,9 @@ class Store:
             yield
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+
+
+_UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"  # ISO 8601 UTC strings of one format compare as times
 
 
 def _age_seconds(iso: str | None) -> float:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -234,7 +234,14 @@ def _migration_5(db: sqlite_utils.Database) -> None:
     db.table("library_files").create_index(["state"])
 
 
-MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5}
+def _migration_6(db: sqlite_utils.Database) -> None:
+    """Slow pages (issue 11): a URL whose fetch timed out is remembered until `expires_at`, then
+    tried again; a row without one is bad for good, as before."""
+    db.table("bad_urls").add_column("expires_at", str)
+
+
+MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
+              6: _migration_6}
 
 
 class SchemaTooNew(RuntimeError):

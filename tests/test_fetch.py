@@ -354,7 +354,7 @@ def test_slow_trickle_cannot_outlast_the_total_timeout(server: LabServer) -> Non
     started = time.monotonic()
     result = fetch(server.url("/trickle"), FetchLimits(timeout_s=1.5))
     took = time.monotonic() - started
-    assert result.error == "timeout after 1.5s"
+    assert result.error == "timeout after 1.5s" and result.timed_out
     assert not result.ok
     assert result.truncated  # some bytes came, not the whole page
     assert 0 < len(result.body) < 100_000
@@ -366,7 +366,7 @@ def test_server_that_never_answers_times_out(server: LabServer) -> None:
     result = fetch(server.url("/hang"), FetchLimits(timeout_s=1.0))
     assert result.error == "timeout after 1s"
     assert result.status is None
-    assert result.transient
+    assert result.transient and result.timed_out  # a slow page, remembered as such by the loop
     assert time.monotonic() - started < 2.5
 
 

@@ -186,3 +186,27 @@ def test_drop_evidence_removes_one_pages_rows_of_one_run_and_counts_by_round(tmp
     assert len(store.evidence(other)) == 3, "another brief keeps what it found on that page"
     assert store.evidence_count(run, 2) == 1 and store.evidence_count(run, 1) == 0
     assert store.evidence_count(other) == 3
+
+
+def test_a_slow_url_is_remembered_until_it_expires_and_forgotten_when_it_answers(tmp_path: Path) -> None:
+    from daemon.loop import SLOW_PAGE_MEMORY_S
+    store = Store(tmp_path / "b.db")
+    slow, gone, other = "http://a/slow", "http://a/404", "http://a/fine"
+    store.mark_bad_url(gone, "HTTP 404")
+    store.mark_slow_url(slow, "timeout after 20s", SLOW_PAGE_MEMORY_S)
+    assert store.bad_urls([slow, gone, other]) == {slow: "timeout after 20s", gone: "HTTP 404"}
+    assert store.slow_until(slow) is not None and store.slow_until(gone) is None
+
+    # a day later: the slow page is due for another try, the 404 is still bad for good
+    store.db.execute("UPDATE bad_urls SET expires_at = '2000-01-01T00:00:00Z' WHERE url = ?", [slow])
+    assert store.bad_urls([slow, gone]) == {gone: "HTTP 404"}
+    assert store.bad_url_reason(slow) is None and store.slow_until(slow) is None
+
+    # remembered again, then it answers: forgotten at once; a bad-for-good mark is never softened
+    store.mark_slow_url(slow, "timeout after 20s", SLOW_PAGE_MEMORY_S)
+    store.mark_slow_url(gone, "timeout after 20s", SLOW_PAGE_MEMORY_S)
+    assert set(store.bad_urls([slow, gone])) == {slow, gone}
+    store.forget_slow_url(slow)
+    store.forget_slow_url(gone)
+    assert store.bad_urls([slow, gone]) == {gone: "HTTP 404"}
+    store.close()
