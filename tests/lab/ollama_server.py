@@ -164,7 +164,8 @@ class LabState:
     default_num_ctx: int = DEFAULT_NUM_CTX
     max_queue: int = DEFAULT_MAX_QUEUE
     log: TextIO = sys.stderr
-    inference_lock: threading.Lock = field(default_factory=threading.Lock)
+    # generations at once: Ollama's OLLAMA_NUM_PARALLEL (1 by default; the llama driver's one model, always 1)
+    inference_slots: threading.BoundedSemaphore = field(default_factory=threading.BoundedSemaphore)
     state_lock: threading.Lock = field(default_factory=threading.Lock)
     waiting: int = 0
     faults: list[Fault] = field(default_factory=list)
@@ -589,7 +590,7 @@ class Handler(BaseHTTPRequestHandler):
             "reached_model": True,
         }
         if not request.messages:  # an empty request loads (or unloads) the model
-            with st.inference_lock:
+            with st.inference_slots:
                 load_s = self._load(request)
             reason = "unload" if body.get("keep_alive") in (0, "0", "0s") else "load"
             final = self._final(endpoint, sent_model, "", reason, None, load_s, started)
@@ -611,7 +612,7 @@ class Handler(BaseHTTPRequestHandler):
             raise BadRequest(SERVER_BUSY, 503)
         fault = None
         try:
-            with st.inference_lock:
+            with st.inference_slots:
                 with st.state_lock:
                     st.waiting -= 1
                 if self._client_gone():  # gave up while queued: Ollama drops it too
@@ -791,6 +792,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--default-num-ctx", type=int, default=DEFAULT_NUM_CTX)
     ap.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE)
     ap.add_argument("--tokens-per-s", type=float, default=0.0, help="scripted: sleep like a model this fast")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="scripted: requests generated at once, as OLLAMA_NUM_PARALLEL (the rest wait in the queue)")
     ap.add_argument("--load-delay-s", type=float, default=0.0, help="scripted: seconds per (re)load")
     ap.add_argument("--threads", type=int, default=2, help="llama: CPU threads")
     ap.add_argument("--chaos-seed", type=int, default=0, help="lab-chaos: seed of the fault plan")
@@ -815,8 +818,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     with open(args.log, "a", encoding="utf-8") if args.log else contextlib.nullcontext(sys.stderr) as log:
+        if args.parallel < 1 or (args.parallel > 1 and args.driver != "scripted"):
+            print("lab-ollama: --parallel must be 1 or more, and 1 with the llama driver (one model instance)",
+                  file=sys.stderr)
+            return 2
         state = LabState(driver=driver, default_num_ctx=args.default_num_ctx, max_queue=args.max_queue, log=log,
-                         chaos=chaos)
+                         chaos=chaos, inference_slots=threading.BoundedSemaphore(args.parallel))
         try:
             server = make_server(args.host, args.port, state)
         except OSError as e:
