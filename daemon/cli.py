@@ -387,17 +387,19 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
 async def _checks(settings: Settings) -> list[tuple[bool, str, str | None]]:
     from . import egress, llm, search
     from .archives import Archives
+    from .hosts import model_hosts
 
     results: list[tuple[bool, str, str | None]] = []
-    probe = await llm.probe(settings.ollama_host, settings.model, 10.0)
-    results.append((probe.ok, probe.message, probe.fix))
+    models = model_hosts(settings)
+    for probe in await asyncio.gather(*(llm.probe(host, settings.model, 10.0) for host in models)):
+        results.append((probe.ok, probe.message, probe.fix))  # one line per model server
     if settings.egress == "none":  # never contacted under none: probing it would break the promise
         results.append((True, f"SearXNG {settings.searxng_url} is not used (egress = none)", None))
     else:
         sprobe = await search.probe(settings.searxng_url)
         results.append((sprobe.ok, sprobe.message, sprobe.fix))
     results.append((True, egress.check_line(settings.egress, settings.egress_hosts, settings.searxng_url,
-                                            settings.ollama_host), None))
+                                            models), None))
     for name, folder in (("inbox", Path(settings.inbox)), ("outbox", Path(settings.outbox))):
         results.append(_writable(name, folder))
     results.append(_db_health(Path(settings.db)))

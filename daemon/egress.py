@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,17 +233,28 @@ class CountingTransport(httpx.AsyncBaseTransport):
 # --------------------------------------------------------------------------- what briefd says about it
 
 
-def check_line(policy: str, egress_hosts: tuple[str, ...], searxng_url: str, ollama_host: str) -> str:
-    """`briefd check`'s line about egress: the policy in words, naming who may be contacted."""
-    model = host_key(httpx.URL(ollama_host))
+def _model_hosts(ollama_host: str | Sequence[str]) -> list[str]:
+    """One model server (`ollama_host`) or several (`ollama_hosts`), by `host_key`."""
+    hosts = [ollama_host] if isinstance(ollama_host, str) else list(ollama_host)
+    return list(dict.fromkeys(host_key(httpx.URL(h)) for h in hosts))
+
+
+def check_line(policy: str, egress_hosts: tuple[str, ...], searxng_url: str,
+               ollama_host: str | Sequence[str]) -> str:
+    """`briefd check`'s line about egress: the policy in words, naming who may be contacted.
+
+    `ollama_host` is the model server, or every model server (`hosts.model_hosts`)."""
+    models = _model_hosts(ollama_host)
+    model = ", ".join(models)
     search = host_key(httpx.URL(searxng_url))
     if policy == "none":
-        return (f"egress = none: briefd contacts only the model server ({model}); "
+        return (f"egress = none: briefd contacts only the model server{'s' if len(models) > 1 else ''} ({model}); "
                 f"SearXNG and web pages are never contacted (library and archives only)")
     if policy == "private":
         listed = ", ".join(egress_hosts) if egress_hosts else "none"
         return (f"egress = private: loopback and private addresses, egress_hosts ({listed}), "
-                f"and the configured services (model server {model}, SearXNG {search}) whatever their address")
+                f"and the configured services (model server{'s' if len(models) > 1 else ''} {model}, "
+                f"SearXNG {search}) whatever their address")
     return "egress = open: briefd may contact any address (web pages, SearXNG, the model server)"
 
 
@@ -266,9 +277,10 @@ def method_line(block: Mapping[str, Any]) -> str:
     return line
 
 
-def service_roles(searxng_url: str, ollama_host: str) -> dict[str, str]:
-    """The configured services by `host_key`, for `EgressLog.block`'s roles."""
+def service_roles(searxng_url: str, ollama_host: str | Sequence[str]) -> dict[str, str]:
+    """The configured services by `host_key`, for `EgressLog.block`'s roles: each model server
+    (one `ollama_host`, or every host of `hosts.model_hosts`) is a "model server"."""
     roles = {host_key(httpx.URL(searxng_url)): "SearXNG"}
-    model = host_key(httpx.URL(ollama_host))
-    roles[model] = "model server" if model not in roles else "model server, SearXNG"
+    for model in _model_hosts(ollama_host):
+        roles[model] = "model server" if model not in roles else "model server, SearXNG"
     return roles

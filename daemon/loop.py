@@ -36,7 +36,8 @@ from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
 from .events import EventLog
 from .fetch import FetchLimits, FetchResult, fetch_page
-from .llm import CallRecord, ModelConfig, call_json, estimate_tokens, prompt_budget
+from .hosts import ModelHosts
+from .llm import CallRecord, ModelConfig, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
 from .policy import EstimatePolicy, Facts, policy_for
 from .retry import call_with_retries
@@ -78,6 +79,7 @@ class Services:
     pages: PageWorkers = field(default_factory=PageWorkers)  # reads pages off the event loop, with a deadline
     library: Searcher | None = None  # the local library's index (daemon.library), when one is configured
     archives: ArchiveShelf | None = None  # the ZIM archives (daemon.archives), when configured
+    hosts: ModelHosts | None = None  # several model servers (daemon.hosts); None: `llm_client` alone
 
 
 class Cancelled(Exception):
@@ -927,8 +929,9 @@ class Research:
     async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
                   fallback: Callable[[], T]) -> T:
         self.check_cancel()
-        result = await call_json(
-            self.svc.llm_client, self.svc.model, purpose=purpose, system=planner.SYSTEM_RESEARCHER,
+        hosts = self.svc.hosts or ModelHosts.single(self.svc.llm_client, self.svc.model)
+        result = await hosts.call_json(
+            purpose=purpose, system=planner.SYSTEM_RESEARCHER,
             user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
             record=self.record_call, on_wait=self.on_wait,
         )

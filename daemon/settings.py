@@ -66,6 +66,7 @@ class Settings:
     model: str = DEFAULT_MODEL
     searxng_url: str = "http://127.0.0.1:8888"
     workers: int = 1
+    ollama_hosts: tuple[str, ...] = ()  # several model servers (daemon.hosts); empty: ollama_host alone
     num_ctx: int = 8192
     num_predict: int = 1024
     llm_timeout_s: float = 300.0
@@ -111,7 +112,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class _Spec:
     name: str
-    kind: str  # path | paths | ollama | url | model | int | float | bool | level | mode | tiers | egress | hosts
+    kind: str  # path | paths | ollama | ollamas | url | model | int | float | bool | level | mode | tiers | egress | hosts
     help: str
     flag: str | None = None  # only the contract settings have a documented flag
     env: str | None = None  # None: BRIEFD_<NAME>
@@ -140,6 +141,11 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("searxng_url", "url", "SearXNG base URL (its settings.yml must allow the json format)",
           "--searxng-url", "BRIEFD_SEARXNG_URL"),
     _Spec("workers", "int", "briefs researched at once", "--workers", "BRIEFD_WORKERS", 1, 64),
+    _Spec("ollama_hosts", "ollamas", "several Ollama servers sharing the work, each serving the same model: "
+                                     "each model call goes to the least busy one, a failing one is left out and "
+                                     "tried again later; comma-separated in the environment, a list in "
+                                     "briefd.toml; unset: ollama_host alone",
+          shown_default="none", example="gpu-1:11434"),
     _Spec("num_ctx", "int", "model context window in tokens (one value per model: changing it reloads the model)",
           low=2048, high=1_048_576),
     _Spec("num_predict", "int", "most tokens a model answer may use (less than num_ctx)", low=64, high=1_048_576),
@@ -432,7 +438,7 @@ def _fix(spec: _Spec, source: _Source) -> str:
     if source.kind == "env":
         return f"set e.g. {spec.env_name}={example}, or unset it"
     toml_value = example if spec.kind in ("int", "float", "bool") else f'"{example}"'
-    if spec.kind in ("paths", "hosts"):
+    if spec.kind in ("paths", "hosts", "ollamas"):
         toml_value = f"[{toml_value}]"
     return f"write e.g. {spec.name} = {toml_value}"
 
@@ -453,6 +459,30 @@ def _to_ollama(spec: _Spec, raw: Any, source: _Source) -> str:
         return normalize_ollama_host(raw)
     except ValueError as exc:
         raise _Bad("an address such as 127.0.0.1:11434 or http://gpu-box:11434", str(exc)) from None
+
+
+def _to_ollamas(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
+    """Several Ollama addresses: a TOML list, or comma-separated text; each as `normalize_ollama_host` reads it."""
+    if raw is None or raw == ():
+        return ()
+    expected = "Ollama addresses such as \"gpu-1:11434, http://gpu-2:11434\""
+    if isinstance(raw, str):
+        items: list[Any] = [part.strip() for part in raw.split(",") if part.strip()]
+    elif isinstance(raw, (list, tuple)):
+        items = list(raw)
+    else:
+        raise _Bad(expected)
+    hosts: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise _Bad(expected, "an empty or non-text entry")
+        try:
+            host = normalize_ollama_host(item)
+        except ValueError as exc:
+            raise _Bad(expected, f"'{item.strip()}': {exc}") from None
+        if host not in hosts:
+            hosts.append(host)
+    return tuple(hosts)
 
 
 def _to_url(spec: _Spec, raw: Any, source: _Source) -> str:
@@ -653,7 +683,8 @@ def _to_hosts(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
 
 
 _CONVERTERS = {
-    "path": _to_path, "paths": _to_paths, "egress": _to_egress, "hosts": _to_hosts, "ollama": _to_ollama, "url": _to_url, "model": _to_model,
+    "path": _to_path, "paths": _to_paths, "egress": _to_egress, "hosts": _to_hosts, "ollama": _to_ollama,
+    "ollamas": _to_ollamas, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
     "tiers": _to_tiers,
 }

@@ -37,6 +37,7 @@ from .events import EventLog
 from .egress import service_allowed
 from .fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
 from .files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, sweep_temp_files
+from .hosts import ModelHosts, model_hosts
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
@@ -565,13 +566,16 @@ class _ServicesContext:
                                       transport=service_transport(settings, settings.searxng_url, model=False))
         self.fetch_client = make_fetch_client(limits)
         model = model_config(settings)
-        self.llm_client = make_llm_client(model, service_transport(settings, model.host, model=True))
+        # One client per model server, each through its own egress transport (its host allowed).
+        self.hosts = ModelHosts.build(model, model_hosts(settings), lambda cfg: make_llm_client(
+            cfg, service_transport(settings, cfg.host, model=True)))
+        self.llm_client = next(iter(self.hosts.clients.values()))
         self.pages = PageWorkers()
         shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
         for notice in shelf.take_notes() if shelf is not None else []:
             log.warning("%s", notice)  # an archive that cannot be opened: the others still serve
         return Services(settings=settings, store=self.store, http=self.http,
-                        fetch_client=self.fetch_client, llm_client=self.llm_client, model=model,
+                        fetch_client=self.fetch_client, llm_client=self.llm_client, model=model, hosts=self.hosts,
                         fetch_limits=limits,
                         fetch_slots=asyncio.Semaphore(max(1, settings.fetch_concurrency)),
                         pages=self.pages, archives=shelf,

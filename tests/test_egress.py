@@ -397,3 +397,12 @@ def test_the_socket_guard_lets_loopback_through_and_fails_any_other_connect(
     connects = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(c["host"], c["port"], c["allowed"]) for c in connects if c["event"] == "connect"] == [
         ("127.0.0.1", web.server_address[1], True), ("192.0.2.1", 80, False), ("10.255.255.1", 80, False)]
+
+
+def test_every_model_server_is_named_in_the_roles_and_the_check_line() -> None:
+    """Several model servers (ollama_hosts): each is a "model server" in report.json's egress roles."""
+    hosts = ("http://127.0.0.1:11434", "http://gpu-2:11434")
+    roles = egress.service_roles("http://127.0.0.1:8888", hosts)
+    assert roles == {"127.0.0.1:8888": "SearXNG", "127.0.0.1:11434": "model server", "gpu-2:11434": "model server"}
+    assert "model servers (127.0.0.1:11434, gpu-2:11434)" in egress.check_line("none", (), "http://127.0.0.1:8888",
+                                                                               hosts)
