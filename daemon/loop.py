@@ -36,7 +36,7 @@ from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
 from .events import EventLog
 from .fetch import FetchLimits, FetchResult, fetch_page
-from .hosts import ModelHosts
+from .hosts import ModelHosts, model_hosts
 from .llm import CallRecord, ModelConfig, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
 from .policy import EstimatePolicy, Facts, policy_for
@@ -905,7 +905,7 @@ class Research:
                         for s in sources],
             "searched": list(self.sources),
             "egress": self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
-                                                             self.svc.settings.ollama_host)),
+                                                             model_hosts(self.svc.settings))),
             "distrusted": [{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
             "evidence": evidence,
             "estimate": estimate,
