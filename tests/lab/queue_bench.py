@@ -11,7 +11,9 @@ and as many finished ones (a store that has run for a while), then times, per br
   take_ready, which takes at most daemon.inbox.TAKE_PER_CALL a call), per brief.
 
 Claim and accept: median of REPEATS, in milliseconds. A figure that grows with N is a scan hiding in a query: `plans()`
-gives SQLite's EXPLAIN QUERY PLAN for the statements these paths run, so the table says which.
+gives SQLite's EXPLAIN QUERY PLAN of the statements these paths run (traced as they run, so it is
+store/briefs.py's own SQL) and the table names those that read a whole table. `--index` tries a
+CREATE INDEX on the scratch stores, to measure a proposed fix before and after.
 Run by `make bench` (tests/lab/bench.py), and alone: `python -m tests.lab.queue_bench`.
 """
 
@@ -24,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from daemon.inbox import Inbox
@@ -99,16 +102,34 @@ def time_drain(size: int, root: Path) -> float:
     return took / size * 1000
 
 
-CLAIM_SQL = """SELECT run_id FROM briefs WHERE state = 'queued' AND (not_before IS NULL OR not_before <= ?)
-  AND brief_id NOT IN (SELECT brief_id FROM briefs WHERE state = 'running') ORDER BY run_id LIMIT 1"""
-KNOWN_FILE_SQL = "SELECT run_id FROM briefs WHERE inbox_path = ? AND received_sha256 = ? AND inbox_removed = 0"
+def traced(store: Store, work: Callable[[], object]) -> list[str]:
+    """The SQL statements `work` runs on the store, parameters bound (sqlite3's trace callback)."""
+    seen: list[str] = []
+    store.db.conn.set_trace_callback(seen.append)
+    try:
+        work()
+    finally:
+        store.db.conn.set_trace_callback(None)
+    return [sql for sql in seen if sql.split(None, 1)[0].upper() in ("SELECT", "UPDATE", "INSERT", "DELETE")
+            and "sqlite_master" not in sql]  # sqlite-utils looking up the schema: not briefd's queries
 
 
-def plans(store: Store) -> dict[str, list[str]]:
-    """EXPLAIN QUERY PLAN of claim_next's subquery and of the inbox's already-recorded check."""
-    out = {}
-    for name, sql, params in (("claim_next", CLAIM_SQL, ["2100-01-01"]), ("known_inbox_file", KNOWN_FILE_SQL, ["x", "y"])):
-        out[name] = [row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()]
+def plans(store: Store, root: Path) -> dict[str, list[str]]:
+    """For one claim and one inbox accept: each statement that reads a whole table (EXPLAIN QUERY PLAN
+    says SCAN), with its plan. The statements are traced as run, so this reads store/briefs.py's own SQL."""
+    fill(store, queued=2, finished=0)
+    inbox_dir = root / "plan-inbox"
+    inbox_dir.mkdir()
+    inbox = Inbox(folder=inbox_dir, outbox=root / "plan-outbox", store=store, settle_seconds=0.0)
+    (inbox_dir / "plan.json").write_text(json.dumps({"question": QUESTION}))
+    statements = {"claim_next": traced(store, store.claim_next),
+                  "inbox scan+take": traced(store, lambda: (inbox.scan(), inbox.take_ready()))}
+    out: dict[str, list[str]] = {}
+    for path, sqls in statements.items():
+        for sql in sqls:
+            steps = [row[3] for row in store.db.execute("EXPLAIN QUERY PLAN " + sql).fetchall()]
+            if any(step.startswith("SCAN") for step in steps):
+                out[f"{path}: {' '.join(sql.split())[:160]}"] = steps
     return out
 
 
@@ -137,17 +158,20 @@ def print_queue(sizes: tuple[int, ...] = SIZES, indexes: tuple[str, ...] = ()) -
           f"median of {REPEATS}, ms)" + (f"; with {'; '.join(indexes)}" if indexes else ""))
     print("queued | finished | claim_next ms | inbox scan+take ms | N dropped at once: ms per brief to take all")
     for row in measure(sizes, indexes):
-        print(f"{row['queued']:,} | {row['finished']:,} | {row['claim_ms']:.3f} | {row['accept_ms']:.3f} | {row['drain_ms']:.3f}")
+        print(f"{row['queued']:,} | {row['finished']:,} | {row['claim_ms']:.3f} | {row['accept_ms']:.3f} | "
+              f"{row['drain_ms']:.3f}")
     root = Path(tempfile.mkdtemp(prefix="briefd-queue-plan-"))
     try:
         store = Store(root / "briefd.db")
         for sql in indexes:
             store.db.execute(sql)
-        for name, steps in plans(store).items():
-            print(f"  query plan, {name}: " + "; ".join(steps))
+        scans = plans(store, root)
         store.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    print("statements that read a whole table (EXPLAIN QUERY PLAN): " + ("none" if not scans else ""))
+    for statement, steps in scans.items():
+        print(f"  {statement}\n    plan: {'; '.join(steps)}")
     print()
 
 
