@@ -33,7 +33,7 @@ from daemon.inbox import Inbox
 from store.briefs import Store
 
 SIZES = (10, 100, 1_000)
-REPEATS = 20
+REPEATS = 50  # each claim and take commits (an fsync): the median of many steadies a busy disk
 QUESTION = "How large was the overrun of the Kestrel bridge, and who paid for it?"
 
 
