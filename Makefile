@@ -2,12 +2,13 @@
 #   make demo   venv + install + lab servers on loopback + the example brief, with real inference
 #   make test   venv with test extras + mypy (daemon/, store/) + the whole suite
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
+#   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: demo test bench soak lab clean venv
+.PHONY: demo test bench bench-real soak lab clean venv
 
 venv: $(STAMP)
 
@@ -30,6 +31,9 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.lab.bench
+
+bench-real: $(STAMP)
+	$(PY) -m tests.lab.bench_real $(BENCH_REAL_ARGS)
 
 soak: $(STAMP)
 	$(PY) -m tests.lab.soak $(SOAK_ARGS)
