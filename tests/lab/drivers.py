@@ -787,11 +787,14 @@ def _digest(name: str) -> str:
 class ScriptedDriver:
     """Deterministic answers to briefd's prompt protocol; no real inference.
 
-    ``tokens_per_s`` > 0 makes it sleep like a slow model; ``load_delay_s`` is spent
-    on every (re)load, i.e. the first call and every num_ctx change.
+    ``tokens_per_s`` > 0 makes it sleep like a slow model; ``seconds_per_answer`` > 0 makes
+    every generation take that long whatever its length (the issue's fixed 0.25 s, to measure
+    how busy briefd keeps a model); ``load_delay_s`` is spent on every (re)load, i.e. the first
+    call and every num_ctx change.
     """
 
     tokens_per_s: float = 0.0
+    seconds_per_answer: float = 0.0
     load_delay_s: float = 0.0
     name: str = "scripted"
     _loaded: dict[str, int] = field(default_factory=dict)
@@ -837,7 +840,9 @@ class ScriptedDriver:
             done_reason = "length"
         eval_tokens = approx_tokens(text)
         prompt_s = time.monotonic() - started  # durations are real: no invented speed
-        if self.tokens_per_s > 0 and not sleep_unless(eval_tokens / self.tokens_per_s, cancelled):
+        pace = eval_tokens / self.tokens_per_s if self.tokens_per_s > 0 else 0.0
+        pace += max(0.0, self.seconds_per_answer - (time.monotonic() - started))
+        if pace > 0 and not sleep_unless(pace, cancelled):
             done_reason = "cancelled"
         eval_s = time.monotonic() - started - prompt_s
         return Completion(

@@ -792,6 +792,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--default-num-ctx", type=int, default=DEFAULT_NUM_CTX)
     ap.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE)
     ap.add_argument("--tokens-per-s", type=float, default=0.0, help="scripted: sleep like a model this fast")
+    ap.add_argument("--seconds-per-answer", type=float, default=0.0,
+                    help="scripted: every generation takes this long, whatever its length")
     ap.add_argument("--parallel", type=int, default=1,
                     help="scripted: requests generated at once, as OLLAMA_NUM_PARALLEL (the rest wait in the queue)")
     ap.add_argument("--load-delay-s", type=float, default=0.0, help="scripted: seconds per (re)load")
@@ -806,7 +808,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.driver == "scripted":
-            driver = make_driver("scripted", tokens_per_s=args.tokens_per_s, load_delay_s=args.load_delay_s)
+            driver = make_driver("scripted", tokens_per_s=args.tokens_per_s, load_delay_s=args.load_delay_s,
+                                 seconds_per_answer=args.seconds_per_answer)
         else:
             driver = make_driver("llama", n_threads=args.threads)
     except ImportError as e:
