@@ -53,11 +53,18 @@ GAP_ID_MAX_CHARS = 10
 LABEL_MAX_CHARS = 48           # unit, scope, date: labels for the reader
 EVIDENCE_MAX_NEW_GAPS = 2
 EVIDENCE_MAX_NEW_QUERIES = 2
-SYNTHESIS_MAX_WORDS = 300
-SYNTHESIS_MAX_CHARS = SYNTHESIS_MAX_WORDS * 7  # ~6 characters a word in English, plus citations
+GRAMMAR_MAX_TEXT_CHARS = 1000
+"""The longest maxLength a schema may give a string. Ollama (llama.cpp) turns the JSON schema sent as
+`format` into a grammar, and refuses one that repeats a rule more than its threshold allows ("number
+of repetitions exceeds sane defaults"): a string of maxLength 1,001 or more is refused (measured with
+llama.cpp's own parser, tests/test_budgets.py), and the answer is then not constrained at all."""
+SYNTHESIS_MAX_CHARS = GRAMMAR_MAX_TEXT_CHARS
+SYNTHESIS_MAX_WORDS = 140  # what SYNTHESIS_MAX_CHARS holds: ~6 characters a word in English, plus citations
 
 
 def _text(max_chars: int) -> dict[str, Any]:
+    if max_chars > GRAMMAR_MAX_TEXT_CHARS:
+        raise ValueError(f"a string of maxLength {max_chars} cannot be a grammar (at most {GRAMMAR_MAX_TEXT_CHARS})")
     return {"type": "string", "maxLength": max_chars}
 
 
@@ -502,7 +509,7 @@ def coerce_synthesis(known: Sequence[int] = ()) -> Callable[[Any], str]:
         summary = data.get("summary")
         if not isinstance(summary, str) or not summary.strip():
             raise ValueError("'summary' must be a non-empty string of Markdown")
-        summary = whole_sentences(summary.strip(), SYNTHESIS_MAX_CHARS)
+        summary = whole_sentences(summary, SYNTHESIS_MAX_CHARS).strip()  # the raw length met the bound
         if numbers and not numbers & set(cited_numbers(summary)):
             raise ValueError("the summary cites none of the EVIDENCE: cite it as [n] after each claim")
         return summary

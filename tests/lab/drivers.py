@@ -1100,6 +1100,10 @@ class LlamaDriver:
         gsampler = (
             llama_cpp.llama_sampler_init_grammar(vocab, grammar_text.encode("utf-8"), b"root") if grammar_text else None
         )
+        if grammar_text and not gsampler:  # a NULL sampler: llama.cpp refused the grammar (too many repetitions)
+            chain.close()
+            raise ValueError("the format's JSON schema makes a grammar llama.cpp refuses (a string or array bound "
+                             "too large): the answer could not be constrained")
         full = _TokenArray(n_vocab)
         top = _TokenArray(_TOP_N)
         one = _TokenArray(1)
