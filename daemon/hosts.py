@@ -167,7 +167,7 @@ class ModelHosts:
     async def call_json(self, *, purpose: str, system: str, user: str, schema: dict[str, Any],
                         coerce: Callable[[Any], T], fallback: Callable[[], T], cache: AnswerCache | None = None,
                         record: Callable[[CallRecord], None] | None = None,
-                        on_wait: OnWait | None = None) -> CallResult[T]:
+                        on_wait: OnWait | None = None, retry_cut: bool = True) -> CallResult[T]:
         """`llm.call_json` on the host the pool picks, failing over to the next usable host.
 
         Raises what `llm.call_json` raises (ServiceDown, ModelMissing) only when no usable host
@@ -182,7 +182,7 @@ class ModelHosts:
             try:
                 result = await llm.call_json(self.clients[pick.host], cfg, purpose=purpose, system=system,
                                              user=user, schema=schema, coerce=coerce, fallback=fallback,
-                                             cache=cache, record=record, on_wait=on_wait)
+                                             cache=cache, record=record, on_wait=on_wait, retry_cut=retry_cut)
             except (ServiceDown, ModelMissing) as exc:
                 self._out(pick.host, exc)
                 tried.append(pick.host)

@@ -760,6 +760,7 @@ class CallResult(Generic[T]):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     repairs: list[str] = field(default_factory=list)
+    retry_skipped: bool = False  # cut off, and not asked again (no shorter answer, or the caller said so)
 
 
 class ServiceDown(Exception):
@@ -990,8 +991,12 @@ async def call_json(
     cache: AnswerCache | None = None,
     record: Callable[[CallRecord], None] | None = None,
     on_wait: OnWait | None = None,
+    retry_cut: bool = True,
 ) -> CallResult[T]:
     """Ask the model for JSON matching `schema` and turn it into a T, whatever the model does.
+
+    `retry_cut=False`: an answer cut off at its budget is not asked again (the caller has a
+    fallback at least as good as a shorter answer would be: the synthesis's quotes).
 
     Cache hit → "cached". Otherwise one chat, whose `num_predict` is the schema's output budget
     (`output_budget`); a usable answer (after repair) → "ok" or "repaired"; else one retry quoting
@@ -1011,9 +1016,9 @@ async def call_json(
         if record is not None:
             record(rec)
 
-    def result(value: T, outcome: Any, repairs: list[str]) -> CallResult[T]:
+    def result(value: T, outcome: Any, repairs: list[str], retry_skipped: bool = False) -> CallResult[T]:
         return CallResult(
-            value=value, outcome=outcome, records=records, repairs=repairs,
+            value=value, outcome=outcome, records=records, repairs=repairs, retry_skipped=retry_skipped,
             prompt_tokens=sum(r.prompt_tokens or 0 for r in records),
             completion_tokens=sum(r.completion_tokens or 0 for r in records),
         )
@@ -1061,12 +1066,12 @@ async def call_json(
             value, repairs = _use(answer, coerce)
         except _Unusable as exc:
             reason = exc.reason
-            shorter = shorter_schema(attempt_schema) if truncated_answer else None
+            shorter = shorter_schema(attempt_schema) if truncated_answer and retry_cut else None
             if truncated_answer and shorter is None:
-                rec.outcome, rec.error = "fallback", (f"it was cut off at the {budget}-token limit ({reason}) "
-                                                      "and no shorter answer can exist")
+                why = "no shorter answer can exist" if retry_cut else "a shorter answer would not be better"
+                rec.outcome, rec.error = "fallback", f"it was cut off at the {budget}-token limit ({reason}) and {why}"
                 emit(rec)
-                return result(fallback(), "fallback", [])
+                return result(fallback(), "fallback", [], retry_skipped=True)
             if shorter is not None:
                 reason = (f"it was cut off at the {budget}-token limit ({reason}); "
                           f"give a shorter answer with {', '.join(shorter.asks)}")

@@ -833,9 +833,12 @@ class Research:
             self.state.count_fallback("model_only")
         prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits,
                                           extra=self.policy.synthesis_line(self.facts(rows)))
+        # a summary cut off at its budget is not asked for again: the schema already holds the
+        # summary to what the budget allows, so a model that ran out of it once writes no better
+        # in half the room, and the fallback (the strongest quotes, cited) says what was found
         summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA,
                                  planner.coerce_synthesis([s.n for s in sources]),
-                                 lambda: planner.template_summary(self.question, lines))
+                                 lambda: planner.template_summary(self.question, lines), retry_cut=False)
         summary, cited = renumber(summary, sources)
         return summary, number_sources(cited, sources), disclaimer
 
@@ -927,15 +930,17 @@ class Research:
         return used <= prompt_budget(self.svc.model)
 
     async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
-                  fallback: Callable[[], T]) -> T:
+                  fallback: Callable[[], T], retry_cut: bool = True) -> T:
         self.check_cancel()
         hosts = self.svc.hosts or ModelHosts.single(self.svc.llm_client, self.svc.model)
         result = await hosts.call_json(
             purpose=purpose, system=planner.SYSTEM_RESEARCHER,
             user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
-            record=self.record_call, on_wait=self.on_wait,
+            record=self.record_call, on_wait=self.on_wait, retry_cut=retry_cut,
         )
         crashpoints.reached("model_answer")
+        if result.retry_skipped:
+            self.state.count_skipped(f"{purpose} retry")
         self.store.set_waiting(self.run_id, None)
         self.store.service_back(self.run_id)
         if result.outcome in ("fallback", "poisoned"):

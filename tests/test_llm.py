@@ -193,7 +193,7 @@ class Run:
 
 
 def ask(cfg: ModelConfig, *, cache: DictCache | None = None, user: str = USER, system: str = SYSTEM,
-        schema: dict[str, Any] = SCHEMA) -> Run:
+        schema: dict[str, Any] = SCHEMA, retry_cut: bool = True) -> Run:
     records: list[CallRecord] = []
     waits: list[tuple[str, float, str]] = []
 
@@ -203,7 +203,7 @@ def ask(cfg: ModelConfig, *, cache: DictCache | None = None, user: str = USER, s
             return await call_json(
                 client, cfg, purpose="plan", system=system, user=user, schema=schema, coerce=coerce_plan,
                 fallback=lambda: FALLBACK_PLAN, cache=cache, record=records.append,
-                on_wait=lambda service, at, reason: waits.append((service, at, reason)),
+                on_wait=lambda service, at, reason: waits.append((service, at, reason)), retry_cut=retry_cut,
             )
         finally:
             await client.close()
@@ -340,6 +340,16 @@ def test_a_cut_off_answer_that_cannot_be_shorter_is_not_retried(server: Scripted
     [rec] = run.records
     assert rec.truncated_answer and rec.outcome == "fallback"
     assert rec.error and "no shorter answer can exist" in rec.error
+
+
+def test_a_caller_may_say_a_cut_off_answer_is_not_worth_asking_again(server: Scripted) -> None:
+    """The synthesis: its schema holds the summary to its budget, and its fallback (the strongest
+    quotes) is at least as good as a summary in half the room."""
+    server.script(chat(CUT, done_reason="length"), chat(GOOD))
+    run = ask(config(server.url), schema=BOUNDED, retry_cut=False)
+    assert len(server.chats) == 1
+    assert run.result.outcome == "fallback" and run.result.retry_skipped
+    assert run.records[0].error and "a shorter answer would not be better" in run.records[0].error
 
 
 def test_an_answer_that_is_wrong_but_not_cut_off_is_retried_with_the_same_schema(server: Scripted) -> None:
