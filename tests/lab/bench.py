@@ -40,7 +40,7 @@ from tests.lab import web
 from tests.lab.corpus import TOPICS
 from tests.lab.library_bench import print_library
 from tests.lab.queue_bench import print_queue
-from tests.lab.servers import start_ollama, start_search_lab
+from tests.lab.servers import lab_with_model
 from tests.lab.workspace import BRIEFD, Workspace
 
 PROSE = "The board met on Tuesday. Dr. Alvarez said costs rose by 4.5 million, e.g. for labour. "
@@ -140,20 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print_queue()
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-"))
-    lab = start_search_lab(root / "lab")
-    try:
-        pace = (("--seconds-per-answer", str(args.seconds_per_answer)) if args.seconds_per_answer
-                else ("--tokens-per-s", str(args.tokens_per_s)))
-        ollama, url = start_ollama(root / "logs", "scripted", extra=pace)
-    except BaseException:
-        lab.stop()
-        raise
-    try:
+    pace = (("--seconds-per-answer", str(args.seconds_per_answer)) if args.seconds_per_answer
+            else ("--tokens-per-s", str(args.tokens_per_s)))
+    with lab_with_model(root, extra=pace) as (lab, url):
         ws = Workspace(root=root, searxng_url=lab.searxng_url, ollama_url=url, model="lab-scripted")
         rows = run_pass(ws, "first") + run_pass(ws, "again")
-    finally:
-        ollama.stop()
-        lab.stop()
     cols = ["pass", "brief", "wall_seconds", "llm_seconds", "busy", "llm_calls", "llm_cache_hits",
             "prompt_tokens", "completion_tokens", "searches", "pages_fetched", "page_cache_hits", "evidence"]
     speed = (f"{args.seconds_per_answer:g} s an answer" if args.seconds_per_answer

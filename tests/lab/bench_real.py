@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.lab.bench import BRIEFS as LAB_BRIEFS
-from tests.lab.servers import start_ollama, start_search_lab
+from tests.lab.servers import lab_with_model
 from tests.lab.workspace import BRIEFD, Workspace
 
 MODEL = "gemma3:270m"
@@ -126,14 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-real-"))
     print(f"briefd bench-real: {MODEL} (llama-cpp-python) on this machine, num_ctx 2048, num_predict 384 "
           f"(the demo's settings for 2 cores), other settings default; work folder {root}", flush=True)
-    lab = start_search_lab(root / "lab")
-    try:
-        ollama, url = start_ollama(root / "logs", "llama", name="ollama-llama")
-    except BaseException:
-        lab.stop()
-        raise
     rows: list[dict[str, Any]] = []
-    try:
+    with lab_with_model(root, "llama", name="ollama-llama") as (lab, url):
         for mode in args.modes:
             started = time.monotonic()
             ws = Workspace(root=root / mode, searxng_url=lab.searxng_url, ollama_url=url, model=MODEL)
@@ -141,9 +135,6 @@ def main(argv: list[str] | None = None) -> int:
             rows += mode_rows + [mean_row(mode, mode_rows)]
             print(f"briefd bench-real: {mode} mode done in {time.monotonic() - started:.0f} s", flush=True)
             print(table(rows) + "\n", flush=True)
-    finally:
-        ollama.stop()
-        lab.stop()
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from tests.lab.library import build_library
-from tests.lab.servers import REPO_ROOT, start_ollama, start_search_lab
+from tests.lab.servers import REPO_ROOT, lab_with_model
 from tests.lab.zim import build_corpus_zim
 
 MODEL = "gemma3:270m"
@@ -34,13 +34,7 @@ def main() -> int:
     started = time.monotonic()
     print("briefd demo: starting the lab on loopback (SearXNG, datasette, local web, model server)...",
           flush=True)
-    lab = start_search_lab(root / "search")
-    try:
-        ollama, ollama_url = start_ollama(root / "logs", "llama", name="ollama-llama")
-    except BaseException:
-        lab.stop()
-        raise
-    try:
+    with lab_with_model(root, "llama", lab_dir="search", name="ollama-llama") as (lab, ollama_url):
         print(f"  SearXNG     {lab.searxng_url}\n  local web   {lab.web_url}\n"
               f"  model       {MODEL} (real inference, llama-cpp-python) at {ollama_url}", flush=True)
         library = build_library(root / "library")
@@ -88,9 +82,6 @@ def main() -> int:
             print(f"  {report_path.parent / name}")
         print(f"\nThe report is in {report_path.parent}")
         return 0
-    finally:
-        ollama.stop()
-        lab.stop()
 
 
 def used_sources(report: dict, events_path: Path) -> str:

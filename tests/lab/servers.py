@@ -32,7 +32,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence, TYPE_CHECKING
@@ -194,6 +195,22 @@ def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama
         proc.stop()
         raise
     return proc, url
+
+
+@contextmanager
+def lab_with_model(root: Path, driver: str = "scripted", *, lab_dir: str = "lab", name: str = "ollama",
+                   extra: Sequence[str] = ()) -> Iterator[tuple[SearchLab, str]]:
+    """The search lab and one model server for a script (demo, benches): (the lab, the model's URL),
+    both stopped at the end, the lab also when the model server fails to start."""
+    lab = start_search_lab(root / lab_dir)
+    try:
+        ollama, url = start_ollama(root / "logs", driver, name=name, extra=extra)
+        try:
+            yield lab, url
+        finally:
+            ollama.stop()
+    finally:
+        lab.stop()
 
 
 def start_web(workdir: Path, port: int | None = None) -> tuple[Proc, int]:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from tests.lab.bench import BRIEFS
-from tests.lab.servers import start_ollama, start_search_lab
+from tests.lab.servers import lab_with_model
 from tests.lab.workspace import BRIEFD, Workspace
 
 
@@ -51,18 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2,4")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="briefd-throughput-"))
-    lab = start_search_lab(root / "lab")
-    try:
-        ollama, url = start_ollama(root / "logs", "scripted", extra=(
-            "--tokens-per-s", str(args.tokens_per_s), "--parallel", str(args.parallel)))
-    except BaseException:
-        lab.stop()
-        raise
-    try:
+    pace = ("--tokens-per-s", str(args.tokens_per_s), "--parallel", str(args.parallel))
+    with lab_with_model(root, extra=pace) as (lab, url):
         rows = [run_with_workers(root, lab.searxng_url, url, int(w), args.briefs) for w in args.workers.split(",")]
-    finally:
-        ollama.stop()
-        lab.stop()
     print(f"briefd bench: {args.briefs} briefs, scripted model at {args.tokens_per_s:g} tokens/s serving "
           f"{args.parallel} at once")
     print("workers | briefs done | wall_seconds | briefs_per_hour")
