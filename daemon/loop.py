@@ -140,6 +140,8 @@ class Research:
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
+        # the model servers the calls go to: the worker's pool, or the one client (tests build that)
+        self.models = svc.hosts or ModelHosts.single(svc.llm_client, svc.model)
         # every request made for this brief, by host (this task and the tasks it starts): egress.py;
         # kept in the store as it grows, so a run resumed after a crash still lists every host
         self.egress = egress.start(svc.settings.egress, earlier=self.store.load_egress(run_id))
@@ -932,8 +934,7 @@ class Research:
     async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
                   fallback: Callable[[], T], retry_cut: bool = True) -> T:
         self.check_cancel()
-        hosts = self.svc.hosts or ModelHosts.single(self.svc.llm_client, self.svc.model)
-        result = await hosts.call_json(
+        result = await self.models.call_json(
             purpose=purpose, system=planner.SYSTEM_RESEARCHER,
             user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
             record=self.record_call, on_wait=self.on_wait, retry_cut=retry_cut,
