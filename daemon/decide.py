@@ -300,6 +300,9 @@ class LoopState:
     # url → what became of a page a round went on without (the loop's LATE_* words): still
     # `waiting` ones are taken into the next round, or read (or given up) before the synthesis
     late: dict[str, str] = field(default_factory=dict)
+    # when the run began, in epoch seconds to the microsecond: the wall time in `usage` and the
+    # seconds budget (the brief's started_at is to the second, up to a second off for a short brief)
+    began_s: float | None = None
 
     def open_gaps(self) -> list[Gap]:
         return [g for g in self.gaps if g.open]

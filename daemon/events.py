@@ -73,3 +73,13 @@ class EventLog:
 def _brief(fields: dict[str, Any]) -> str:
     text = json.dumps(fields, ensure_ascii=False)
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+class LoggedOnly(EventLog):
+    """A finished brief's events: its report is made and its event file ends with it, so what
+    still happens on its behalf (a straggler's fetch ending, daemon.loop.Research.hand_over) goes
+    to the daemon's log only."""
+
+    def emit(self, type_: str, **fields: Any) -> dict[str, Any]:
+        log.debug("%s (after its report): %s %s", self.brief_id, type_, fields)
+        return {"type": type_, **fields}

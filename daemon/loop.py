@@ -34,7 +34,7 @@ from . import crashpoints, decide, egress, judge, planner
 from .brief import Brief
 from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
-from .events import EventLog
+from .events import EventLog, LoggedOnly
 from .fetch import FetchLimits, FetchResult, fetch_page
 from .hosts import ModelHosts, model_hosts
 from .llm import CallRecord, ModelConfig, estimate_tokens, prompt_budget
@@ -53,9 +53,9 @@ SEARCH_CACHE_S = 24 * 3600
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
-# Stragglers (issue 11): the model never waits for a slow page while it has nothing to read
-STRAGGLER_GRACE_S = 1.0    # once every page that arrived is read, a page still loading gets this long
-SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out (or was given up) is not fetched again for a day
+# Stragglers (issue 11): the model never waits for a slow page while it has something to read
+STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long for its next page, no more
+SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
 LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
 DISCLAIMER_MODEL_ONLY = (
@@ -80,6 +80,9 @@ class Services:
     library: Searcher | None = None  # the local library's index (daemon.library), when one is configured
     archives: ArchiveShelf | None = None  # the ZIM archives (daemon.archives), when configured
     hosts: ModelHosts | None = None  # several model servers (daemon.hosts); None: `llm_client` alone
+    # fetches a finished brief handed over (Research.hand_over): they end while the next brief runs,
+    # their page cached or, on their own timeout, remembered as slow (the daemon's end cuts them off)
+    trailing: set["asyncio.Task[Any]"] = field(default_factory=set)
 
 
 class Cancelled(Exception):
@@ -135,7 +138,9 @@ class Research:
         self.limits = limits_for(brief)
         self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
-        self.state = LoopState.from_dict(saved) if saved else LoopState()
+        self.state = LoopState.from_dict(saved) if saved else LoopState(began_s=time.time())
+        if self.state.began_s is None:  # a checkpoint from before began_s: the second is what is known
+            self.state.began_s = time.time() - seconds_since(started_at)
         self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
@@ -150,22 +155,45 @@ class Research:
         # fetches that outlive the round that started them: its stragglers, by URL, and when each began
         self.inflight: dict[str, asyncio.Task[tuple[str, list[int]] | None]] = {}
         self.fetch_started: dict[str, float] = {}
+        # what is fetched while the model plans (search_ahead): the question's search, and its pages
+        self.ahead: asyncio.Task[None] | None = None
+        self.early_searches: dict[str, asyncio.Task[tuple[list[SearchHit], bool]]] = {}
+        self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
+        self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
 
     # ---- the story --------------------------------------------------------------------------
 
     async def run(self) -> dict[str, Any]:
-        if self.state.phase == "plan":
-            await self.plan()
         try:
+            if self.state.phase == "plan":
+                self.ahead = asyncio.create_task(self.search_ahead())
+                await self.plan()
             await self.rounds()
-        finally:
+            self.drop_early()
+            summary, sources, disclaimer = await self.synthesize()  # the stragglers keep loading meanwhile
+        except BaseException:
+            self.drop_early()
             for task in self.inflight.values():  # a stop, a cancel or an outage: nothing keeps loading
                 task.cancel()
             self.inflight.clear()
-        summary, sources, disclaimer = await self.synthesize()
+            raise
         self.state.phase = "done"
         self.checkpoint()
-        return self.report(summary, sources, disclaimer)
+        report = self.report(summary, sources, disclaimer)
+        self.hand_over()
+        return report
+
+    def hand_over(self) -> None:
+        """The stragglers still loading when the brief is done are not cut off: their bytes are on
+        the way, so a running daemon lets them end (by the fetch's own time limit) while the next
+        brief runs. A page that arrives is cached for the next brief that finds it; one that times
+        out is remembered as slow (SLOW_PAGE_MEMORY_S). Their events are logged, not appended: the
+        brief's event file ends with its report. (`run --once` cuts them off when its work is done.)"""
+        self.events = LoggedOnly(self.store, self.run_id, self.events.brief_id, self.events.path)
+        for task in self.inflight.values():
+            self.svc.trailing.add(task)
+            task.add_done_callback(self.svc.trailing.discard)
+        self.inflight.clear()
 
     async def rounds(self) -> None:
         while self.state.phase == "rounds":
@@ -198,6 +226,45 @@ class Research:
                 self.checkpoint()
                 break
             await self.round(self.state.round + 1, queries)
+
+    async def search_ahead(self) -> None:
+        """While the model plans, the question's web search and the pages it ranks highest are
+        fetched: round 1 always searches the question first, so its pages are mostly these, and
+        the model reads them as soon as the plan is made instead of waiting for them (issue 11).
+
+        Only the downloads are early: round 1 takes the search (search_web) and the pages
+        (download) from these tasks, and records and reads them as if it had asked then, so the
+        events, the store and `usage` say what round 1 did. A page round 1 does not choose may
+        serve a later round; one no round takes is named when the rounds end (drop_early).
+        """
+        if WEB not in self.sources:
+            return
+        question = self.brief.question
+        search = self.early_searches[question] = asyncio.create_task(self.search_web_now(question))
+        if not self.brief.fetch_pages:
+            return
+        try:
+            hits, _ = await asyncio.shield(search)
+        except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
+            return
+        candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
+        for url in decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates), self.pages_allowed()):
+            self.early_downloads[url] = asyncio.create_task(self.download_now(url))
+
+    def drop_early(self) -> None:
+        """The rounds are over: a download no round took is cut off (or named, if it was made)."""
+        if self.ahead is not None:
+            self.ahead.cancel()
+        for task in self.early_searches.values():
+            task.cancel()
+        unread = [url for url, task in self.early_downloads.items() if task.done() and not task.cancelled()]
+        for download in self.early_downloads.values():
+            download.cancel()
+        self.early_searches.clear()
+        self.early_downloads.clear()
+        if unread:
+            self.events.emit("signal", message="fetched while the model planned, and not read: no round chose "
+                                               "these pages", urls=unread)
 
     @property
     def question(self) -> str:
@@ -249,6 +316,8 @@ class Research:
         self.events.emit("round_started", round=round_no, queries=queries,
                          open_gaps=[g.text for g in self.state.open_gaps()])
         hits = await self.search_all(round_no, queries)
+        if self.ahead is not None:
+            await self.ahead  # its downloads are started once the question's search is back: take them
         self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
         # library documents and archive articles are read whole even in snippet mode: they are on
         # this machine, so reading them costs no fetch; only web pages are left to their snippets
@@ -314,6 +383,11 @@ class Research:
         return hits, False
 
     async def search_web(self, query: str) -> tuple[list[SearchHit], bool]:
+        """SearXNG's hits for a query: the one search_ahead started for it, or asked now."""
+        early = self.early_searches.pop(query, None)
+        return await early if early is not None else await self.search_web_now(query)
+
+    async def search_web_now(self, query: str) -> tuple[list[SearchHit], bool]:
         """SearXNG's hits for a query (from the search cache when fresh); an outage ends the round."""
         key = cache_key(query, self.params)
         cached = self.store.cached_search(key, SEARCH_CACHE_S)
@@ -360,10 +434,13 @@ class Research:
         pages are still downloading, and makes a resumed round send the very same prompts,
         which the answer cache then replays instead of paying for them again.
 
-        Once every batch whose pages arrived is read, the pages still loading get
-        STRAGGLER_GRACE_S; then the round goes on without them (go_on_without): their batches
-        are read without them now, and their fetches keep running for the next round (or the
-        synthesis) to take in. The stragglers are checkpointed before any batch is read without
+        Once the model has read a batch (made a call: pages that all failed give it nothing to
+        read) and every other batch whose pages all arrived, the round
+        does not wait for a page still loading: it goes on without it at once (go_on_without),
+        and so it does for an earlier round's straggler. Only a round that has read nothing yet
+        waits, each page that arrives giving the rest STRAGGLER_GRACE_S more: the model has
+        nothing else to do then. The batches are read without the stragglers, whose fetches keep
+        running for the next round (or the synthesis) to take in. The stragglers are checkpointed before any batch is read without
         them, so a batch's pages are always "its rank group less the round's stragglers", and a
         resumed round re-forms the very same batches.
         """
@@ -372,7 +449,9 @@ class Research:
         batches = [[u for u in urls[i:i + PAGES_PER_BATCH] if u not in late]
                    for i in range(0, len(urls), PAGES_PER_BATCH)]
         unread = [n for n, batch in enumerate(batches) if batch]
+        carried = {url for url, what in self.state.late.items() if what == LATE_WAITING}
         gaps = self.state.open_gaps()
+        read_before = self.batches_read
         try:
             while unread:
                 ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
@@ -381,8 +460,11 @@ class Research:
                     await self.read_pages(round_no, batches[ready[0]], fetches, gaps)
                     continue
                 loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
-                arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
-                                                return_when=asyncio.FIRST_COMPLETED)
+                arrived: set[asyncio.Task[tuple[str, list[int]] | None]] = set()
+                # the model has read something this round (pages that all failed gave it nothing)
+                if self.batches_read == read_before and not carried.issuperset(loading):
+                    arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
+                                                    return_when=asyncio.FIRST_COMPLETED)
                 if not arrived:
                     self.go_on_without(round_no, loading)
                     late.update(loading)
@@ -435,8 +517,10 @@ class Research:
         await self.read_batch(round_no, ids, titles, gaps)
 
     async def last_stragglers(self) -> None:
-        """Before the synthesis: each straggler still loading gets one more grace; the ones that
-        arrive are read (as part of the last round), the rest are given up and remembered as slow.
+        """Before the synthesis: the stragglers that arrived are read (as part of the last round);
+        the rest are not waited for (the synthesis is the model's next work): they are given up,
+        and their fetches left to end on their own (hand_over). Only a brief with no evidence at
+        all waits for them, as long as their fetches may take: there is nothing to synthesize yet.
 
         Given up first and checkpointed, so a run resumed here reads the same arrived pages
         (from the page cache) in the same batches; their evidence from an interrupted attempt
@@ -447,11 +531,12 @@ class Research:
             return
         round_no = self.state.round
         fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
-        await asyncio.wait(fetches.values(), timeout=STRAGGLER_GRACE_S)
+        if not self.store.evidence_count(self.run_id):
+            await asyncio.wait(fetches.values())
         arrived = [url for url in waiting if fetches[url].done()]
         for url in waiting:
             if url not in arrived:
-                fetches[url].cancel()
+                self.inflight[url] = fetches[url]
                 self.give_up(round_no, url)
         self.checkpoint()
         gaps = self.state.open_gaps()
@@ -465,10 +550,12 @@ class Research:
                 self.update_estimate(round_no)
 
     def give_up(self, round_no: int, url: str) -> None:
-        """A straggler still loading when the synthesis begins: recorded, and remembered as slow."""
-        reason = f"still loading after {self.loading_for(url):g} s when the synthesis began: given up"
+        """A straggler still loading when the synthesis begins: recorded as not read. It is
+        remembered as slow only if its fetch, left to end (hand_over), does time out."""
+        reason = (f"still loading after {self.loading_for(url):g} s when the synthesis began: not read "
+                  f"(the fetch goes on; a page that times out is remembered as slow)")
         self.state.late[url] = LATE_GIVEN_UP
-        self.mark_bad(url, reason, transient=True, slow=True)
+        self.mark_bad(url, reason, transient=True)
         self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
 
     async def fetch_page_safely(self, round_no: int, url: str,
@@ -514,8 +601,8 @@ class Research:
             result = await self.archive_article(url)
             self.state.local_reads += 1
         else:
-            async with self.svc.fetch_slots:
-                result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
+            early = self.early_downloads.pop(url, None)
+            result = await early if early is not None else await self.download_now(url)
             self.state.pages_fetched += 1
         if not result.ok:
             self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
@@ -550,6 +637,11 @@ class Research:
                          passages=len(passages), from_cache=False, truncated=result.truncated,
                          seconds=round(result.elapsed_s, 3), **({"notes": page.notes} if page.notes else {}))
         return title, self.store.passage_ids(url, "page")
+
+    async def download_now(self, url: str) -> FetchResult:
+        """A web page's bytes, within the fetch limits and the daemon's concurrent-fetch slots."""
+        async with self.svc.fetch_slots:
+            return await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
 
     def library_document(self, round_no: int, url: str) -> tuple[str, list[int]] | None:
         """A library document: read and split when it was indexed, so here it costs one store read."""
@@ -634,6 +726,7 @@ class Research:
             return []
         # the schema allows no more items than the prompt has sentences: the answer's budget follows
         schema = planner.evidence_schema(self.kind, len(prompt.refs))
+        self.batches_read += 1
         answer = await self.ask("evidence", prompt.text, schema, planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
@@ -791,7 +884,7 @@ class Research:
 
     def usage_now(self, tokens: int | None = None) -> Usage:
         return Usage(tokens=self.tokens_used() if tokens is None else tokens,
-                     seconds=seconds_since(self.started_at), pages=self.pages_read())
+                     seconds=self.wall_seconds(), pages=self.pages_read())
 
     def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
         """What the policy decides from, read from the store (once; or the evidence rows and token
@@ -964,6 +1057,11 @@ class Research:
 
     # ---- bookkeeping --------------------------------------------------------------------------------
 
+    def wall_seconds(self) -> float:
+        """Since the run began (resumed runs included: time waiting on the queue counts)."""
+        assert self.state.began_s is not None
+        return max(0.0, time.time() - self.state.began_s)
+
     def tokens_used(self) -> int:
         usage = self.store.model_usage(self.run_id)
         return usage["prompt_tokens"] + usage["completion_tokens"]
@@ -979,7 +1077,7 @@ class Research:
             "page_cache_hits": self.state.page_cache_hits,
             "documents_read": self.state.local_reads,
             "llm_cache_hits": model["llm_cache_hits"],
-            "wall_seconds": round(seconds_since(self.started_at), 3),
+            "wall_seconds": round(self.wall_seconds(), 3),
             "llm_seconds": model["llm_seconds"],
             # how the model's answers were made usable (a replayed answer counts where it was paid for)
             "repaired_answers": model["repaired_answers"],

@@ -173,6 +173,19 @@ class PageWorkers:
             notes=list(page["notes"]),
         )
 
+    async def warm(self) -> None:
+        """Start the children before the first page arrives: each takes about 0.3 s to import its
+        readers, which the model would otherwise sit through at a brief's first pages. The worker
+        starts this with the daemon, so it overlaps the first plan. A child that cannot start is
+        left to the first read, which says why."""
+        missing = max(0, self.size - len(self._idle) - len(self._busy))
+        started = await asyncio.gather(*(_start_child() for _ in range(missing)), return_exceptions=True)
+        for child in started:
+            if isinstance(child, _Child):
+                self._idle.append(child)
+            elif not isinstance(child, Exception):
+                raise child  # a cancel: the daemon is closing
+
     async def _take(self) -> _Child:
         """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""
         while self._idle:

@@ -216,6 +216,7 @@ class Daemon:
                     watcher = asyncio.create_task(self.watch_inbox())
                     workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
                     await asyncio.gather(*workers)
+                    await self.cut_trailing(svc)
                     watcher.cancel()
                     if indexer is not None:
                         indexer.cancel()
@@ -225,6 +226,17 @@ class Daemon:
                 if observer is not None:
                     observer.stop()
                     observer.join(timeout=5)
+
+    async def cut_trailing(self, svc: Services) -> None:
+        """The pages finished briefs left loading (Research.hand_over) end with the daemon: a
+        running daemon lets them finish while it works on (cached, or remembered as slow on their
+        own timeout), but `run --once` does not stay up for them, nor a stop. Nothing is lost:
+        such a page was given up by its brief already, and is only fetched again."""
+        if svc.trailing:
+            log.info("cutting off %d page fetch(es) left loading by finished briefs", len(svc.trailing))
+        for task in list(svc.trailing):
+            task.cancel()
+        await asyncio.gather(*list(svc.trailing), return_exceptions=True)
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT stop gracefully, in `run` and `run --once` alike (checkpoint, re-queue,
@@ -571,6 +583,7 @@ class _ServicesContext:
             cfg, service_transport(settings, cfg.host, model=True)))
         self.llm_client = next(iter(self.hosts.clients.values()))
         self.pages = PageWorkers()
+        self.warming = asyncio.create_task(self.pages.warm())  # while the first brief is planned
         shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
         for notice in shelf.take_notes() if shelf is not None else []:
             log.warning("%s", notice)  # an archive that cannot be opened: the others still serve
@@ -584,6 +597,8 @@ class _ServicesContext:
     async def __aexit__(self, *exc: object) -> None:
         await self.http.aclose()
         await self.fetch_client.aclose()
+        self.warming.cancel()
+        await asyncio.gather(self.warming, return_exceptions=True)
         await self.pages.close()
 
 

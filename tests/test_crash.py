@@ -34,7 +34,7 @@ def test_kill_9_mid_brief_then_restart_finishes_once_without_paying_twice(tmp_pa
         events = ws.outbox / "bridge" / "events.ndjson"
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            if events.exists() and '"evidence_found"' in events.read_text():
+            if events.exists() and mid_round(events.read_text()):
                 break
             time.sleep(0.05)
         os.kill(daemon.pid, signal.SIGKILL)
@@ -60,6 +60,16 @@ def test_kill_9_mid_brief_then_restart_finishes_once_without_paying_twice(tmp_pa
     conn = sqlite3.connect(ws.db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT count(*) FROM briefs WHERE brief_id = 'bridge'").fetchone()[0] == 1
+
+
+def mid_round(log: str) -> bool:
+    """A round has had an answer with evidence and is not done: the resumed round must replay it.
+    (A round that ends at once after its only answer is no such moment: its next is looked for.)"""
+    lines = [json.loads(line) for line in log.splitlines() if line.endswith("}")]
+    found = {e["round"] for e in lines if e["type"] == "evidence_found"}
+    done = {int(e["message"].split()[1]) for e in lines if e.get("message", "").endswith(" done")
+            and e["message"].startswith("round ")}
+    return bool(found - done)
 
 
 # ---- the crash matrix: die at every boundary, restart, check every promise -------------------------

@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import zlib
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -178,6 +179,10 @@ class LabHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
         if not self.quiet:
             super().log_message(format, *args)
+
+    def log_date_time_string(self) -> str:
+        """To the microsecond, UTC (tests order a page's request against a model call's log)."""
+        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     # -- helpers -----------------------------------------------------------
     def _send(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
