@@ -37,7 +37,7 @@ from .decide import Limits, LoopState, Usage
 from .events import EventLog, LoggedOnly
 from .fetch import FetchLimits, FetchResult, fetch_page
 from .hosts import ModelHosts, model_hosts
-from .llm import CallRecord, ModelConfig, estimate_tokens, prompt_budget
+from .llm import CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
 from .policy import EstimatePolicy, Facts, policy_for
 from .retry import call_with_retries
@@ -50,6 +50,7 @@ log = logging.getLogger("briefd")
 T = TypeVar("T")
 
 SEARCH_CACHE_S = 24 * 3600
+SUMMARY_MIN_FIT_CHARS = 150  # a num_predict too small for even this gets it, and the fallback if cut off
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
@@ -926,13 +927,14 @@ class Research:
         disclaimer = None if evidence else DISCLAIMER_MODEL_ONLY
         if not evidence:
             self.state.count_fallback("model_only")
+        chars = summary_chars(len(lines), self.svc.model.num_predict)
         prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits,
-                                          extra=self.policy.synthesis_line(self.facts(rows)))
+                                          extra=self.policy.synthesis_line(self.facts(rows)), chars=chars)
         # a summary cut off at its budget is not asked for again: the schema already holds the
         # summary to what the budget allows, so a model that ran out of it once writes no better
         # in half the room, and the fallback (the strongest quotes, cited) says what was found
-        summary = await self.ask("synthesis", prompt, planner.SYNTHESIS_SCHEMA,
-                                 planner.coerce_synthesis([s.n for s in sources]),
+        summary = await self.ask("synthesis", prompt, planner.synthesis_schema(chars),
+                                 planner.coerce_synthesis([s.n for s in sources], chars),
                                  lambda: planner.template_summary(self.question, lines), retry_cut=False)
         summary, cited = renumber(summary, sources)
         return summary, number_sources(cited, sources), disclaimer
@@ -1100,6 +1102,15 @@ class Research:
         self.saved = self.state.to_dict()
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.saved)
         crashpoints.reached("checkpoint")
+
+
+def summary_chars(quotes: int, ceiling: int) -> int:
+    """The summary's length: what its quotes call for (planner.synthesis_chars), shortened until its
+    largest answer fits the `num_predict` setting, so the grammar ends it before the budget does."""
+    chars = planner.synthesis_chars(quotes)
+    while chars > SUMMARY_MIN_FIT_CHARS and (answer_token_bound(planner.synthesis_schema(chars)) or 0) > ceiling:
+        chars -= 50
+    return chars
 
 
 def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:

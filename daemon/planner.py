@@ -60,6 +60,11 @@ of repetitions exceeds sane defaults"): a string of maxLength 1,001 or more is r
 llama.cpp's own parser, tests/test_budgets.py), and the answer is then not constrained at all."""
 SYNTHESIS_MAX_CHARS = GRAMMAR_MAX_TEXT_CHARS
 SYNTHESIS_MAX_WORDS = 140  # what SYNTHESIS_MAX_CHARS holds: ~6 characters a word in English, plus citations
+# A summary says what its quotes say: about two sentences and a citation a quote, so a brief with one
+# quote gets a short one. A small model writes to the length its grammar allows: the 270M model asked
+# for 1,000 characters about one or two quotes ran out of its budget mid-summary (the fallback was used).
+SYNTHESIS_CHARS_PER_QUOTE = 250
+SYNTHESIS_MIN_CHARS = 400  # with no quote or one: room for the answer and what is uncertain
 
 
 def _text(max_chars: int) -> dict[str, Any]:
@@ -159,13 +164,27 @@ def evidence_schema(kind: str, sentences: int | None = None) -> dict[str, Any]:
     return schema
 
 
-SYNTHESIS_SCHEMA: dict[str, Any] = {
-    "title": "synthesis",
-    "type": "object",
-    "properties": {"summary": _text(SYNTHESIS_MAX_CHARS)},
-    "required": ["summary"],
-    "additionalProperties": False,
-}
+def synthesis_chars(quotes: int) -> int:
+    """The longest summary of `quotes` quotes (SYNTHESIS_CHARS_PER_QUOTE each, within the bounds)."""
+    return min(SYNTHESIS_MAX_CHARS, max(SYNTHESIS_MIN_CHARS, quotes * SYNTHESIS_CHARS_PER_QUOTE))
+
+
+def synthesis_words(chars: int) -> int:
+    """What a summary of `chars` characters holds in words, as the prompt asks for it."""
+    return chars * SYNTHESIS_MAX_WORDS // SYNTHESIS_MAX_CHARS
+
+
+def synthesis_schema(chars: int = SYNTHESIS_MAX_CHARS) -> dict[str, Any]:
+    return {
+        "title": "synthesis",
+        "type": "object",
+        "properties": {"summary": _text(chars)},
+        "required": ["summary"],
+        "additionalProperties": False,
+    }
+
+
+SYNTHESIS_SCHEMA: dict[str, Any] = synthesis_schema()  # the largest: four quotes or more
 
 
 def one_line(text: str, limit: int = 2000) -> str:
@@ -468,13 +487,14 @@ class EvidenceLine:
 
 
 def synthesis_prompt(question: str, today: str, lines: Sequence[EvidenceLine],
-                     fits: Callable[[str], bool], extra: str = "") -> str:
+                     fits: Callable[[str], bool], extra: str = "", chars: int = SYNTHESIS_MAX_CHARS) -> str:
+    """The synthesis prompt; `chars` is its schema's summary length (synthesis_chars), told in words."""
     head = [f"QUESTION: {one_line(question)}", f"TODAY: {today}"]
     if extra:
         head.append(extra)
     tail_with = (
-        f"Write a concise Markdown answer to the QUESTION in 2-4 short paragraphs (at most "
-        f"{SYNTHESIS_MAX_WORDS} words), using only the "
+        f"Write a concise Markdown answer to the QUESTION in short paragraphs (at most "
+        f"{synthesis_words(chars)} words), using only the "
         "EVIDENCE, and cite it as [n] after each claim. The EVIDENCE is listed strongest first: cite "
         "the strongest (for a COMPUTED range or verdict, the evidence it rests on). Say plainly where sources "
         "disagree or where the evidence is thin."
@@ -494,7 +514,7 @@ def synthesis_prompt(question: str, today: str, lines: Sequence[EvidenceLine],
     return "\n".join(body + [tail_with])
 
 
-def coerce_synthesis(known: Sequence[int] = ()) -> Callable[[Any], str]:
+def coerce_synthesis(known: Sequence[int] = (), chars: int = SYNTHESIS_MAX_CHARS) -> Callable[[Any], str]:
     """A summary must be non-empty Markdown, and cite the evidence when there is some.
 
     A summary that cites none of the evidence it was given is a failed synthesis (the
@@ -509,7 +529,7 @@ def coerce_synthesis(known: Sequence[int] = ()) -> Callable[[Any], str]:
         summary = data.get("summary")
         if not isinstance(summary, str) or not summary.strip():
             raise ValueError("'summary' must be a non-empty string of Markdown")
-        summary = whole_sentences(summary, SYNTHESIS_MAX_CHARS).strip()  # the raw length met the bound
+        summary = whole_sentences(summary, chars).strip()  # the raw length met the bound
         if numbers and not numbers & set(cited_numbers(summary)):
             raise ValueError("the summary cites none of the EVIDENCE: cite it as [n] after each claim")
         return summary

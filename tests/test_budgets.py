@@ -128,6 +128,23 @@ def test_the_synthesis_schema_holds_what_the_synthesis_prompt_asks_for() -> None
     line = planner.EvidenceLine(1, "The overrun reached $431 million.", "Audit")
     prompt = planner.synthesis_prompt("Q?", "2026-11-22", [line], lambda _t: True)
     assert f"at most {planner.SYNTHESIS_MAX_WORDS} words" in prompt
+    for quotes in (0, 1, 2, 3, 4, 9):
+        chars = planner.synthesis_chars(quotes)
+        assert planner.synthesis_schema(chars)["properties"]["summary"]["maxLength"] == chars
+        prompt = planner.synthesis_prompt("Q?", "2026-11-22", [line] * quotes, lambda _t: True, chars=chars)
+        assert f"at most {planner.synthesis_words(chars)} words" in prompt or not quotes
+
+
+def test_a_summary_is_as_long_as_its_quotes_call_for() -> None:
+    """One quote gets a short summary (the 270M model, given 1,000 characters for one or two quotes,
+    was cut off mid-summary); four or more get the longest a grammar allows."""
+    chars = [planner.synthesis_chars(n) for n in range(6)]
+    assert chars[0] == chars[1] == planner.SYNTHESIS_MIN_CHARS
+    assert chars[1] < chars[2] < chars[3] < chars[4] == chars[5] == planner.SYNTHESIS_MAX_CHARS
+    budgets = [output_budget(DEFAULT, planner.synthesis_schema(c)) for c in chars]
+    assert budgets[1] < budgets[2] < budgets[4] == output_budget(DEFAULT, planner.SYNTHESIS_SCHEMA)
+    long = "The overrun was large [1]. " * 40
+    assert len(planner.coerce_synthesis([1], chars[1])({"summary": long})) <= chars[1]
 
 
 # ---- the budget per purpose --------------------------------------------------------------------------
@@ -272,3 +289,16 @@ def test_every_schema_briefd_sends_is_a_grammar_llama_cpp_accepts() -> None:
     longer = {"type": "object", "properties": {"t": {"type": "string",
                                                      "maxLength": planner.GRAMMAR_MAX_TEXT_CHARS + 1}}}
     assert not accepted(longer), "llama.cpp's limit moved: GRAMMAR_MAX_TEXT_CHARS can follow it"
+
+
+def test_a_summary_fits_the_num_predict_setting_so_the_grammar_ends_it_before_the_budget() -> None:
+    """With `num_predict` 384 (the demo's for a 270M model on 2 cores) the longest summary is
+    shortened until its largest answer fits: a model writing to the grammar's bound finishes."""
+    from daemon.loop import SUMMARY_MIN_FIT_CHARS, summary_chars
+    for ceiling in (120, 200, 384, 1024):
+        for quotes in (0, 1, 2, 4, 8):
+            chars = summary_chars(quotes, ceiling)
+            assert chars <= planner.synthesis_chars(quotes)
+            bound = answer_token_bound(planner.synthesis_schema(chars))
+            assert bound is not None and (bound <= ceiling or chars <= SUMMARY_MIN_FIT_CHARS), (ceiling, quotes)
+    assert summary_chars(4, 1024) == planner.SYNTHESIS_MAX_CHARS and summary_chars(4, 384) < planner.SYNTHESIS_MAX_CHARS
