@@ -287,12 +287,22 @@ class Research:
             plan = dataclasses.replace(plan, queries=kept)
         elif score < decide.PLAN_RELEVANCE_MIN:
             self.state.count_fallback("replan")
-            self.events.emit("signal", message="plan off topic; planning again", plan_relevance=round(score, 3))
-            retry = await self.ask_plan(prompt + f"\nNOTE: a first plan scored {score:.2f} for relevance: its "
-                                        f"queries missed the QUESTION's own words. Keep every query about it.")
-            retry_score = decide.plan_relevance(self.brief.question, retry.queries)
+            self.events.emit("signal", message="plan off topic; asking again for its queries",
+                             plan_relevance=round(score, 3))
+            # only the queries round 1 can use are asked for again: the rest of a plan cannot change
+            # round 1, and a second whole plan cost a small model about twice the tokens
+            kept = decide.on_topic_queries(self.brief.question, plan.queries)
+            missed = [q for q in plan.queries if q not in kept]
+            asked = await self.ask("plan", planner.replan_prompt(self.brief.question, today(), missed, slots),
+                                   planner.replan_schema(slots), planner.coerce_queries(slots), lambda: [])
+            queries = [*asked, *[q for q in kept if q not in asked]]
+            retry_score = decide.plan_relevance(self.brief.question, queries)
             if retry_score > score:
-                plan, score = retry, retry_score
+                plan, score = dataclasses.replace(plan, queries=queries), retry_score
+            if not decide.on_topic_queries(self.brief.question, [plan.research_question]):
+                # a plan whose queries missed the question rewrote it off topic too, as a rule:
+                # the brief's own question steers the rounds and the synthesis instead
+                plan = dataclasses.replace(plan, research_question=self.brief.question)
         self.state.plan_relevance = round(score, 3)
         self.state.research_question = plan.research_question
         self.state.angles = plan.angles

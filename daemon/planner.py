@@ -263,6 +263,40 @@ def coerce_plan(question: str) -> Callable[[Any], Plan]:
     return coerce
 
 
+def replan_schema(slots: int) -> dict[str, Any]:
+    """A second plan asks only for what can change round 1: `slots` queries (titled "plan": a plan's part)."""
+    return {
+        "title": "plan",
+        "type": "object",
+        "properties": {"queries": _texts(max(1, slots), QUERY_MAX_CHARS, min_items=1)},
+        "required": ["queries"],
+        "additionalProperties": False,
+    }
+
+
+def replan_prompt(question: str, today: str, missed: Sequence[str], slots: int) -> str:
+    """The second plan's prompt: the queries that missed, and how many new ones round 1 can use."""
+    said = "; ".join(f'"{one_line(q, QUERY_MAX_CHARS)}"' for q in missed[:PLAN_MAX_QUERIES]) or "(none)"
+    many = "one short web search query" if slots <= 1 else f"{slots} short web search queries"
+    return "\n".join([
+        f"QUESTION: {one_line(question)}",
+        f"TODAY: {today}",
+        f"These search queries missed the QUESTION's own words: {said}.",
+        f"Write {many} for the QUESTION, each using its key words (the QUESTION itself is searched anyway).",
+    ])
+
+
+def coerce_queries(slots: int) -> Callable[[Any], list[str]]:
+    def coerce(data: Any) -> list[str]:
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object with 'queries', got {type(data).__name__}")
+        queries = _strings(data.get("queries"), "queries", max(1, slots), QUERY_MAX_CHARS)
+        if not queries:
+            raise ValueError("'queries' is empty: give at least one search query")
+        return queries
+    return coerce
+
+
 def template_plan(question: str) -> Plan:
     """Seed 5's fallback: a plan without the model, from the question's own words."""
     words = content_words(question)

@@ -50,6 +50,7 @@ def largest_answer(schema: Any) -> Any:
 
 def structured_schemas() -> dict[str, dict[str, Any]]:
     return {"plan": planner.PLAN_SCHEMA, "synthesis": planner.SYNTHESIS_SCHEMA,
+            **{f"replan-{slots}": planner.replan_schema(slots) for slots in (1, planner.PLAN_MAX_QUERIES)},
             **{f"evidence-{kind}": planner.evidence_schema(kind) for kind in KINDS}}
 
 

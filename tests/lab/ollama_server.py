@@ -29,11 +29,11 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   answered request whose model+messages+format+options had been answered
   before: "never pay twice"), ``truncated_prompts``, ``loads`` per model (by
   canonical name), outcomes, pending faults, and ``calls``: every request;
-- ``POST /lab/fault`` ``{"kind": "status"|"delay"|"drop"|"empty"|"endless",
-  "count": 1, "status": 500, "seconds": 2.0, "model": optional, "after": 0}``: the
-  next ``count`` inference calls (after letting ``after`` of them through) misbehave
+- ``POST /lab/fault`` ``{"kind": "status"|"delay"|"drop"|"empty"|"endless"|"answer",
+  "count": 1, "status": 500, "seconds": 2.0, "model": optional, "after": 0, "message": ""}``:
+  the next ``count`` inference calls (after letting ``after`` of them through) misbehave
   (HTTP error, slow answer, connection closed without a response, empty content, an
-  array that never ends until num_predict);
+  array that never ends until num_predict, or ``message`` as the answer: an off-topic plan);
 - ``POST /lab/fault`` ``{"kind": "poison", "match": "TEXT", "status": 500,
   "message": optional}``: every inference request whose messages contain ``TEXT``
   gets that HTTP error, with Ollama's body ``{"error": "llama runner process has
@@ -133,7 +133,7 @@ class BadRequest(Exception):
         self.status = status
 
 
-FAULT_KINDS = ("status", "delay", "drop", "empty", "endless", "poison")
+FAULT_KINDS = ("status", "delay", "drop", "empty", "endless", "poison", "answer")
 
 
 @dataclass
@@ -653,6 +653,9 @@ class Handler(BaseHTTPRequestHandler):
                     completion = Completion("", prompt_tokens, 1, "stop", 0.0, 0.0)
                 elif fault and fault.kind == "endless":
                     completion = endless_answer(request)
+                elif fault and fault.kind == "answer":  # a given answer (`message`): an off-topic plan, say
+                    prompt_tokens = min(approx_tokens(" ".join(m.content for m in request.messages)), request.num_ctx)
+                    completion = Completion(fault.message, prompt_tokens, approx_tokens(fault.message), "stop", 0.0, 0.0)
                 else:
                     completion = st.driver.complete(request, self._client_gone)
         except BadRequest:

@@ -1,0 +1,73 @@
+"""A plan off topic is asked again for its queries only (issue 11, seed 5): `briefd run --once` on
+the lab, whose model answers the first plan with one about something else.
+
+What a user would notice: the second call asks for just the queries round 1 can still use (its
+budget is a fraction of a whole plan's), round 1 searches the question and the new queries and none
+of the off-topic ones, and the off-topic rewrite of the question does not steer the brief.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import pytest
+
+from daemon import planner
+from daemon.brief import DEPTH_PRESETS
+from daemon.llm import ModelConfig, output_budget
+from tests.conftest import OllamaLab, SearchLab, serve_ollama
+from tests.lab.corpus import TOPICS
+from tests.lab.workspace import Workspace
+
+pytestmark = pytest.mark.lab
+
+OFF_TOPIC = {"research_question": "How long should pasta boil?", "angles": ["cooking times"],
+             "queries": ["pasta boiling time", "al dente minutes", "italian cooking water salt"],
+             "gaps": ["how long to boil pasta"]}
+SLOTS = DEPTH_PRESETS["quick"][1] - 1  # round 1: the question, then this many planned queries
+DEFAULT = ModelConfig(host="http://127.0.0.1:9", model="lab-scripted")
+
+
+@pytest.fixture(scope="module")
+def ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
+    yield from serve_ollama(tmp_path_factory.mktemp("replan"))
+
+
+@pytest.fixture(scope="module")
+def replanned(tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab, ollama: OllamaLab) -> Workspace:
+    ws = Workspace(root=tmp_path_factory.mktemp("replan-ws"), searxng_url=search_lab.searxng_url,
+                   ollama_url=ollama.url, model="lab-scripted")
+    ollama.fault(kind="answer", message=json.dumps(OFF_TOPIC), count=1)
+    ws.drop("offtopic.json", {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 1,
+                              "fetch_pages": False})
+    result = ws.briefd("run", "--once", timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return ws
+
+
+def calls(ollama: OllamaLab) -> list[dict[str, Any]]:
+    log = ollama.proc.log_path.parent / "ollama.requests.ndjson"
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_an_off_topic_plan_is_asked_again_for_its_queries_only(replanned: Workspace, ollama: OllamaLab) -> None:
+    report = replanned.report("offtopic")
+    assert report["status"] == "done" and report["usage"]["fallbacks"].get("replan") == 1
+    first, second = [c for c in calls(ollama) if c.get("reached_model")][:2]
+    assert first["num_predict"] == output_budget(DEFAULT, planner.PLAN_SCHEMA)
+    assert second["num_predict"] == output_budget(DEFAULT, planner.replan_schema(SLOTS))
+    assert second["num_predict"] < first["num_predict"] // 3, "a few queries, not a whole plan"
+    events = replanned.events("offtopic")
+    assert any(e.get("message") == "plan off topic; asking again for its queries" for e in events)
+    round1 = next(e for e in events if e["type"] == "round_started" and e["round"] == 1)
+    assert round1["queries"][0] == TOPICS["kestrel"].question
+    assert len(round1["queries"]) <= 1 + SLOTS  # the scripted model's own first query is the question
+    assert not set(round1["queries"]) & set(OFF_TOPIC["queries"]), round1["queries"]
+    assert report["plan_relevance"] >= 0.6
+
+
+def test_the_off_topic_rewrite_of_the_question_does_not_steer_the_brief(replanned: Workspace) -> None:
+    report = replanned.report("offtopic")
+    assert report["research_question"] == TOPICS["kestrel"].question
+    assert "pasta" not in json.dumps(report["queries"]).lower()
