@@ -299,10 +299,14 @@ class Research:
             retry_score = decide.plan_relevance(self.brief.question, queries)
             if retry_score > score:
                 plan, score = dataclasses.replace(plan, queries=queries), retry_score
+            # what is still off topic after asking twice is not searched (the question itself is)
+            plan = dataclasses.replace(plan, queries=decide.on_topic_queries(self.brief.question, plan.queries))
+            # a plan whose queries missed the question went off topic as a whole, as a rule: its
+            # rewrite of the question gives way to the brief's own, and its gaps (which aim the
+            # later rounds' queries) keep only those that share a word with the question
             if not decide.on_topic_queries(self.brief.question, [plan.research_question]):
-                # a plan whose queries missed the question rewrote it off topic too, as a rule:
-                # the brief's own question steers the rounds and the synthesis instead
                 plan = dataclasses.replace(plan, research_question=self.brief.question)
+            plan = dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [self.brief.question])])
         self.state.plan_relevance = round(score, 3)
         self.state.research_question = plan.research_question
         self.state.angles = plan.angles
@@ -882,11 +886,17 @@ class Research:
                 self.events.emit("signal", message="proposals dropped: the model read a distrusted page",
                                  new_gaps=answer.new_gaps, new_queries=answer.new_queries)
             return
-        added = self.state.add_gaps(answer.new_gaps)
-        queued = self.state.add_queries(answer.new_queries)
-        if added or queued:
+        # a proposal that shares no word with the question or an open gap is off topic, by the rule
+        # a quote is (decide.is_related): a small model echoes "what should I do next" as a query
+        topics = self.topics(gaps)
+        on_topic = [q for q in answer.new_queries if decide.is_related(q, topics)]
+        new_gaps = [g for g in answer.new_gaps if decide.is_related(g, topics)]
+        off_topic = [p for p in [*answer.new_queries, *answer.new_gaps] if p not in on_topic and p not in new_gaps]
+        added = self.state.add_gaps(new_gaps)
+        queued = self.state.add_queries(on_topic)
+        if added or queued or off_topic:
             self.events.emit("signal", message="plan updated", new_gaps=[g.text for g in added],
-                             new_queries=queued)
+                             new_queries=queued, **({"dropped_off_topic": off_topic} if off_topic else {}))
 
     # ---- estimates and verdicts (computed by rules, seeds 1 and 2) ----------------------------
 

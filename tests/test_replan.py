@@ -3,7 +3,8 @@ the lab, whose model answers the first plan with one about something else.
 
 What a user would notice: the second call asks for just the queries round 1 can still use (its
 budget is a fraction of a whole plan's), round 1 searches the question and the new queries and none
-of the off-topic ones, and the off-topic rewrite of the question does not steer the brief.
+of the off-topic ones, and the off-topic rewrite of the question does not steer the brief. And a
+query or gap an evidence answer proposes about nothing in the brief is dropped, and the event says so.
 """
 
 from __future__ import annotations
@@ -70,4 +71,33 @@ def test_an_off_topic_plan_is_asked_again_for_its_queries_only(replanned: Worksp
 def test_the_off_topic_rewrite_of_the_question_does_not_steer_the_brief(replanned: Workspace) -> None:
     report = replanned.report("offtopic")
     assert report["research_question"] == TOPICS["kestrel"].question
+    plan = next(e for e in replanned.events("offtopic") if e.get("message") == "plan ready")
+    assert not any("pasta" in gap for gap in plan["gaps"]), "its off-topic gaps do not aim later rounds"
     assert "pasta" not in json.dumps(report["queries"]).lower()
+
+
+PROPOSALS = {"items": [], "new_gaps": ["what is the weather like today"],
+             "new_queries": ["what should I do next", "kestrel bridge anchorage inspection"]}
+
+
+@pytest.fixture(scope="module")
+def proposed(tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab, ollama: OllamaLab) -> Workspace:
+    """The first evidence answer proposes a query and a gap about nothing in the brief, and one about it."""
+    ws = Workspace(root=tmp_path_factory.mktemp("proposals-ws"), searxng_url=search_lab.searxng_url,
+                   ollama_url=ollama.url, model="lab-scripted")
+    ollama.fault(kind="answer", message=json.dumps(PROPOSALS), count=1, after=1)  # the plan goes through
+    ws.drop("proposals.json", {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 2,
+                               "fetch_pages": False})
+    result = ws.briefd("run", "--once", timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return ws
+
+
+def test_a_models_proposal_about_nothing_in_the_brief_is_dropped_and_said(proposed: Workspace) -> None:
+    events = proposed.events("proposals")
+    updated = next(e for e in events if e.get("message") == "plan updated")
+    assert updated["new_queries"] == ["kestrel bridge anchorage inspection"]
+    assert set(updated["dropped_off_topic"]) == {"what should I do next", "what is the weather like today"}
+    assert updated["new_gaps"] == []
+    searched = [q["text"] for q in proposed.report("proposals")["queries"]]
+    assert "what should I do next" not in searched and "kestrel bridge anchorage inspection" in searched
