@@ -299,8 +299,6 @@ class Research:
             retry_score = decide.plan_relevance(self.brief.question, queries)
             if retry_score > score:
                 plan, score = dataclasses.replace(plan, queries=queries), retry_score
-            # what is still off topic after asking twice is not searched (the question itself is)
-            plan = dataclasses.replace(plan, queries=decide.on_topic_queries(self.brief.question, plan.queries))
             # a plan whose queries missed the question went off topic as a whole, as a rule: its
             # rewrite of the question gives way to the brief's own, and its gaps (which aim the
             # later rounds' queries) keep only those that share a word with the question
