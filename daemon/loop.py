@@ -37,7 +37,7 @@ from .decide import Limits, LoopState, Usage
 from .events import EventLog, LoggedOnly
 from .fetch import FetchLimits, FetchResult, fetch_page
 from .hosts import ModelHosts, model_hosts
-from .llm import CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
+from .llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
 from .policy import EstimatePolicy, Facts, policy_for
 from .retry import call_with_retries
@@ -50,7 +50,8 @@ log = logging.getLogger("briefd")
 T = TypeVar("T")
 
 SEARCH_CACHE_S = 24 * 3600
-SUMMARY_MIN_FIT_CHARS = 150  # a num_predict too small for even this gets it, and the fallback if cut off
+SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
+RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
@@ -139,9 +140,13 @@ class Research:
         self.limits = limits_for(brief)
         self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
-        self.state = LoopState.from_dict(saved) if saved else LoopState(began_s=time.time())
-        if self.state.began_s is None:  # a checkpoint from before began_s: the second is what is known
-            self.state.began_s = time.time() - seconds_since(started_at)
+        # began_s: now for a run just claimed; for one resumed before its first checkpoint (or from a
+        # checkpoint older than began_s) started_at, to the second, is what is known
+        since = seconds_since(started_at)
+        self.state = LoopState.from_dict(saved) if saved else LoopState(
+            began_s=time.time() - (since if since > RUN_JUST_CLAIMED_S else 0.0))
+        if self.state.began_s is None:
+            self.state.began_s = time.time() - since
         self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
@@ -194,6 +199,7 @@ class Research:
         for task in self.inflight.values():
             self.svc.trailing.add(task)
             task.add_done_callback(self.svc.trailing.discard)
+            task.add_done_callback(_retrieved)
         self.inflight.clear()
 
     async def rounds(self) -> None:
@@ -240,8 +246,9 @@ class Research:
         """
         if WEB not in self.sources:
             return
-        question = self.brief.question
+        question = decide.clean_query(self.brief.question)  # as round 1 will ask it (LoopState.add_queries)
         search = self.early_searches[question] = asyncio.create_task(self.search_web_now(question))
+        search.add_done_callback(_retrieved)
         if not self.brief.fetch_pages:
             return
         try:
@@ -249,8 +256,10 @@ class Research:
         except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
+        ttl = self.svc.settings.page_ttl_hours * 3600
         for url in decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates), self.pages_allowed()):
-            self.early_downloads[url] = asyncio.create_task(self.download_now(url))
+            if self.store.get_page(url, ttl) is None:  # a cached page costs round 1 nothing
+                self.early_downloads[url] = asyncio.create_task(self.download_now(url))
 
     def drop_early(self) -> None:
         """The rounds are over: a download no round took is cut off (or named, if it was made)."""
@@ -544,6 +553,7 @@ class Research:
             return
         round_no = self.state.round
         fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
+        await asyncio.sleep(0)  # a fetch started here (a resumed run) takes its first step: a cached page is done in it
         if not self.store.evidence_count(self.run_id):
             await asyncio.wait(fetches.values())
         arrived = [url for url in waiting if fetches[url].done()]
@@ -563,12 +573,13 @@ class Research:
                 self.update_estimate(round_no)
 
     def give_up(self, round_no: int, url: str) -> None:
-        """A straggler still loading when the synthesis begins: recorded as not read. It is
-        remembered as slow only if its fetch, left to end (hand_over), does time out."""
+        """A straggler still loading when the synthesis begins: recorded as not read, and
+        remembered as slow while its fetch, left to end (hand_over), goes on, so no other brief
+        fetches it meanwhile; if it arrives it is cached and forgotten as slow (fetch_one)."""
         reason = (f"still loading after {self.loading_for(url):g} s when the synthesis began: not read "
-                  f"(the fetch goes on; a page that times out is remembered as slow)")
+                  f"(the fetch goes on; until it ends the page is remembered as slow)")
         self.state.late[url] = LATE_GIVEN_UP
-        self.mark_bad(url, reason, transient=True)
+        self.mark_bad(url, reason, transient=True, slow=True)
         self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
 
     async def fetch_page_safely(self, round_no: int, url: str,
@@ -616,7 +627,8 @@ class Research:
         else:
             early = self.early_downloads.pop(url, None)
             result = await early if early is not None else await self.download_now(url)
-            self.state.pages_fetched += 1
+            if self.state.late.get(url) != LATE_GIVEN_UP:  # one arriving after it was given up is not read
+                self.state.pages_fetched += 1
         if not result.ok:
             self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
                           slow=result.timed_out)
@@ -1120,6 +1132,16 @@ class Research:
         self.saved = self.state.to_dict()
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.saved)
         crashpoints.reached("checkpoint")
+
+
+def _retrieved(task: "asyncio.Task[Any]") -> None:
+    """A task nobody may await (an early search, a trailing fetch): its failure is logged, not lost.
+    An outage is the round's to report (it awaits the same search): only the log's debug level has it."""
+    failure = None if task.cancelled() else task.exception()
+    if isinstance(failure, Outage):
+        log.debug("a background fetch met an outage: %s", failure)
+    elif failure is not None:
+        log.warning("a background fetch failed: %r", failure)
 
 
 def summary_chars(quotes: int, ceiling: int) -> int:

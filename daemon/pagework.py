@@ -181,10 +181,13 @@ class PageWorkers:
         missing = max(0, self.size - len(self._idle) - len(self._busy))
         started = await asyncio.gather(*(_start_child() for _ in range(missing)), return_exceptions=True)
         for child in started:
-            if isinstance(child, _Child):
+            if not isinstance(child, _Child):
+                if not isinstance(child, Exception):
+                    raise child  # a cancel: the daemon is closing
+            elif len(self._idle) + len(self._busy) < self.size:
                 self._idle.append(child)
-            elif not isinstance(child, Exception):
-                raise child  # a cancel: the daemon is closing
+            else:  # a read started a child of its own meanwhile: the pool stays at its size
+                await child.stop()
 
     async def _take(self) -> _Child:
         """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""

@@ -215,8 +215,10 @@ class Daemon:
                     indexer = await self.start_library(svc)
                     watcher = asyncio.create_task(self.watch_inbox())
                     workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
-                    await asyncio.gather(*workers)
-                    await self.cut_trailing(svc)
+                    try:
+                        await asyncio.gather(*workers)
+                    finally:  # before the clients close under them (a fetch failing then would be marked bad)
+                        await self.cut_trailing(svc)
                     watcher.cancel()
                     if indexer is not None:
                         indexer.cancel()
