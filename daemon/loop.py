@@ -142,11 +142,10 @@ class Research:
         saved = self.store.load_checkpoint(run_id)
         # began_s: now for a run just claimed; for one resumed before its first checkpoint (or from a
         # checkpoint older than began_s) started_at, to the second, is what is known
-        since = seconds_since(started_at)
-        self.state = LoopState.from_dict(saved) if saved else LoopState(
-            began_s=time.time() - (since if since > RUN_JUST_CLAIMED_S else 0.0))
+        self.state = LoopState.from_dict(saved) if saved else LoopState()
         if self.state.began_s is None:
-            self.state.began_s = time.time() - since
+            since = seconds_since(started_at)
+            self.state.began_s = time.time() - (since if saved or since > RUN_JUST_CLAIMED_S else 0.0)
         self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
@@ -287,8 +286,8 @@ class Research:
         plan = await self.ask_plan(prompt)
         score = decide.plan_relevance(self.brief.question, plan.queries)
         slots = max(0, self.limits.max_searches_per_round - 1)  # round 1: the question, then the plan's
+        kept = decide.on_topic_queries(self.brief.question, plan.queries)
         if score < decide.PLAN_RELEVANCE_MIN and not decide.replan_can_help(self.brief.question, plan.queries, slots):
-            kept = decide.on_topic_queries(self.brief.question, plan.queries)
             self.state.count_skipped("replan")
             self.events.emit("signal", message="plan off topic: its off-topic queries dropped; a second plan "
                                                "could not change round 1, so none was asked",
@@ -300,7 +299,6 @@ class Research:
                              plan_relevance=round(score, 3))
             # only the queries round 1 can use are asked for again: the rest of a plan cannot change
             # round 1, and a second whole plan cost a small model about twice the tokens
-            kept = decide.on_topic_queries(self.brief.question, plan.queries)
             missed = [q for q in plan.queries if q not in kept]
             asked = await self.ask("plan", planner.replan_prompt(self.brief.question, today(), missed, slots),
                                    planner.replan_schema(slots), planner.coerce_queries(slots), lambda: [])
@@ -347,8 +345,7 @@ class Research:
         if urls is None:
             candidates = [h.url for h in readable]
             # earlier rounds' stragglers first (their fetches still run): then fresh pages by rank
-            carried = [url for url, what in self.state.late.items() if what == LATE_WAITING]
-            urls = carried + decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
+            urls = self.waiting_stragglers() + decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
                                                 self.pages_allowed())
         self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or [])}
         self.checkpoint()
@@ -457,21 +454,21 @@ class Research:
         which the answer cache then replays instead of paying for them again.
 
         Once the model has read a batch (made a call: pages that all failed give it nothing to
-        read) and every other batch whose pages all arrived, the round
-        does not wait for a page still loading: it goes on without it at once (go_on_without),
-        and so it does for an earlier round's straggler. Only a round that has read nothing yet
-        waits, each page that arrives giving the rest STRAGGLER_GRACE_S more: the model has
-        nothing else to do then. The batches are read without the stragglers, whose fetches keep
-        running for the next round (or the synthesis) to take in. The stragglers are checkpointed before any batch is read without
-        them, so a batch's pages are always "its rank group less the round's stragglers", and a
-        resumed round re-forms the very same batches.
+        read) and every other batch whose pages all arrived, the round does not wait for a page
+        still loading: it goes on without it at once (go_on_without), and so it does for an
+        earlier round's straggler. Only a round that has read nothing yet waits, each page that
+        arrives giving the rest STRAGGLER_GRACE_S more: the model has nothing else to do then.
+        The batches are read without the stragglers, whose fetches keep running for the next
+        round (or the synthesis) to take in. The stragglers are checkpointed before any batch is
+        read without them, so a batch's pages are always "its rank group less the round's
+        stragglers", and a resumed round re-forms the very same batches.
         """
         late = set(self.state.current_round.get("late", []))
         fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in late}
         batches = [[u for u in urls[i:i + PAGES_PER_BATCH] if u not in late]
                    for i in range(0, len(urls), PAGES_PER_BATCH)]
         unread = [n for n, batch in enumerate(batches) if batch]
-        carried = {url for url, what in self.state.late.items() if what == LATE_WAITING}
+        carried = set(self.waiting_stragglers())
         gaps = self.state.open_gaps()
         read_before = self.batches_read
         try:
@@ -498,6 +495,10 @@ class Research:
                     self.inflight[url] = task  # a straggler keeps loading for a later read
                 else:
                     task.cancel()
+
+    def waiting_stragglers(self) -> list[str]:
+        """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""
+        return [url for url, what in self.state.late.items() if what == LATE_WAITING]
 
     def start_fetch(self, round_no: int, url: str,
                     hit: SearchHit | None) -> asyncio.Task[tuple[str, list[int]] | None]:
@@ -548,7 +549,7 @@ class Research:
         (from the page cache) in the same batches; their evidence from an interrupted attempt
         is dropped first, so nothing is counted twice.
         """
-        waiting = [url for url, what in self.state.late.items() if what == LATE_WAITING]
+        waiting = self.waiting_stragglers()
         if not waiting:
             return
         round_no = self.state.round
@@ -656,7 +657,8 @@ class Research:
             size=len(result.body), extraction=extracted.method, error=None,
             passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
         )
-        self.store.forget_slow_url(url)  # it answered in time: no longer slow
+        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it arrived after all
+            self.store.forget_slow_url(url)
         self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                          status=result.status, title=title, chars=len(extracted.text),
                          passages=len(passages), from_cache=False, truncated=result.truncated,
@@ -755,7 +757,8 @@ class Research:
         answer = await self.ask("evidence", prompt.text, schema, planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
-        return [r.id for r in rows if r.id not in set(prompt.used_passages)]
+        used = set(prompt.used_passages)
+        return [r.id for r in rows if r.id not in used]
 
     def trusted_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> dict[int, PassageRow]:
         """The passages (by id, in batch order) whose page is not distrusted; a page carrying an
@@ -899,11 +902,10 @@ class Research:
         # a proposal that shares no word with the question or an open gap is off topic, by the rule
         # a quote is (decide.is_related): a small model echoes "what should I do next" as a query
         topics = self.topics(gaps)
-        on_topic = [q for q in answer.new_queries if decide.is_related(q, topics)]
-        new_gaps = [g for g in answer.new_gaps if decide.is_related(g, topics)]
-        off_topic = [p for p in [*answer.new_queries, *answer.new_gaps] if p not in on_topic and p not in new_gaps]
-        added = self.state.add_gaps(new_gaps)
-        queued = self.state.add_queries(on_topic)
+        proposed = [*answer.new_queries, *answer.new_gaps]
+        off_topic = [p for p in proposed if not decide.is_related(p, topics)]
+        added = self.state.add_gaps([g for g in answer.new_gaps if g not in off_topic])
+        queued = self.state.add_queries([q for q in answer.new_queries if q not in off_topic])
         if added or queued or off_topic:
             self.events.emit("signal", message="plan updated", new_gaps=[g.text for g in added],
                              new_queries=queued, **({"dropped_off_topic": off_topic} if off_topic else {}))

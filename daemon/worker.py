@@ -18,7 +18,6 @@ import contextlib
 import logging
 import signal
 import traceback
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -492,8 +491,7 @@ class Daemon:
                       f"{reason}", "error", research)
             return
         delay = queue_delay(outages)
-        retry_at = datetime.now(timezone.utc) + timedelta(seconds=delay)
-        stamp = retry_at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        stamp = utc_now(delay)
         self.store.wait_for_service(run.run_id, f"{service}: {reason} (retry at {stamp})", stamp)
         given = {"fix": fix} if fix else {}
         events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1, **given)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypedDict
 
@@ -606,12 +605,10 @@ class Store:
         """Remember a page that did not answer in time for `seconds`: no brief waits for it again
         until then, and after that it is tried again (a slow server may have recovered). A URL
         already bad for good stays so."""
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        until = (now + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
         self.db.execute("INSERT INTO bad_urls (url, reason, seen_at, expires_at) VALUES (?, ?, ?, ?) "
                         "ON CONFLICT(url) DO UPDATE SET reason = excluded.reason, seen_at = excluded.seen_at, "
                         "expires_at = excluded.expires_at WHERE bad_urls.expires_at IS NOT NULL",
-                        [url, reason, utc_now(), until])
+                        [url, reason, utc_now(), utc_now(seconds)])
 
     def forget_slow_url(self, url: str) -> None:
         """A page that answered in time is no longer slow (a bad-for-good mark is not touched)."""

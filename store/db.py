@@ -20,7 +20,7 @@ import os
 import re
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlite_utils
@@ -34,9 +34,11 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED = (
 )
 
 
-def utc_now() -> str:
-    """ISO 8601 UTC with seconds, the one timestamp format of the store and the reports."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+def utc_now(after_s: float = 0.0) -> str:
+    """ISO 8601 UTC with seconds, the one timestamp format of the store and the reports (now, or
+    `after_s` seconds from now: when a mark expires, when a waiting brief is due)."""
+    moment = datetime.now(timezone.utc) + timedelta(seconds=after_s)
+    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def sha256_hex(data: bytes | str) -> str:

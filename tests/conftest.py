@@ -15,9 +15,11 @@ about a minute; modules that start lab servers or the daemon themselves say `pyt
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 import httpx
 import pytest
@@ -27,7 +29,9 @@ from tests.lab import web
 from tests.lab.servers import Proc, SearchLab, start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
-__all__ = ["BRIEFD", "LAB_FIXTURES", "OllamaLab", "Workspace", "serve_ollama"]
+__all__ = ["BRIEFD", "LAB_FIXTURES", "OllamaLab", "Workspace", "serve_ollama", "wait_for"]
+
+T = TypeVar("T")
 
 # The fixtures that start the lab's servers. One list, read by the hook below: a new test that
 # asks for any of them (even through a fixture of its own) is a lab test without anyone marking it.
@@ -120,6 +124,17 @@ def researched(root: Path, search_lab: SearchLab, scripted_ollama: OllamaLab, br
     result = ws.briefd("run", "--once", timeout=timeout, **env)
     assert result.returncode == 0, result.stderr[-4000:]
     return ws
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
+    """Poll `check` until it gives a true value (returned), or fail naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 # Property tests explore at random on a developer's machine, but CI must not go red by chance:

@@ -261,28 +261,26 @@ def test_every_schema_briefd_sends_is_a_grammar_llama_cpp_accepts() -> None:
     """Ollama constrains an answer with a grammar made from the schema (llama.cpp's converter and
     parser); a schema the parser refuses constrains nothing, and a small model then answers in prose
     (the synthesis did, with a 2,100-character summary). Checked with the lab's real llama.cpp."""
-    import json as _json
-
     import llama_cpp
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    from tests.lab.drivers import make_driver
+    from tests.lab.drivers import LlamaDriver, make_driver
 
     driver = make_driver("llama")
-    driver.ensure_loaded("gemma3:270m", 2048)
+    driver.ensure_loaded(LlamaDriver.MODEL, 2048)
     vocab = llama_cpp.llama_model_get_vocab(driver._llm.model)
 
     def accepted(schema: dict) -> bool:
-        grammar = LlamaGrammar.from_json_schema(_json.dumps(schema), verbose=False)
+        grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode(), b"root")
         if not sampler:
             return False
         llama_cpp.llama_sampler_free(sampler)
         return True
 
-    schemas = {"plan": planner.PLAN_SCHEMA, "synthesis": planner.SYNTHESIS_SCHEMA}
+    schemas = structured_schemas()
     schemas |= {f"evidence {kind} {n}": planner.evidence_schema(kind, n)
-                for kind in ("plain", "estimate", "hypothesis") for n in (1, planner.EVIDENCE_MAX_ITEMS)}
+                for kind in KINDS for n in (1, planner.EVIDENCE_MAX_ITEMS)}
     refused = [name for name, schema in schemas.items() if not accepted(schema)]
     assert refused == []
     longest = {"type": "object", "properties": {"t": {"type": "string", "maxLength": planner.GRAMMAR_MAX_TEXT_CHARS}}}

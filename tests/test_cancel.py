@@ -12,7 +12,6 @@ import json
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from daemon.report import (
@@ -23,7 +22,7 @@ from daemon.report import (
     render_markdown,
 )
 from store import CANCELLED, FAILED, Store
-from tests.conftest import BRIEFD, OllamaLab, Workspace
+from tests.conftest import BRIEFD, OllamaLab, Workspace, wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import SearchLab, free_port, start_ollama
 
@@ -31,16 +30,6 @@ ESTIMATE_BRIEF = {
     "question": TOPICS["northgate"].question, "depth": "standard", "formats": ["json", "md", "html"],
     "estimate": {"unit": "USD million", "low": 100, "high": 2000, "target_width": 1},
 }
-
-
-def wait_for(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def read_events(path: Path) -> list[dict]:

@@ -10,14 +10,17 @@ query or gap an evidence answer proposes about nothing in the brief is dropped, 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
 from daemon import planner
 from daemon.brief import DEPTH_PRESETS
-from daemon.llm import ModelConfig, output_budget
-from tests.conftest import OllamaLab, SearchLab, serve_ollama
+from daemon.decide import PLAN_RELEVANCE_MIN
+from daemon.llm import output_budget
+from daemon.settings import load_settings
+from daemon.worker import model_config
+from tests.conftest import OllamaLab, SearchLab, researched, serve_ollama
 from tests.lab.corpus import TOPICS
 from tests.lab.workspace import Workspace
 
@@ -27,7 +30,7 @@ OFF_TOPIC = {"research_question": "How long should pasta boil?", "angles": ["coo
              "queries": ["pasta boiling time", "al dente minutes", "italian cooking water salt"],
              "gaps": ["how long to boil pasta"]}
 SLOTS = DEPTH_PRESETS["quick"][1] - 1  # round 1: the question, then this many planned queries
-DEFAULT = ModelConfig(host="http://127.0.0.1:9", model="lab-scripted")
+DEFAULT = model_config(load_settings({}, {}))  # what the daemon sends with the default settings
 
 
 @pytest.fixture(scope="module")
@@ -37,25 +40,16 @@ def ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
 
 @pytest.fixture(scope="module")
 def replanned(tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab, ollama: OllamaLab) -> Workspace:
-    ws = Workspace(root=tmp_path_factory.mktemp("replan-ws"), searxng_url=search_lab.searxng_url,
-                   ollama_url=ollama.url, model="lab-scripted")
     ollama.fault(kind="answer", message=json.dumps(OFF_TOPIC), count=1)
-    ws.drop("offtopic.json", {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 1,
-                              "fetch_pages": False})
-    result = ws.briefd("run", "--once", timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return ws
-
-
-def calls(ollama: OllamaLab) -> list[dict[str, Any]]:
-    log = ollama.proc.log_path.parent / "ollama.requests.ndjson"
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return researched(tmp_path_factory.mktemp("replan-ws"), search_lab, ollama,
+                      {"offtopic": {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 1,
+                                    "fetch_pages": False}}, timeout=300)
 
 
 def test_an_off_topic_plan_is_asked_again_for_its_queries_only(replanned: Workspace, ollama: OllamaLab) -> None:
     report = replanned.report("offtopic")
     assert report["status"] == "done" and report["usage"]["fallbacks"].get("replan") == 1
-    first, second = [c for c in calls(ollama) if c.get("reached_model")][:2]
+    first, second = [c for c in ollama.stats()["calls"] if c.get("reached_model")][:2]
     assert first["num_predict"] == output_budget(DEFAULT, planner.PLAN_SCHEMA)
     assert second["num_predict"] == output_budget(DEFAULT, planner.replan_schema(SLOTS))
     assert second["num_predict"] < first["num_predict"] // 3, "a few queries, not a whole plan"
@@ -65,7 +59,7 @@ def test_an_off_topic_plan_is_asked_again_for_its_queries_only(replanned: Worksp
     assert round1["queries"][0] == TOPICS["kestrel"].question
     assert len(round1["queries"]) <= 1 + SLOTS  # the scripted model's own first query is the question
     assert not set(round1["queries"]) & set(OFF_TOPIC["queries"]), round1["queries"]
-    assert report["plan_relevance"] >= 0.6
+    assert report["plan_relevance"] >= PLAN_RELEVANCE_MIN
 
 
 def test_the_off_topic_rewrite_of_the_question_does_not_steer_the_brief(replanned: Workspace) -> None:
@@ -83,14 +77,10 @@ PROPOSALS = {"items": [], "new_gaps": ["what is the weather like today"],
 @pytest.fixture(scope="module")
 def proposed(tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab, ollama: OllamaLab) -> Workspace:
     """The first evidence answer proposes a query and a gap about nothing in the brief, and one about it."""
-    ws = Workspace(root=tmp_path_factory.mktemp("proposals-ws"), searxng_url=search_lab.searxng_url,
-                   ollama_url=ollama.url, model="lab-scripted")
     ollama.fault(kind="answer", message=json.dumps(PROPOSALS), count=1, after=1)  # the plan goes through
-    ws.drop("proposals.json", {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 2,
-                               "fetch_pages": False})
-    result = ws.briefd("run", "--once", timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return ws
+    return researched(tmp_path_factory.mktemp("proposals-ws"), search_lab, ollama,
+                      {"proposals": {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 2,
+                                     "fetch_pages": False}}, timeout=300)
 
 
 def test_a_models_proposal_about_nothing_in_the_brief_is_dropped_and_said(proposed: Workspace) -> None:

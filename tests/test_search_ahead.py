@@ -9,16 +9,14 @@ pages fetched by it and read in round 1).
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import OllamaLab, SearchLab, serve_ollama
+from tests.conftest import OllamaLab, SearchLab, researched, serve_ollama
 from tests.lab.corpus import TOPICS
 from tests.lab.workspace import Workspace
 
@@ -38,25 +36,18 @@ def slow_planner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab
 
 
 @pytest.fixture(scope="module")
-def one_brief(tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab,
-              slow_planner: OllamaLab) -> tuple[Workspace, Path]:
-    ws = Workspace(root=tmp_path_factory.mktemp("ahead"), searxng_url=search_lab.searxng_url,
-                   ollama_url=slow_planner.url, model="lab-scripted")
-    ws.drop("ahead.json", {"question": TOPICS["northgate"].question, "depth": "quick", "max_rounds": 1})
-    result = ws.briefd("run", "--once", timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
+def one_brief(tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab, slow_planner: OllamaLab) -> Workspace:
+    ws = researched(tmp_path_factory.mktemp("ahead"), search_lab, slow_planner,
+                    {"ahead": {"question": TOPICS["northgate"].question, "depth": "quick", "max_rounds": 1}},
+                    timeout=300)
     assert ws.report("ahead")["status"] == "done"
-    return ws, slow_planner.proc.log_path.parent / "ollama.requests.ndjson"
+    return ws
 
 
-def model_calls(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def test_round_one_pages_are_fetched_while_the_model_plans(one_brief: tuple[Workspace, Path],
-                                                           search_lab: SearchLab) -> None:
-    ws, log = one_brief
-    plan = model_calls(log)[0]  # a brief's first call is its plan
+def test_round_one_pages_are_fetched_while_the_model_plans(one_brief: Workspace, search_lab: SearchLab,
+                                                           slow_planner: OllamaLab) -> None:
+    ws = one_brief
+    plan = slow_planner.stats()["calls"][0]  # a brief's first call is its plan
     plan_answered = when(plan["at"]) + plan["seconds"]
     events = ws.events("ahead")
     read = {urlsplit(e["url"]).path for e in events

@@ -30,7 +30,7 @@ from daemon.brief import parse_brief
 from daemon.worker import LOCK_POLL_S, store_lock_path
 from store import CANCELLED, QUEUED, RUNNING, Store
 from store.db import BUSY_TIMEOUT_S
-from tests.conftest import BRIEFD, Workspace
+from tests.conftest import BRIEFD, Workspace, wait_for
 from tests.lab.corpus import TOPICS
 
 # Every test here runs the real `briefd` daemon against its store in a subprocess.
@@ -145,14 +145,6 @@ def test_a_store_damaged_mid_file_exits_3_and_check_shows_the_damage(
 
 # --------------------------------------------------------------------------- another process holds the lock
 
-
-def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow

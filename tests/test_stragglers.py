@@ -14,18 +14,17 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from store import Store
-from tests.conftest import BRIEFD, OllamaLab, SearchLab
-from tests.lab.corpus import TOPICS
+from tests.conftest import BRIEFD, OllamaLab, SearchLab, wait_for
+from tests.lab.corpus import PAGES, TOPICS
 from tests.lab.workspace import Workspace
 
 FETCH_TIMEOUT_S = 3  # the slow page trickles for a minute: it times out, some seconds after its brief ended
-SLOW_SLUG = "kestrel-bridge-live-updates"  # the lab's "slow" page (tests/lab/corpus.py)
+SLOW_SLUG = next(p.slug for p in PAGES if p.topic == "kestrel" and p.kind == "slow")  # the lab's slow page
 
 
 def brief(rounds: int) -> dict[str, Any]:
@@ -59,13 +58,6 @@ def two_briefs(tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab,
     for brief_id in ("first", "second"):
         assert ws.report(brief_id)["status"] == "done"
     return ws
-
-
-def wait_for(done: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, f"waited {seconds:g} s for {what}"
-        time.sleep(0.1)
 
 
 def slow_until(ws: Workspace, url: str) -> str | None:

@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.lab.bench import BRIEFS as LAB_BRIEFS
+from tests.lab.demo import DEMO_MODEL_ENV, MODEL
 from tests.lab.servers import lab_with_model
 from tests.lab.workspace import BRIEFD, Workspace
 
-MODEL = "gemma3:270m"
-# what tests/lab/demo.py sends for the 270M model on 2 cores
-DEMO_MODEL_ENV = {"BRIEFD_NUM_CTX": "2048", "BRIEFD_NUM_PREDICT": "384"}
 # the peer, local-deep-research quick mode (2 iterations x 3 questions), same model and machine (issue 11)
 PEER_TOKENS_PER_BRIEF = 2_700
 PEER_WALL_S_PER_BRIEF = 20.0
@@ -124,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work folder (stores, logs, reports)")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-real-"))
-    print(f"briefd bench-real: {MODEL} (llama-cpp-python) on this machine, num_ctx 2048, num_predict 384 "
+    print(f"briefd bench-real: {MODEL} (llama-cpp-python) on this machine, num_ctx "
+          f"{DEMO_MODEL_ENV['BRIEFD_NUM_CTX']}, num_predict {DEMO_MODEL_ENV['BRIEFD_NUM_PREDICT']} "
           f"(the demo's settings for 2 cores), other settings default; work folder {root}", flush=True)
     rows: list[dict[str, Any]] = []
     with lab_with_model(root, "llama", name="ollama-llama") as (lab, url):

@@ -19,11 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+from tests.lab.drivers import LlamaDriver
 from tests.lab.library import build_library
 from tests.lab.servers import REPO_ROOT, lab_with_model
 from tests.lab.zim import build_corpus_zim
 
-MODEL = "gemma3:270m"
+MODEL = LlamaDriver.MODEL
+# what a 270M model on 2 CPU cores is given (make bench-real runs with the same)
+DEMO_MODEL_ENV = {"BRIEFD_NUM_CTX": "2048", "BRIEFD_NUM_PREDICT": "384"}
 
 
 def main() -> int:
@@ -51,7 +54,7 @@ def main() -> int:
             "BRIEFD_SEARXNG_URL": lab.searxng_url,
             "BRIEFD_LIBRARY": str(library.folder), "BRIEFD_ARCHIVES": str(archive),
             # a 270M model on 2 CPU cores: a small context and short answers keep each call near 30 s
-            "BRIEFD_NUM_CTX": "2048", "BRIEFD_NUM_PREDICT": "384", "BRIEFD_FETCH_TIMEOUT_S": "5",
+            **DEMO_MODEL_ENV, "BRIEFD_FETCH_TIMEOUT_S": "5",
             "NO_PROXY": "127.0.0.1,localhost",
         })
         brief = json.loads((inbox / "example.json").read_text())

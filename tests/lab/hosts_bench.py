@@ -22,12 +22,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.lab.corpus import TOPICS
+from tests.lab.bench_real import briefs
 from tests.lab.servers import Proc, start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
-BRIEFS = {name: {"question": TOPICS[name].question, "depth": "quick", "fetch_pages": False}
-          for name in ("kestrel", "northgate", "lakeside", "orbital")}
+BRIEFS = briefs("snippet")  # the four lab briefs, depth quick, snippets only
 
 
 def chat_calls(url: str) -> int:
