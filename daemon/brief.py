@@ -32,9 +32,10 @@ import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import PurePosixPath
-from typing import Any, Literal, TypeGuard, TypeVar
+from typing import Any, Callable, Literal, TypeGuard, TypeVar
 
 from .judge import COMPARATORS, Contract
+from .schedule import DURATION_EXAMPLE, EVERY_EXAMPLE, ScheduleError, format_duration, parse_duration, parse_every
 from .untrusted import LONE_SURROGATE
 
 MAX_BRIEF_BYTES = 1 << 20  # 1 MiB: far above any real brief, far below trouble
@@ -77,7 +78,9 @@ _Option = TypeVar("_Option", bound=str)
 TOP_FIELDS = (
     "question", "id", "context", "estimate", "hypothesis", "depth", "max_rounds",
     "max_searches_per_round", "budget", "search", "fetch_pages", "formats", "sources",
+    "follows", "focus", "every", "max_age",
 )
+FOCUS_MAX_CHARS = 2_000
 ESTIMATE_FIELDS = ("unit", "low", "high", "target_low", "target_high", "target_width")
 HYPOTHESIS_FIELDS = ("claim", "metric", "comparator", "target", "unit")
 # A contract is these three together (metric, a description, is optional but needs them).
@@ -217,6 +220,10 @@ class Brief:
     fetch_pages: bool = True
     formats: tuple[Format, ...] = DEFAULT_FORMATS
     sources: tuple[SourceKind, ...] | None = None  # None: every source this daemon has (daemon.sources)
+    follows: str | None = None  # an earlier brief's id: this one starts from its evidence, range and gaps
+    focus: str = ""  # what a follow-up narrows to (its queries and gaps aim there)
+    every: str | None = None  # asked again on this schedule (daemon.schedule.parse_every)
+    max_age: float | None = None  # seconds a page read earlier is trusted without checking it; None: the setting
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -237,6 +244,14 @@ class Brief:
         )
         if self.sources is not None:
             out["sources"] = list(self.sources)
+        if self.follows is not None:
+            out["follows"] = self.follows
+        if self.focus:
+            out["focus"] = self.focus
+        if self.every is not None:
+            out["every"] = self.every
+        if self.max_age is not None:
+            out["max_age"] = format_duration(self.max_age)
         return out
 
 
@@ -545,6 +560,14 @@ class _Checker:
         fetch_pages = self.boolean(obj, "fetch_pages", "fetch_pages")
         formats = self.formats(obj["formats"]) if "formats" in obj else DEFAULT_FORMATS
         sources = self.sources(obj["sources"]) if "sources" in obj else None
+        follows = self.follows(obj, brief_id)
+        focus = self.text(obj, "focus", "focus", FOCUS_MAX_CHARS, example='"focus": "costs after 2024"',
+                          too_long_fix="say in a sentence what the follow-up narrows to")
+        every = self.schedule(obj, "every", parse_every, EVERY_EXAMPLE)
+        max_age = self.schedule(obj, "max_age", parse_duration, DURATION_EXAMPLE)
+        if focus is not None and follows is None and "follows" not in obj:
+            self.add("focus", 'focus narrows a follow-up: add "follows": "<the earlier brief\'s id>", or move the '
+                              'text into "context"', expected="focus together with follows")
         if self.problems or question is None or brief_id is None or budget is None or search is None \
                 or formats is None or ("sources" in obj and sources is None):
             return None
@@ -554,8 +577,41 @@ class _Checker:
             max_rounds=rounds if rounds is not None else preset_rounds,
             max_searches_per_round=searches if searches is not None else preset_searches,
             budget=budget, search=search, fetch_pages=True if fetch_pages is None else fetch_pages,
-            formats=formats, sources=sources, raw=obj,
+            formats=formats, sources=sources, follows=follows, focus=focus or "",
+            every=every.text if every is not None else None, max_age=max_age, raw=obj,
         )
+
+    def follows(self, obj: dict[str, Any], brief_id: str | None) -> str | None:
+        """An earlier brief's id (whether it exists and finished is the store's to say: the inbox checks)."""
+        if "follows" not in obj:
+            return None
+        value = obj["follows"]
+        if not valid_id(value):
+            self.add("follows", f"follows must be the id of an earlier brief (as in outbox/<id>/), got {_describe(value)}; "
+                                'for example "follows": "kestrel-cost"', expected=f"string matching ^{ID_RE.pattern}$",
+                     got=_preview(value))
+            return None
+        if value == brief_id:
+            self.add("follows", f"a brief cannot follow itself (follows and id are both {value!r}); to ask the same "
+                                f"brief again, submit it again with the same id: its report then says what changed",
+                     expected="another brief's id")
+            return None
+        return value
+
+    def schedule(self, obj: dict[str, Any], key: str, parse: Callable[[str], Any], example: str) -> Any:
+        """`every` or `max_age`: text read by daemon.schedule (its message says what was expected)."""
+        if key not in obj:
+            return None
+        value = obj[key]
+        if not isinstance(value, str):
+            self.add(key, f"{key} must be a string, {example}; got {_describe(value)}", expected="string",
+                     got=_preview(value))
+            return None
+        try:
+            return parse(value)
+        except ScheduleError as exc:
+            self.add(key, f"{key}: {exc}", expected=example, got=_preview(value))
+            return None
 
     def brief_id(self, obj: dict[str, Any], source_name: str) -> str | None:
         if "id" not in obj:

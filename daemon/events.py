@@ -38,7 +38,7 @@ class EventLog:
         return self._show(seq, at, type_, fields)
 
     def finish(self, type_: str, *, state: str, stop_reason: str | None, error: str | None = None,
-               **fields: Any) -> None:
+               history: dict[str, Any] | None = None, **fields: Any) -> None:
         """The run's last event, committed together with its end state (see Store.finish).
 
         The event carries `state`, `stop_reason` and, when there is one, `error`. The line
@@ -54,7 +54,7 @@ class EventLog:
             crashpoints.reached("final_event")
 
         self.store.finish(self.run_id, state=state, stop_reason=stop_reason, error=error,
-                          event=(type_, fields), before_commit=append)
+                          event=(type_, fields), before_commit=append, report=history)
 
     def _show(self, seq: int, at: str, type_: str, fields: dict[str, Any]) -> dict[str, Any]:
         """Append the event to the live file and the daemon's log."""

@@ -149,6 +149,8 @@ class Research:
         self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
+        # how old a page read earlier may be and still be used unchecked: the brief's, else the setting
+        self.max_age = brief.max_age if brief.max_age is not None else svc.settings.max_age
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
         # the model servers the calls go to: the worker's pool, or the one client (tests build that)
         self.models = svc.hosts or ModelHosts.single(svc.llm_client, svc.model)
@@ -255,7 +257,7 @@ class Research:
         except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
-        ttl = self.svc.settings.page_ttl_hours * 3600
+        ttl = self.max_age
         for url in decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates), self.pages_allowed()):
             if self.store.get_page(url, ttl) is None:  # a cached page costs round 1 nothing
                 self.early_downloads[url] = asyncio.create_task(self.download_now(url))
@@ -604,7 +606,6 @@ class Research:
 
     async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> tuple[str, list[int]] | None:
         """Fetch (or take from the cache), extract, store; returns (title, passage ids) or None."""
-        settings = self.svc.settings
         if url not in self.state.visited:
             self.state.visited.append(url)
         kind = kind_of_url(url)
@@ -615,7 +616,7 @@ class Research:
             return None
         if kind == LIBRARY:
             return self.library_document(round_no, url)
-        cached = self.store.get_page(url, settings.page_ttl_hours * 3600)
+        cached = self.store.get_page(url, self.max_age)
         if cached is not None and cached.ok:
             self.state.page_cache_hits += 1
             self.events.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,

@@ -66,6 +66,7 @@ USAGE_KEYS: tuple[str, ...] = (
     "late_pages", "late_pages_given_up",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
+ANSWER_TEXT_CHARS = 200  # the answer line `briefd list` shows: the first sentence, cut here
 SOURCE_ANCHOR = "source-"  # a source's entry in the reports is #source-<n>
 
 def utc_now_iso() -> str:
@@ -641,6 +642,33 @@ def _answer_lines(report: Mapping[str, Any]) -> list[str]:
             f" (evidence level: {md_escape(level)})" if level else "")
         return [f"**Answer:** the claim is **{md_escape(verdict.get('value')) or 'undecided'}**{meaning}.", ""]
     return []
+
+
+def answer_text(report: Mapping[str, Any]) -> str:
+    """The answer in one plain line, for `briefd list`, search results and the HTTP API: the
+    computed range, the verdict, or the summary's first sentence (citations and Markdown left
+    as they are: the caller escapes for its output)."""
+    estimate = _dict(report.get("estimate"))
+    if estimate:
+        final = range_text(estimate.get("final"))
+        return f"{final} {fold(estimate.get('unit'))}".strip() if final else "no range was computed"
+    verdict = _dict(report.get("verdict"))
+    if verdict:
+        return f"{fold(verdict.get('value')) or 'undecided'} ({fold(verdict.get('evidence_level')) or 'no level'})"
+    summary = " ".join(fold(report.get("summary")).split())
+    first = re.split(r"(?<=[.!?])\s", summary, maxsplit=1)[0]
+    return first[:ANSWER_TEXT_CHARS] + ("…" if len(first) > ANSWER_TEXT_CHARS else "")
+
+
+def history_row(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A `reports` row (store.finish): what `briefd list` and `briefd search` show, and the
+    whole report for "what changed" and the HTTP API."""
+    kind = "estimate" if report.get("estimate") else "hypothesis" if report.get("verdict") else "plain"
+    return {"brief_id": report.get("id"), "kind": kind, "status": report.get("status"),
+            "question": fold(report.get("question")), "answer": answer_text(report),
+            "summary": fold(report.get("summary")), "stop_reason": report.get("stop_reason"),
+            "started_at": report.get("started_at"), "finished_at": report.get("finished_at"),
+            "report_json": json.dumps(report, ensure_ascii=False, default=str)}
 
 
 def _pages_not_read(report: Mapping[str, Any]) -> bool:

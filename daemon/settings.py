@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from .files import TooLarge, read_file_at_most
 from .judge import TIERS
+from .schedule import DURATION_EXAMPLE, ScheduleError, format_duration, parse_duration
 
 DEFAULT_OLLAMA_PORT = 11434
 MAX_CONFIG_BYTES = 1 << 20  # briefd.toml is a few lines; /dev/zero given as --config must not be read whole
@@ -78,7 +79,7 @@ class Settings:
     fetch_concurrency: int = 4
     allow_link_local: bool = False
     search_timeout_s: float = 20.0
-    page_ttl_hours: int = 168
+    max_age: float = 7 * 86400.0  # seconds a page read earlier is trusted unchecked (daemon.schedule durations)
     settle_seconds: float = 1.0
     poll_seconds: float = 5.0
     use_polling: bool = False
@@ -158,7 +159,10 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("fetch_concurrency", "int", "pages fetched at once", low=1, high=64),
     _Spec("allow_link_local", "bool", "allow fetching link-local/metadata addresses (169.254.x.x, fe80::)"),
     _Spec("search_timeout_s", "float", "seconds to wait for SearXNG", low=0, above_low=True),
-    _Spec("page_ttl_hours", "int", "hours a fetched page is reused from the cache (0: always fetch)", low=0),
+    _Spec("max_age", "duration", "how old a page read earlier may be and still be used without asking its server "
+                                 "(\"12h\", \"7d\", \"0\": always ask); an older one is asked for again with a "
+                                 "conditional request, and an unchanged page is not downloaded; a brief's max_age wins",
+          example="12h"),
     _Spec("settle_seconds", "float", "a dropped file is taken once its size and mtime are unchanged this long",
           low=0),
     _Spec("poll_seconds", "float", "seconds between rescans of the inbox", low=0, above_low=True),
@@ -543,6 +547,18 @@ def _to_float(spec: _Spec, raw: Any, source: _Source) -> float:
     return value
 
 
+def _to_duration(spec: _Spec, raw: Any, source: _Source) -> float:
+    """A duration as daemon.schedule reads it ("7d", "12h", "0"), or a number of seconds."""
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw) and raw >= 0:
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return parse_duration(raw)
+        except ScheduleError:
+            pass
+    raise _Bad(f"a duration such as {DURATION_EXAMPLE}, or a number of seconds")
+
+
 def _to_bool(spec: _Spec, raw: Any, source: _Source) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -686,7 +702,7 @@ _CONVERTERS = {
     "path": _to_path, "paths": _to_paths, "egress": _to_egress, "hosts": _to_hosts, "ollama": _to_ollama,
     "ollamas": _to_ollamas, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
-    "tiers": _to_tiers,
+    "tiers": _to_tiers, "duration": _to_duration,
 }
 
 
@@ -694,7 +710,7 @@ _CONVERTERS = {
 
 
 def _shown_default(spec: _Spec) -> str:
-    return spec.shown_default or _display(_DEFAULTS[spec.name])
+    return spec.shown_default or _display_setting(spec, _DEFAULTS[spec.name])
 
 
 def _display(value: Any) -> str:
@@ -704,6 +720,11 @@ def _display(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _display_setting(spec: _Spec, value: Any) -> str:
+    """A setting's value as a user would type it: durations as "7d", the rest as _display does."""
+    return format_duration(value) if spec.kind == "duration" else _display(value)
 
 
 def _num(value: float) -> str:

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
-import ollama
 
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
@@ -41,7 +40,8 @@ from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
 from .pagework import PageWorkers
-from .report import REPORT_KEYS, archive_previous, blank_report, chart_note, safe_outdir, write_report
+from .report import (REPORT_KEYS, archive_previous, blank_report, chart_note, history_row, safe_outdir,
+                     write_report)
 from .retry import out_of_patience, queue_delay
 from .settings import Settings
 
@@ -142,6 +142,7 @@ def cancel_brief(settings: Settings, store: Store, brief_id: str) -> BriefRow | 
     report = ended_report(run, settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
                           note=CANCEL_UNSTARTED_NOTE)
     write_report(outdir, report, formats)
+    store.save_report(run.run_id, history_row(report))
     return run
 
 
@@ -442,7 +443,7 @@ class Daemon:
             crashpoints.reached("report_written")
             self.store.service_back(run.run_id)
             self.reported_fixes.clear()  # a brief got through: a misconfiguration seen again is news
-            events.finish("complete", state=DONE, stop_reason=report["stop_reason"],
+            events.finish("complete", state=DONE, stop_reason=report["stop_reason"], history=history_row(report),
                           report=str(outdir / "report.json"), usage=report["usage"],
                           sources=len(report["sources"]), evidence=len(report["evidence"]))
         except Cancelled:
@@ -511,7 +512,7 @@ class Daemon:
         report = ended_report(run, self.settings, status=FAILED, stop_reason=stop_reason, error=error,
                               note=FAILED_NOTE if found and found["evidence"] else None, found=found)
         self.write_ended(run, brief, outdir, report, events)
-        events.finish("failed", state=FAILED, stop_reason=stop_reason, error=error)
+        events.finish("failed", state=FAILED, stop_reason=stop_reason, error=error, history=history_row(report))
 
     def cancelled(self, run: BriefRow, brief: Brief, research: Research, outdir: Path, events: EventLog) -> None:
         """`briefd cancel` reached a running brief: it ends `cancelled`, keeping what it found."""
@@ -520,7 +521,7 @@ class Daemon:
         report = ended_report(run, self.settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
                               note=note, found=found)
         self.write_ended(run, brief, outdir, report, events)
-        events.finish("cancelled", state=CANCELLED, stop_reason=CANCELLED, reason=note,
+        events.finish("cancelled", state=CANCELLED, stop_reason=CANCELLED, reason=note, history=history_row(report),
                       report=str(outdir / "report.json"), usage=report["usage"],
                       sources=len(report["sources"]), evidence=len(report["evidence"]))
 

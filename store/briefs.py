@@ -229,8 +229,11 @@ class Store:
 
     def finish(self, run_id: int, *, state: str, stop_reason: str | None, error: str | None = None,
                event: tuple[str, dict[str, Any]] | None = None,
-               before_commit: Callable[[int, str], None] | None = None) -> None:
-        """End a run; with `event`, its final event is committed in the same transaction.
+               before_commit: Callable[[int, str], None] | None = None,
+               report: dict[str, Any] | None = None) -> None:
+        """End a run; with `event`, its final event is committed in the same transaction, and
+        with `report` (a `reports` row: report.history_row) what it reported, for history,
+        search and "what changed", so the store never says a run ended without its report.
 
         A crash can then never leave a finished brief without its `complete`/`failed`
         event, nor an event for a brief that is still running. `before_commit(seq, at)`
@@ -245,10 +248,29 @@ class Store:
                 "WHERE run_id = ?",
                 [state, stop_reason, error, utc_now(), run_id],
             )
+            if report is not None:
+                self.save_report(run_id, report)
             if event is not None:
                 seq, at = self._insert_event(run_id, *event)
                 if before_commit is not None:
                     before_commit(seq, at)
+
+    def save_report(self, run_id: int, row: dict[str, Any]) -> None:
+        """What a run reported (report.history_row), replacing what an earlier attempt saved."""
+        self.db.table("reports").upsert({**row, "run_id": run_id}, pk="run_id")
+
+    def report_of(self, run_id: int) -> dict[str, Any] | None:
+        """The report.json a run ended with (None: it has not ended, or ended before schema 7)."""
+        row = self.db.execute("SELECT report_json FROM reports WHERE run_id = ?", [run_id]).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
+    def previous_report(self, brief_id: str, before_run_id: int) -> tuple[int, dict[str, Any]] | None:
+        """The latest run of `brief_id` before `before_run_id` that finished done, with its report:
+        what a re-run (by hand or on schedule) is compared with, and what a follow-up starts from."""
+        row = self.db.execute(
+            "SELECT run_id, report_json FROM reports WHERE brief_id = ? AND run_id < ? AND status = 'done' "
+            "AND report_json IS NOT NULL ORDER BY run_id DESC LIMIT 1", [brief_id, before_run_id]).fetchone()
+        return (row[0], json.loads(row[1])) if row else None
 
     def wait_for_service(self, run_id: int, waiting_for: str, not_before: str) -> None:
         """A service is down: back to the queue, not claimed before `not_before`, the attempt not counted."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -37,8 +37,12 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED = (
 def utc_now(after_s: float = 0.0) -> str:
     """ISO 8601 UTC with seconds, the one timestamp format of the store and the reports (now, or
     `after_s` seconds from now: when a mark expires, when a waiting brief is due)."""
-    moment = datetime.now(timezone.utc) + timedelta(seconds=after_s)
-    return moment.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return iso_utc(datetime.now(timezone.utc) + timedelta(seconds=after_s))
+
+
+def iso_utc(moment: datetime) -> str:
+    """An aware datetime in the store's one format: UTC, to the second, with Z."""
+    return moment.astimezone(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -247,8 +251,62 @@ def _migration_6(db: sqlite_utils.Database) -> None:
                "WHERE inbox_removed = 0")
 
 
+def _migration_7(db: sqlite_utils.Database) -> None:
+    """Knowledge that compounds (issue 12): what each run reported, searchable; the series a brief
+    with `every` belongs to; how a page can be checked again without downloading it; when a piece
+    of evidence was read, and from which earlier run it was taken."""
+    db.table("briefs").add_column("follows", str)   # the brief id this one follows up (brief field)
+    db.table("briefs").add_column("every", str)     # its schedule, as given (brief field)
+    db.table("reports").create(
+        {
+            "run_id": int,          # the run whose report this is (done, failed or cancelled)
+            "brief_id": str,
+            "kind": str,            # plain | estimate | hypothesis
+            "status": str,
+            "question": str,
+            "answer": str,          # the answer line a report leads with
+            "summary": str,
+            "stop_reason": str,
+            "started_at": str,
+            "finished_at": str,
+            "report_json": str,     # the whole report.json, for "what changed" and the HTTP API
+        },
+        pk="run_id", not_null={"brief_id"},
+    )
+    db.table("reports").create_index(["brief_id", "finished_at"])
+    db.table("reports").create_index(["finished_at"])
+    db.table("reports").enable_fts(["question", "answer", "summary"], create_triggers=True, tokenize="porter")
+    db.table("evidence").add_column("read_at", str)      # when its page was read (fetched or last confirmed)
+    db.table("evidence").add_column("reused_from", int)  # the earlier run it was taken from, if any
+    db.table("evidence").enable_fts(["quote"], create_triggers=True, tokenize="porter")
+    db.table("pages").add_column("etag", str)            # validators for a conditional re-fetch (304)
+    db.table("pages").add_column("last_modified", str)
+    db.table("pages").add_column("checked_at", str)      # last time the server said it is unchanged
+    db.table("schedules").create(
+        {
+            "brief_id": str,        # one series per id
+            "every": str,           # as the brief said it
+            "brief_json": str,      # the brief each run is asked with
+            "received_bytes": bytes,
+            "source_file": str,
+            "created_at": str,
+            "next_run_at": str,     # when the next run is due (UTC)
+            "last_run_id": int,
+            "last_run_at": str,
+            "runs": int,
+            "cancelled_at": str,    # `briefd cancel`: the series ends
+        },
+        pk="brief_id", defaults={"runs": 0},
+    )
+    # runs that ended before this version: their question is searchable and listed (their
+    # report files are in the outbox; the store did not keep them)
+    db.execute("INSERT INTO reports (run_id, brief_id, status, question, stop_reason, started_at, finished_at) "
+               "SELECT run_id, brief_id, state, question, stop_reason, started_at, finished_at FROM briefs "
+               "WHERE state IN ('done', 'failed', 'cancelled')")
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
-              6: _migration_6}
+              6: _migration_6, 7: _migration_7}
 
 
 class SchemaTooNew(RuntimeError):

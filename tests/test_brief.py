@@ -90,7 +90,7 @@ def test_schema_fields_are_exactly_the_contract_table() -> None:
     assert set(SCHEMA["properties"]) == {
         "question", "id", "context", "estimate", "hypothesis", "depth", "max_rounds",
         "max_searches_per_round", "budget", "search", "fetch_pages", "formats",
-        "sources",  # CONTRACT.md, "Surface being added"
+        "sources", "follows", "focus", "every", "max_age",  # CONTRACT.md, "Surface being added"
     }
     assert SCHEMA["required"] == ["question"]
     props = SCHEMA["properties"]

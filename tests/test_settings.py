@@ -64,7 +64,7 @@ def test_defaults_in_an_empty_folder(cwd: Path) -> None:
     assert (s.num_ctx, s.num_predict, s.llm_timeout_s, s.temperature, s.seed) == (8192, 1024, 300.0, 0.2, 42)
     assert (s.fetch_timeout_s, s.fetch_max_bytes, s.fetch_max_redirects, s.fetch_concurrency) == (20.0, 5_000_000,
                                                                                                   5, 4)
-    assert (s.allow_link_local, s.search_timeout_s, s.page_ttl_hours) == (False, 20.0, 168)
+    assert (s.allow_link_local, s.search_timeout_s, s.max_age) == (False, 20.0, 7 * 86400.0)
     assert (s.settle_seconds, s.poll_seconds, s.use_polling, s.max_attempts, s.log_level) == (1.0, 5.0, False, 3,
                                                                                                "info")
 
@@ -121,10 +121,10 @@ def test_other_knobs_come_from_env_and_toml_by_name(cwd: Path) -> None:
     s = load_settings({}, {})
     assert (s.num_ctx, s.use_polling, s.llm_timeout_s, s.log_level) == (16384, True, 60.0, "debug")
     env = {"BRIEFD_NUM_CTX": "4096", "BRIEFD_USE_POLLING": "off", "BRIEFD_ALLOW_LINK_LOCAL": "yes",
-           "BRIEFD_SETTLE_SECONDS": "0", "BRIEFD_PAGE_TTL_HOURS": "0", "BRIEFD_TEMPERATURE": "0.7"}
+           "BRIEFD_SETTLE_SECONDS": "0", "BRIEFD_MAX_AGE": "0", "BRIEFD_TEMPERATURE": "0.7"}
     s = load_settings({}, env)
     assert (s.num_ctx, s.use_polling, s.allow_link_local) == (4096, False, True)
-    assert (s.settle_seconds, s.page_ttl_hours, s.temperature) == (0.0, 0, 0.7)
+    assert (s.settle_seconds, s.max_age, s.temperature) == (0.0, 0.0, 0.7)
     assert load_settings({"num_ctx": 32768}, env).num_ctx == 32768
 
 
