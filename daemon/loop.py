@@ -1011,6 +1011,7 @@ class Research:
             for e in rows
         ]
         usage = self.usage()
+        hashes = self.store.page_hashes([s.url for s in sources])
         facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
         verdict = self.policy.verdict_block(facts)
         estimate = self.policy.estimate_block(facts)
@@ -1034,8 +1035,9 @@ class Research:
             "stop_explanation": self.state.stop_explanation,
             "summary": summary,
             "disclaimer": disclaimer,
-            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url)}
-                        for s in sources],
+            # text_sha256: the page text each source was read as, so a re-run can tell an edited page
+            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url),
+                         "text_sha256": hashes.get(s.url)} for s in sources],
             "searched": list(self.sources),
             "egress": self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
                                                              model_hosts(self.svc.settings))),

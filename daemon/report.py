@@ -56,7 +56,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
     "open_questions", "plan_relevance", "sides", "chart", "stop_explanation", "distrusted", "searched",
-    "egress",
+    "egress", "changes",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -109,6 +109,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "distrusted": [],
         "searched": [],
         "egress": None,
+        "changes": None,  # what changed since the id's previous run (daemon/changes.py): done re-runs only
     }
 
 
@@ -552,16 +553,19 @@ class SideCell:
 SIDE_QUOTE_CHARS = 160
 
 
+def short_quote(quote: Any) -> str:
+    """A quote folded to one line and cut at SIDE_QUOTE_CHARS, where a report shows it beside others."""
+    text = fold(quote)
+    return text[:SIDE_QUOTE_CHARS - 3] + "..." if len(text) > SIDE_QUOTE_CHARS else text
+
+
 def side_cell(item: Mapping[str, Any]) -> SideCell:
     n = item.get("source")
     value = None
     if item.get("low") is not None:
         low, high = item.get("low"), item.get("high")
         value = _num(low) if low == high else f"{_num(low)}\u2013{_num(high)}"
-    quote = fold(item.get("quote"))
-    if len(quote) > SIDE_QUOTE_CHARS:
-        quote = quote[:SIDE_QUOTE_CHARS - 3] + "..."
-    return SideCell(value=value, source=n if _is_n(n) else None, quote=quote,
+    return SideCell(value=value, source=n if _is_n(n) else None, quote=short_quote(item.get("quote")),
                     tier=fold(item.get("tier")) or "unrated", confidence=_confidence(item.get("confidence")))
 
 
@@ -745,10 +749,108 @@ def _md_pages(pages: list[int] | None) -> str:
     return f" (p. {pages[0]})" if len(pages) == 1 else f" (pp. {', '.join(str(p) for p in pages)})"
 
 
+# ---------------------------------------------------------------------------
+# What changed since the previous run (report.json's `changes`: daemon/changes.py)
+
+CHANGES_SHOWN = 5  # items a list of the section shows; report.json has them all
+NOTHING_CHANGED = "Nothing changed: the same answer, from the same sources and quotes"
+
+
+def changes_when(value: Any) -> str:
+    """The previous run's date as the heading says it ("2026-11-20 09:00 UTC"), else as stored."""
+    text = fold(value)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text or "the previous run"
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(
+        timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _md_quote_ref(ref: Mapping[str, Any], known: set[int]) -> str:
+    """A quote `changes` names: cited by its number in this report, else linked to its page."""
+    n = ref.get("source")
+    where = _md_cite_link(n) if _is_n(n) and n in known else md_link(ref.get("title"), ref.get("url"))
+    return f"{where} “{md_escape(short_quote(ref.get('quote')))}”"
+
+
+def _md_source_ref(ref: Mapping[str, Any], known: set[int]) -> str:
+    n = ref.get("n")
+    cite = f"{_md_cite_link(n)} " if _is_n(n) and n in known else ""
+    return cite + md_link(ref.get("title"), ref.get("url"))
+
+
+def _md_some(texts: list[str]) -> str:
+    """At most CHANGES_SHOWN of the texts, then how many more there are."""
+    more = len(texts) - CHANGES_SHOWN
+    return "; ".join(texts[:CHANGES_SHOWN]) + (f"; and {more} more in report.json" if more > 0 else "")
+
+
+def _md_why(label: str, refs: list[Any], known: set[int]) -> str:
+    texts = [_md_quote_ref(_dict(r), known) for r in refs]
+    return f"{label}: {_md_some(texts)}" if texts else ""
+
+
+def _md_range_change(change: Mapping[str, Any], known: set[int]) -> str:
+    """`400 – 460 → 410 – 440 t (because: [2] “…”; no longer: [title](url) “…”)`."""
+    old_unit, unit = fold(change.get("old_unit")), fold(change.get("unit"))
+    old = f"{range_text(change.get('old')) or 'none'} {old_unit if old_unit != unit else ''}".strip()
+    new = f"{range_text(change.get('new')) or 'none'} {unit}".strip()
+    why = [w for w in (_md_why("because", _list(change.get("because")), known),
+                       _md_why("no longer", _list(change.get("withdrawn")), known)) if w]
+    return f"**Range:** {md_escape(old)} → {md_escape(new)}" + (f" ({'; '.join(why)})" if why else "")
+
+
+def _md_verdict_change(change: Mapping[str, Any], known: set[int]) -> str:
+    def side(value: Any, level: Any) -> str:
+        return f"{md_escape(value) or 'none'} ({md_escape(level) or 'no level'})"
+
+    why = _md_why("because", _list(change.get("because")), known)
+    return (f"**Verdict:** {side(change.get('old'), change.get('old_level'))} → "
+            f"{side(change.get('new'), change.get('new_level'))}" + (f" ({why})" if why else ""))
+
+
+def _md_change_items(changes: Mapping[str, Any], known: set[int]) -> list[str]:
+    """The section's bullets, answer first: question, range, verdict, sources, quotes."""
+    items = []
+    question = _dict(changes.get("question"))
+    if question:
+        items.append(f"**Question:** “{md_escape(question.get('old'))}” → "
+                     f"“{md_escape(question.get('new'))}”")
+    if _dict(changes.get("range")):
+        items.append(_md_range_change(_dict(changes.get("range")), known))
+    if _dict(changes.get("verdict")):
+        items.append(_md_verdict_change(_dict(changes.get("verdict")), known))
+    sources, quotes = _dict(changes.get("sources")), _dict(changes.get("quotes"))
+    for label, refs in (("New sources", sources.get("new")), ("Sources gone", sources.get("gone")),
+                        ("Sources changed (the page's text differs from the previous read)", sources.get("changed"))):
+        if _list(refs):
+            items.append(f"**{label}:** " + _md_some([_md_source_ref(_dict(r), known) for r in _list(refs)]))
+    for label, refs in (("Quotes added", quotes.get("added")), ("Quotes withdrawn", quotes.get("withdrawn"))):
+        if _list(refs):
+            items.append(f"**{label}:** " + _md_some([_md_quote_ref(_dict(r), known) for r in _list(refs)]))
+    return items
+
+
+def _md_changes(report: Mapping[str, Any]) -> list[str]:
+    """The "What changed since <date>" section a re-run opens with; nothing on a first run."""
+    changes = _dict(report.get("changes"))
+    if not changes:
+        return []
+    lines = [f"## What changed since {md_escape(changes_when(changes.get('since')))}", ""]
+    files = fold(_dict(changes.get("previous")).get("files"))
+    where = f"previous run's files: {_md_code_span(files)}" if files else ""
+    items = [] if changes.get("nothing_changed") else _md_change_items(changes, _source_numbers(report))
+    if not items:
+        return lines + [NOTHING_CHANGED + (f" ({where})." if where else "."), ""]
+    return lines + [f"- {item}" for item in items] + [""] + ([f"_The {where}_", ""] if where else [])
+
+
 def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
-    """report.md, top to bottom: the question, the answer and why it stopped, the status,
-    the verdict or estimate, the summary; then the evidence that decided it (strongest
-    first, by source), side by side, sources, distrusted sources; the method last."""
+    """report.md, top to bottom: the question, the answer and why it stopped, the status, on
+    a re-run what changed since the previous run, the verdict or estimate, the summary; then
+    the evidence that decided it (strongest first, by source), side by side, sources,
+    distrusted sources; the method last."""
     doc = MarkdownDoc([], {})
     lines = doc.lines
     question = md_escape(report.get("question")) or "Untitled brief"
@@ -769,6 +871,7 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
     if _pages_not_read(report):
         doc.mark("blockquote_open", **{"class": "note"})
         lines += [f"> **Note:** {md_escape(NOT_READ_NOTE)}", ""]
+    lines += _md_changes(report)  # a re-run: what differs from the previous run, before the details
 
     if report.get("status") == "failed" or report.get("error"):
         lines += ["## Error", ""]
@@ -1131,6 +1234,25 @@ def _fresh_run_folder(runs: Path, stamp: str) -> Path:
             return target
         except FileExistsError:
             suffix += 1
+
+
+def archived_run(outdir: Path, started_at: Any) -> str | None:
+    """Where archive_previous put the run that started at `started_at`: "runs/<stamp>/",
+    relative to outdir (the report's own folder), or None when no folder there holds its
+    report.json (archived by an older briefd under another stamp, or moved by the user)."""
+    stamp = _stamp_from_iso(started_at)
+    runs = Path(outdir) / "runs"
+    if stamp is None or not runs.is_dir():
+        return None
+    try:
+        names = sorted((p.name for p in runs.iterdir() if re.fullmatch(re.escape(stamp) + r"(-\d+)?", p.name)),
+                       key=lambda name: (len(name), name))
+    except OSError:  # an unreadable runs/ folder costs the report this pointer, never the brief
+        return None
+    for name in names:
+        if _read_json_field(runs / name / "report.json", "started_at") == started_at:
+            return f"runs/{name}/"
+    return None
 
 
 def safe_outdir(outbox: Path, brief_id: str) -> Path:

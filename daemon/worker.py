@@ -30,6 +30,7 @@ from . import crashpoints, sources
 from .archives import Archives
 from .library import RESCAN_S, Library, LibrarySource
 from .brief import Brief, BriefError, parse_brief
+from .changes import what_changed
 from .chart import write_chart
 from .events import EventLog
 from .egress import service_allowed
@@ -40,8 +41,8 @@ from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
 from .pagework import PageWorkers
-from .report import (REPORT_KEYS, archive_previous, blank_report, chart_note, history_row, safe_outdir,
-                     write_report)
+from .report import (REPORT_KEYS, archive_previous, archived_run, blank_report, chart_note, history_row,
+                     safe_outdir, write_report)
 from .retry import out_of_patience, queue_delay
 from .settings import Settings
 
@@ -438,6 +439,7 @@ class Daemon:
             research = Research(svc, run.run_id, brief, run.started_at or utc_now(), events)
             report = await research.run()
             report["source_file"] = run.source_file
+            report["changes"] = self.changes_since(run, outdir, report)
             self.draw_chart(outdir, report, brief, events)
             write_report(outdir, report, brief.formats)
             crashpoints.reached("report_written")
@@ -466,6 +468,17 @@ class Daemon:
                 raise  # the store failed, not the brief: no attempt is spent; the daemon stops (exit 3)
             log.error("%s: %s\n%s", run.brief_id, exc, traceback.format_exc())
             self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}", research)
+
+    def changes_since(self, run: BriefRow, outdir: Path, report: dict[str, Any]) -> dict[str, Any] | None:
+        """report.json's `changes`: what differs from the id's previous done run (None: this is its
+        first). Only a done run is compared: one that failed or was cancelled has not looked again,
+        so its missing quotes would read as withdrawn."""
+        previous = self.store.previous_report(run.brief_id, run.run_id)
+        if previous is None:
+            return None
+        previous_run_id, old = previous
+        return what_changed(old, report, previous_run_id=previous_run_id,
+                            files=archived_run(outdir, old.get("started_at")))
 
     def wait_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
                      service: str, reason: str, fix: str | None = None, research: Research | None = None) -> None:

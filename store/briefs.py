@@ -564,6 +564,13 @@ class Store:
                 "RETURNING id", [url, len(text), text]).fetchone()
             return int(row[0])
 
+    def page_hashes(self, urls: list[str]) -> dict[str, str]:
+        """URL → the sha256 of the page text the cache holds (report sources: "what changed")."""
+        marks = ",".join("?" for _ in urls)
+        rows = self.db.execute(f"SELECT url, text_sha256 FROM pages WHERE url IN ({marks}) AND text_sha256 IS NOT NULL",
+                               urls).fetchall() if urls else []
+        return {str(url): str(sha) for url, sha in rows}
+
     def passage_ids(self, url: str, origin: str) -> list[int]:
         return [r[0] for r in self.db.execute(
             "SELECT id FROM passages WHERE url = ? AND origin = ? ORDER BY seq", [url, origin]).fetchall()]
