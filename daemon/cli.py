@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--runs", action="store_true", help="every run, not only each brief's latest")
     found = sub.add_parser("search", **shared,
                            help="questions, answers, summaries and evidence quotes of the briefs researched")
-    found.add_argument("text")
+    found.add_argument("text", nargs="+", metavar="TEXT", help="words to look for (quotes not needed)")
     found.add_argument("--json", action="store_true", help="machine-readable output")
     found.add_argument("--limit", metavar="N", help="show at most N results, best first")
     sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
@@ -352,8 +352,9 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd search TEXT`: store.history's hits, best first (the HTTP API's `GET /search?q=` objects)."""
     from store.history import DEFAULT_SEARCH_LIMIT, History, HistoryError, check_limit, search_words
 
+    text = " ".join(args.text)
     try:
-        search_words(args.text)
+        search_words(text)
         limit = check_limit(args.limit, DEFAULT_SEARCH_LIMIT)
     except HistoryError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
@@ -362,14 +363,14 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     if store is None:
         return _no_history(settings, args.json)
     try:
-        hits = History(store).search(args.text, limit)
+        hits = History(store).search(text, limit)
     finally:
         store.close()
     if args.json:
         print(json.dumps([hit.to_json() for hit in hits], indent=2, ensure_ascii=False))
         return EXIT_OK
     if not hits:
-        print(_one_line(f"nothing researched matches {args.text!r}"))
+        print(_one_line(f"nothing researched matches {text!r}"))
         return EXIT_OK
     for n, hit in enumerate(hits, 1):
         print(_one_line(f"{n}. {hit.id} (run {hit.run}, {_minute(hit.at)}) {hit.matched}: {hit.snippet}"))

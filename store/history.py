@@ -89,7 +89,8 @@ class SearchHit:
     snippet: str              # a short excerpt around the match, whitespace folded
     url: str | None           # a quote's source
     title: str | None
-    rank: float               # bm25 (lower is better), within its pass: all the words, then some
+    rank: float               # bm25 (lower is better) within its pass (all the words, then some); 0 when
+                              # only words in most rows matched: bm25 gives those no weight
     all_words: bool           # found with every word of the search (the first pass)
 
     def to_json(self) -> dict[str, Any]:
@@ -254,9 +255,12 @@ class History:
     def _best(self, table: str, match: _Match, limit: int) -> list[tuple[int, float]]:
         """The best rowids of an FTS5 table for `match`: bm25 then latest first, or latest first
         when only words too common to rank are left."""
-        order = "rank, rowid DESC" if match.ranked else "rowid DESC"
+        if not match.ranked:  # rank 0 for all: the merge then orders them by run, latest first
+            return [(r[0], 0.0) for r in self.store.db.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
+                [match.text, limit * CANDIDATES_PER_RESULT]).fetchall()]
         return [(r[0], r[1]) for r in self.store.db.execute(
-            f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ? ORDER BY {order} LIMIT ?",
+            f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ? ORDER BY rank, rowid DESC LIMIT ?",
             [match.text, limit * CANDIDATES_PER_RESULT]).fetchall()]
 
     def _reports(self, match: _Match, limit: int) -> list[tuple[tuple[str, int], SearchHit]]:

@@ -183,6 +183,7 @@ def test_runs_with_every_word_come_before_runs_with_some(store: Store) -> None:
     """A quote that says one of the words, however often, comes after one that says them all."""
     record_run(store, "both", TUNNEL, [("http://a.example", "A", "The tunnel flooded twice in March.")])
     record_run(store, "one", BRIDGE, [("http://b.example", "B", "Tunnel, tunnel, tunnel: the tunnel.")])
+    record_run(store, "other", LEAD, [("http://c.example", "C", "Lead fell."), ("http://d.example", "D", "It rose.")])
     hits = [h for h in History(store).search("tunnel flooded") if h.matched == QUOTE]
     assert [(h.id, h.all_words) for h in hits] == [("both", True), ("one", False)]
 
@@ -193,6 +194,17 @@ def test_the_same_quote_in_two_briefs_lists_the_latest_run_first(store: Store) -
     record_run(store, "newer", "Is the ferry back?", quote)
     hits = [h for h in History(store).search("ferry resumed") if h.matched == QUOTE]
     assert [h.id for h in hits] == ["newer", "older"] and hits[0].rank == hits[1].rank
+
+
+def test_a_word_in_most_rows_ranks_nothing_newest_first_and_is_left_out_when_other_words_are_missing(
+        store: Store) -> None:
+    """bm25 gives "the" no weight once it is in more than half the rows: those rows come newest
+    first, and "ferry the" finds nothing when nothing says "ferry" (not every row with "the")."""
+    for n in range(3):
+        record_run(store, f"b{n}", f"Question {n}?", [(f"http://{n}.example", "T", f"The quote number {n}.")])
+    assert [h.id for h in History(store).search("the") if h.matched == QUOTE] == ["b2", "b1", "b0"]
+    assert History(store).search("ferry the") == []
+    assert [h.id for h in History(store).search("the number")][:1] == ["b2"]
 
 
 @pytest.mark.parametrize("text, first", [('lead" NEAR(', "lakeside"), ("strand* AND", "kestrel"),
@@ -227,7 +239,7 @@ def test_list_prints_an_aligned_table_and_json_with_the_same_objects(history: St
 
 def test_search_prints_each_hit_with_its_brief_and_source(history: Store, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = cli(tmp_path, capsys, "search", "strand wires")
+    code, out, _ = cli(tmp_path, capsys, "search", "strand", "wires")  # words need no quotes
     assert code == EXIT_OK
     assert out.splitlines()[:2] == [f"1. kestrel (run 3, {_minute_of(history, 3)}) quote: {ANCHOR_QUOTE}",
                                     f"   County notice <{COUNTY}>"]
