@@ -22,7 +22,7 @@ from daemon.report import answer_text
 from store import CANCELLED, DONE, FAILED, REJECTED
 from store.briefs import Store
 from store.db import iso_utc
-from store.history import KINDS, QUOTE, STATES, History, HistoryError, list_query
+from store.history import KINDS, PARTIAL_WORDS, QUOTE, STATES, History, HistoryError, list_query
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 from tests.lab.history_bench import record_run
@@ -205,6 +205,15 @@ def test_a_word_in_most_rows_ranks_nothing_newest_first_and_is_left_out_when_oth
     assert [h.id for h in History(store).search("the") if h.matched == QUOTE] == ["b2", "b1", "b0"]
     assert History(store).search("ferry the") == []
     assert [h.id for h in History(store).search("the number")][:1] == ["b2"]
+
+
+def test_a_pasted_sentence_with_a_word_of_its_own_finds_the_quote_it_resembles(history: Store) -> None:
+    """Not every word is there (no AND hit), and there are more than PARTIAL_WORDS of them: the
+    rarest few rank, and the quote that has them comes first."""
+    text = "Seven of the anchorages showed severe corrosion of their strand wires, the county engineer wrote"
+    assert len(text.split()) > PARTIAL_WORDS
+    quotes = [h for h in History(history).search(text) if h.matched == QUOTE]
+    assert (quotes[0].snippet, quotes[0].all_words) == (ANCHOR_QUOTE, False)
 
 
 @pytest.mark.parametrize("text, first", [('lead" NEAR(', "lakeside"), ("strand* AND", "kestrel"),
