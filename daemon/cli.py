@@ -82,6 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("id")
     cancel = sub.add_parser("cancel", **shared, help="stop a queued or running brief")
     cancel.add_argument("id")
+    listing = sub.add_parser("list", **shared, help="the briefs researched, queued and running, newest first")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.add_argument("--state", help="only briefs in this state (queued, running, done, failed, cancelled; "
+                                         "rejected lists the files refused)")
+    listing.add_argument("--kind", help="only briefs of this kind (plain, estimate, hypothesis)")
+    listing.add_argument("--since", metavar="DATE", help="only runs finished on or after DATE (or not finished)")
+    listing.add_argument("--until", metavar="DATE", help="only runs accepted on or before DATE")
+    listing.add_argument("--limit", metavar="N", help="show at most N, newest first")
+    listing.add_argument("--runs", action="store_true", help="every run, not only each brief's latest")
+    found = sub.add_parser("search", **shared,
+                           help="questions, answers, summaries and evidence quotes of the briefs researched")
+    found.add_argument("text", nargs="+", metavar="TEXT", help="words to look for (quotes not needed)")
+    found.add_argument("--json", action="store_true", help="machine-readable output")
+    found.add_argument("--limit", metavar="N", help="show at most N results, best first")
     sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
     sub.add_parser("schema", **shared, help="print the brief JSON Schema")
     library = sub.add_parser("library", **shared, help="the local library: status, search, reindex")
@@ -123,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check, "library": cmd_library,
+        "list": cmd_list, "search": cmd_search,
     }[args.command]
     try:
         return handler(settings, args)
@@ -298,6 +313,105 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         waits = f"; WAITING for {run['waiting_for']}" if run["waiting_for"] else ""
         print(f"queued  {run['id']} (run {run['run']}) since {run['accepted_at']}{waits}")
     return EXIT_OK
+
+
+def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
+    """`briefd list`: store.history's rows, as a table or JSON (the HTTP API's `GET /briefs` objects)."""
+    from store.history import History, HistoryError, list_query
+
+    try:
+        query = list_query(state=args.state, kind=args.kind, since=args.since, until=args.until,
+                           limit=args.limit, runs=args.runs)
+    except HistoryError as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    store = _open_store(settings)
+    if store is None:
+        return _no_history(settings, args.json)
+    try:
+        entries = History(store).briefs(query)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([entry.to_json() for entry in entries], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not entries:
+        print("no briefs match these filters" if _filtered(args) else "no briefs yet")
+        return EXIT_OK
+    schedules = any(entry.next_run_at for entry in entries)
+    headers = ["ID", "STATE", "KIND", "RUNS", "ACCEPTED", "FINISHED", *(["NEXT RUN"] if schedules else []), "ANSWER"]
+    rows = [[entry.id, f"{entry.state}: {entry.stop_reason}" if entry.stop_reason not in (None, entry.state)
+             else entry.state, entry.kind or "-", str(entry.runs), _minute(entry.accepted_at),
+             _minute(entry.finished_at), *([_minute(entry.next_run_at)] if schedules else []),
+             entry.answer or entry.error or ""] for entry in entries]
+    print(_aligned(headers, rows))
+    return EXIT_OK
+
+
+def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
+    """`briefd search TEXT`: store.history's hits, best first (the HTTP API's `GET /search?q=` objects)."""
+    from store.history import DEFAULT_SEARCH_LIMIT, History, HistoryError, check_limit, search_words
+
+    text = " ".join(args.text)
+    try:
+        search_words(text)
+        limit = check_limit(args.limit, DEFAULT_SEARCH_LIMIT)
+    except HistoryError as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    store = _open_store(settings)
+    if store is None:
+        return _no_history(settings, args.json)
+    try:
+        hits = History(store).search(text, limit)
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([hit.to_json() for hit in hits], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not hits:
+        print(_one_line(f"nothing researched matches {text!r}"))
+        return EXIT_OK
+    for n, hit in enumerate(hits, 1):
+        print(_one_line(f"{n}. {hit.id} (run {hit.run}, {_minute(hit.at)}) {hit.matched}: {hit.snippet}"))
+        if hit.url:
+            print("   " + _one_line(f"{hit.title} <{hit.url}>" if hit.title else hit.url))
+    return EXIT_OK
+
+
+def _no_history(settings: Settings, as_json: bool) -> int:
+    """No store yet: nothing was ever accepted (as `briefd status` says); scripts get an empty list."""
+    message = f"no database yet at {settings.db}: nothing has been accepted"
+    if as_json:
+        print("[]")
+        print(f"briefd: {message}", file=sys.stderr)
+    else:
+        print(message)
+    return EXIT_OK
+
+
+def _filtered(args: argparse.Namespace) -> bool:
+    return any(getattr(args, name) is not None for name in ("state", "kind", "since", "until"))
+
+
+def _minute(stamp: str | None) -> str:
+    """A store timestamp as a table shows it: 2026-11-24 06:00 (UTC)."""
+    return stamp[:16].replace("T", " ") if stamp else "-"
+
+
+def _one_line(text: str) -> str:
+    """Stored text (questions, answers, quotes: untrusted) on one terminal line, escaped as `briefd show` does."""
+    from .untrusted import terminal_text
+
+    return terminal_text(" ".join(text.split()))
+
+
+def _aligned(headers: list[str], rows: list[list[str]]) -> str:
+    """A plain table: columns padded to their widest cell, the last one left ragged."""
+    cells = [headers, *([_one_line(cell) for cell in row] for row in rows)]
+    widths = [max(len(row[n]) for row in cells) for n in range(len(headers) - 1)]
+    return "\n".join("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip()
+                     for row in cells)
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
