@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from daemon.sources import RRF_K, chosen, configured, fuse, fuse_scored, kind_of
 from store import Store
 
 from .test_inbox_edges import error_json
+
+if TYPE_CHECKING:
+    from daemon.loop import Research
 
 WEB_ONLY = Settings()
 EVERYTHING = Settings(library=(Path("/srv/library"),), archives=(Path("/srv/zim/wiki.zim"),))
