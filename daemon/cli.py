@@ -370,13 +370,15 @@ def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from . import series
     from .files import WriteFailed
+    from .untrusted import terminal_text
     from .worker import cancel_brief
 
     try:
         ended = series.end(store, args.id)  # first: no turn of it starts while its run is cancelled
         if ended is not None:
             times = f"{ended.runs} run{'' if ended.runs == 1 else 's'}"
-            print(f"{args.id}: its series ended (every {ended.every}, after {times}): it is not asked again")
+            print(terminal_text(f"{args.id}: its series ended (every {ended.every}, after {times}): "
+                                "it is not asked again"))
         run = cancel_brief(settings, store, args.id)
     except (WriteFailed, OSError, ValueError) as exc:  # cancelled in the store; the outbox refused the report
         print(f"briefd: '{args.id}' is cancelled, but its report could not be written: {exc}", file=sys.stderr)
