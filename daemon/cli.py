@@ -241,9 +241,12 @@ def _open_store(settings: Settings) -> Store | None:
 def status_data(settings: Settings) -> dict[str, Any]:
     store = _open_store(settings)
     if store is None:
-        return {"counts": {}, "running": [], "queued": [], "database": str(settings.db), "exists": False}
+        return {"counts": {}, "running": [], "queued": [], "series": [], "database": str(settings.db),
+                "exists": False}
     try:
         from store import QUEUED, RUNNING
+
+        from . import series
 
         running = []
         for row in store.briefs_in_state(RUNNING):
@@ -262,7 +265,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
                    "waiting_for": r.waiting_for}
                   for r in store.briefs_in_state(QUEUED)]
         return {"counts": store.counts_by_state(), "running": running, "queued": queued,
-                "database": str(settings.db), "exists": True}
+                "series": series.active(store), "database": str(settings.db), "exists": True}
     finally:
         store.close()
 
@@ -312,6 +315,8 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     for run in data["queued"]:
         waits = f"; WAITING for {run['waiting_for']}" if run["waiting_for"] else ""
         print(f"queued  {run['id']} (run {run['run']}) since {run['accepted_at']}{waits}")
+    for each in data["series"]:
+        print(series_line(each))
     return EXIT_OK
 
 
@@ -414,6 +419,16 @@ def _aligned(headers: list[str], rows: list[list[str]]) -> str:
                      for row in cells)
 
 
+def series_line(each: dict[str, Any]) -> str:
+    """An active series in `briefd status`: when it runs next, how often it ran, its last run."""
+    from .untrusted import terminal_text
+
+    runs = f"{each['runs']} run{'' if each['runs'] == 1 else 's'} so far"
+    last = (f", last {each['last_run_at']} (run {each['last_run']}, {each['last_run_state']})"
+            if each["last_run"] is not None else "")
+    return terminal_text(f"series  {each['id']} every {each['every']}: next run {each['next_run_at']}; {runs}{last}")
+
+
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     from .report import safe_outdir
     from .untrusted import terminal_text
@@ -467,10 +482,17 @@ def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
     if store is None:
         print(f"briefd: no database at {settings.db}", file=sys.stderr)
         return EXIT_USAGE
+    from . import series
     from .files import WriteFailed
+    from .untrusted import terminal_text
     from .worker import cancel_brief
 
     try:
+        ended = series.end(store, args.id)  # first: no turn of it starts while its run is cancelled
+        if ended is not None:
+            times = f"{ended.runs} run{'' if ended.runs == 1 else 's'}"
+            print(terminal_text(f"{args.id}: its series ended (every {ended.every}, after {times}): "
+                                "it is not asked again"))
         run = cancel_brief(settings, store, args.id)
     except (WriteFailed, OSError, ValueError) as exc:  # cancelled in the store; the outbox refused the report
         print(f"briefd: '{args.id}' is cancelled, but its report could not be written: {exc}", file=sys.stderr)
@@ -478,7 +500,11 @@ def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         store.close()
     if run is None:
-        print(f"briefd: '{args.id}' is not queued or running", file=sys.stderr)
+        if ended is not None:
+            print(f"{args.id}: no run of it is queued or running")
+            return EXIT_OK
+        print(f"briefd: '{args.id}' is not queued or running, and is not asked again on a schedule",
+              file=sys.stderr)
         return EXIT_USAGE
     if run.state == "cancelled":
         print(f"{args.id}: cancelled before it started; report in {settings.outbox / args.id}")

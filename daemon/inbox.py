@@ -48,6 +48,10 @@ Hostile entries, decided (issue 4):
   with U+FFFD for the bad bytes; the id comes from id_from_filename, always a safe folder
   name. (The store keeps that shown path too: a crash between recording such a file and
   removing it can take it a second time, never lose it.)
+- A brief with `every` starts a series (daemon/series.py): recorded with its first run in one
+  transaction, its next run `every` after it was accepted. A brief of the same id accepted later
+  replaces the series when it has `every` too (new schedule, counted from then), and ends it when it
+  has none; a rejected file leaves the series as it was.
 - A rejection whose id is in use by a run right now (the same name dropped again with a
   mistake while the first is researched) goes to outbox/<id>/runs/<now>-rejected/, so the
   running brief's files stay together and its report becomes outbox/<id>/report.*.
@@ -72,6 +76,7 @@ from . import crashpoints
 from .brief import MAX_BRIEF_BYTES, Brief, BriefError, _clean, id_from_filename, parse_brief, too_large
 from .files import ProcessLock, hold_lock, read_at_most
 from .report import write_rejection
+from .series import record_accepted
 
 if TYPE_CHECKING:  # watchdog is imported where an observer starts, not for every CLI command
     from watchdog.observers.api import BaseObserver
@@ -350,10 +355,8 @@ class Inbox:
                 self.tracked[path] = _Seen(st.st_size, st.st_mtime_ns, seen.since)
                 return None
             return self._reject(path, st, err, data, handle if oversize else None)
-        run_id = self.store.add_brief(
-            brief_id=brief.id, question=brief.question, source_file=name, received=data,
-            brief_json=json.dumps(brief.to_json(), ensure_ascii=False), inbox_path=inbox_path,
-        )
+        run_id = record_accepted(self.store, brief, source_file=name, received=data,
+                                 brief_json=json.dumps(brief.to_json(), ensure_ascii=False), inbox_path=inbox_path)
         crashpoints.reached("accepted")
         self._remove(path, st)
         self.store.mark_inbox_removed(run_id)

@@ -1,9 +1,10 @@
 """The daemon: lock, recover, watch the inbox, run briefs, stop gracefully.
 
 `serve(settings, once=False)` is `briefd run`; with `once=True` it is cron mode:
-take everything in the inbox, resume every interrupted brief, finish them all,
-return. Briefs run as asyncio tasks (`workers` at once); all store access happens
-on the event loop's thread, where the store's connection lives.
+take everything in the inbox, resume every interrupted brief, start the series
+that are due (daemon/series.py), finish them all, return. Briefs run as asyncio
+tasks (`workers` at once); all store access happens on the event loop's thread,
+where the store's connection lives.
 
 One daemon per store and per inbox (two flocks, `<db>.lock` and `<inbox>/.briefd.lock`).
 When the store fails (issue 8): another process holding SQLite's lock is waited for,
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 import traceback
 from pathlib import Path
 from collections.abc import Callable
@@ -26,7 +28,7 @@ import httpx
 
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
-from . import crashpoints, sources
+from . import crashpoints, series, sources
 from .archives import Archives
 from .library import RESCAN_S, Library, LibrarySource
 from .brief import Brief, BriefError, parse_brief
@@ -177,6 +179,7 @@ class Daemon:
         self.running: dict[int, asyncio.Task[None]] = {}
         self.reported_fixes: set[str] = set()  # misconfigurations already logged with their fix
         self.fatal: str | None = None  # why the daemon had to stop (the store failed), if it did
+        self.series_looked: float | None = None  # when due series were last looked for (monotonic)
 
     async def serve(self) -> int:
         """Lock, open and recover the store, then run until stopped (or, `once`, until done).
@@ -358,7 +361,18 @@ class Daemon:
 
     def claim(self) -> BriefRow | None:
         with self.store.busy_timeout(LOCK_POLL_S):
+            self.start_due_series()
             return self.store.claim_next()
+
+    def start_due_series(self) -> None:
+        """Series whose turn has come get their run (daemon/series.py) before the next claim: on
+        the claim loop's existing poll, between briefs, looked for once when a daemon (or `run
+        --once`) starts and then at most every poll_seconds, never waiting for a future turn."""
+        now = time.monotonic()
+        if self.series_looked is not None and now - self.series_looked < self.settings.poll_seconds:
+            return
+        series.start_due(self.store)
+        self.series_looked = now
 
     def nothing_left(self) -> bool:
         """`run --once` is done: no file waiting in the inbox, nothing queued or running."""

@@ -121,8 +121,14 @@ class Store:
 
     @contextlib.contextmanager
     def immediate(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE: take the write lock up front (a deferred BEGIN deadlocks under contention)."""
+        """BEGIN IMMEDIATE: take the write lock up front (a deferred BEGIN deadlocks under contention).
+
+        Inside a transaction already begun here, it joins it (one COMMIT or ROLLBACK for both):
+        store.schedules records a brief (add_brief) and its series together."""
         conn = self.db.conn
+        if conn.in_transaction:
+            yield
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield
