@@ -304,3 +304,39 @@ def _events(ws: Workspace, run_id: int) -> list[dict[str, Any]]:
     with sqlite3.connect(ws.db) as db:
         return [{"type": r[0], **json.loads(r[1])} for r in db.execute(
             "SELECT type, data FROM events WHERE run_id = ? ORDER BY seq", [run_id])]
+
+
+def test_a_follow_up_resumed_before_its_plan_was_saved_carries_the_evidence_once(tmp_path: Path) -> None:
+    """A crash between carrying the parent's evidence and the first checkpoint: the resumed run
+    carries it again, and still holds each item once."""
+    from daemon.decide import LoopState
+    from tests.test_sources import _research
+
+    research = _research(tmp_path, ["web"])
+    store = research.store
+    try:
+        parent_run = store.add_brief(brief_id="p", question="How deep is the Kestrel River?", source_file="p.json",
+                                     received=b"{}", brief_json="{}", inbox_path=str(tmp_path / "p.json"))
+        store.add_evidence(parent_run, [{k: v for k, v in PARENT_ROW.items() if k not in ("id", "run_id", "found_at")}])
+        store.finish(parent_run, state=DONE, stop_reason="max_rounds",
+                     report=history_row({**realistic_report(), "id": "p"}))
+        research.brief = parse_brief(json.dumps({"id": "b", "question": "How deep is the Kestrel River?",
+                                                 "follows": "p", "focus": "in winter"}).encode(), "b.json")
+        for _ in range(2):
+            research.state = LoopState(began_s=0.0)  # what a resumed run finds: no checkpoint yet
+            plan = research.earlier_plan()
+        assert plan is not None and plan.gaps[0] == "in winter"
+        [row] = store.evidence(research.run_id)
+        assert (row["quote"], row["reused_from"], row["round"]) == (PARENT_ROW["quote"], parent_run, 0)
+        assert research.usage()["evidence_reused"] == 1 and research.state.calls_skipped == {"plan": 1}
+        assert PARENT_ROW["url"] in research.state.visited, "a page whose quotes are carried is not read again"
+    finally:
+        store.close()
+
+
+def test_the_follows_line_escapes_what_it_shows() -> None:
+    report = realistic_report()
+    report["follows"] = {"id": "kestrel", "finished_at": "<script>alert(1)</script>", "report": "x"}
+    assert "<script" not in render_html(report).lower()
+    report["follows"] = {"id": "../../etc", "finished_at": None, "report": "x"}
+    assert "Follows" not in render_markdown(report), "an id no brief can have is not linked"
