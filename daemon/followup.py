@@ -67,7 +67,9 @@ def follows_refusal(follows: str, latest_state: str | None, has_done_report: boo
                                  f"then submit this follow-up once it is done", details)
     what = _NOT_DONE.get(latest_state, f"is {latest_state}")
     if latest_state in (QUEUED, RUNNING):
-        fix = f"wait until {follows} is done (briefd status {follows}), then submit this brief again"
+        fix = f"wait until {follows} is done (briefd status), then submit this brief again"
+    elif latest_state == REJECTED:
+        fix = f"correct {follows} as its error.json says and submit it again, then this follow-up once it is done"
     else:
         fix = f"run it again (briefd retry {follows}) and submit this follow-up once it is done"
     return BriefError(FIELD, f"follows names {follows!r}, which {what}: a follow-up starts from a brief that "

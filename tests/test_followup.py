@@ -32,7 +32,7 @@ from daemon.followup import (
     units_match,
 )
 from daemon.report import USAGE_KEYS, history_row, render_html, render_markdown, valid_link
-from store import CANCELLED, DONE, FAILED, QUEUED, RUNNING, Store
+from store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, Store
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 from tests.test_decisions_e2e import NORTHGATE
@@ -54,6 +54,7 @@ def brief_of(**fields: Any) -> Any:
     (RUNNING, "wait until parent is done"),
     (FAILED, "briefd retry parent"),
     (CANCELLED, "briefd retry parent"),
+    (REJECTED, "as its error.json says"),
     (DONE, "run it again"),  # done before the store kept reports: nothing to start from
 ])
 def test_a_follow_up_of_a_brief_without_a_done_run_is_refused_naming_the_field_and_the_fix(state, fix) -> None:
