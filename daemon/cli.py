@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import __version__
-from .brief import MAX_BRIEF_BYTES, BriefError, load_schema, parse_brief, too_large
+from .brief import MAX_BRIEF_BYTES, Brief, BriefError, load_schema, parse_brief, too_large
 from .files import use_file_mode
 from .settings import Settings, SettingsError, load_settings, settings_table
 
@@ -194,7 +194,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             print(f"briefd: {path}: {too_large(exc.size)}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            parse_brief(data, path.name)
+            _follows_checked(settings, parse_brief(data, path.name))
         except BriefError as exc:
             print(f"briefd: {path}: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -210,6 +210,27 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
         print(f"briefd: cannot write into the inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     return EXIT_OK
+
+
+def _follows_checked(settings: Settings, brief: Brief) -> None:
+    """Raise the daemon's own rejection of a follow-up whose earlier brief is not done
+    (followup.check_follows), when the store can be opened; the daemon checks again on intake."""
+    from .followup import check_follows
+
+    if brief.follows is None:
+        return
+    try:
+        store = _open_store(settings)
+        if store is None:
+            return
+        try:
+            refused = check_follows(store, brief)
+        finally:
+            store.close()
+    except Exception:  # noqa: BLE001 - a store this command cannot read (locked, damaged, newer): the daemon decides
+        return
+    if refused is not None:
+        raise refused
 
 
 def _writer(data: bytes, name: str) -> Callable[[BinaryIO], str]:

@@ -303,6 +303,8 @@ class LoopState:
     # when the run began, in epoch seconds to the microsecond: the wall time in `usage` and the
     # seconds budget (the brief's started_at is to the second, up to a second off for a short brief)
     began_s: float | None = None
+    # a follow-up's parent run (daemon.followup): its evidence was carried in, its report is linked
+    follows_run_id: int | None = None
 
     def open_gaps(self) -> list[Gap]:
         return [g for g in self.gaps if g.open]

@@ -75,6 +75,7 @@ from . import crashpoints
 # _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
 from .brief import MAX_BRIEF_BYTES, Brief, BriefError, _clean, id_from_filename, parse_brief, too_large
 from .files import ProcessLock, hold_lock, read_at_most
+from .followup import check_follows
 from .report import write_rejection
 from .series import record_accepted
 
@@ -347,6 +348,7 @@ class Inbox:
                 raise too_large(max(st.st_size, len(data)))
             brief = parse_brief(data, path.name)
             refused = self.refusal(brief) if self.refusal is not None else None
+            refused = refused or check_follows(self.store, brief)  # a follow-up of a brief not done
             if refused is not None:
                 raise refused
         except BriefError as err:

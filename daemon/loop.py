@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import sqlite3
 import time
@@ -30,7 +31,7 @@ import ollama
 
 from store import PassageRow, Store, utc_now
 
-from . import crashpoints, decide, egress, judge, planner
+from . import crashpoints, decide, egress, followup, judge, planner
 from .brief import Brief
 from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
@@ -173,8 +174,12 @@ class Research:
     async def run(self) -> dict[str, Any]:
         try:
             if self.state.phase == "plan":
-                self.ahead = asyncio.create_task(self.search_ahead())
-                await self.plan()
+                earlier = self.earlier_plan()  # a follow-up's, or this brief's last done run's
+                if earlier is None:
+                    self.ahead = asyncio.create_task(self.search_ahead())
+                    await self.plan()
+                else:  # no model call to search ahead of
+                    self.use_plan(earlier)
             await self.rounds()
             self.drop_early()
             summary, sources, disclaimer = await self.synthesize()  # the stragglers keep loading meanwhile
@@ -314,18 +319,70 @@ class Research:
             if not decide.on_topic_queries(self.brief.question, [plan.research_question]):
                 plan = dataclasses.replace(plan, research_question=self.brief.question)
             plan = dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [self.brief.question])])
-        self.state.plan_relevance = round(score, 3)
-        self.state.research_question = plan.research_question
-        self.state.angles = plan.angles
-        self.state.add_gaps(plan.gaps or [f"direct answer to: {self.brief.question}"])
         # the question itself is always searched first: a weak model's plan can't steer round 1 off topic
-        self.state.add_queries([self.brief.question, *plan.queries])
+        self.use_plan(followup.Plan(research_question=plan.research_question, angles=plan.angles,
+                                    gaps=plan.gaps or [f"direct answer to: {self.brief.question}"],
+                                    queries=[self.brief.question, *plan.queries], plan_relevance=round(score, 3)))
+
+    def use_plan(self, plan: followup.Plan) -> None:
+        """The plan becomes the state the rounds start from; its `plan ready` event records it
+        (a re-run of the same brief takes it from there: followup.recorded_plan)."""
+        self.state.plan_relevance = plan.plan_relevance
+        self.state.research_question = plan.research_question
+        self.state.angles = list(plan.angles)
+        self.state.add_gaps(plan.gaps)
+        self.state.add_queries(plan.queries)
         self.state.phase = "rounds"
-        self.state.next_action, self.state.why = "search_more", "plan ready"
-        self.events.emit("signal", message="plan ready", research_question=plan.research_question,
+        self.state.next_action, self.state.why = "search_more", followup.PLAN_READY
+        self.events.emit("signal", message=followup.PLAN_READY, research_question=plan.research_question,
                          angles=plan.angles, queries=self.state.pending_queries,
                          gaps=[g.text for g in self.state.gaps], plan_relevance=self.state.plan_relevance)
         self.checkpoint()
+
+    def earlier_plan(self) -> followup.Plan | None:
+        """The plan an earlier run makes for this one, so the model is not asked for it: a
+        follow-up starts from its parent's latest done run (followup.follow_up_plan, with the
+        parent's evidence carried in); a brief asked again with the same question, context and
+        focus takes its last done run's plan. None: plan afresh."""
+        if self.brief.follows is not None:
+            parent = followup.latest_done(self.store, self.brief.follows)
+            if parent is not None:
+                self.state.count_skipped("plan")
+                return self.start_follow_up(*parent)
+            self.events.emit("signal", message=f"follows {self.brief.follows}, which has no run that finished "
+                                               f"done any more: this brief is planned afresh")
+        earlier = self.store.previous_report(self.brief.id, self.run_id)
+        if earlier is None:
+            return None
+        row = self.store.get_brief(earlier[0])
+        plan = followup.recorded_plan(self.store.events(earlier[0]))
+        if row is None or plan is None or not followup.same_brief(json.loads(row.brief_json), self.brief):
+            return None
+        self.state.count_skipped("plan")
+        self.events.emit("signal", message="plan taken from this brief's last done run (the same question, "
+                                           "context and focus): the model is not asked again",
+                         from_run=earlier[0], finished_at=earlier[1].get("finished_at"))
+        return plan
+
+    def start_follow_up(self, parent_run_id: int, parent: dict[str, Any]) -> followup.Plan:
+        """A follow-up's starting state: the parent's evidence carried in as round 0 (with the date
+        each was read), the range its readings give by rule (when the units match), its pages and
+        queries not taken again; the plan is followup.follow_up_plan."""
+        rows = self.store.evidence(parent_run_id)
+        carried = followup.carried_evidence(rows, parent_run_id, keep_figures=followup.units_match(parent, self.brief))
+        self.store.reset_round(self.run_id, 0)  # a run resumed before its plan was saved carries them again
+        self.store.add_evidence(self.run_id, carried)
+        self.state.follows_run_id = parent_run_id
+        self.state.visited.extend(u for u in followup.visited_pages(rows) if u not in self.state.visited)
+        self.state.asked.extend(q for q in followup.asked_before(parent) if q not in self.state.asked)
+        if self.brief.estimate is not None and self.readings():
+            self.update_estimate(0)  # the carried readings' range, by the same rule as any round's
+        self.events.emit("signal", message=f"follow-up of {self.brief.follows}: starts from its run that finished "
+                                           f"{parent.get('finished_at')}, with its evidence and open gaps; the "
+                                           f"model is not asked for a plan",
+                         follows=self.brief.follows, from_run=parent_run_id, evidence_reused=len(carried),
+                         focus=self.brief.focus or None)
+        return followup.follow_up_plan(self.brief, parent)
 
     async def ask_plan(self, prompt: str) -> planner.Plan:
         return await self.ask("plan", prompt, planner.PLAN_SCHEMA, planner.coerce_plan(self.brief.question),
@@ -1007,7 +1064,7 @@ class Research:
              "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
              "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
              "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"],
-             "page": e.get("page")}
+             "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from")}
             for e in rows
         ]
         usage = self.usage()
@@ -1053,7 +1110,16 @@ class Research:
             "model": self.svc.model.model,
             "searxng_url": self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
             "error": None,
+            "follows": self.follows_block(),
         }
+
+    def follows_block(self) -> dict[str, Any] | None:
+        """report.json's `follows` (followup.follows_block): the parent run this one started from."""
+        parent_run = self.state.follows_run_id
+        parent = self.store.report_of(parent_run) if parent_run is not None else None
+        if self.brief.follows is None or parent is None:
+            return None
+        return followup.follows_block(self.brief.follows, parent)
 
     # ---- the model ------------------------------------------------------------------------------------
 
@@ -1126,6 +1192,8 @@ class Research:
             # pages a round went on without (stragglers), and those of them never read
             "late_pages": len(self.state.late),
             "late_pages_given_up": sum(1 for what in self.state.late.values() if what == LATE_GIVEN_UP),
+            # evidence taken from an earlier run (a follow-up's parent), not read again
+            "evidence_reused": sum(1 for e in self.store.evidence(self.run_id) if e.get("reused_from") is not None),
         }
 
     def check_cancel(self) -> None:

@@ -56,14 +56,14 @@ CONTRACT_KEYS: tuple[str, ...] = (
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
     "open_questions", "plan_relevance", "sides", "chart", "stop_explanation", "distrusted", "searched",
-    "egress", "changes",
+    "egress", "changes", "follows",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
     "page_cache_hits", "documents_read", "llm_cache_hits", "wall_seconds", "llm_seconds",
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
-    "late_pages", "late_pages_given_up",
+    "late_pages", "late_pages_given_up", "evidence_reused",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
 ANSWER_TEXT_CHARS = 200  # the answer line `briefd list` shows: the first sentence, cut here
@@ -110,6 +110,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "searched": [],
         "egress": None,
         "changes": None,  # what changed since the id's previous run (daemon/changes.py): done re-runs only
+        "follows": None,  # the earlier brief a follow-up started from (daemon/followup.py)
     }
 
 
@@ -234,6 +235,7 @@ _USAGE_LABELS: dict[str, str] = {
     "poisoned_answers": "Requests the model server always refused (fallback used)",
     "late_pages": "Slow pages a round went on without",
     "late_pages_given_up": "Slow pages never read (still loading at the synthesis)",
+    "evidence_reused": "Evidence items taken from an earlier run",
 }
 
 
@@ -729,8 +731,35 @@ def _md_evidence(report: Mapping[str, Any]) -> list[str]:
                 caption.append(md_escape(_stance(item)))
             if item.get("confidence") is not None:
                 caption.append(f"confidence {md_escape(_confidence(item.get('confidence')))}")
+            read = _read_date(item)
+            if read:
+                caption.append(f"read {md_escape(read)}")
             lines += ["— " + " · ".join(caption), ""]
     return lines
+
+
+def _read_date(item: Mapping[str, Any]) -> str:
+    """When reused evidence (taken from an earlier run) was read, as a date; "" for evidence read now."""
+    if item.get("reused_from") is None:
+        return ""
+    return fold(item.get("read_at"))[:10]
+
+
+def _md_follows(report: Mapping[str, Any]) -> list[str]:
+    """The line that links a follow-up's report to the earlier one it started from."""
+    follows = _dict(report.get("follows"))
+    parent = follows.get("id")
+    if not follows or not valid_id(parent):
+        return []
+    finished = fold(follows.get("finished_at"))
+    when = f", finished {md_escape(finished)}" if finished else ""
+    return [f"**Follows:** [{md_escape(parent)}]({_md_url(followed_report(parent))}){when}: this brief "
+            f"started from its evidence and open gaps.", ""]
+
+
+def followed_report(brief_id: str) -> str:
+    """The earlier report a follow-up links to, relative to its own folder in the outbox."""
+    return f"../{brief_id}/report.md"
 
 
 def quoted_pages(report: Mapping[str, Any]) -> dict[int, list[int]]:
@@ -864,6 +893,7 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
              *_labelled(report, (("Stopped", "stop_reason"), ("Started", "started_at"), ("Finished", "finished_at")))]
     doc.mark("paragraph_open", **{"class": "status"})
     lines += [" · ".join(facts), ""]
+    lines += _md_follows(report)
 
     if report.get("disclaimer"):
         doc.mark("blockquote_open", **{"class": "note"})
@@ -1018,12 +1048,16 @@ def _e(value: Any) -> str:
 
 
 _ANCHOR_RE = re.compile(rf"#{SOURCE_ANCHOR}\d{{1,9}}")
+_FOLLOWED_RE = re.compile(re.escape(followed_report("ID")).replace("ID", ID_RE.pattern))  # a follow-up's parent
 
 
 def valid_link(url: str) -> bool:
     """markdown-it's link validator for report.html: http(s) URLs (as safe_http_url allows),
-    briefd's own #source-n anchors, and chart.png (the image beside the report)."""
-    return url == CHART_FILE or _ANCHOR_RE.fullmatch(url) is not None or safe_http_url(url) is not None
+    briefd's own #source-n anchors, chart.png (the image beside the report), and the earlier
+    report a follow-up links to (../<id>/report.md, an id as brief.valid_id allows: no way out
+    of the outbox)."""
+    return (url == CHART_FILE or _ANCHOR_RE.fullmatch(url) is not None or safe_http_url(url) is not None
+            or _FOLLOWED_RE.fullmatch(url) is not None)
 
 
 def _markdown_renderer() -> Any:

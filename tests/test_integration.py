@@ -279,7 +279,7 @@ def test_a_second_run_keeps_the_first_and_pays_for_nothing_twice(
     archived = list((finished.outbox / "kestrel" / "runs").glob("*/report.json"))
     assert len(archived) == 1 and json.loads(archived[0].read_text())["finished_at"] == first["finished_at"]
     usage = second["usage"]
-    assert usage["llm_cache_hits"] >= 1, "the same plan prompt: its answer replayed"
+    assert usage["calls_skipped"].get("plan") == 1, "the same brief: its first run's plan taken, the model not asked"
     assert scripted_ollama.stats()["duplicate_prompts"] == before, "no prompt was sent to the model twice"
     assert usage["page_cache_hits"] > 0
     fetched = [e["url"] for e in finished.events("kestrel") if e["type"] == "page_fetched"]

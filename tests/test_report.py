@@ -95,6 +95,7 @@ def realistic_report() -> dict[str, Any]:
         "egress": {"policy": "open", "hosts": [{"host": "127.0.0.1:11434", "requests": 9, "role": "model server"},
                                                {"host": "news.example", "requests": 2}], "refused": []},
         "changes": None,
+        "follows": None,
     }
 
 
