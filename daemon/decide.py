@@ -283,6 +283,8 @@ class LoopState:
     evaluator_failures: int = 0
     pages_fetched: int = 0
     page_cache_hits: int = 0
+    pages_not_modified: int = 0  # stored pages older than max_age that their server confirmed (304): not downloaded
+    page_bytes: int = 0  # bytes of page bodies this run downloaded (decoded; 0 when every page was cached or a 304)
     local_reads: int = 0  # library documents and archive articles read: on this machine, no fetch
     fallbacks: dict[str, int] = field(default_factory=dict)
     calls_skipped: dict[str, int] = field(default_factory=dict)  # purpose → model calls not made: see count_skipped

@@ -17,7 +17,13 @@ hands it, so every page is treated as hostile:
   so a server that trickles a byte a second cannot hold a worker;
 - compressed bodies are decoded here, not by httpx, with an output bound on every
   zlib call (`read_limited`): a 2 KB gzip bomb costs at most `max_bytes` plus one
-  64 KiB piece, and stacked or unknown codings are refused before decoding.
+  64 KiB piece, and stacked or unknown codings are refused before decoding;
+- a page read before is asked for again conditionally (`Validators`: If-None-Match,
+  If-Modified-Since), on the hop its stored copy came from only, under every rule
+  above; a 304 ends the fetch with no body read (`not_modified`). The validators a
+  page sends are untrusted and echoed back in a later request, so only those of
+  the RFC 9110 grammar, and of bounded length, are kept (`clean_etag`,
+  `clean_last_modified`).
 
 Network trouble never raises: `fetch_page` returns a `FetchResult` whose `error`
 says, in a few words a user can read in the event log, what went wrong.
@@ -33,8 +39,10 @@ carries the policy to the clients that do not fetch pages (SearXNG, the model se
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import errno
 import ipaddress
+import re
 import socket
 import ssl
 import time
@@ -42,6 +50,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import timezone
 from types import MappingProxyType
 from urllib.parse import unquote, urlsplit
 
@@ -84,6 +93,73 @@ DECODE_PIECE_BYTES = 64 * 1024
 
 _CODING_ALIASES = {"x-gzip": "gzip"}  # RFC 9110 8.4.1.3: a recipient treats x-gzip as gzip
 
+MAX_ETAG_CHARS = 256
+"""Longer entity tags are dropped: real ones are a hash or a version (tens of characters), and a
+page's header is stored and sent back, so its size must not be the page's choice."""
+
+MAX_DATE_CHARS = 64
+"""An HTTP-date is 29 characters (IMF-fixdate); the obsolete forms are a little longer."""
+
+_ETAG = re.compile(r'(?:W/)?"[\x21\x23-\x7e]*"')  # RFC 9110 8.8.3, ASCII only (obs-text dropped)
+
+NOT_MODIFIED = 304
+
+
+@dataclass(frozen=True)
+class Validators:
+    """What a stored copy of a page lets a fetch ask with: "send it only if it changed".
+
+    `url` is the address the copy was answered from (its final URL after redirects): the
+    conditional headers go on that hop only, since an entity tag belongs to one resource.
+    """
+
+    url: str
+    etag: str | None = None
+    last_modified: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+    def headers_for(self, url: str) -> dict[str, str]:
+        """If-None-Match / If-Modified-Since for a request to `url` (none for another hop)."""
+        if _loop_key(url) != _loop_key(self.url):
+            return {}
+        headers = {}
+        if self.etag:
+            headers["If-None-Match"] = self.etag
+        if self.last_modified:
+            headers["If-Modified-Since"] = self.last_modified
+        return headers
+
+
+def clean_etag(value: str | None) -> str | None:
+    """A page's ETag as briefd keeps and sends it back: one entity tag of RFC 9110's grammar
+    (visible ASCII within quotes, W/ for a weak one), at most MAX_ETAG_CHARS; anything else,
+    a list, control characters or a line break among them, is no validator (None)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if len(value) > MAX_ETAG_CHARS or not _ETAG.fullmatch(value):
+        return None
+    return value
+
+
+def clean_last_modified(value: str | None) -> str | None:
+    """A page's Last-Modified as an IMF-fixdate briefd writes itself ("Tue, 11 Mar 2025
+    09:00:00 GMT"), or None when it is no HTTP-date: the page's own text is never sent back."""
+    if value is None or len(value) > MAX_DATE_CHARS:
+        return None
+    try:
+        moment = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if moment.tzinfo is None:  # RFC 9110 5.6.7: an HTTP-date is UTC whatever it says
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        return email.utils.format_datetime(moment.astimezone(timezone.utc), usegmt=True)
+    except (ValueError, OverflowError):
+        return None
+
 
 @dataclass(frozen=True)
 class FetchLimits:
@@ -113,6 +189,9 @@ class FetchResult:
     the page_fetched event). `transient` says the failure may heal (timeout, connection
     trouble, 408/429/5xx), so the URL is worth trying in a later run; a 404, a redirect
     loop or a refused address will not.
+    `not_modified`: asked with `Validators`, the server said the stored copy is still the
+    page (304): no error, no body, and not `ok` (there is nothing here to read).
+    `etag` and `last_modified` are the answer's validators, cleaned (None: it sent none).
     """
 
     url: str
@@ -126,6 +205,9 @@ class FetchResult:
     redirects: list[str] = field(default_factory=list)
     transient: bool = False
     timed_out: bool = False  # the page did not answer within the time limits (a slow page, remembered as such)
+    not_modified: bool = False
+    etag: str | None = None
+    last_modified: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -477,13 +559,17 @@ def _describe(exc: BaseException, limits: FetchLimits) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits) -> FetchResult:
-    """GET `url` within `limits`, following redirects by hand; never raises for network trouble."""
+async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits,
+                     validators: Validators | None = None) -> FetchResult:
+    """GET `url` within `limits`, following redirects by hand; never raises for network trouble.
+
+    With `validators` (a stored copy's), the request is conditional: a 304 gives a result
+    that says `not_modified`, with no body read."""
     started = time.monotonic()
     result = FetchResult(url=url, final_url=url)
     try:
         async with asyncio.timeout(limits.timeout_s):
-            await _fetch_into(result, client, url, limits)
+            await _fetch_into(result, client, url, limits, validators)
     except TimeoutError:
         result.error = f"timeout after {limits.timeout_s:g}s"
         result.transient = result.timed_out = True
@@ -509,7 +595,8 @@ async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits) -
     return result
 
 
-async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, limits: FetchLimits) -> None:
+async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, limits: FetchLimits,
+                      validators: Validators | None = None) -> None:
     """The fetch itself; fills `result` as it goes so a timeout still reports how far it got."""
     current = url
     seen = {_loop_key(url)}
@@ -528,7 +615,8 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
         # kept-alive connection that the pool would hand to the next request (seen in the tests as
         # "Receive buffer too long"); pages rarely share a host, so reuse buys little. It also
         # means every hop connects afresh, to the addresses just vetted for it.
-        headers = {"User-Agent": limits.user_agent, "Connection": "close"}
+        conditional = validators.headers_for(current) if validators else {}
+        headers = {"User-Agent": limits.user_agent, "Connection": "close", **conditional}
         request = client.build_request("GET", current, headers=headers)
         pinned = _PINS.set({host.lower(): resolved.addresses})
         try:
@@ -541,6 +629,11 @@ async def _fetch_into(result: FetchResult, client: httpx.AsyncClient, url: str, 
             reason = _peer_reason(response, limits, host)
             if reason is not None:
                 result.error = reason
+                return
+            result.etag = clean_etag(response.headers.get("etag"))
+            result.last_modified = clean_last_modified(response.headers.get("last-modified"))
+            if response.status_code == NOT_MODIFIED and conditional:
+                result.not_modified = True  # the stored copy is the page: nothing to read
                 return
             if response.status_code in _REDIRECT_STATUSES and "location" in response.headers:
                 try:

@@ -36,7 +36,7 @@ from .brief import Brief
 from .citations import Source, number_sources, renumber
 from .decide import Limits, LoopState, Usage
 from .events import EventLog, LoggedOnly
-from .fetch import FetchLimits, FetchResult, fetch_page
+from .fetch import FetchLimits, FetchResult, Validators, fetch_page
 from .hosts import ModelHosts, model_hosts
 from .llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from .pagework import PageUnreadable, PageWorkers
@@ -500,7 +500,8 @@ class Research:
         return n
 
     def pages_read(self) -> int:
-        return self.state.pages_fetched + self.state.page_cache_hits + self.state.local_reads
+        return (self.state.pages_fetched + self.state.page_cache_hits + self.state.pages_not_modified
+                + self.state.local_reads)
 
     async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
         """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
@@ -686,8 +687,14 @@ class Research:
         else:
             early = self.early_downloads.pop(url, None)
             result = await early if early is not None else await self.download_now(url)
+            if result.not_modified:
+                unchanged = self.unchanged_page(round_no, url, result)
+                if unchanged is not None:
+                    return unchanged
+                result = await self.download_now(url, conditional=False)  # its stored copy went meanwhile
             if self.state.late.get(url) != LATE_GIVEN_UP:  # one arriving after it was given up is not read
                 self.state.pages_fetched += 1
+                self.state.page_bytes += len(result.body)
         if not result.ok:
             self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
                           slow=result.timed_out)
@@ -714,6 +721,7 @@ class Research:
             content_type=result.content_type, title=title, text=extracted.text,
             size=len(result.body), extraction=extracted.method, error=None,
             passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
+            etag=result.etag, last_modified=result.last_modified,
         )
         if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it arrived after all
             self.store.forget_slow_url(url)
@@ -723,10 +731,33 @@ class Research:
                          seconds=round(result.elapsed_s, 3), **({"notes": page.notes} if page.notes else {}))
         return title, self.store.passage_ids(url, "page")
 
-    async def download_now(self, url: str) -> FetchResult:
-        """A web page's bytes, within the fetch limits and the daemon's concurrent-fetch slots."""
+    async def download_now(self, url: str, conditional: bool = True) -> FetchResult:
+        """A web page's bytes, within the fetch limits and the daemon's concurrent-fetch slots.
+
+        A page stored with validators (older than max_age, or fetch_one would not ask) is asked
+        for conditionally: unchanged, the server answers 304 and no body is downloaded."""
+        stored = self.store.page_validators(url) if conditional else None
+        validators = Validators(*stored) if stored else None
         async with self.svc.fetch_slots:
-            return await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits)
+            return await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits, validators)
+
+    def unchanged_page(self, round_no: int, url: str, result: FetchResult) -> tuple[str, list[int]] | None:
+        """A 304: the stored copy is still the page, so its text and passages are read as they
+        are (no body, no extraction) and its age restarts now (Store.confirm_page). None when
+        the stored copy is no longer readable (the caller then downloads the page)."""
+        page = self.store.get_page(url, float("inf"))
+        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
+        if page is None or not ids:
+            return None
+        self.store.confirm_page(url, result.etag, result.last_modified)
+        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it answered after all
+            self.store.forget_slow_url(url)
+        else:
+            self.state.pages_not_modified += 1
+        self.events.emit("page_fetched", round=round_no, url=url, final_url=page.final_url,
+                         status=result.status, title=page.title, chars=len(page.text), passages=len(ids),
+                         from_cache=True, not_modified=True, seconds=round(result.elapsed_s, 3))
+        return page.title, ids
 
     def library_document(self, round_no: int, url: str) -> tuple[str, list[int]] | None:
         """A library document: read and split when it was indexed, so here it costs one store read."""
@@ -906,6 +937,10 @@ class Research:
         # the model read an injected page in this answer: what it proposes next may carry its text
         tainted = any(p.url in self.state.distrusted for p in prompt.passages.values())
         known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
+        # when each quote's text was read: its page's last fetch or confirmation (a snippet: now,
+        # the round's search having just returned it)
+        read_at = self.store.page_read_at(sorted({p.url for p in prompt.passages.values() if p.origin == "page"}))
+        now = utc_now()
         rows: list[dict[str, Any]] = []
         for item, span in quoted:
             if span is None:
@@ -941,7 +976,7 @@ class Research:
                 "quote_end": offset + end, "summary": item.summary, "confidence": item.confidence,
                 "stance": None, "impact": None, "gap": item.gap or None, "low": None, "high": None,
                 "tier": item.tier, "unit": item.unit, "scope": item.scope, "reading_date": item.date,
-                "page": stored.page,
+                "page": stored.page, "read_at": read_at.get(ref.url, now) if ref.origin == "page" else now,
             }
             self.read_labels(round_no, item, quote, row)
             rows.append(row)
@@ -1178,6 +1213,9 @@ class Research:
             "searches": self.store.search_count(self.run_id),
             "pages_fetched": self.state.pages_fetched,
             "page_cache_hits": self.state.page_cache_hits,
+            # stored pages past max_age that their server said are unchanged (304: read from the store)
+            "pages_not_modified": self.state.pages_not_modified,
+            "page_bytes": self.state.page_bytes,  # bytes of page bodies downloaded (decoded)
             "documents_read": self.state.local_reads,
             "llm_cache_hits": model["llm_cache_hits"],
             "wall_seconds": round(self.wall_seconds(), 3),

@@ -91,10 +91,18 @@ class PageRow:
     title: str
     text: str
     error: str | None
+    etag: str | None = None           # the validators its server sent (daemon.fetch cleaned them)
+    last_modified: str | None = None
+    checked_at: str | None = None     # last time its server said the stored copy is the page (304)
 
     @property
     def ok(self) -> bool:
         return self.error is None and bool(self.text)
+
+    @property
+    def read_at(self) -> str:
+        """When its text was last known to be the page's: fetched, or confirmed since."""
+        return self.checked_at or self.fetched_at
 
 
 @dataclass
@@ -531,31 +539,67 @@ class Store:
     # ---- pages and passages -----------------------------------------------------------------
 
     def get_page(self, url: str, max_age_s: float) -> PageRow | None:
+        """The stored page, if it was fetched or confirmed (PageRow.read_at) at most `max_age_s` ago."""
         rows = list(self.db.query("SELECT * FROM pages WHERE url = ?", [url]))
-        if not rows or _age_seconds(rows[0]["fetched_at"]) > max_age_s:
+        if not rows or _age_seconds(rows[0]["checked_at"] or rows[0]["fetched_at"]) > max_age_s:
             return None
         r = rows[0]
         return PageRow(url=r["url"], final_url=r["final_url"] or r["url"], status=r["status"],
                        content_type=r["content_type"] or "", fetched_at=r["fetched_at"],
-                       title=r["title"] or "", text=r["text"] or "", error=r["error"])
+                       title=r["title"] or "", text=r["text"] or "", error=r["error"],
+                       etag=r["etag"], last_modified=r["last_modified"], checked_at=r["checked_at"])
 
     def save_page(self, *, url: str, final_url: str, status: int | None, content_type: str,
                   title: str, text: str, size: int, extraction: str, error: str | None,
-                  passages: list[tuple[int, int, int, str, int | None]]) -> PageRow:
-        """Cache a page and replace its passages (seq, start, end, text, page) in one transaction."""
+                  passages: list[tuple[int, int, int, str, int | None]],
+                  etag: str | None = None, last_modified: str | None = None) -> PageRow:
+        """Cache a page and replace its passages (seq, start, end, text, page) in one transaction.
+
+        A fresh copy: its validators are the ones given (None: it came without), and it has
+        not been confirmed since (checked_at is cleared)."""
         now = utc_now()
         with self.immediate():
             self.db.table("pages").upsert({
                 "url": url, "final_url": final_url, "status": status, "content_type": content_type,
                 "fetched_at": now, "title": title, "text": text, "text_sha256": sha256_hex(text),
                 "bytes": size, "extraction": extraction, "error": error,
+                "etag": etag, "last_modified": last_modified, "checked_at": None,
             }, pk="url")
             self.db.execute("DELETE FROM passages WHERE url = ? AND origin = 'page'", [url])
             self.db.table("passages").insert_all(
                 [{"url": url, "origin": "page", "seq": seq, "start": s, "end": e, "text": t, "page": page}
                  for seq, s, e, t, page in passages])
         return PageRow(url=url, final_url=final_url, status=status, content_type=content_type,
-                       fetched_at=now, title=title, text=text, error=error)
+                       fetched_at=now, title=title, text=text, error=error, etag=etag,
+                       last_modified=last_modified)
+
+    def page_validators(self, url: str) -> tuple[str, str | None, str | None] | None:
+        """(final URL, ETag, Last-Modified) of a readable stored page that has either validator:
+        what a conditional re-fetch asks with. None: nothing stored to confirm."""
+        row = self.db.execute(
+            "SELECT coalesce(final_url, url), etag, last_modified FROM pages WHERE url = ? AND error IS NULL "
+            "AND coalesce(text, '') != '' AND (etag IS NOT NULL OR last_modified IS NOT NULL)", [url]).fetchone()
+        return (str(row[0]), row[1], row[2]) if row else None
+
+    def confirm_page(self, url: str, etag: str | None = None, last_modified: str | None = None) -> str:
+        """The server said the stored copy is still the page (a 304): its age restarts now
+        (checked_at), and validators the answer carried replace the stored ones. Returns the time."""
+        now = utc_now()
+        self.db.execute("UPDATE pages SET checked_at = ?, etag = coalesce(?, etag), "
+                        "last_modified = coalesce(?, last_modified) WHERE url = ?",
+                        [now, etag, last_modified, url])
+        return now
+
+    def page_read_at(self, urls: list[str]) -> dict[str, str]:
+        """url -> when its stored text was last fetched or confirmed (PageRow.read_at), for those stored."""
+        out: dict[str, str] = {}
+        for i in range(0, len(urls), 500):
+            chunk = urls[i:i + 500]
+            marks = ",".join("?" for _ in chunk)
+            out.update(dict(self.db.execute(
+                f"SELECT url, coalesce(checked_at, fetched_at) FROM pages WHERE url IN ({marks})",
+                chunk).fetchall()))
+        return out
 
     def save_snippet(self, url: str, text: str) -> int:
         """A search snippet as a passage of its own (fetch_pages: false); returns its passage id."""

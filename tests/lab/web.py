@@ -22,24 +22,42 @@ Routes:
                              json_engine offering them all) and /hostile/searxng/search, a
                              SearXNG that floods
 
-Run: python -m tests.lab.web --port N [--host 127.0.0.1]
+Articles (the kinds served whole: article, moved, injection, latin1, pdf) carry an ETag (of
+the body) and a Last-Modified (the page's publication date, or when its override was written),
+and answer a conditional request (If-None-Match, else If-Modified-Since) for an unchanged body
+with 304 and no body, as a real site's cache-friendly server does; the access log shows it.
+
+A test changes an article while the server runs by writing an override (`write_override`) into
+the overrides folder: the server's `overrides` (serve_in_thread, make_server), or --overrides,
+or the folder named by $LAB_WEB_OVERRIDES (so a lab started as a subprocess gets it from the
+environment). It is read at each request: the next fetch sees the new text, a new ETag and a
+later Last-Modified.
+
+Run: python -m tests.lab.web --port N [--host 127.0.0.1] [--overrides DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import email.utils
 import functools
 import gzip
+import hashlib
 import html
 import json
+import os
 import random
 import struct
 import sys
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 from datetime import datetime, timezone
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from tests.lab.corpus import PAGES, PAGES_BY_SLUG, PDF_KIND, TOPICS, Page, pages_for
@@ -52,6 +70,58 @@ LYING_LENGTH = 100
 BINARY_BYTES = 256 * 1024
 STREAM_CHUNK_DELAY = 0.005
 SEED = 20251122
+OVERRIDES_ENV = "LAB_WEB_OVERRIDES"
+VALIDATED_KINDS = frozenset({"article", "moved", "injection", "latin1", PDF_KIND})
+"""The kinds served whole in one answer: these carry validators and answer conditional requests."""
+
+
+def write_override(folder: Path, slug: str, paragraphs: Sequence[str]) -> Path:
+    """Replace an article's paragraphs while the server runs (atomically: a request sees the old
+    text or the new, never half a file). Returns the override's path; delete it to restore."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{slug}.json"
+    tmp = folder / f".{slug}.json.tmp"
+    tmp.write_text(json.dumps({"paragraphs": list(paragraphs)}), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def overridden(page: Page, folder: Path | None) -> tuple[Page, datetime]:
+    """The page as served now, and when it last changed: its override (read at each request)
+    if there is one, else the corpus page as published."""
+    published = datetime.fromisoformat(page.published).replace(tzinfo=timezone.utc)
+    path = folder / f"{page.slug}.json" if folder is not None else None
+    try:
+        if path is not None:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            changed = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+            return dataclasses.replace(page, paragraphs=tuple(data["paragraphs"])), max(changed, published)
+    except FileNotFoundError:
+        pass
+    return page, published
+
+
+def etag_of(body: bytes) -> str:
+    return '"' + hashlib.sha256(body).hexdigest()[:24] + '"'
+
+
+def not_modified(headers: Message, etag: str, changed: datetime) -> bool:
+    """RFC 9110 13.2.2: If-None-Match decides when present (a weak comparison, or *); else
+    If-Modified-Since, true when the page has not changed since that second."""
+    match = headers.get("If-None-Match")
+    if match is not None:
+        tags = [t.strip().removeprefix("W/") for t in match.split(",")]
+        return "*" in tags or etag in tags
+    since = headers.get("If-Modified-Since")
+    if since is None:
+        return False
+    try:
+        when = email.utils.parsedate_to_datetime(since)
+    except (TypeError, ValueError, IndexError):
+        return False
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return changed.replace(microsecond=0) <= when
 
 
 def render_article(page: Page) -> str:
@@ -247,16 +317,33 @@ class LabHandler(BaseHTTPRequestHandler):
                 return
         self._not_found()
 
+    def _serve_validated(self, page: Page) -> None:
+        """An article whole, with its validators; 304 and no body when the client's copy is current."""
+        folder = getattr(self.server, "overrides", None)
+        served, changed = overridden(page, folder)
+        if page.kind == "latin1":
+            # No charset in the header and none in the document: the client must guess.
+            doc = render_article(served).replace('<meta charset="utf-8">\n', "")
+            body, content_type = doc.encode("cp1252"), "text/html"
+        elif page.kind == PDF_KIND:
+            pdf = article_pdf(page.slug) if served is page else pdf_bytes(list(served.paragraphs), title=served.title)
+            body, content_type = pdf, "application/pdf"
+        else:
+            body, content_type = render_article(served).encode("utf-8"), "text/html; charset=utf-8"
+        etag = etag_of(body)
+        validators = {"ETag": etag, "Last-Modified": email.utils.format_datetime(changed, usegmt=True)}
+        if not_modified(self.headers, etag, changed):
+            self.send_response(304)  # logged as 304 in the access log
+            for key, value in validators.items():
+                self.send_header(key, value)
+            self.end_headers()
+            return
+        self._send(200, body, content_type, validators)
+
     def _serve_page(self, page: Page) -> None:
         kind = page.kind
-        if kind in ("article", "moved", "injection"):
-            self._send(200, render_article(page).encode("utf-8"), "text/html; charset=utf-8")
-        elif kind == "latin1":
-            # No charset in the header and none in the document: the client must guess.
-            doc = render_article(page).replace('<meta charset="utf-8">\n', "")
-            self._send(200, doc.encode("cp1252"), "text/html")
-        elif kind == PDF_KIND:
-            self._send(200, article_pdf(page.slug), "application/pdf")
+        if kind in VALIDATED_KINDS:
+            self._serve_validated(page)
         elif kind == "not_found":
             self._not_found()
         elif kind == "redirect_loop":
@@ -500,19 +587,25 @@ class LabWebServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+    overrides: Path | None = None  # where write_override puts changed articles (None: none can change)
 
 
-def make_server(host: str = "127.0.0.1", port: int = 0, quiet: bool = False) -> LabWebServer:
-    """Build (and bind) the server; port 0 picks a free port (see server.server_address)."""
+def make_server(host: str = "127.0.0.1", port: int = 0, quiet: bool = False,
+                overrides: Path | None = None) -> LabWebServer:
+    """Build (and bind) the server; port 0 picks a free port (see server.server_address).
+    `overrides`: the folder of changed articles (default: $LAB_WEB_OVERRIDES, if set)."""
     handler = type("QuietLabHandler", (LabHandler,), {"quiet": True}) if quiet else LabHandler
-    return LabWebServer((host, port), handler)
+    server = LabWebServer((host, port), handler)
+    folder = overrides or os.environ.get(OVERRIDES_ENV)
+    server.overrides = Path(folder) if folder else None
+    return server
 
 
 def serve_in_thread(
-    host: str = "127.0.0.1", port: int = 0, quiet: bool = True
+    host: str = "127.0.0.1", port: int = 0, quiet: bool = True, overrides: Path | None = None
 ) -> tuple[LabWebServer, threading.Thread]:
     """Start the server on a daemon thread; stop with server.shutdown(); server.server_close()."""
-    server = make_server(host, port, quiet=quiet)
+    server = make_server(host, port, quiet=quiet, overrides=overrides)
     thread = threading.Thread(target=server.serve_forever, name="lab-web", daemon=True)
     thread.start()
     return server, thread
@@ -523,8 +616,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8002)
     parser.add_argument("--quiet", action="store_true", help="do not log each request")
+    parser.add_argument("--overrides", type=Path, default=None,
+                        help=f"folder of changed articles (write_override; default ${OVERRIDES_ENV})")
     args = parser.parse_args(argv)
-    server = make_server(args.host, args.port, quiet=args.quiet)
+    server = make_server(args.host, args.port, quiet=args.quiet, overrides=args.overrides)
     print(f"lab web serving on http://{args.host}:{server.server_address[1]}/", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
