@@ -834,6 +834,23 @@ class _Poisoned(Exception):
         self.probe = probe
 
 
+# Answers about given text (an evidence batch's passages, the synthesis of given quotes) do not
+# depend on the day they are asked: the prompt's date line is left out of their cache key, so a
+# brief asked again another day, about text that did not change, replays them instead of paying
+# for the same answer (issue 12: a scheduled re-run whose sources did not change makes no model
+# call). A plan's key keeps the date: its queries may aim at "this year".
+TODAY_PREFIX = "TODAY: "
+DATE_FREE_PURPOSES = ("evidence", "synthesis")
+
+
+def cache_messages(purpose: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The messages as the answer cache keys them: without the date line where the answer does not depend on it."""
+    if purpose not in DATE_FREE_PURPOSES:
+        return messages
+    return [{**m, "content": "\n".join(line for line in m["content"].split("\n") if not line.startswith(TODAY_PREFIX))}
+            for m in messages]
+
+
 def prompt_key(cfg: ModelConfig, messages: list[dict[str, str]], schema: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of (model, messages, format, options): the cache key."""
     payload = {"model": cfg.model, "messages": messages, "format": schema, "options": request_options(cfg)}
@@ -1018,7 +1035,7 @@ async def call_json(
     the probe included) and ModelMissing (404). Every attempt is passed to `record`.
     """
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    key = prompt_key(cfg, messages, schema)
+    key = prompt_key(cfg, cache_messages(purpose, messages), schema)
     records: list[CallRecord] = []
 
     def emit(rec: CallRecord) -> None:

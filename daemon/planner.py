@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 from .citations import cited_numbers
 from .decide import Gap, content_words
 from .extract import split_sentences
+from .llm import TODAY_PREFIX
 
 SYSTEM_RESEARCHER = (
     "You are the planner of an offline research daemon. You answer only with one JSON object "
@@ -233,7 +234,7 @@ def plan_prompt(question: str, context: str, today: str) -> str:
     lines = [f"QUESTION: {one_line(question)}"]
     if context:
         lines.append(f"CONTEXT: {one_line(context, 4000)}")
-    lines.append(f"TODAY: {today}")
+    lines.append(f"{TODAY_PREFIX}{today}")
     lines.append(
         f"Rewrite the question as a precise research question, list 2-{PLAN_MAX_ANGLES} angles to research, "
         f"3-{PLAN_MAX_QUERIES} specific web search queries (prefer ones that surface figures and primary "
@@ -280,7 +281,7 @@ def replan_prompt(question: str, today: str, missed: Sequence[str], slots: int) 
     many = "one short web search query" if slots <= 1 else f"{slots} short web search queries"
     return "\n".join([
         f"QUESTION: {one_line(question)}",
-        f"TODAY: {today}",
+        f"{TODAY_PREFIX}{today}",
         f"These search queries missed the QUESTION's own words: {said}.",
         f"Write {many} for the QUESTION, each using its key words (the QUESTION itself is searched anyway).",
     ])
@@ -347,7 +348,7 @@ class EvidencePrompt:
 def evidence_prompt(question: str, today: str, gaps: Sequence[Gap], passages: Sequence[PassageIn],
                     fits: Callable[[str], bool], extra: str = "", ask: str = "") -> EvidencePrompt:
     """Number every sentence of the given passages (best first) while the prompt fits the budget."""
-    head = [f"QUESTION: {one_line(question)}", f"TODAY: {today}"]
+    head = [f"QUESTION: {one_line(question)}", f"{TODAY_PREFIX}{today}"]
     if extra:
         head.append(extra)
     head.append("OPEN GAPS:")
@@ -523,7 +524,7 @@ class EvidenceLine:
 def synthesis_prompt(question: str, today: str, lines: Sequence[EvidenceLine],
                      fits: Callable[[str], bool], extra: str = "", chars: int = SYNTHESIS_MAX_CHARS) -> str:
     """The synthesis prompt; `chars` is its schema's summary length (synthesis_chars), told in words."""
-    head = [f"QUESTION: {one_line(question)}", f"TODAY: {today}"]
+    head = [f"QUESTION: {one_line(question)}", f"{TODAY_PREFIX}{today}"]
     if extra:
         head.append(extra)
     tail_with = (

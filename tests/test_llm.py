@@ -762,3 +762,20 @@ def test_probe_uses_the_clients_reading_of_the_host(server: Scripted) -> None:
     bare = server.url.removeprefix("http://")  # OLLAMA_HOST is often written without a scheme
     result = asyncio.run(probe(bare, "gemma3:270m", 5.0))
     assert result.ok and result.host == server.url
+
+
+def test_an_answer_about_given_text_is_keyed_without_the_date_a_plan_with_it() -> None:
+    """Issue 12: a brief asked again another day about unchanged text replays its evidence and
+    synthesis answers; a plan (whose queries may aim at "this year") is asked again."""
+    from daemon.llm import DATE_FREE_PURPOSES, cache_messages, prompt_key
+    from daemon.planner import evidence_prompt, plan_prompt
+
+    cfg = ModelConfig(host="x", model="m")
+    fits = lambda text: True  # noqa: E731 - every prompt fits here
+    monday, tuesday = (evidence_prompt("Q?", day, [], [], fits).text for day in ("2026-11-23", "2026-11-30"))
+    assert monday != tuesday
+    keys = {prompt_key(cfg, cache_messages("evidence", [{"role": "user", "content": p}]), {}) for p in (monday, tuesday)}
+    assert len(keys) == 1 and "evidence" in DATE_FREE_PURPOSES
+    plans = {prompt_key(cfg, cache_messages("plan", [{"role": "user", "content": plan_prompt("Q?", "", day)}]), {})
+             for day in ("2026-11-23", "2026-11-30")}
+    assert len(plans) == 2
