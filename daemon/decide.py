@@ -9,6 +9,7 @@ it can be checkpointed after every step and shown by `briefd status`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -69,6 +70,34 @@ def relevance(text: str, topics: Sequence[str]) -> float:
     if not wanted:
         return 0.0
     return len(wanted & set(content_words(text))) / len(wanted)
+
+
+BM25_K1, BM25_B = 1.2, 0.75  # Okapi BM25's usual constants (SQLite FTS5 uses the same)
+
+
+def bm25_order(texts: Sequence[str], query: str) -> list[int]:
+    """Indices of `texts`, best match for `query` first, by Okapi BM25 over these texts alone.
+
+    Why not the store's full-text index: its BM25 weighs words by how rare they are in every
+    passage ever stored, so the same passages rank in another order once the store has read
+    more, and a brief asked again would send other prompts (and pay for them again). Ranked
+    against each other only, the same passages always come in the same order. Ties keep the
+    given order (the pages' rank, then their position).
+    """
+    words = [_TOKEN.findall(text.lower()) for text in texts]
+    terms = content_words(query)
+    if not texts or not terms:
+        return list(range(len(texts)))
+    avg = sum(len(w) for w in words) / len(words) or 1.0
+    having = {t: sum(1 for w in words if t in w) for t in terms}
+    idf = {t: math.log((len(texts) - n + 0.5) / (n + 0.5) + 1.0) for t, n in having.items()}
+
+    def score(w: list[str]) -> float:
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(w) / avg)
+        return sum(idf[t] * w.count(t) * (BM25_K1 + 1) / (w.count(t) + norm) for t in terms if t in w)
+
+    scores = [score(w) for w in words]
+    return sorted(range(len(texts)), key=lambda i: (-scores[i], i))
 
 
 PLAN_RELEVANCE_MIN = 0.6
@@ -284,6 +313,12 @@ class LoopState:
     pages_fetched: int = 0
     page_cache_hits: int = 0
     local_reads: int = 0  # library documents and archive articles read: on this machine, no fetch
+    # pages read before (by earlier briefs) that the store's own search offered, where the web's
+    # answers did not list them: the URLs offered so far, and how many of them were read (no fetch)
+    offered: list[str] = field(default_factory=list)
+    pages_reused: int = 0
+    # the rounds as they ran: {round, queries, urls, late, carried}: what a brief asked again replays
+    past_rounds: list[dict[str, Any]] = field(default_factory=list)
     fallbacks: dict[str, int] = field(default_factory=dict)
     calls_skipped: dict[str, int] = field(default_factory=dict)  # purpose → model calls not made: see count_skipped
     next_action: str = "plan"
@@ -472,6 +507,25 @@ def choose_urls(candidates: Sequence[str], state: LoopState, known_bad: dict[str
         if len(out) >= n:
             break
     return out
+
+
+def replayed_late(past: Sequence[Mapping[str, Any]], round_no: int, queries: Sequence[str],
+                  urls: Sequence[str], carried: Sequence[str]) -> list[str]:
+    """The pages a round goes on without from its start, because the same round of an earlier run
+    of the same brief went on without them (they arrived late then, and are cached now).
+
+    Which pages arrive late is a matter of timing; read at once, such a page would join another
+    batch and change its prompt and every prompt after it. Replaying the lateness makes a brief
+    asked again send the prompts its earlier run sent, so the answer cache replays them. Only a
+    round that is the same: its number, its queries and its fresh pages (the carried stragglers
+    aside: one given up then is known bad now, and not carried).
+    """
+    fresh = [u for u in urls if u not in carried]
+    for then in past:
+        then_fresh = [u for u in then.get("urls", []) if u not in then.get("carried", [])]
+        if then.get("round") == round_no and list(then.get("queries", [])) == list(queries) and then_fresh == fresh:
+            return [u for u in then.get("late", []) if u in urls]
+    return []
 
 
 def next_action(state: LoopState, reason: str | None) -> tuple[str, str]:

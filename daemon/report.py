@@ -61,7 +61,7 @@ EXTRA_KEYS: tuple[str, ...] = (
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
-    "page_cache_hits", "documents_read", "llm_cache_hits", "wall_seconds", "llm_seconds",
+    "page_cache_hits", "pages_reused", "documents_read", "llm_cache_hits", "wall_seconds", "llm_seconds",
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
     "late_pages", "late_pages_given_up",
 )
@@ -223,6 +223,7 @@ _USAGE_LABELS: dict[str, str] = {
     "searches": "Searches",
     "pages_fetched": "Pages fetched",
     "page_cache_hits": "Page cache hits",
+    "pages_reused": "Pages read before, found in the store (no fetch)",
     "documents_read": "Library documents and archive articles read",
     "llm_cache_hits": "Model cache hits",
     "wall_seconds": "Wall time",
