@@ -509,23 +509,27 @@ def choose_urls(candidates: Sequence[str], state: LoopState, known_bad: dict[str
     return out
 
 
-def replayed_late(past: Sequence[Mapping[str, Any]], round_no: int, queries: Sequence[str],
-                  urls: Sequence[str], carried: Sequence[str]) -> list[str]:
-    """The pages a round goes on without from its start, because the same round of an earlier run
-    of the same brief went on without them (they arrived late then, and are cached now).
+def replayed_round(past: Sequence[Mapping[str, Any]], round_no: int, queries: Sequence[str],
+                   visited: Sequence[str]) -> tuple[list[str], list[str], list[int]] | None:
+    """The same round of an earlier run of the same brief: (its fresh pages, the pages it went on
+    without, the order it read its batches in), or None when there is none to replay.
 
-    Which pages arrive late is a matter of timing; read at once, such a page would join another
-    batch and change its prompt and every prompt after it. Replaying the lateness makes a brief
-    asked again send the prompts its earlier run sent, so the answer cache replays them. Only a
-    round that is the same: its number, its queries and its fresh pages (the carried stragglers
-    aside: one given up then is known bad now, and not carried).
+    A brief asked again reads what its earlier run read, where that run read it: the same pages
+    (though the store, grown since, would rank others higher now) and the same lateness (which
+    pages arrive late is a matter of timing; read at once, such a page would join another batch
+    and change its prompt and every prompt after it). Its prompts are then those the earlier run
+    sent, and the answer cache replays them. Only a round that is the same: its number, its
+    queries, and none of its pages read already by this run (else the runs went apart).
     """
-    fresh = [u for u in urls if u not in carried]
     for then in past:
-        then_fresh = [u for u in then.get("urls", []) if u not in then.get("carried", [])]
-        if then.get("round") == round_no and list(then.get("queries", [])) == list(queries) and then_fresh == fresh:
-            return [u for u in then.get("late", []) if u in urls]
-    return []
+        if then.get("round") != round_no or list(then.get("queries", [])) != list(queries):
+            continue
+        carried = then.get("carried", [])
+        fresh = [u for u in then.get("urls", []) if u not in carried]
+        if any(u in visited for u in fresh):
+            return None
+        return fresh, list(then.get("late", [])), list(then.get("read", []))
+    return None
 
 
 def next_action(state: LoopState, reason: str | None) -> tuple[str, str]:

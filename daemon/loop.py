@@ -167,7 +167,7 @@ class Research:
         self.early_searches: dict[str, asyncio.Task[tuple[list[SearchHit], bool]]] = {}
         self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
-        # how the rounds of the latest earlier run of the same question went (replay_late)
+        # how the rounds of the latest earlier run of the same question went (round_pages)
         earlier = self.store.earlier_checkpoint(brief.question, run_id) if self.state.phase == "plan" else None
         self.earlier_rounds: list[dict[str, Any]] = (earlier or {}).get("past_rounds", [])
         self.earlier_given_up = {url for url, what in (earlier or {}).get("late", {}).items() if what == LATE_GIVEN_UP}
@@ -215,8 +215,9 @@ class Research:
                 # a crash interrupted this round: redo it with the same queries and pages (less the
                 # stragglers it had gone on without), so its prompts are the same and the answers
                 # already received are replayed, not paid again
+                # (and in the order it read its batches in, so far as that is known)
                 await self.round(resumed["round"], resumed["queries"], resumed.get("urls"), resumed.get("late"),
-                                 resumed.get("carried"))
+                                 resumed.get("carried"), resumed.get("order") or resumed.get("read"))
                 continue
             facts = self.facts()
             reason = self.policy.stop_reason(facts)
@@ -264,7 +265,8 @@ class Research:
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
         known_bad = self.store.bad_urls(candidates)
-        for url in self.choose_pages(candidates):
+        replay = decide.replayed_round(self.earlier_rounds, 1, [question], [])  # round 1 starts with it
+        for url in replay[0] if replay else self.choose_pages(candidates):
             # a page known bad is not fetched; a cached page costs round 1 nothing
             if url not in known_bad and self.store.get_page(url, self.max_age) is None:
                 self.early_downloads[url] = asyncio.create_task(self.download_now(url))
@@ -339,7 +341,8 @@ class Research:
                               lambda: planner.template_plan(self.brief.question))
 
     async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None,
-                    late: list[str] | None = None, carried: list[str] | None = None) -> None:
+                    late: list[str] | None = None, carried: list[str] | None = None,
+                    order: list[int] | None = None) -> None:
         self.check_cancel()
         self.store.reset_round(self.run_id, round_no)
         self.events.emit("round_started", round=round_no, queries=queries,
@@ -355,10 +358,10 @@ class Research:
             # fresh pages by rank, then earlier rounds' stragglers (their fetches still run), read
             # in batches of their own: whether a page was late never changes the others' batches
             carried = self.waiting_stragglers()
-            urls = [*self.choose_pages([h.url for h in readable]), *carried]
-            late = self.replay_late(round_no, queries, urls, carried)
+            fresh, late, order = self.round_pages(round_no, queries, [h.url for h in readable], carried)
+            urls = [*fresh, *carried]
         self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
-                                    "carried": list(carried or [])}
+                                    "carried": list(carried or []), "order": order}
         self.checkpoint()
         await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
@@ -400,7 +403,7 @@ class Research:
         answers: list[tuple[list[SearchHit], bool]] = await asyncio.gather(*asks)
         lists = [hits for hits, _ in answers]
         from_cache = bool(answers) and all(cached for _, cached in answers)  # the store asks no one
-        stored = self.search_store(query, lists[0] if WEB in self.sources else [])
+        stored = self.search_store(query)
         lists.append(stored)
         found = [h for hits in lists for h in hits]
         self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
@@ -411,7 +414,7 @@ class Research:
                          **({"from_store": [h.url for h in stored]} if stored else {}))
         return lists
 
-    def search_store(self, query: str, web: list[SearchHit]) -> list[SearchHit]:
+    def search_store(self, query: str) -> list[SearchHit]:
         """Web pages earlier briefs read (within max_age), ranked against the query like fresh
         passages (BM25) and kept when on topic (sources.store_hits): offered as a source of their
         own, read from the store without a fetch, and without waiting for the web to list them
@@ -420,7 +423,8 @@ class Research:
         if WEB not in self.sources or not self.brief.fetch_pages:
             return []
         found = self.store.search_pages(query, self.max_age, STORE_HITS_PER_QUERY)
-        hits = store_hits(query, found, {row.url: self.title_for(row.url, {}) for row in found}, web)
+        found = [row for row in found if row.url not in self.state.visited]  # read by earlier briefs only
+        hits = store_hits(query, found, {row.url: self.title_for(row.url, {}) for row in found})
         self.state.offered.extend(h.url for h in hits if h.url not in self.state.offered)
         return hits
 
@@ -479,6 +483,8 @@ class Research:
             if url not in self.state.visited:
                 self.state.visited.append(url)
             self.state.bad[url] = reason
+            if self.state.late.get(url) == LATE_WAITING:  # a replayed straggler: it failed, as a fetch would
+                self.state.late[url] = LATE_FAILED
         if known:
             self.events.emit("signal", message="pages known bad are not fetched", round=round_no,
                              urls=list(known))
@@ -526,8 +532,10 @@ class Research:
             while unread:
                 ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
                 if ready:
-                    unread.remove(ready[0])
-                    await self.read_pages(round_no, batches[ready[0]], fetches, gaps)
+                    n = first_to_read(ready, self.state.current_round.get("order", []))
+                    unread.remove(n)
+                    self.state.current_round["read"] = [*self.state.current_round.get("read", []), n]
+                    await self.read_pages(round_no, batches[n], fetches, gaps)
                     continue
                 loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
                 arrived: set[asyncio.Task[tuple[str, list[int]] | None]] = set()
@@ -547,22 +555,36 @@ class Research:
                 else:
                     task.cancel()
 
-    def replay_late(self, round_no: int, queries: list[str], urls: list[str], carried: list[str]) -> list[str]:
-        """The pages this round goes on without from its start, as the same round of the earlier run
-        of this question did (decide.replayed_late): recorded as stragglers, read (from the cache)
-        where that run read them, so its prompts are sent again and replayed, not paid for."""
-        late = decide.replayed_late(self.earlier_rounds, round_no, queries, urls, carried)
-        known_bad = self.store.bad_urls(late)  # given up then: not carried, skip_known_bad skips it
-        late = [url for url in late if url not in known_bad]
+    def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
+                    carried: list[str]) -> tuple[list[str], list[str], list[int]]:
+        """The round's fresh pages, and those it goes on without from its start: the earlier run's
+        of this question when this round is the same as one of its rounds (decide.replayed_round),
+        else the best-ranked candidates (choose_pages) and none; and the order that run read its
+        batches in (first_to_read), which decides the order of the evidence and of the queries
+        its answers proposed. A page read late then is recorded
+        as a straggler and read (from the cache) where that run read it; one that run gave up is
+        known bad now (skip_known_bad) or, having arrived since, given up again (last_stragglers)."""
+        replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited)
+        if replay is None:
+            return self.choose_pages(candidates), [], []
+        fresh, then_late, order = replay
+        # a page late then and known bad now is a straggler all the same: it took its place in the
+        # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
+        late = [url for url in then_late if url in [*fresh, *carried]]
         self.replayed.update(late)
+        self.events.emit("signal", message="the same round as the earlier run of this question: the same pages",
+                         round=round_no, urls=fresh)
+        known_bad = self.store.bad_urls(late)  # not fetched at all (skip_known_bad): no page_late for it
         for url in late:
             if url not in self.state.visited:
                 self.state.visited.append(url)
             self.state.late[url] = LATE_WAITING
+            if url in known_bad:
+                continue
             self.events.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
                              message="read late, where the earlier run of this question read it: the same "
                                      "prompts, replayed from the answer cache")
-        return late
+        return fresh, late, order
 
     def waiting_stragglers(self) -> list[str]:
         """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""
@@ -570,9 +592,12 @@ class Research:
 
     def start_fetch(self, round_no: int, url: str,
                     hit: SearchHit | None) -> asyncio.Task[tuple[str, list[int]] | None]:
-        """The fetch of a page: a straggler's own if one is still running, else a new one."""
+        """The fetch of a page: a straggler's own if one is still running, else a new one (none for a
+        page known bad: a straggler replayed from an earlier run that has failed since, skip_known_bad)."""
         task = self.inflight.pop(url, None)
-        if task is None:
+        if task is None and url in self.skip_known_bad(round_no, [url]):
+            task = asyncio.create_task(_nothing())
+        elif task is None:
             task = asyncio.create_task(self.fetch_page_safely(round_no, url, hit))
             self.fetch_started[url] = time.monotonic()
         return task
@@ -620,9 +645,11 @@ class Research:
         is dropped first, so nothing is counted twice.
         """
         round_no = self.state.round
-        for url in self.waiting_stragglers():
-            if url in self.replayed and url in self.earlier_given_up:
-                self.state.late[url] = LATE_GIVEN_UP
+        again = [url for url in self.waiting_stragglers() if url in self.replayed and url in self.earlier_given_up]
+        known_bad = self.store.bad_urls(again)  # still slow: not fetched at all, nothing to say
+        for url in again:
+            self.state.late[url] = LATE_GIVEN_UP
+            if url not in known_bad:
                 self.events.emit("page_fetched", round=round_no, url=url, ok=False, late=True, replayed=True,
                                  error="not read: the earlier run of this question gave it up at its synthesis")
         waiting = self.waiting_stragglers()
@@ -1236,6 +1263,17 @@ def rank_batches(urls: list[str], carried: list[str], size: int = PAGES_PER_BATC
     fresh = [u for u in urls if u not in carried]
     late = [u for u in urls if u in carried]
     return [group[i:i + size] for group in (fresh, late) for i in range(0, len(group), size)]
+
+
+def first_to_read(ready: list[int], order: list[int]) -> int:
+    """Which of the batches whose pages all arrived the model reads next: the first by `order` (the
+    order an earlier run of the same round read them in, replayed), else the best-ranked."""
+    return min(ready, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+async def _nothing() -> None:
+    """A fetch not made (a page known bad): done at its first step, with no page."""
+    return None
 
 
 def summary_chars(quotes: int, ceiling: int) -> int:

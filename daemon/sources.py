@@ -224,21 +224,18 @@ class StoredPassage(Protocol):
     def text(self) -> str: ...
 
 
-def store_hits(query: str, found: Sequence[StoredPassage], titles: dict[str, str],
-               web: Sequence[SearchHit]) -> list[SearchHit]:
-    """Pages read before, offered for `query` as a source of their own, best first.
+def store_hits(query: str, found: Sequence[StoredPassage], titles: dict[str, str]) -> list[SearchHit]:
+    """Pages read before, offered for `query` as a source of their own, best first: fused with the
+    web's hits, a page both offer rises (a page read before, and on topic, is read first, from the
+    store), and one the web does not list (any more, or not yet) is offered all the same.
 
     On topic only: a page's best passage must hold STORE_MIN_SHARE of the query's content words.
-    A page the web's answer for the same query lists is left to the web, at the web's rank: it
-    is not counted twice by the fusion, so a brief asked again, whose web answers come back from
-    the search cache, ranks its pages as its first run did (and sends the same prompts).
     """
     wanted = set(content_words(query))
-    listed = {h.url for h in web}
     hits: list[SearchHit] = []
     for row in found:
-        if row.url in listed or not wanted:
-            continue
+        if not wanted:
+            break
         share = len(wanted & set(content_words(row.text))) / len(wanted)
         if share >= STORE_MIN_SHARE:
             hits.append(SearchHit(url=row.url, title=titles.get(row.url, ""), content=row.text[:300],
