@@ -16,7 +16,7 @@ from daemon import decide
 from daemon.loop import PAGES_PER_BATCH, first_to_read, rank_batches
 from daemon.sources import STORE, STORE_MIN_SHARE, store_hits
 from tests.conftest import Workspace, researched
-from tests.lab.bench import REPLAYED_TARGET, changed_prompts, load_run, replayed_share
+from tests.lab.bench import REPLAYED_TARGET, Run, changed_prompts, load_run, replayed_share
 from tests.lab.corpus import TOPICS
 
 KESTREL = {"question": TOPICS["kestrel"].question, "depth": "quick"}
@@ -49,8 +49,9 @@ def test_a_brief_asked_again_under_a_new_id_fetches_no_page_and_replays_its_mode
     first, again = reused.report("kestrel")["usage"], reused.report("kestrel-again")["usage"]
     changed = changed_prompts(load_run(reused.db, "kestrel"), load_run(reused.db, "kestrel-again"))
     assert again["pages_fetched"] == 0, "every page it reads was read by the first run: from the store"
-    assert replayed_share(again) >= REPLAYED_TARGET, (again, changed)
-    assert again["llm_cache_hits"] + again["llm_calls"] == first["llm_calls"], "the same questions to the model"
+    # the issue asks for REPLAYED_TARGET; replaying the earlier run's rounds gives every answer back
+    assert replayed_share(again) == 1.0 >= REPLAYED_TARGET and not changed, (again, changed)
+    assert again["llm_cache_hits"] == first["llm_calls"] and again["llm_calls"] == 0, "the same questions, none paid"
 
 
 def test_a_brief_that_overlaps_an_earlier_one_reads_its_pages_from_the_store(
@@ -115,3 +116,18 @@ def test_batches_are_read_in_the_order_the_earlier_run_read_them_else_by_rank() 
 def test_stragglers_are_read_in_batches_of_their_own() -> None:
     fresh = [f"f{i}" for i in range(PAGES_PER_BATCH + 1)]
     assert rank_batches([*fresh, "s1"], ["s1"]) == [fresh[:PAGES_PER_BATCH], fresh[PAGES_PER_BATCH:], ["s1"]]
+
+
+def test_the_bench_says_which_prompt_changed_and_why() -> None:
+    def reading(round_no: int, *urls: str) -> dict:
+        return {"type": "signal", "message": "reading", "round": round_no, "urls": list(urls)}
+
+    first = Run("k", [("plan", "p", "ok"), ("evidence", "e1", "ok"), ("evidence", "e2", "ok")],
+                [{"type": "page_late", "round": 1, "url": "http://a/slow", "loading_s": 1.2},
+                 reading(1, "http://a/one"), reading(2, "http://a/slow", "http://a/two")], evidence=3)
+    again = Run("k-again", [("plan", "p", "cached"), ("evidence", "e3", "ok"), ("evidence", "e4", "ok")],
+                [reading(1, "http://a/one", "http://a/slow"), reading(2, "http://a/two")], evidence=3)
+    assert changed_prompts(first, again) == [
+        "k-again: evidence: round 1: pages differ: slow is here, first pass: late (loading 1.2 s) in round 1, "
+        "read in round 2",
+        "k-again: evidence: round 2: pages differ: slow was with them in the first pass, now: read in round 1"]

@@ -123,7 +123,7 @@ def run_pass(ws: Workspace, label: str, suffix: str = "") -> list[dict]:
     llm = sum(row["llm_seconds"] for row in rows)
     # the whole `run --once`, process start and end included: the model's share of the run
     rows.append({"pass": label, "brief": "(all, one run --once)", "wall_seconds": total, "llm_seconds": llm,
-                 "busy": llm / total, **{key: sum(row[key] for row in rows) for key in SUMMED}})
+                 "busy": llm / total, **{key: sum(row.get(key, 0) for row in rows) for key in SUMMED}})
     return rows
 
 
@@ -191,8 +191,10 @@ def why_changed(first: Run, again: Run, purpose: str, reading: dict | None) -> s
     """Why a prompt of the second run was not one the first run sent."""
     if purpose == "synthesis":
         return f"the quotes differ: {first.evidence} in the first pass, {again.evidence} now"
-    if purpose != "evidence" or reading is None:
+    if purpose != "evidence":
         return "the prompt differs (the question, its context or today's date)"
+    if reading is None:
+        return "which pages it read is not recorded (the run has no \"reading\" events)"
     round_no, pages = reading["round"], set(reading["urls"])
     then = [e for e in readings(first) if e["round"] == round_no]
     if any(set(e["urls"]) == pages for e in then):
