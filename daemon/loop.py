@@ -361,7 +361,7 @@ class Research:
             fresh, late, order = self.round_pages(round_no, queries, [h.url for h in readable], carried)
             urls = [*fresh, *carried]
         self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
-                                    "carried": list(carried or []), "order": order}
+                                    "carried": list(carried or []), "order": list(order or [])}
         self.checkpoint()
         await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
@@ -417,9 +417,9 @@ class Research:
     def search_store(self, query: str) -> list[SearchHit]:
         """Web pages earlier briefs read (within max_age), ranked against the query like fresh
         passages (BM25) and kept when on topic (sources.store_hits): offered as a source of their
-        own, read from the store without a fetch, and without waiting for the web to list them
-        again. Only for a brief that reads web pages: an empty store offers nothing, so a
-        first-ever brief does what it did before."""
+        own, read from the store without a fetch, whether the web lists them again or not. Only
+        for a brief that reads web pages; an empty store offers nothing, so a first-ever brief
+        does what it did before."""
         if WEB not in self.sources or not self.brief.fetch_pages:
             return []
         found = self.store.search_pages(query, self.max_age, STORE_HITS_PER_QUERY)
@@ -557,13 +557,13 @@ class Research:
 
     def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
                     carried: list[str]) -> tuple[list[str], list[str], list[int]]:
-        """The round's fresh pages, and those it goes on without from its start: the earlier run's
-        of this question when this round is the same as one of its rounds (decide.replayed_round),
-        else the best-ranked candidates (choose_pages) and none; and the order that run read its
-        batches in (first_to_read), which decides the order of the evidence and of the queries
-        its answers proposed. A page read late then is recorded
-        as a straggler and read (from the cache) where that run read it; one that run gave up is
-        known bad now (skip_known_bad) or, having arrived since, given up again (last_stragglers)."""
+        """The round's fresh pages, those it goes on without from its start, and the order to read its
+        batches in: the earlier run's of this question when this round is the same as one of its
+        rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
+        rank order. The read order decides the order of the evidence and of the queries the answers
+        propose (first_to_read). A page read late then is recorded as a straggler and read (from the
+        cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
+        having arrived since, given up again (last_stragglers)."""
         replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited)
         if replay is None:
             return self.choose_pages(candidates), [], []
@@ -836,8 +836,8 @@ class Research:
         focus = " ".join([self.question, *[g.text for g in gaps]])
         # which passages match is the index's word; their order is decide.bm25_order's, among
         # themselves: the same passages then always make the same prompt, however much the store holds
-        matching = self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True)
-        matching = [i for i in trusted if i in set(matching)]
+        matches = set(self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True))
+        matching = [i for i in trusted if i in matches]
         ranked = [matching[n] for n in decide.bm25_order([trusted[i].text for i in matching], focus)][:limit]
         topics = self.topics(gaps)
         # only passages that could give a quote the rules keep (decide.is_related): a call reading
@@ -1217,8 +1217,8 @@ class Research:
             "searches": self.store.search_count(self.run_id),
             "pages_fetched": self.state.pages_fetched,
             "page_cache_hits": self.state.page_cache_hits,
-            # of those, pages only the store's search offered (read by earlier briefs; the web's
-            # answers did not list them): what looking in the store first saved
+            # of those, the pages the store's own search offered (read by earlier briefs, on this
+            # brief's topic): what looking in the store first found, read without a fetch
             "pages_reused": self.state.pages_reused,
             "documents_read": self.state.local_reads,
             "llm_cache_hits": model["llm_cache_hits"],
