@@ -510,7 +510,8 @@ def choose_urls(candidates: Sequence[str], state: LoopState, known_bad: dict[str
 
 
 def replayed_round(past: Sequence[Mapping[str, Any]], round_no: int, queries: Sequence[str],
-                   visited: Sequence[str]) -> tuple[list[str], list[str], list[int]] | None:
+                   visited: Sequence[str], candidates: Sequence[str],
+                   n: int) -> tuple[list[str], list[str], list[int]] | None:
     """The same round of an earlier run of the same brief: (its fresh pages, the pages it went on
     without, the order it read its batches in), or None when there is none to replay.
 
@@ -519,14 +520,16 @@ def replayed_round(past: Sequence[Mapping[str, Any]], round_no: int, queries: Se
     pages arrive late is a matter of timing; read at once, such a page would join another batch
     and change its prompt and every prompt after it). Its prompts are then those the earlier run
     sent, and the answer cache replays them. Only a round that is the same: its number, its
-    queries, and none of its pages read already by this run (else the runs went apart).
+    queries, none of its pages read already by this run (else the runs went apart), each of them
+    among this round's `candidates`, and as many as this round may read (`n`: another depth or
+    page budget is another brief).
     """
     for then in past:
         if then.get("round") != round_no or list(then.get("queries", [])) != list(queries):
             continue
         carried = then.get("carried", [])
         fresh = [u for u in then.get("urls", []) if u not in carried]
-        if any(u in visited for u in fresh):
+        if len(fresh) != n or any(u in visited or u not in candidates for u in fresh):
             return None
         return fresh, list(then.get("late", [])), list(then.get("read", []))
     return None

@@ -265,8 +265,9 @@ class Research:
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
         known_bad = self.store.bad_urls(candidates)
-        replay = decide.replayed_round(self.earlier_rounds, 1, [question], [])  # round 1 starts with it
-        for url in replay[0] if replay else self.choose_pages(candidates):
+        chosen = self.choose_pages(candidates)
+        replay = decide.replayed_round(self.earlier_rounds, 1, [question], [], candidates, len(chosen))
+        for url in replay[0] if replay else chosen:  # round 1 asks the question first
             # a page known bad is not fetched; a cached page costs round 1 nothing
             if url not in known_bad and self.store.get_page(url, self.max_age) is None:
                 self.early_downloads[url] = asyncio.create_task(self.download_now(url))
@@ -564,9 +565,11 @@ class Research:
         propose (first_to_read). A page read late then is recorded as a straggler and read (from the
         cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
         having arrived since, given up again (last_stragglers)."""
-        replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited)
+        chosen = self.choose_pages(candidates)
+        replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
+                                       len(chosen))
         if replay is None:
-            return self.choose_pages(candidates), [], []
+            return chosen, [], []
         fresh, then_late, order = replay
         # a page late then and known bad now is a straggler all the same: it took its place in the
         # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched

@@ -101,10 +101,18 @@ def test_passages_rank_among_themselves_so_the_same_passages_always_make_the_sam
 def test_a_round_the_same_as_the_earlier_runs_takes_its_pages_and_its_late_ones() -> None:
     past = [{"round": 1, "queries": ["q"], "urls": ["a", "b", "c", "s"], "late": ["b", "s"], "carried": ["s"],
              "read": [1, 0]}]
-    assert decide.replayed_round(past, 1, ["q"], visited=[]) == (["a", "b", "c"], ["b", "s"], [1, 0])
-    assert decide.replayed_round(past, 1, ["other"], visited=[]) is None, "other queries: another round"
-    assert decide.replayed_round(past, 2, ["q"], visited=[]) is None
-    assert decide.replayed_round(past, 1, ["q"], visited=["a"]) is None, "the runs went apart"
+    found = ["c", "x", "b", "a"]  # this round's results: the store, grown since, ranks others first
+
+    def replay(round_no: int = 1, queries: tuple[str, ...] = ("q",), visited: tuple[str, ...] = (),
+               n: int = 3) -> tuple[list[str], list[str], list[int]] | None:
+        return decide.replayed_round(past, round_no, queries, visited, found, n)
+
+    assert replay() == (["a", "b", "c"], ["b", "s"], [1, 0])
+    assert replay(queries=("other",)) is None, "other queries: another round"
+    assert replay(round_no=2) is None
+    assert replay(visited=("a",)) is None, "the runs went apart"
+    assert replay(n=4) is None, "another depth or page budget: another brief"
+    assert decide.replayed_round(past, 1, ["q"], [], ["a", "b"], 3) is None, "a page no longer found"
 
 
 def test_batches_are_read_in_the_order_the_earlier_run_read_them_else_by_rank() -> None:
