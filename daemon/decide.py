@@ -9,6 +9,7 @@ it can be checkpointed after every step and shown by `briefd status`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
@@ -69,6 +70,34 @@ def relevance(text: str, topics: Sequence[str]) -> float:
     if not wanted:
         return 0.0
     return len(wanted & set(content_words(text))) / len(wanted)
+
+
+BM25_K1, BM25_B = 1.2, 0.75  # Okapi BM25's usual constants (SQLite FTS5 uses the same)
+
+
+def bm25_order(texts: Sequence[str], query: str) -> list[int]:
+    """Indices of `texts`, best match for `query` first, by Okapi BM25 over these texts alone.
+
+    Why not the store's full-text index: its BM25 weighs words by how rare they are in every
+    passage ever stored, so the same passages rank in another order once the store has read
+    more, and a brief asked again would send other prompts (and pay for them again). Ranked
+    against each other only, the same passages always come in the same order. Ties keep the
+    given order (the pages' rank, then their position).
+    """
+    words = [_TOKEN.findall(text.lower()) for text in texts]
+    terms = content_words(query)
+    if not texts or not terms:
+        return list(range(len(texts)))
+    avg = sum(len(w) for w in words) / len(words) or 1.0
+    having = {t: sum(1 for w in words if t in w) for t in terms}
+    idf = {t: math.log((len(texts) - n + 0.5) / (n + 0.5) + 1.0) for t, n in having.items()}
+
+    def score(w: list[str]) -> float:
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(w) / avg)
+        return sum(idf[t] * w.count(t) * (BM25_K1 + 1) / (w.count(t) + norm) for t in terms if t in w)
+
+    scores = [score(w) for w in words]
+    return sorted(range(len(texts)), key=lambda i: (-scores[i], i))
 
 
 PLAN_RELEVANCE_MIN = 0.6
@@ -286,6 +315,12 @@ class LoopState:
     pages_not_modified: int = 0  # stored pages older than max_age that their server confirmed (304): not downloaded
     page_bytes: int = 0  # bytes of page bodies this run downloaded (decoded; 0 when every page was cached or a 304)
     local_reads: int = 0  # library documents and archive articles read: on this machine, no fetch
+    # pages read before (by earlier briefs) that the store's own search offered, where the web's
+    # answers did not list them: the URLs offered so far, and how many of them were read (no fetch)
+    offered: list[str] = field(default_factory=list)
+    pages_reused: int = 0
+    # the rounds as they ran: {round, queries, urls, late, carried}: what a brief asked again replays
+    past_rounds: list[dict[str, Any]] = field(default_factory=list)
     fallbacks: dict[str, int] = field(default_factory=dict)
     calls_skipped: dict[str, int] = field(default_factory=dict)  # purpose → model calls not made: see count_skipped
     next_action: str = "plan"
@@ -476,6 +511,32 @@ def choose_urls(candidates: Sequence[str], state: LoopState, known_bad: dict[str
         if len(out) >= n:
             break
     return out
+
+
+def replayed_round(past: Sequence[Mapping[str, Any]], round_no: int, queries: Sequence[str],
+                   visited: Sequence[str], candidates: Sequence[str],
+                   n: int) -> tuple[list[str], list[str], list[int]] | None:
+    """The same round of an earlier run of the same brief: (its fresh pages, the pages it went on
+    without, the order it read its batches in), or None when there is none to replay.
+
+    A brief asked again reads what its earlier run read, where that run read it: the same pages
+    (though the store, grown since, would rank others higher now) and the same lateness (which
+    pages arrive late is a matter of timing; read at once, such a page would join another batch
+    and change its prompt and every prompt after it). Its prompts are then those the earlier run
+    sent, and the answer cache replays them. Only a round that is the same: its number, its
+    queries, none of its pages read already by this run (else the runs went apart), each of them
+    among this round's `candidates`, and as many as this round may read (`n`: another depth or
+    page budget is another brief).
+    """
+    for then in past:
+        if then.get("round") != round_no or list(then.get("queries", [])) != list(queries):
+            continue
+        carried = then.get("carried", [])
+        fresh = [u for u in then.get("urls", []) if u not in carried]
+        if len(fresh) != n or any(u in visited or u not in candidates for u in fresh):
+            return None
+        return fresh, list(then.get("late", [])), list(then.get("read", []))
+    return None
 
 
 def next_action(state: LoopState, reason: str | None) -> tuple[str, str]:

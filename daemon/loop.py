@@ -44,8 +44,8 @@ from .policy import EstimatePolicy, Facts, policy_for
 from .retry import call_with_retries
 from .search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from .settings import Settings
-from .sources import (ARCHIVES, LIBRARY, WEB, ArchiveShelf, DocumentUnavailable, Searcher, chosen, fuse, is_local,
-                      kind_of_url)
+from .sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
+                      Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
@@ -168,6 +168,11 @@ class Research:
         self.early_searches: dict[str, asyncio.Task[tuple[list[SearchHit], bool]]] = {}
         self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
+        # how the rounds of the latest earlier run of the same question went (round_pages)
+        earlier = self.store.earlier_checkpoint(brief.question, run_id) if self.state.phase == "plan" else None
+        self.earlier_rounds: list[dict[str, Any]] = (earlier or {}).get("past_rounds", [])
+        self.earlier_given_up = {url for url, what in (earlier or {}).get("late", {}).items() if what == LATE_GIVEN_UP}
+        self.replayed: set[str] = set()  # pages this run reads late because the earlier run did
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -215,7 +220,9 @@ class Research:
                 # a crash interrupted this round: redo it with the same queries and pages (less the
                 # stragglers it had gone on without), so its prompts are the same and the answers
                 # already received are replayed, not paid again
-                await self.round(resumed["round"], resumed["queries"], resumed.get("urls"), resumed.get("late"))
+                # (and in the order it read its batches in, so far as that is known)
+                await self.round(resumed["round"], resumed["queries"], resumed.get("urls"), resumed.get("late"),
+                                 resumed.get("carried"), resumed.get("order") or resumed.get("read"))
                 continue
             facts = self.facts()
             reason = self.policy.stop_reason(facts)
@@ -262,9 +269,12 @@ class Research:
         except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
-        ttl = self.max_age
-        for url in decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates), self.pages_allowed()):
-            if self.store.get_page(url, ttl) is None:  # a cached page costs round 1 nothing
+        known_bad = self.store.bad_urls(candidates)
+        chosen = self.choose_pages(candidates)
+        replay = decide.replayed_round(self.earlier_rounds, 1, [question], [], candidates, len(chosen))
+        for url in replay[0] if replay else chosen:  # round 1 asks the question first
+            # a page known bad is not fetched; a cached page costs round 1 nothing
+            if url not in known_bad and self.store.get_page(url, self.max_age) is None:
                 self.early_downloads[url] = asyncio.create_task(self.download_now(url))
 
     def drop_early(self) -> None:
@@ -389,7 +399,8 @@ class Research:
                               lambda: planner.template_plan(self.brief.question))
 
     async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None,
-                    late: list[str] | None = None) -> None:
+                    late: list[str] | None = None, carried: list[str] | None = None,
+                    order: list[int] | None = None) -> None:
         self.check_cancel()
         self.store.reset_round(self.run_id, round_no)
         self.events.emit("round_started", round=round_no, queries=queries,
@@ -402,11 +413,13 @@ class Research:
         # this machine, so reading them costs no fetch; only web pages are left to their snippets
         readable = hits if self.brief.fetch_pages else [h for h in hits if is_local(h.url)]
         if urls is None:
-            candidates = [h.url for h in readable]
-            # earlier rounds' stragglers first (their fetches still run): then fresh pages by rank
-            urls = self.waiting_stragglers() + decide.choose_urls(candidates, self.state, self.store.bad_urls(candidates),
-                                                self.pages_allowed())
-        self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or [])}
+            # fresh pages by rank, then earlier rounds' stragglers (their fetches still run), read
+            # in batches of their own: whether a page was late never changes the others' batches
+            carried = self.waiting_stragglers()
+            fresh, late, order = self.round_pages(round_no, queries, [h.url for h in readable], carried)
+            urls = [*fresh, *carried]
+        self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
+                                    "carried": list(carried or []), "order": list(order or [])}
         self.checkpoint()
         await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
@@ -414,6 +427,8 @@ class Research:
         # this round's rows (reset at its start); a distrusted page may have taken earlier ones away
         new = self.store.evidence_count(self.run_id, round_no)
         self.state.round = round_no
+        self.state.past_rounds = [r for r in self.state.past_rounds if r["round"] < round_no] + [
+            self.state.current_round]
         self.state.current_round = {}
         self.state.new_evidence_per_round = self.state.new_evidence_per_round[:round_no - 1] + [new]
         if self.brief.estimate:
@@ -427,7 +442,8 @@ class Research:
     # ---- search -------------------------------------------------------------------------------
 
     async def search_all(self, round_no: int, queries: list[str]) -> list[SearchHit]:
-        """Every query at every source the brief may use, at once; one list by rank fusion (daemon/sources.py)."""
+        """Every query at every source the brief may use, at once, and in the pages earlier briefs
+        read (search_store); one list by rank fusion (daemon/sources.py)."""
         answers = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
         self.state.asked.extend(q for q in queries if q not in self.state.asked)
         return fuse(hits for lists in answers for hits in lists)
@@ -444,14 +460,31 @@ class Research:
             asks.append(self.search_local(self.svc.archives, query))
         answers: list[tuple[list[SearchHit], bool]] = await asyncio.gather(*asks)
         lists = [hits for hits, _ in answers]
-        from_cache = bool(answers) and all(cached for _, cached in answers)
+        from_cache = bool(answers) and all(cached for _, cached in answers)  # the store asks no one
+        stored = self.search_store(query)
+        lists.append(stored)
         found = [h for hits in lists for h in hits]
         self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
-        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in self.sources}
+        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in (*self.sources, STORE)}
         self.events.emit("search_result", round=round_no, query=query, results=len(found),
                          from_cache=from_cache, sources=by_source,
-                         urls=[h.url for h in fuse(lists)[:10]])
+                         urls=[h.url for h in fuse(lists)[:10]],
+                         **({"from_store": [h.url for h in stored]} if stored else {}))
         return lists
+
+    def search_store(self, query: str) -> list[SearchHit]:
+        """Web pages earlier briefs read (within max_age), ranked against the query like fresh
+        passages (BM25) and kept when on topic (sources.store_hits): offered as a source of their
+        own, read from the store without a fetch, whether the web lists them again or not. Only
+        for a brief that reads web pages; an empty store offers nothing, so a first-ever brief
+        does what it did before."""
+        if WEB not in self.sources or not self.brief.fetch_pages:
+            return []
+        found = self.store.search_pages(query, self.max_age, STORE_HITS_PER_QUERY)
+        found = [row for row in found if row.url not in self.state.visited]  # read by earlier briefs only
+        hits = store_hits(query, found, {row.url: self.title_for(row.url, {}) for row in found})
+        self.state.offered.extend(h.url for h in hits if h.url not in self.state.offered)
+        return hits
 
     async def search_local(self, source: Searcher, query: str) -> tuple[list[SearchHit], bool]:
         """The library's or the archives' hits: on this machine, never cached (the index is the cache)."""
@@ -493,6 +526,28 @@ class Research:
 
     # ---- fetch while the model reads ------------------------------------------------------------
 
+    def choose_pages(self, candidates: list[str]) -> list[str]:
+        """The round's pages, by rank. A page known bad (by an earlier brief, Store.bad_urls) keeps its
+        place and is not fetched (skip_known_bad): found bad by this run, it would have taken the same
+        place, so a round's batches, and so its prompts, are the same whether its pages' failures
+        were learned now or before; a brief asked again then sends the prompts its first run sent."""
+        return decide.choose_urls(candidates, self.state, {}, self.pages_allowed())
+
+    def skip_known_bad(self, round_no: int, urls: list[str]) -> set[str]:
+        """The web pages among `urls` the store knows are bad (for good, or slow for now): recorded
+        as this run's bad pages, as a fetch that failed would have been, and not fetched."""
+        known = self.store.bad_urls([u for u in urls if kind_of_url(u) == WEB])
+        for url, reason in known.items():
+            if url not in self.state.visited:
+                self.state.visited.append(url)
+            self.state.bad[url] = reason
+            if self.state.late.get(url) == LATE_WAITING:  # a replayed straggler: it failed, as a fetch would
+                self.state.late[url] = LATE_FAILED
+        if known:
+            self.events.emit("signal", message="pages known bad are not fetched", round=round_no,
+                             urls=list(known))
+        return set(known)
+
     def pages_allowed(self) -> int:
         n = self.limits.pages_per_round
         if self.limits.budget_pages is not None:
@@ -524,9 +579,10 @@ class Research:
         stragglers", and a resumed round re-forms the very same batches.
         """
         late = set(self.state.current_round.get("late", []))
-        fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in late}
-        batches = [[u for u in urls[i:i + PAGES_PER_BATCH] if u not in late]
-                   for i in range(0, len(urls), PAGES_PER_BATCH)]
+        skipped = late | self.skip_known_bad(round_no, [u for u in urls if u not in late and u not in self.inflight])
+        fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in skipped}
+        batches = [[u for u in batch if u not in skipped]
+                   for batch in rank_batches(urls, self.state.current_round.get("carried", []))]
         unread = [n for n, batch in enumerate(batches) if batch]
         carried = set(self.waiting_stragglers())
         gaps = self.state.open_gaps()
@@ -535,8 +591,10 @@ class Research:
             while unread:
                 ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
                 if ready:
-                    unread.remove(ready[0])
-                    await self.read_pages(round_no, batches[ready[0]], fetches, gaps)
+                    n = first_to_read(ready, self.state.current_round.get("order", []))
+                    unread.remove(n)
+                    self.state.current_round["read"] = [*self.state.current_round.get("read", []), n]
+                    await self.read_pages(round_no, batches[n], fetches, gaps)
                     continue
                 loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
                 arrived: set[asyncio.Task[tuple[str, list[int]] | None]] = set()
@@ -556,15 +614,51 @@ class Research:
                 else:
                     task.cancel()
 
+    def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
+                    carried: list[str]) -> tuple[list[str], list[str], list[int]]:
+        """The round's fresh pages, those it goes on without from its start, and the order to read its
+        batches in: the earlier run's of this question when this round is the same as one of its
+        rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
+        rank order. The read order decides the order of the evidence and of the queries the answers
+        propose (first_to_read). A page read late then is recorded as a straggler and read (from the
+        cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
+        having arrived since, given up again (last_stragglers)."""
+        chosen = self.choose_pages(candidates)
+        replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
+                                       len(chosen))
+        if replay is None:
+            return chosen, [], []
+        fresh, then_late, order = replay
+        # a page late then and known bad now is a straggler all the same: it took its place in the
+        # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
+        late = [url for url in then_late if url in [*fresh, *carried]]
+        self.replayed.update(late)
+        self.events.emit("signal", message="the same round as the earlier run of this question: the same pages",
+                         round=round_no, urls=fresh)
+        known_bad = self.store.bad_urls(late)  # not fetched at all (skip_known_bad): no page_late for it
+        for url in late:
+            if url not in self.state.visited:
+                self.state.visited.append(url)
+            self.state.late[url] = LATE_WAITING
+            if url in known_bad:
+                continue
+            self.events.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
+                             message="read late, where the earlier run of this question read it: the same "
+                                     "prompts, replayed from the answer cache")
+        return fresh, late, order
+
     def waiting_stragglers(self) -> list[str]:
         """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""
         return [url for url, what in self.state.late.items() if what == LATE_WAITING]
 
     def start_fetch(self, round_no: int, url: str,
                     hit: SearchHit | None) -> asyncio.Task[tuple[str, list[int]] | None]:
-        """The fetch of a page: a straggler's own if one is still running, else a new one."""
+        """The fetch of a page: a straggler's own if one is still running, else a new one (none for a
+        page known bad: a straggler replayed from an earlier run that has failed since, skip_known_bad)."""
         task = self.inflight.pop(url, None)
-        if task is None:
+        if task is None and url in self.skip_known_bad(round_no, [url]):
+            task = asyncio.create_task(_nothing())
+        elif task is None:
             task = asyncio.create_task(self.fetch_page_safely(round_no, url, hit))
             self.fetch_started[url] = time.monotonic()
         return task
@@ -595,6 +689,8 @@ class Research:
         for url, page in zip(batch, pages):
             if self.state.late.get(url) == LATE_WAITING:
                 self.state.late[url] = LATE_READ if page else LATE_FAILED
+            if page and url in self.state.offered:  # the store offered it: a page read before, no fetch
+                self.state.pages_reused += 1
         ids = [i for page in pages if page for i in page[1]]
         titles = {u: page[0] for u, page in zip(batch, pages) if page}
         await self.read_batch(round_no, ids, titles, gaps)
@@ -609,10 +705,17 @@ class Research:
         (from the page cache) in the same batches; their evidence from an interrupted attempt
         is dropped first, so nothing is counted twice.
         """
+        round_no = self.state.round
+        again = [url for url in self.waiting_stragglers() if url in self.replayed and url in self.earlier_given_up]
+        known_bad = self.store.bad_urls(again)  # still slow: not fetched at all, nothing to say
+        for url in again:
+            self.state.late[url] = LATE_GIVEN_UP
+            if url not in known_bad:
+                self.events.emit("page_fetched", round=round_no, url=url, ok=False, late=True, replayed=True,
+                                 error="not read: the earlier run of this question gave it up at its synthesis")
         waiting = self.waiting_stragglers()
         if not waiting:
             return
-        round_no = self.state.round
         fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
         await asyncio.sleep(0)  # a fetch started here (a resumed run) takes its first step: a cached page is done in it
         if not self.store.evidence_count(self.run_id):
@@ -822,7 +925,11 @@ class Research:
         if not trusted:
             return []
         focus = " ".join([self.question, *[g.text for g in gaps]])
-        ranked = self.store.rank_passages(list(trusted), focus, limit=limit, matching_only=True)
+        # which passages match is the index's word; their order is decide.bm25_order's, among
+        # themselves: the same passages then always make the same prompt, however much the store holds
+        matches = set(self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True))
+        matching = [i for i in trusted if i in matches]
+        ranked = [matching[n] for n in decide.bm25_order([trusted[i].text for i in matching], focus)][:limit]
         topics = self.topics(gaps)
         # only passages that could give a quote the rules keep (decide.is_related): a call reading
         # none of them cannot change the outcome, so it is not made, and usage says so
@@ -843,6 +950,9 @@ class Research:
         # the schema allows no more items than the prompt has sentences: the answer's budget follows
         schema = planner.evidence_schema(self.kind, len(prompt.refs))
         self.batches_read += 1
+        # which pages this call reads: what tells why a prompt differs from an earlier run's (make bench)
+        self.events.emit("signal", message="reading", round=round_no,
+                         urls=list(dict.fromkeys(p.url for p in passages if p.id in prompt.used_passages)))
         answer = await self.ask("evidence", prompt.text, schema, planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
@@ -1213,6 +1323,9 @@ class Research:
             "searches": self.store.search_count(self.run_id),
             "pages_fetched": self.state.pages_fetched,
             "page_cache_hits": self.state.page_cache_hits,
+            # of those, the pages the store's own search offered (read by earlier briefs, on this
+            # brief's topic): what looking in the store first found, read without a fetch
+            "pages_reused": self.state.pages_reused,
             # stored pages past max_age that their server said are unchanged (304: read from the store)
             "pages_not_modified": self.state.pages_not_modified,
             "page_bytes": self.state.page_bytes,  # bytes of page bodies downloaded (decoded)
@@ -1253,6 +1366,25 @@ def _retrieved(task: "asyncio.Task[Any]") -> None:
         log.debug("a background fetch met an outage: %s", failure)
     elif failure is not None:
         log.warning("a background fetch failed: %r", failure)
+
+
+def rank_batches(urls: list[str], carried: list[str], size: int = PAGES_PER_BATCH) -> list[list[str]]:
+    """A round's batches: its fresh pages in rank groups of `size`, then the stragglers it carried
+    from earlier rounds in groups of their own, so a page's lateness never reshapes the others'."""
+    fresh = [u for u in urls if u not in carried]
+    late = [u for u in urls if u in carried]
+    return [group[i:i + size] for group in (fresh, late) for i in range(0, len(group), size)]
+
+
+def first_to_read(ready: list[int], order: list[int]) -> int:
+    """Which of the batches whose pages all arrived the model reads next: the first by `order` (the
+    order an earlier run of the same round read them in, replayed), else the best-ranked."""
+    return min(ready, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+async def _nothing() -> None:
+    """A fetch not made (a page known bad): done at its first step, with no page."""
+    return None
 
 
 def summary_chars(quotes: int, ceiling: int) -> int:

@@ -61,7 +61,8 @@ EXTRA_KEYS: tuple[str, ...] = (
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
-    "page_cache_hits", "pages_not_modified", "page_bytes", "documents_read", "llm_cache_hits", "wall_seconds", "llm_seconds",
+    "page_cache_hits", "pages_reused", "pages_not_modified", "page_bytes", "documents_read", "llm_cache_hits",
+    "wall_seconds", "llm_seconds",
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
     "late_pages", "late_pages_given_up", "evidence_reused",
 )
@@ -227,6 +228,7 @@ _USAGE_LABELS: dict[str, str] = {
     "page_cache_hits": "Page cache hits",
     "pages_not_modified": "Pages checked again and unchanged (not downloaded)",
     "page_bytes": "Bytes of pages downloaded",
+    "pages_reused": "Pages read before, found in the store (no fetch)",
     "documents_read": "Library documents and archive articles read",
     "llm_cache_hits": "Model cache hits",
     "wall_seconds": "Wall time",

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol, cast
 
 from .brief import SOURCE_KINDS, Brief, BriefError, SourceKind
+from .decide import content_words
 from .search import SearchHit
 from .settings import Settings
 
@@ -34,6 +35,14 @@ WEB, LIBRARY, ARCHIVES = SOURCE_KINDS
 
 RRF_K = 60
 """Reciprocal rank fusion's constant: a hit at rank r (0-based) of one list scores 1 / (RRF_K + r + 1)."""
+
+STORE = "store"
+"""A hit's source when it is a web page an earlier brief read: the store offers it (store_hits)."""
+STORE_HITS_PER_QUERY = 10  # pages read before that the store offers per query
+STORE_MIN_SHARE = 0.5
+"""A stored page is offered for a query only when its best passage holds at least this share of
+the query's content words: full-text search matches on any one word, and a store that has read
+months of briefs would otherwise offer every page that says "2025" or "cost" to every brief."""
 
 LIBRARY_SCHEME = "file"  # a library document's URL is its file URI (Path.as_uri)
 ARCHIVE_SCHEME = "zim"  # an archive article's: zim://<archive file name>/<entry path> (daemon.archives)
@@ -203,3 +212,32 @@ def rrf(ranked: Iterable[Sequence[str]]) -> list[tuple[str, float, int]]:
             order.setdefault(key, (rank, index))
     best = sorted(scores, key=lambda key: (-scores[key], order[key]))
     return [(key, scores[key], counts[key]) for key in best]
+
+
+class StoredPassage(Protocol):
+    """A stored page's best passage for a query (store.PassageRow, from Store.search_pages)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def store_hits(query: str, found: Sequence[StoredPassage], titles: dict[str, str]) -> list[SearchHit]:
+    """Pages read before, offered for `query` as a source of their own, best first: fused with the
+    web's hits, a page both offer rises (a page read before, and on topic, is read first, from the
+    store), and one the web does not list (any more, or not yet) is offered all the same.
+
+    On topic only: a page's best passage must hold STORE_MIN_SHARE of the query's content words.
+    """
+    wanted = set(content_words(query))
+    hits: list[SearchHit] = []
+    for row in found:
+        if not wanted:
+            break
+        share = len(wanted & set(content_words(row.text))) / len(wanted)
+        if share >= STORE_MIN_SHARE:
+            hits.append(SearchHit(url=row.url, title=titles.get(row.url, ""), content=row.text[:300],
+                                  engine=STORE, score=round(share, 3), source=STORE))
+    return hits

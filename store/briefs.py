@@ -745,6 +745,43 @@ class Store:
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
 
+    # ---- pages read before, searched like a source ----------------------------------------
+
+    def search_pages(self, text: str, max_age_s: float, limit: int) -> list[PassageRow]:
+        """The stored web pages (http(s), read within `max_age_s`, not known bad) whose passages
+        match free text, best BM25 first: one row a page, its best passage. What a new brief
+        finds in the store before the web lists it again (daemon.sources.store_hits decides
+        which are on topic); library documents, archives and snippets are not pages read."""
+        query = fts_or_query(text)
+        if not query or limit <= 0:
+            return []
+        rows = self.db.execute(
+            f"""SELECT p.id, p.url, p.origin, p.seq, p.start, p."end", p.text, p.page
+                FROM passages_fts JOIN passages p ON p.id = passages_fts.rowid
+                JOIN pages g ON g.url = p.url
+                WHERE passages_fts MATCH ? AND p.origin = 'page'
+                  AND (p.url LIKE 'http://%' OR p.url LIKE 'https://%')
+                  AND g.error IS NULL AND g.fetched_at >= ?
+                  AND p.url NOT IN (SELECT url FROM bad_urls WHERE {_UNEXPIRED})
+                ORDER BY bm25(passages_fts) LIMIT ?""",
+            [query, utc_now(-min(max_age_s, 1e10)), utc_now(), limit * 20]).fetchall()
+        best: dict[str, PassageRow] = {}
+        for r in rows:
+            if r[1] not in best:
+                best[r[1]] = PassageRow(id=r[0], url=r[1], origin=r[2], seq=r[3], start=r[4], end=r[5],
+                                        text=r[6], page=r[7])
+        return list(best.values())[:limit]
+
+    def earlier_checkpoint(self, question: str, before_run_id: int) -> dict[str, Any] | None:
+        """The last checkpoint (its final loop state) of the latest run before `before_run_id` that
+        asked the same question and finished done, whatever its id: how a brief asked again learns
+        how its earlier run's rounds went (daemon.decide.replayed_late)."""
+        row = self.db.execute(
+            "SELECT c.state FROM briefs b JOIN checkpoints c ON c.run_id = b.run_id "
+            "WHERE b.question = ? AND b.run_id < ? AND b.state = ? ORDER BY b.run_id DESC LIMIT 1",
+            [question, before_run_id, DONE]).fetchone()
+        return json.loads(row[0]) if row else None
+
 
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"  # ISO 8601 UTC strings of one format compare as times
 

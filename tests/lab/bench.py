@@ -1,8 +1,9 @@
 """`make bench`: how fast briefd turns briefs into reports, measured on the lab (not a test).
 
 Runs the four lab briefs through `briefd run --once` against the real search lab and the
-scripted model server slowed to a realistic pace (--tokens-per-s), then runs them again to
-show what the caches save. Prints one table; numbers are wall-clock on this machine.
+scripted model server slowed to a realistic pace (--tokens-per-s), then runs the same briefs
+again under new ids (issue 12: a brief asked again) to show what the store saves. Prints one
+table; numbers are wall-clock on this machine. --briefs-only runs only this part.
 
 Then (first, and alone with --pathological-only) it times what one hostile page costs: the
 splitter on pathological text, and reading a 4 MB page of 100,000 links, with trafilatura
@@ -22,18 +23,23 @@ What to look at:
 - model busy %: llm_seconds / wall_seconds per brief. Fetches overlap the model's reading,
   so this should stay high even with slow pages in the results (issue 11's goal: >= 90%).
 - claim and inbox with a long queue: per brief, the same at 10, 100 and 1,000 queued.
-- the second pass: page and answer caches mean no page is fetched and no prompt paid twice.
+- the second pass (same briefs, new ids): no page fetched, and at least 90% of the model calls
+  replayed from the answer cache (replayed share: answers replayed / (replayed + calls made));
+  below that, every prompt that changed is listed with why (changed_prompts).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.lab import web
@@ -95,9 +101,13 @@ BRIEFS = {
 }
 
 
-def run_pass(ws: Workspace, label: str) -> list[dict]:
+AGAIN_SUFFIX = "-again"  # the second pass's ids: the same briefs, asked again under new ids
+REPLAYED_TARGET = 0.9   # issue 12: the second pass replays at least this share of its model calls
+
+
+def run_pass(ws: Workspace, label: str, suffix: str = "") -> list[dict]:
     for brief_id, brief in BRIEFS.items():
-        ws.drop(f"{brief_id}.json", brief)
+        ws.drop(f"{brief_id}{suffix}.json", brief)
     started = time.monotonic()
     env = ws.env()
     env.pop("BRIEFD_FETCH_TIMEOUT_S")  # briefd's default (20 s), not the lab workspace's 4 s: see the docstring
@@ -106,15 +116,124 @@ def run_pass(ws: Workspace, label: str) -> list[dict]:
     total = time.monotonic() - started
     rows = []
     for brief_id in BRIEFS:
-        report = ws.report(brief_id)
+        report = ws.report(brief_id + suffix)
         usage = report["usage"]
         rows.append({"pass": label, "brief": brief_id, **usage, "evidence": len(report["evidence"]),
                      "busy": usage["llm_seconds"] / usage["wall_seconds"] if usage["wall_seconds"] else 0.0})
     llm = sum(row["llm_seconds"] for row in rows)
     # the whole `run --once`, process start and end included: the model's share of the run
     rows.append({"pass": label, "brief": "(all, one run --once)", "wall_seconds": total, "llm_seconds": llm,
-                 "busy": llm / total, "llm_calls": sum(row["llm_calls"] for row in rows)})
+                 "busy": llm / total, **{key: sum(row.get(key, 0) for row in rows) for key in SUMMED}})
     return rows
+
+
+SUMMED = ("llm_calls", "llm_cache_hits", "pages_fetched", "page_cache_hits", "pages_reused")
+
+
+def replayed_share(usage: dict) -> float:
+    """The share of a run's model answers replayed from the answer cache: hits / (hits + calls made)."""
+    asked = usage["llm_cache_hits"] + usage["llm_calls"]
+    return usage["llm_cache_hits"] / asked if asked else 1.0
+
+
+@dataclass
+class Run:
+    """What one run of a brief asked the model and read, from the store: enough to say why a prompt changed."""
+
+    brief_id: str
+    asks: list[tuple[str, str, str]]  # (purpose, prompt hash, outcome), one per question asked, in order
+    events: list[dict]
+    evidence: int
+
+
+def load_run(db: Path, brief_id: str) -> Run:
+    with sqlite3.connect(db) as conn:
+        (run_id,) = conn.execute("SELECT max(run_id) FROM briefs WHERE brief_id = ?", [brief_id]).fetchone()
+        asks = conn.execute("SELECT purpose, prompt_hash, outcome FROM model_calls WHERE run_id = ? AND attempt = 1 "
+                            "AND purpose != 'health_probe' ORDER BY id", [run_id]).fetchall()
+        events = [{"type": t, **json.loads(d)} for t, d in
+                  conn.execute("SELECT type, data FROM events WHERE run_id = ? ORDER BY seq", [run_id])]
+        (evidence,) = conn.execute("SELECT count(*) FROM evidence WHERE run_id = ?", [run_id]).fetchone()
+    return Run(brief_id, [tuple(a) for a in asks], events, evidence)
+
+
+def readings(run: Run) -> list[dict]:
+    """The evidence calls' pages, in order (the loop's "reading" signal, one per evidence call)."""
+    return [e for e in run.events if e["type"] == "signal" and e.get("message") == "reading"]
+
+
+def page_story(run: Run, url: str) -> str:
+    """What became of a page in a run, in words."""
+    late = [e for e in run.events if e["type"] == "page_late" and e["url"] == url]
+    if late:
+        how = "replayed as late" if late[0].get("replayed") else f"late (loading {late[0]['loading_s']:g} s)"
+        read = [e["round"] for e in readings(run) if url in e["urls"]]
+        return f"{how} in round {late[0]['round']}" + (f", read in round {read[0]}" if read else ", never read")
+    read = [e["round"] for e in readings(run) if url in e["urls"]]
+    if read:
+        return f"read in round {read[0]}"
+    failed = [e for e in run.events if e["type"] == "page_fetched" and e["url"] == url and e.get("ok") is False]
+    if failed:
+        return f"failed ({failed[0].get('error')})"
+    if any(url in e.get("urls", []) for e in run.events
+           if e["type"] == "signal" and e.get("message") == "pages known bad are not fetched"):
+        return "known bad, not fetched"
+    if any(url in e.get("from_store", []) for e in run.events if e["type"] == "search_result"):
+        return "offered by the store, not read"
+    return "not chosen"
+
+
+def short(url: str) -> str:
+    return url.rsplit("/", 1)[-1] or url
+
+
+def why_changed(first: Run, again: Run, purpose: str, reading: dict | None) -> str:
+    """Why a prompt of the second run was not one the first run sent."""
+    if purpose == "synthesis":
+        return f"the quotes differ: {first.evidence} in the first pass, {again.evidence} now"
+    if purpose != "evidence":
+        return "the prompt differs (the question, its context or today's date)"
+    if reading is None:
+        return "which pages it read is not recorded (the run has no \"reading\" events)"
+    round_no, pages = reading["round"], set(reading["urls"])
+    then = [e for e in readings(first) if e["round"] == round_no]
+    if any(set(e["urls"]) == pages for e in then):
+        return (f"round {round_no}: the same pages, other text: the open gaps or the research question "
+                f"differ (an earlier answer changed them)")
+    shared = [e for e in then if pages & set(e["urls"])]
+    notes = [f"{short(u)} is here, first pass: {page_story(first, u)}"
+             for u in sorted(pages - {u for e in then for u in e["urls"]})]
+    notes += [f"{short(u)} was with them in the first pass, now: {page_story(again, u)}"
+              for e in shared for u in sorted(set(e["urls"]) - pages)]
+    if not notes:
+        notes = ["the batches were cut differently"]
+    return f"round {round_no}: pages differ: " + "; ".join(notes)
+
+
+def changed_prompts(first: Run, again: Run) -> list[str]:
+    """Each model call of the second run that was not replayed, with why its prompt changed."""
+    sent = {key: outcome for _, key, outcome in first.asks}
+    evidence = iter(readings(again))
+    out = []
+    for purpose, key, outcome in again.asks:
+        reading = next(evidence, None) if purpose == "evidence" else None
+        if outcome == "cached":
+            continue
+        if key in sent:
+            why = f"the same prompt; its first answer was not kept ({sent[key]})"
+        else:
+            why = why_changed(first, again, purpose, reading)
+        out.append(f"{again.brief_id}: {purpose}: {why}")
+    return out
+
+
+def print_passes(rows: list[dict]) -> None:
+    """Per pass: pages fetched, model calls, answers replayed and the replayed share."""
+    print("pass | pages_fetched | pages_reused | llm_calls | llm_cache_hits (answers replayed) | replayed share")
+    for row in rows:
+        if row["brief"].startswith("(all"):
+            print(f"{row['pass']} | {row['pages_fetched']} | {row['pages_reused']} | {row['llm_calls']} | "
+                  f"{row['llm_cache_hits']} | {replayed_share(row):.0%}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,26 +249,34 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the library figures: indexing, rescan, search, a 200 MB PDF")
     parser.add_argument("--queue-only", action="store_true",
                         help="only the queue figures: claim and inbox time with 10, 100, 1,000 queued")
+    parser.add_argument("--briefs-only", action="store_true",
+                        help="only the lab briefs, twice (no hostile pages, library or queue figures)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the bench's folder (store, outbox, logs) and print where it is")
     args = parser.parse_args(argv)
     if args.queue_only:
         print_queue()
         return 0
-    if not args.library_only:
-        print_pathological()
-    if args.pathological_only:
-        return 0
-    print_library()
-    if args.library_only:
-        return 0
-    print_queue()
+    if not args.briefs_only:
+        if not args.library_only:
+            print_pathological()
+        if args.pathological_only:
+            return 0
+        print_library()
+        if args.library_only:
+            return 0
+        print_queue()
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-"))
     pace = (("--seconds-per-answer", str(args.seconds_per_answer)) if args.seconds_per_answer
             else ("--tokens-per-s", str(args.tokens_per_s)))
     with lab_with_model(root, extra=pace) as (lab, url):
         ws = Workspace(root=root, searxng_url=lab.searxng_url, ollama_url=url, model="lab-scripted")
-        rows = run_pass(ws, "first") + run_pass(ws, "again")
+        rows = run_pass(ws, "first") + run_pass(ws, "again", AGAIN_SUFFIX)
+        changed = [line for brief_id in BRIEFS
+                   for line in changed_prompts(load_run(ws.db, brief_id), load_run(ws.db, brief_id + AGAIN_SUFFIX))]
     cols = ["pass", "brief", "wall_seconds", "llm_seconds", "busy", "llm_calls", "llm_cache_hits",
-            "prompt_tokens", "completion_tokens", "searches", "pages_fetched", "page_cache_hits", "evidence"]
+            "prompt_tokens", "completion_tokens", "searches", "pages_fetched", "page_cache_hits", "pages_reused",
+            "evidence"]
     speed = (f"{args.seconds_per_answer:g} s an answer" if args.seconds_per_answer
              else f"{args.tokens_per_s:g} tokens/s")
     print(f"briefd bench: scripted model at {speed}, real SearXNG and pages on loopback")
@@ -164,7 +291,20 @@ def main(argv: list[str] | None = None) -> int:
                 value = f"{value:.2f}"
             cells.append(str(value))
         print(" | ".join(cells))
-    shutil.rmtree(root, ignore_errors=True)
+    print()
+    print_passes(rows)
+    again = rows[-1]
+    if replayed_share(again) < REPLAYED_TARGET or again["pages_fetched"]:
+        print(f"the second pass replayed {replayed_share(again):.0%} of its model calls "
+              f"(target {REPLAYED_TARGET:.0%}) and fetched {again['pages_fetched']} pages; prompts that changed:")
+    elif changed:
+        print("prompts that changed:")
+    for line in changed:
+        print(f"- {line}")
+    if args.keep:
+        print(f"kept: {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
