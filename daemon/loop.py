@@ -222,7 +222,8 @@ class Research:
                 # already received are replayed, not paid again
                 # (and in the order it read its batches in, so far as that is known)
                 await self.round(resumed["round"], resumed["queries"], resumed.get("urls"), resumed.get("late"),
-                                 resumed.get("carried"), resumed.get("order") or resumed.get("read"))
+                                 resumed.get("carried"), resumed.get("order") or resumed.get("read"),
+                                 resumed.get("expected"))
                 continue
             facts = self.facts()
             reason = self.policy.stop_reason(facts)
@@ -400,7 +401,7 @@ class Research:
 
     async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None,
                     late: list[str] | None = None, carried: list[str] | None = None,
-                    order: list[int] | None = None) -> None:
+                    order: list[int] | None = None, expected: list[str] | None = None) -> None:
         self.check_cancel()
         self.store.reset_round(self.run_id, round_no)
         self.events.emit("round_started", round=round_no, queries=queries,
@@ -416,10 +417,12 @@ class Research:
             # fresh pages by rank, then earlier rounds' stragglers (their fetches still run), read
             # in batches of their own: whether a page was late never changes the others' batches
             carried = self.waiting_stragglers()
-            fresh, late, order = self.round_pages(round_no, queries, [h.url for h in readable], carried)
+            fresh, late, order, replayed = self.round_pages(round_no, queries, [h.url for h in readable], carried)
             urls = [*fresh, *carried]
+            expected = fresh if replayed else []  # a replayed round waits for these: see fetch_and_read
         self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
-                                    "carried": list(carried or []), "order": list(order or [])}
+                                    "carried": list(carried or []), "order": list(order or []),
+                                    "expected": list(expected or [])}
         self.checkpoint()
         await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
@@ -585,6 +588,7 @@ class Research:
                    for batch in rank_batches(urls, self.state.current_round.get("carried", []))]
         unread = [n for n, batch in enumerate(batches) if batch]
         carried = set(self.waiting_stragglers())
+        expected = set(self.state.current_round.get("expected", []))
         gaps = self.state.open_gaps()
         read_before = self.batches_read
         try:
@@ -597,6 +601,13 @@ class Research:
                     await self.read_pages(round_no, batches[n], fetches, gaps)
                     continue
                 loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
+                if expected.intersection(loading):
+                    # the same round as the earlier run of this question (round_pages): it waits for
+                    # the pages that run read in time. Their other batches are replayed answers that
+                    # cost the model nothing, and a page among them that is slow now is mostly one
+                    # that changed (200, not 304: read again), which is what a re-run is for
+                    await asyncio.wait([fetches[u] for u in loading], return_when=asyncio.FIRST_COMPLETED)
+                    continue
                 arrived: set[asyncio.Task[tuple[str, list[int]] | None]] = set()
                 # the model has read something this round (pages that all failed gave it nothing)
                 if self.batches_read == read_before and not carried.issuperset(loading):
@@ -615,7 +626,7 @@ class Research:
                     task.cancel()
 
     def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
-                    carried: list[str]) -> tuple[list[str], list[str], list[int]]:
+                    carried: list[str]) -> tuple[list[str], list[str], list[int], bool]:
         """The round's fresh pages, those it goes on without from its start, and the order to read its
         batches in: the earlier run's of this question when this round is the same as one of its
         rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
@@ -627,7 +638,7 @@ class Research:
         replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
                                        len(chosen))
         if replay is None:
-            return chosen, [], []
+            return chosen, [], [], False
         fresh, then_late, order = replay
         # a page late then and known bad now is a straggler all the same: it took its place in the
         # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
@@ -645,7 +656,7 @@ class Research:
             self.events.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
                              message="read late, where the earlier run of this question read it: the same "
                                      "prompts, replayed from the answer cache")
-        return fresh, late, order
+        return fresh, late, order, True
 
     def waiting_stragglers(self) -> list[str]:
         """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,8 +27,10 @@ from daemon.report import (
     write_report,
 )
 from store import sha256_hex
-from tests.conftest import Workspace, researched
-from tests.lab.corpus import TOPICS
+from tests.conftest import OllamaLab, Workspace, researched
+from tests.lab import web
+from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
+from tests.lab.servers import start_search_lab
 from tests.test_report import SCRIPT, hostile_report, parse
 
 TUNNEL = "https://news.example/tunnel"
@@ -383,3 +386,52 @@ def test_a_rerun_where_nothing_changed_says_so_in_one_line(twice: Runs) -> None:
     assert h2[0] == f"## What changed since {md_escape(changes_when(first['orbital']['finished_at']))}"
     files = second["orbital"]["changes"]["previous"]["files"]
     assert section(md).strip().splitlines()[1:] == ["", f"{NOTHING_CHANGED} (previous run's files: ` {files} `)."]
+
+
+# ---------------------------------------------------------------------------
+# The real daemon on a lab of its own: a page changes between two runs of the same id
+
+# the figure the changed page gives instead of its own: a later audit's, far from the others
+REVISED = "A revised audit in 2026 found the Northgate rail tunnel overran its budget by USD 1,150 million."
+
+
+@pytest.fixture(scope="module")
+def page_changed(tmp_path_factory: pytest.TempPathFactory,
+                 scripted_ollama: OllamaLab) -> Iterator[tuple[Workspace, dict, dict, str]]:
+    """The estimate brief run once; the page its first quote came from changed on the lab web; the
+    same id run again with max_age "0" (its pages are asked for again: the changed one answers
+    200, the others 304). Returns (workspace, first report, second report, the changed URL)."""
+    root = tmp_path_factory.mktemp("page-changed")
+    overrides = root / "overrides"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(web.OVERRIDES_ENV, str(overrides))  # the lab web subprocess reads it at start
+        lab = start_search_lab(root / "lab")
+    try:
+        ws = researched(root / "ws", lab, scripted_ollama, {"tunnel": NORTHGATE}, timeout=300)
+        first = ws.report("tunnel")
+        url = next(e["url"] for e in first["evidence"] if e["url"].endswith(".html") and e.get("low") is not None)
+        slug = url.rsplit("/", 1)[1].removesuffix(".html")
+        web.write_override(overrides, slug, [REVISED, *PAGES_BY_SLUG[slug].paragraphs[1:]])
+        ws.drop("tunnel.json", {**NORTHGATE, "max_age": "0"})
+        result = ws.briefd("run", "--once", timeout=300)
+        assert result.returncode == 0, result.stderr[-4000:]
+        yield ws, first, ws.report("tunnel"), url
+    finally:
+        lab.stop()
+
+
+def test_a_page_changed_between_runs_shows_in_what_changed_with_the_quote_that_moved_the_range(
+        page_changed: tuple[Workspace, dict, dict, str]) -> None:
+    ws, first, second, url = page_changed
+    changes = second["changes"]
+    assert changes is not None and changes["nothing_changed"] is False
+    assert [s["url"] for s in changes["sources"]["changed"]] == [url], changes["sources"]
+    revised = [q for q in changes["quotes"]["added"] if "1,150" in q["quote"]]
+    assert revised and revised[0]["url"] == url, changes["quotes"]["added"]
+    assert second["usage"]["pages_not_modified"] > 0 and second["usage"]["pages_fetched"] == 1  # only it downloaded
+    # the range moved, and what changed names the revised quote as why
+    assert first["estimate"]["final"] != second["estimate"]["final"]
+    assert changes["range"]["old"] == first["estimate"]["final"] and changes["range"]["new"] == second["estimate"]["final"]
+    assert any("1,150" in q["quote"] for q in changes["range"]["because"]), changes["range"]
+    shown = section((ws.outbox / "tunnel" / "report.md").read_text(encoding="utf-8"))
+    assert "1,150" in shown and url in shown
