@@ -180,13 +180,14 @@ def follows_block(parent_id: str, parent: dict[str, Any]) -> dict[str, Any]:
 # ---- re-runs: the same brief again -------------------------------------------------------------
 
 def same_brief(earlier: dict[str, Any], brief: Brief) -> bool:
-    """Whether an earlier run asked what this one asks (question, context, focus): then its
+    """Whether an earlier run asked what this one asks (question, context, focus, follows): then its
     plan is this run's plan. `earlier` is that run's normalised brief (Brief.to_json)."""
     def norm(value: Any) -> str:
         return " ".join(str(value or "").split())
 
     return (norm(earlier.get("question")) == norm(brief.question) and norm(earlier.get("context")) ==
-            norm(brief.context) and norm(earlier.get("focus")) == norm(brief.focus))
+            norm(brief.context) and norm(earlier.get("focus")) == norm(brief.focus)
+            and norm(earlier.get("follows")) == norm(brief.follows))
 
 
 def recorded_plan(events: Iterable[dict[str, Any]]) -> Plan | None:

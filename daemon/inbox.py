@@ -50,8 +50,9 @@ Hostile entries, decided (issue 4):
   removing it can take it a second time, never lose it.)
 - A brief with `every` starts a series (daemon/series.py): recorded with its first run in one
   transaction, its next run `every` after it was accepted. A brief of the same id accepted later
-  replaces the series when it has `every` too (new schedule, counted from then), and ends it when it
-  has none; a rejected file leaves the series as it was.
+  replaces the series when it has `every` too (new schedule, counted from then); one without
+  `every` is one more run of the id (its report says what changed) and the series goes on: only
+  `briefd cancel` ends a series. A rejected file leaves the series as it was.
 - A rejection whose id is in use by a run right now (the same name dropped again with a
   mistake while the first is researched) goes to outbox/<id>/runs/<now>-rejected/, so the
   running brief's files stay together and its report becomes outbox/<id>/report.*.

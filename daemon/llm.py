@@ -834,21 +834,31 @@ class _Poisoned(Exception):
         self.probe = probe
 
 
-# Answers about given text (an evidence batch's passages, the synthesis of given quotes) do not
-# depend on the day they are asked: the prompt's date line is left out of their cache key, so a
-# brief asked again another day, about text that did not change, replays them instead of paying
-# for the same answer (issue 12: a scheduled re-run whose sources did not change makes no model
-# call). A plan's key keeps the date: its queries may aim at "this year".
+# Answers about given text (an evidence batch's passages, the synthesis of given quotes) hardly
+# depend on the day they are asked: their cache key keeps only the year of the prompt's date
+# line, so a brief asked again another day of the year, about text that did not change, replays
+# them instead of paying for the same answer (issue 12: a scheduled re-run whose sources did not
+# change makes no model call). The year stays: a page's "last year" is read against it. A plan's
+# key keeps the whole date: its queries may aim at this month.
 TODAY_PREFIX = "TODAY: "
 DATE_FREE_PURPOSES = ("evidence", "synthesis")
 
 
 def cache_messages(purpose: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
-    """The messages as the answer cache keys them: without the date line where the answer does not depend on it."""
+    """The messages as the answer cache keys them: the user prompt's date line (planner's header,
+    TODAY_PREFIX) cut to its year where the answer does not depend on the day."""
     if purpose not in DATE_FREE_PURPOSES:
         return messages
-    return [{**m, "content": "\n".join(line for line in m["content"].split("\n") if not line.startswith(TODAY_PREFIX))}
-            for m in messages]
+    return [{**m, "content": _year_only(m["content"])} if m.get("role") == "user" else m for m in messages]
+
+
+def _year_only(prompt: str) -> str:
+    lines = prompt.split("\n")
+    for n, line in enumerate(lines[:3]):  # the header: QUESTION, then TODAY
+        if line.startswith(TODAY_PREFIX):
+            lines[n] = line[:len(TODAY_PREFIX) + 4]
+            break
+    return "\n".join(lines)
 
 
 def prompt_key(cfg: ModelConfig, messages: list[dict[str, str]], schema: dict[str, Any]) -> str:

@@ -151,7 +151,11 @@ class Research:
         self.kind = self.policy.kind
         self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
         # how old a page read earlier may be and still be used unchecked: the brief's, else the setting
-        self.max_age = brief.max_age if brief.max_age is not None else svc.settings.max_age
+        self.max_age_given = brief.max_age if brief.max_age is not None else svc.settings.max_age
+        # a run of an id asked before (by hand or on schedule) is asked to see what changed: it
+        # checks every stored page it takes (a conditional request: a 304 costs no body), so its
+        # "nothing changed" is what the servers said, not what the store assumed (max_age)
+        self.rerun = self.store.previous_start(brief.id, run_id) is not None
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
         # the model servers the calls go to: the worker's pool, or the one client (tests build that)
         self.models = svc.hosts or ModelHosts.single(svc.llm_client, svc.model)
@@ -169,10 +173,18 @@ class Research:
         self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
         # how the rounds of the latest earlier run of the same question went (round_pages)
-        earlier = self.store.earlier_checkpoint(brief.question, run_id) if self.state.phase == "plan" else None
+        earlier = self.store.earlier_checkpoint(brief.question, run_id, brief.id) if self.state.phase == "plan" else None
         self.earlier_rounds: list[dict[str, Any]] = (earlier or {}).get("past_rounds", [])
         self.earlier_given_up = {url for url, what in (earlier or {}).get("late", {}).items() if what == LATE_GIVEN_UP}
         self.replayed: set[str] = set()  # pages this run reads late because the earlier run did
+
+    @property
+    def max_age(self) -> float:
+        """Seconds a stored page is used without asking its server: max_age_given; for a re-run,
+        no page read before this run began (those read by this run are fresh)."""
+        if not self.rerun or self.state.began_s is None:
+            return self.max_age_given
+        return min(self.max_age_given, max(0.0, time.time() - self.state.began_s))
 
     # ---- the story --------------------------------------------------------------------------
 
@@ -369,6 +381,10 @@ class Research:
         plan = followup.recorded_plan(self.store.events(earlier[0]))
         if row is None or plan is None or not followup.same_brief(json.loads(row.brief_json), self.brief):
             return None
+        # a template plan (the model failed) is not kept: the model is asked again; nor is a plan of
+        # another year, whose queries may aim at that year (the answer cache keys plans by the date)
+        if (earlier[1].get("fallbacks") or {}).get("plan") or str(earlier[1].get("finished_at"))[:4] != today()[:4]:
+            return None
         self.state.count_skipped("plan")
         self.events.emit("signal", message="plan taken from this brief's last done run (the same question, "
                                            "context and focus): the model is not asked again",
@@ -483,7 +499,7 @@ class Research:
         does what it did before."""
         if WEB not in self.sources or not self.brief.fetch_pages:
             return []
-        found = self.store.search_pages(query, self.max_age, STORE_HITS_PER_QUERY)
+        found = self.store.search_pages(query, self.max_age_given, STORE_HITS_PER_QUERY)
         found = [row for row in found if row.url not in self.state.visited]  # read by earlier briefs only
         hits = store_hits(query, found, {row.url: self.title_for(row.url, {}) for row in found})
         self.state.offered.extend(h.url for h in hits if h.url not in self.state.offered)
@@ -808,7 +824,6 @@ class Research:
                 result = await self.download_now(url, conditional=False)  # its stored copy went meanwhile
             if self.state.late.get(url) != LATE_GIVEN_UP:  # one arriving after it was given up is not read
                 self.state.pages_fetched += 1
-                self.state.page_bytes += len(result.body)
         if not result.ok:
             self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
                           slow=result.timed_out)
@@ -853,7 +868,11 @@ class Research:
         stored = self.store.page_validators(url) if conditional else None
         validators = Validators(*stored) if stored else None
         async with self.svc.fetch_slots:
-            return await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits, validators)
+            result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits, validators)
+        # every body downloaded for this brief, read or not (an early download no round took, a
+        # straggler given up that arrived): what the network carried, not what the model read
+        self.state.page_bytes += len(result.body)
+        return result
 
     def unchanged_page(self, round_no: int, url: str, result: FetchResult) -> tuple[str, list[int]] | None:
         """A 304: the stored copy is still the page, so its text and passages are read as they

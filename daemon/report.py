@@ -670,10 +670,10 @@ def answer_text(report: Mapping[str, Any]) -> str:
     return first[:ANSWER_TEXT_CHARS] + ("…" if len(first) > ANSWER_TEXT_CHARS else "")
 
 
-def history_row(report: Mapping[str, Any]) -> dict[str, Any]:
+def history_row(report: Mapping[str, Any], kind: str | None) -> dict[str, Any]:
     """A `reports` row (store.finish): what `briefd list` and `briefd search` show, and the
-    whole report for "what changed" and the HTTP API."""
-    kind = "estimate" if report.get("estimate") else "hypothesis" if report.get("verdict") else "plain"
+    whole report for "what changed" and the HTTP API. `kind` is the brief's (its policy's: a
+    failed estimate brief has no estimate in its report); None when the brief could not be read."""
     return {"brief_id": report.get("id"), "kind": kind, "status": report.get("status"),
             "question": fold(report.get("question")), "answer": answer_text(report),
             "summary": fold(report.get("summary")), "stop_reason": report.get("stop_reason"),

@@ -36,7 +36,7 @@ def next_run(every: str, after: datetime) -> str:
 def record_accepted(store: Store, brief: Brief, *, source_file: str, received: bytes, brief_json: str,
                     inbox_path: str, now: datetime | None = None) -> int:
     """Record an accepted brief; with `every` it is the first run of its series (created, or
-    replacing one of the same id), without it ends a series of its id. One transaction."""
+    replacing one of the same id); without it, a series of its id goes on. One transaction."""
     moment = _moment(now)
     return Schedules(store).record_brief(
         brief_id=brief.id, question=brief.question, source_file=source_file, received=received,

@@ -42,6 +42,7 @@ from .hosts import ModelHosts, model_hosts
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
+from .policy import policy_for
 from .pagework import PageWorkers
 from .report import (REPORT_KEYS, archive_previous, archived_run, blank_report, chart_note, history_row,
                      safe_outdir, write_report)
@@ -117,6 +118,11 @@ def ended_report(run: BriefRow, settings: Settings, *, status: str, stop_reason:
     return report
 
 
+def kind_of(brief: Brief | None) -> str | None:
+    """The brief's kind as `briefd list` shows it (plain, estimate, hypothesis): its policy's."""
+    return policy_for(brief).kind if brief is not None else None
+
+
 def cancel_note(research: Research) -> str:
     rounds = research.state.round
     return CANCEL_NOTE.format(rounds=rounds, s="" if rounds == 1 else "s", max_rounds=research.brief.max_rounds)
@@ -131,21 +137,27 @@ def cancel_brief(settings: Settings, store: Store, brief_id: str) -> BriefRow | 
     its next step and keeps what it found (Daemon.run_brief).
     """
     event = ("cancelled", {"state": CANCELLED, "stop_reason": CANCELLED, "reason": CANCEL_UNSTARTED_NOTE})
-    run = store.request_cancel(brief_id, event)
+    ended: dict[str, Any] = {}
+
+    def history(queued: BriefRow) -> dict[str, Any]:
+        """The report of the run as it ends, and its `reports` row (saved with the end: one transaction)."""
+        try:
+            ended["brief"] = brief_of(store, queued)
+        except BriefError:
+            ended["brief"] = None
+        ended["report"] = ended_report(queued, settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
+                                       note=CANCEL_UNSTARTED_NOTE)
+        return history_row(ended["report"], kind_of(ended["brief"]))
+
+    run = store.request_cancel(brief_id, event, report=history)
     if run is None or run.state != CANCELLED:
         return run
     outdir = safe_outdir(settings.outbox, run.brief_id)
     archive_previous(outdir)  # an earlier run's report under this id is kept, never overwritten
     atomic_write_bytes(outdir / "brief.json", store.received_bytes(run.run_id))
     EventLog(store, run.run_id, run.brief_id, outdir / "events.ndjson").resync()
-    try:
-        formats = brief_of(store, run).formats
-    except BriefError:
-        formats = ("json", "md")
-    report = ended_report(run, settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
-                          note=CANCEL_UNSTARTED_NOTE)
-    write_report(outdir, report, formats)
-    store.save_report(run.run_id, history_row(report))
+    brief: Brief | None = ended["brief"]
+    write_report(outdir, ended["report"], brief.formats if brief else ("json", "md"))
     return run
 
 
@@ -366,11 +378,11 @@ class Daemon:
 
     def start_due_series(self) -> None:
         """Series whose turn has come get their run (daemon/series.py) before the next claim: on
-        the claim loop's existing poll, between briefs, looked for once when a daemon (or `run
-        --once`) starts and then at most every poll_seconds, never waiting for a future turn."""
+        the claim loop's existing poll, between briefs, looked for when a daemon starts and then at most every poll_seconds; `run --once` looks only
+        when it starts (an hourly series whose runs take an hour would otherwise never let it exit)."""
         now = time.monotonic()
-        if self.series_looked is not None and now - self.series_looked < self.settings.poll_seconds:
-            return
+        if self.series_looked is not None and (self.once or now - self.series_looked < self.settings.poll_seconds):
+            return  # `run --once` looks once, when it starts: a series due later never keeps it from exiting
         series.start_due(self.store)
         self.series_looked = now
 
@@ -459,7 +471,7 @@ class Daemon:
             crashpoints.reached("report_written")
             self.store.service_back(run.run_id)
             self.reported_fixes.clear()  # a brief got through: a misconfiguration seen again is news
-            events.finish("complete", state=DONE, stop_reason=report["stop_reason"], history=history_row(report),
+            events.finish("complete", state=DONE, stop_reason=report["stop_reason"], history=history_row(report, kind_of(brief)),
                           report=str(outdir / "report.json"), usage=report["usage"],
                           sources=len(report["sources"]), evidence=len(report["evidence"]))
         except Cancelled:
@@ -539,7 +551,7 @@ class Daemon:
         report = ended_report(run, self.settings, status=FAILED, stop_reason=stop_reason, error=error,
                               note=FAILED_NOTE if found and found["evidence"] else None, found=found)
         self.write_ended(run, brief, outdir, report, events)
-        events.finish("failed", state=FAILED, stop_reason=stop_reason, error=error, history=history_row(report))
+        events.finish("failed", state=FAILED, stop_reason=stop_reason, error=error, history=history_row(report, kind_of(brief)))
 
     def cancelled(self, run: BriefRow, brief: Brief, research: Research, outdir: Path, events: EventLog) -> None:
         """`briefd cancel` reached a running brief: it ends `cancelled`, keeping what it found."""
@@ -548,7 +560,7 @@ class Daemon:
         report = ended_report(run, self.settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
                               note=note, found=found)
         self.write_ended(run, brief, outdir, report, events)
-        events.finish("cancelled", state=CANCELLED, stop_reason=CANCELLED, reason=note, history=history_row(report),
+        events.finish("cancelled", state=CANCELLED, stop_reason=CANCELLED, reason=note, history=history_row(report, kind_of(brief)),
                       report=str(outdir / "report.json"), usage=report["usage"],
                       sources=len(report["sources"]), evidence=len(report["evidence"]))
 

@@ -323,8 +323,8 @@ class Store:
             "cancel_requested = 0 WHERE run_id = ?", [run.run_id])
         return self.get_brief(run.run_id)
 
-    def request_cancel(self, brief_id: str,
-                       event: tuple[str, dict[str, Any]] | None = None) -> BriefRow | None:
+    def request_cancel(self, brief_id: str, event: tuple[str, dict[str, Any]] | None = None,
+                       report: Callable[[BriefRow], dict[str, Any]] | None = None) -> BriefRow | None:
         """Stop a queued or running brief; None when its latest run is neither.
 
         A queued run that never started ends `cancelled` now, with `event` as its last
@@ -332,6 +332,7 @@ class Store:
         run that is running, or queued after it had started (waiting for a service,
         re-queued by a stop), is flagged: the daemon takes it at once (`not_before`
         cleared), stops at its next step and writes the report of what it found so far.
+        `report(run)` gives the ended run's `reports` row, saved in the same transaction.
         """
         run = self.latest_run(brief_id)
         if run is None or run.state not in (QUEUED, RUNNING):
@@ -345,6 +346,8 @@ class Store:
                     [utc_now(), run.run_id]).rowcount
                 if ended and event is not None:
                     self._insert_event(run.run_id, *event)
+                if ended and report is not None:
+                    self.save_report(run.run_id, report(run))
             if not ended:  # running, started before, or claimed meanwhile: the worker ends it
                 self.db.execute("UPDATE briefs SET cancel_requested = 1, not_before = NULL WHERE run_id = ?",
                                 [run.run_id])
@@ -761,7 +764,7 @@ class Store:
                 JOIN pages g ON g.url = p.url
                 WHERE passages_fts MATCH ? AND p.origin = 'page'
                   AND (p.url LIKE 'http://%' OR p.url LIKE 'https://%')
-                  AND g.error IS NULL AND g.fetched_at >= ?
+                  AND g.error IS NULL AND COALESCE(g.checked_at, g.fetched_at) >= ?
                   AND p.url NOT IN (SELECT url FROM bad_urls WHERE {_UNEXPIRED})
                 ORDER BY bm25(passages_fts) LIMIT ?""",
             [query, utc_now(-min(max_age_s, 1e10)), utc_now(), limit * 20]).fetchall()
@@ -772,15 +775,24 @@ class Store:
                                         text=r[6], page=r[7])
         return list(best.values())[:limit]
 
-    def earlier_checkpoint(self, question: str, before_run_id: int) -> dict[str, Any] | None:
+    def earlier_checkpoint(self, question: str, before_run_id: int,
+                           brief_id: str | None = None) -> dict[str, Any] | None:
         """The last checkpoint (its final loop state) of the latest run before `before_run_id` that
-        asked the same question and finished done, whatever its id: how a brief asked again learns
-        how its earlier run's rounds went (daemon.decide.replayed_late)."""
-        row = self.db.execute(
-            "SELECT c.state FROM briefs b JOIN checkpoints c ON c.run_id = b.run_id "
-            "WHERE b.question = ? AND b.run_id < ? AND b.state = ? ORDER BY b.run_id DESC LIMIT 1",
-            [question, before_run_id, DONE]).fetchone()
+        asked the same question and finished done: how a brief asked again learns how its earlier
+        run's rounds went (daemon.decide.replayed_round)."""
+        # the same id's own previous run first (what a re-run is compared with), else any id's
+        sql = ("SELECT c.state FROM briefs b JOIN checkpoints c ON c.run_id = b.run_id WHERE b.question = ? "
+               "AND b.run_id < ? AND b.state = 'done' {} ORDER BY b.run_id DESC LIMIT 1")
+        row = (self.db.execute(sql.format("AND b.brief_id = ?"), [question, before_run_id, brief_id]).fetchone()
+               if brief_id is not None else None) or self.db.execute(sql.format(""), [question, before_run_id]).fetchone()
         return json.loads(row[0]) if row else None
+
+    def previous_start(self, brief_id: str, before_run_id: int) -> str | None:
+        """When the latest earlier run of `brief_id` that finished done started (None: there is none):
+        a run of an id asked before checks every stored page it takes (Research.max_age)."""
+        row = self.db.execute("SELECT started_at FROM briefs WHERE brief_id = ? AND run_id < ? AND state = 'done' "
+                              "ORDER BY run_id DESC LIMIT 1", [brief_id, before_run_id]).fetchone()
+        return row[0] if row else None
 
 
 _UNEXPIRED = "(expires_at IS NULL OR expires_at > ?)"  # ISO 8601 UTC strings of one format compare as times

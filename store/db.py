@@ -298,6 +298,8 @@ def _migration_7(db: sqlite_utils.Database) -> None:
         },
         pk="brief_id", defaults={"runs": 0},
     )
+    # a brief asked again finds the earlier run of its question (Store.earlier_checkpoint) by index
+    db.execute("CREATE INDEX idx_briefs_done_question ON briefs (question, run_id) WHERE state = 'done'")
     # runs that ended before this version: their question is searchable and listed (their
     # report files are in the outbox; the store did not keep them)
     db.execute("INSERT INTO reports (run_id, brief_id, status, question, stop_reason, started_at, finished_at) "

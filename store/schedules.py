@@ -7,8 +7,9 @@ format, and this module never reads a clock of its own (`now` is always a parame
 pass a simulated one).
 
 - One series per brief id (`schedules`, primary key brief_id). Accepting a brief with `every`
-  creates or replaces its series; accepting one without `every` ends it. Either way in the same
-  transaction as the accepted brief's run, so a crash never leaves a run without its series.
+  creates or replaces its series, in the same transaction as the accepted brief's run, so a crash
+  never leaves a run without its series; one without `every` is one more run of the id, and the
+  series goes on (a resubmission by hand is a re-run like a scheduled one: only cancel ends it).
 - A due series gets a new queued run of its id, recorded from the bytes the series was accepted
   with as the inbox records a brief (Store.add_brief), and its next run moved on, in ONE
   transaction: a crash leaves both or neither, never a run started twice or a turn lost.
@@ -79,12 +80,11 @@ class Schedules:
                      now: str) -> int:
         """Record an accepted brief (Store.add_brief) and what it does to its id's series, in one
         transaction: with `every`, this run is the series' first and the next is at `next_run_at`
-        (a series of the same id is replaced); without, an active series of its id ends."""
+        (a series of the same id is replaced); without, the series of its id (if any) goes on."""
         with self.store.immediate():
             run_id = self.store.add_brief(brief_id=brief_id, question=question, source_file=source_file,
                                           received=received, brief_json=brief_json, inbox_path=inbox_path)
             if every is None:
-                self._end(brief_id, now)
                 return run_id
             assert next_run_at is not None, "a series needs its next run"
             self.store.db.table("schedules").upsert({

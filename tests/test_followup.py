@@ -72,7 +72,7 @@ def _finished(store: Store, brief_id: str, state: str) -> int:
     run_id = store.add_brief(brief_id=brief_id, question="q", source_file=f"{brief_id}.json", received=b"{}",
                              brief_json="{}", inbox_path=f"/nowhere/{brief_id}.json")
     report = {**realistic_report(), "id": brief_id, "status": state}
-    store.finish(run_id, state=state, stop_reason="max_rounds", report=history_row(report))
+    store.finish(run_id, state=state, stop_reason="max_rounds", report=history_row(report, None))
     return run_id
 
 
@@ -320,7 +320,7 @@ def test_a_follow_up_resumed_before_its_plan_was_saved_carries_the_evidence_once
                                      received=b"{}", brief_json="{}", inbox_path=str(tmp_path / "p.json"))
         store.add_evidence(parent_run, [{k: v for k, v in PARENT_ROW.items() if k not in ("id", "run_id", "found_at")}])
         store.finish(parent_run, state=DONE, stop_reason="max_rounds",
-                     report=history_row({**realistic_report(), "id": "p"}))
+                     report=history_row({**realistic_report(), "id": "p"}, None))
         research.brief = parse_brief(json.dumps({"id": "b", "question": "How deep is the Kestrel River?",
                                                  "follows": "p", "focus": "in winter"}).encode(), "b.json")
         for _ in range(2):

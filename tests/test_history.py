@@ -53,11 +53,13 @@ def history(store: Store) -> Store:
     record_run(store, "kestrel", BRIDGE, [(COUNTY, "County notice", ANCHOR_QUOTE)],
                summary="The bridge closed after the inspection found corrosion in 7 of 32 anchorages [1].")
     record_run(store, "northgate", TUNNEL, [("http://audit.example/tunnel", "Audit", "The tunnel cost rose to "
-                                             "510 million dollars.")], summary="It overran.", report=ESTIMATE)
+                                             "510 million dollars.")], summary="It overran.", report=ESTIMATE,
+               brief={"estimate": {"unit": "million USD", "low": 100, "high": 1000}})
     record_run(store, "kestrel", BRIDGE, [(COUNTY, "County notice", ANCHOR_QUOTE)],
                summary="Corroded cable anchorages closed the bridge [1].")
     record_run(store, "lakeside", LEAD, [("http://lab.example/lead", "Lab results", "Lead fell to 4.6 ppb.")],
-               summary="Lead fell.", report=VERDICT, state=FAILED, stop_reason="model unavailable")
+               summary="Lead fell.", report=VERDICT, state=FAILED, stop_reason="model unavailable",
+               brief={"hypothesis": {"claim": "Lead fell below 5 ppb"}})
     store.add_rejection(brief_id="broken", source_file="broken.json", received=b"{", error="not JSON",
                         details={}, inbox_path="/inbox/broken.json")
     store.add_brief(brief_id="queued-one", question="Is the ferry running?", source_file="q.json",
@@ -325,3 +327,29 @@ def test_a_brief_researched_on_the_lab_is_listed_and_its_quotes_are_found(kestre
     assert word.lower() in hits[0]["snippet"].lower()
     shown = kestrel.briefd("search", word, "--limit", "50")
     assert f"<{url}>" in shown.stdout
+
+
+def test_a_failed_estimate_brief_is_listed_as_an_estimate(store: Store) -> None:
+    """Its report has no estimate (it failed before one was computed): the kind is the brief's."""
+    record_run(store, "tunnel", TUNNEL, [], state=FAILED, stop_reason="error",
+               brief={"estimate": {"unit": "million USD", "low": 100, "high": 1000}})
+    assert [e.id for e in History(store).briefs(list_query(kind="estimate"))] == ["tunnel"]
+
+
+def test_a_queued_brief_cancelled_is_listed_and_its_question_found(tmp_path: Path) -> None:
+    """`briefd cancel` of a queued brief saves its reports row with its end (one transaction)."""
+    from daemon.settings import Settings
+    from daemon.worker import cancel_brief
+
+    store = Store(tmp_path / "briefd.db")
+    run_id = store.add_brief(brief_id="ferry", question="When does the Kestrel ferry resume?", source_file="f.json",
+                             received=b'{"question": "When does the Kestrel ferry resume?"}',
+                             brief_json='{"question": "When does the Kestrel ferry resume?", "id": "ferry"}',
+                             inbox_path=str(tmp_path / "f.json"))
+    run = cancel_brief(Settings(outbox=tmp_path / "outbox", db=tmp_path / "briefd.db"), store, "ferry")
+    assert run is not None and run.state == CANCELLED
+    report = store.report_of(run_id)
+    assert report is not None and report["status"] == CANCELLED
+    assert [(e.id, e.state, e.kind) for e in History(store).briefs()] == [("ferry", CANCELLED, "plain")]
+    assert [h.id for h in History(store).search("ferry resume")] == ["ferry"]
+    store.close()

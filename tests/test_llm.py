@@ -765,8 +765,9 @@ def test_probe_uses_the_clients_reading_of_the_host(server: Scripted) -> None:
 
 
 def test_an_answer_about_given_text_is_keyed_without_the_date_a_plan_with_it() -> None:
-    """Issue 12: a brief asked again another day about unchanged text replays its evidence and
-    synthesis answers; a plan (whose queries may aim at "this year") is asked again."""
+    """Issue 12: a brief asked again another day of the year about unchanged text replays its
+    evidence and synthesis answers; another year, or a plan (whose queries may aim at this month),
+    is asked again."""
     from daemon.llm import DATE_FREE_PURPOSES, cache_messages, prompt_key
     from daemon.planner import evidence_prompt, plan_prompt
 
@@ -776,6 +777,8 @@ def test_an_answer_about_given_text_is_keyed_without_the_date_a_plan_with_it() -
     assert monday != tuesday
     keys = {prompt_key(cfg, cache_messages("evidence", [{"role": "user", "content": p}]), {}) for p in (monday, tuesday)}
     assert len(keys) == 1 and "evidence" in DATE_FREE_PURPOSES
+    next_year = evidence_prompt("Q?", "2027-01-04", [], [], fits).text
+    assert prompt_key(cfg, cache_messages("evidence", [{"role": "user", "content": next_year}]), {}) not in keys
     plans = {prompt_key(cfg, cache_messages("plan", [{"role": "user", "content": plan_prompt("Q?", "", day)}]), {})
              for day in ("2026-11-23", "2026-11-30")}
     assert len(plans) == 2

@@ -145,7 +145,7 @@ def test_a_turn_that_fails_half_way_starts_nothing_and_is_taken_once_later(
     store.close()
 
 
-def test_a_brief_submitted_again_replaces_the_series_or_ends_it(tmp_path: Path) -> None:
+def test_a_brief_submitted_again_replaces_the_series_or_is_one_more_run_of_it(tmp_path: Path) -> None:
     store = Store(tmp_path / "briefd.db")
     accept(store, T0)
     finish_all(store)
@@ -153,10 +153,12 @@ def test_a_brief_submitted_again_replaces_the_series_or_ends_it(tmp_path: Path) 
     again = Schedules(store).get("weekly")
     assert (again.every, again.next_run_at, again.runs) == ("1d", iso_utc(T0 + timedelta(days=3)), 1)
     finish_all(store)
-    accept(store, T0 + timedelta(days=2, hours=1), every=None)  # the same id without `every`: ended
-    assert Schedules(store).active() == []
+    accept(store, T0 + timedelta(days=2, hours=1), every=None)  # the same id without `every`: one more run
+    assert [s.brief_id for s in Schedules(store).active()] == ["weekly"], "the series goes on: only cancel ends it"
     finish_all(store)
-    assert series.start_due(store, T0 + 5 * WEEK) == []
+    assert [t.brief_id for t in series.start_due(store, T0 + 5 * WEEK)] == ["weekly"]
+    finish_all(store)
+    assert series.end(store, "weekly") is not None and series.start_due(store, T0 + 6 * WEEK) == []
     accept(store, T0, brief_id="other")
     assert series.end(store, "other") is not None and series.end(store, "other") is None
     assert Schedules(store).active() == [] and series.start_due(store, T0 + 5 * WEEK) == []

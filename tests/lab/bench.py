@@ -11,7 +11,8 @@ alone (what every page got before MAX_TRAFILATURA_ELEMENTS) and with briefd's re
 Then (alone with --library-only) the library: indexing 1,000 mixed documents, a rescan's
 bytes, search at 100,000 passages, a 200 MB PDF's memory (tests/lab/library_bench.py).
 Then (alone with --queue-only) claiming and taking a brief with 10, 100, 1,000 queued
-(tests/lab/queue_bench.py).
+(tests/lab/queue_bench.py). Then `briefd search` and `list` over 10,000 briefs' reports and
+quotes (tests/lab/history_bench.py). --briefs-only runs the briefs alone.
 
 The briefs run with the settings a user gets by default, the fetch timeout included (20 s;
 the lab workspace's 4 s is removed, and this bench no longer sets 5 s): the lab has pages
@@ -44,6 +45,7 @@ from pathlib import Path
 
 from tests.lab import web
 from tests.lab.corpus import TOPICS
+from tests.lab.history_bench import print_history
 from tests.lab.library_bench import print_library
 from tests.lab.queue_bench import print_queue
 from tests.lab.servers import lab_with_model
@@ -105,9 +107,9 @@ AGAIN_SUFFIX = "-again"  # the second pass's ids: the same briefs, asked again u
 REPLAYED_TARGET = 0.9   # issue 12: the second pass replays at least this share of its model calls
 
 
-def run_pass(ws: Workspace, label: str, suffix: str = "") -> list[dict]:
+def run_pass(ws: Workspace, label: str, suffix: str = "", **fields: object) -> list[dict]:
     for brief_id, brief in BRIEFS.items():
-        ws.drop(f"{brief_id}{suffix}.json", brief)
+        ws.drop(f"{brief_id}{suffix}.json", {**brief, **fields})
     started = time.monotonic()
     env = ws.env()
     env.pop("BRIEFD_FETCH_TIMEOUT_S")  # briefd's default (20 s), not the lab workspace's 4 s: see the docstring
@@ -119,6 +121,7 @@ def run_pass(ws: Workspace, label: str, suffix: str = "") -> list[dict]:
         report = ws.report(brief_id + suffix)
         usage = report["usage"]
         rows.append({"pass": label, "brief": brief_id, **usage, "evidence": len(report["evidence"]),
+                     "nothing_changed": int(bool((report.get("changes") or {}).get("nothing_changed"))),
                      "busy": usage["llm_seconds"] / usage["wall_seconds"] if usage["wall_seconds"] else 0.0})
     llm = sum(row["llm_seconds"] for row in rows)
     # the whole `run --once`, process start and end included: the model's share of the run
@@ -127,7 +130,8 @@ def run_pass(ws: Workspace, label: str, suffix: str = "") -> list[dict]:
     return rows
 
 
-SUMMED = ("llm_calls", "llm_cache_hits", "pages_fetched", "page_cache_hits", "pages_reused")
+SUMMED = ("llm_calls", "llm_cache_hits", "pages_fetched", "page_cache_hits", "pages_reused", "pages_not_modified",
+          "page_bytes", "nothing_changed")
 
 
 def replayed_share(usage: dict) -> float:
@@ -228,12 +232,15 @@ def changed_prompts(first: Run, again: Run) -> list[str]:
 
 
 def print_passes(rows: list[dict]) -> None:
-    """Per pass: pages fetched, model calls, answers replayed and the replayed share."""
-    print("pass | pages_fetched | pages_reused | llm_calls | llm_cache_hits (answers replayed) | replayed share")
+    """Per pass: pages fetched and checked, bytes downloaded, model calls, answers replayed and the
+    replayed share, and how many reports said nothing changed."""
+    print("pass | pages_fetched | pages_reused | pages_not_modified (304) | page_bytes | llm_calls | "
+          "llm_cache_hits (answers replayed) | replayed share | reports saying nothing changed")
     for row in rows:
         if row["brief"].startswith("(all"):
-            print(f"{row['pass']} | {row['pages_fetched']} | {row['pages_reused']} | {row['llm_calls']} | "
-                  f"{row['llm_cache_hits']} | {replayed_share(row):.0%}")
+            print(f"{row['pass']} | {row['pages_fetched']} | {row['pages_reused']} | {row['pages_not_modified']} | "
+                  f"{row['page_bytes']} | {row['llm_calls']} | {row['llm_cache_hits']} | {replayed_share(row):.0%} | "
+                  f"{row['nothing_changed']} of {len(BRIEFS)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,12 +273,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.library_only:
             return 0
         print_queue()
+        print_history()
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-"))
     pace = (("--seconds-per-answer", str(args.seconds_per_answer)) if args.seconds_per_answer
             else ("--tokens-per-s", str(args.tokens_per_s)))
     with lab_with_model(root, extra=pace) as (lab, url):
         ws = Workspace(root=root, searxng_url=lab.searxng_url, ollama_url=url, model="lab-scripted")
         rows = run_pass(ws, "first") + run_pass(ws, "again", AGAIN_SUFFIX)
+        # the second pass's ids asked once more past their max_age, as a scheduled re-run is: every
+        # page is asked for again (conditional requests), none changed (issue 12: 0 bytes, 0 new calls)
+        rows += run_pass(ws, "scheduled", AGAIN_SUFFIX, max_age="0")
         changed = [line for brief_id in BRIEFS
                    for line in changed_prompts(load_run(ws.db, brief_id), load_run(ws.db, brief_id + AGAIN_SUFFIX))]
     cols = ["pass", "brief", "wall_seconds", "llm_seconds", "busy", "llm_calls", "llm_cache_hits",
@@ -293,7 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         print(" | ".join(cells))
     print()
     print_passes(rows)
-    again = rows[-1]
+    scheduled = rows[-1]
+    print(f"scheduled re-run, sources unchanged: {scheduled['page_bytes']} bytes of page bodies downloaded, "
+          f"{scheduled['llm_calls']} new model calls (target: 0 and 0)")
+    again = next(row for row in rows if row["pass"] == "again" and row["brief"].startswith("(all"))
     if replayed_share(again) < REPLAYED_TARGET or again["pages_fetched"]:
         print(f"the second pass replayed {replayed_share(again):.0%} of its model calls "
               f"(target {REPLAYED_TARGET:.0%}) and fetched {again['pages_fetched']} pages; prompts that changed:")

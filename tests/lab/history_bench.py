@@ -31,7 +31,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from daemon.brief import validate_brief
 from daemon.report import history_row
+from daemon.worker import kind_of
 from store import CANCELLED, DONE, FAILED
 from store.briefs import Store
 from store.db import iso_utc
@@ -70,7 +72,7 @@ def record_run(store: Store, brief_id: str, question: str, quotes: list[tuple[st
     full = {"id": brief_id, "status": state, "question": question, "summary": summary, "stop_reason": stop_reason,
             "started_at": row.started_at, "finished_at": iso_utc(datetime.now(timezone.utc)), **(report or {})}
     store.finish(run_id, state=state, stop_reason=stop_reason,
-                 event=("complete" if state == DONE else state, {"report": "report.json"}), report=history_row(full))
+                 event=("complete" if state == DONE else state, {"report": "report.json"}), report=history_row(full, kind_of(validate_brief(body, f"{brief_id}.json"))))
     return run_id
 
 
