@@ -27,7 +27,7 @@ from daemon.report import (
     write_report,
 )
 from store import sha256_hex
-from tests.conftest import OllamaLab, Workspace, researched
+from tests.conftest import Workspace, researched, serve_ollama
 from tests.lab import web
 from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
 from tests.lab.servers import start_search_lab
@@ -391,32 +391,44 @@ def test_a_rerun_where_nothing_changed_says_so_in_one_line(twice: Runs) -> None:
 # ---------------------------------------------------------------------------
 # The real daemon on a lab of its own: a page changes between two runs of the same id
 
-# the figure the changed page gives instead of its own: a later audit's, far from the others
-REVISED = "A revised audit in 2026 found the Northgate rail tunnel overran its budget by USD 1,150 million."
+# what the changed page says instead of its figures: a revised overrun, within the band the lab's
+# other sources allow (a figure far outside it would be read as an outlier and move nothing)
+REVISED = "A revised 2026 edition of this paper found the Northgate rail tunnel overran its budget by USD 700 million."
 
 
 @pytest.fixture(scope="module")
-def page_changed(tmp_path_factory: pytest.TempPathFactory,
-                 scripted_ollama: OllamaLab) -> Iterator[tuple[Workspace, dict, dict, str]]:
-    """The estimate brief run once; the page its first quote came from changed on the lab web; the
-    same id run again with max_age "0" (its pages are asked for again: the changed one answers
-    200, the others 304). Returns (workspace, first report, second report, the changed URL)."""
+def page_changed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, dict, dict, str]]:
+    """The estimate brief run once; a page whose figures made its range changed on the lab web
+    (its figures replaced by REVISED); the same id run again (a re-run checks its stored pages:
+    the changed one answers 200, the others 304). Returns (workspace, first report, second
+    report, the changed URL).
+
+    The model takes a second an answer, as a real one does: the pages arrive while it reads, so
+    the first run reads them all (with the lab's instant model, which pages are late, and so what
+    the first range rests on, would be a matter of timing)."""
     root = tmp_path_factory.mktemp("page-changed")
     overrides = root / "overrides"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(web.OVERRIDES_ENV, str(overrides))  # the lab web subprocess reads it at start
         lab = start_search_lab(root / "lab")
+    model = serve_ollama(root / "model", "scripted", name="ollama-paced", extra=("--seconds-per-answer", "1.0"))
     try:
-        ws = researched(root / "ws", lab, scripted_ollama, {"tunnel": NORTHGATE}, timeout=300)
+        ws = researched(root / "ws", lab, next(model), {"tunnel": NORTHGATE}, timeout=300)
         first = ws.report("tunnel")
-        url = next(e["url"] for e in first["evidence"] if e["url"].endswith(".html") and e.get("low") is not None)
+        final = first["estimate"]["final"]
+        url = next(e["url"] for e in first["evidence"] if e["url"].endswith(".html") and e.get("low") is not None
+                   and final["low"] <= e["low"] <= final["high"])  # a reading the range rests on
         slug = url.rsplit("/", 1)[1].removesuffix(".html")
-        web.write_override(overrides, slug, [REVISED, *PAGES_BY_SLUG[slug].paragraphs[1:]])
-        ws.drop("tunnel.json", {**NORTHGATE, "max_age": "0"})
+        kept = [p for p in PAGES_BY_SLUG[slug].paragraphs if not any(ch.isdigit() for ch in p)]
+        # its new copy comes 2 s late: the re-run's other pages answer 304 at once and their
+        # answers are replayed, and the round still waits for it (Research.fetch_and_read)
+        web.write_override(overrides, slug, [REVISED, *kept], delay_s=2.0)
+        ws.drop("tunnel.json", NORTHGATE)
         result = ws.briefd("run", "--once", timeout=300)
         assert result.returncode == 0, result.stderr[-4000:]
         yield ws, first, ws.report("tunnel"), url
     finally:
+        model.close()
         lab.stop()
 
 
@@ -426,12 +438,12 @@ def test_a_page_changed_between_runs_shows_in_what_changed_with_the_quote_that_m
     changes = second["changes"]
     assert changes is not None and changes["nothing_changed"] is False
     assert [s["url"] for s in changes["sources"]["changed"]] == [url], changes["sources"]
-    revised = [q for q in changes["quotes"]["added"] if "1,150" in q["quote"]]
+    revised = [q for q in changes["quotes"]["added"] if "700 million" in q["quote"]]
     assert revised and revised[0]["url"] == url, changes["quotes"]["added"]
     assert second["usage"]["pages_not_modified"] > 0 and second["usage"]["pages_fetched"] == 1  # only it downloaded
     # the range moved, and what changed names the revised quote as why
     assert first["estimate"]["final"] != second["estimate"]["final"]
     assert changes["range"]["old"] == first["estimate"]["final"] and changes["range"]["new"] == second["estimate"]["final"]
-    assert any("1,150" in q["quote"] for q in changes["range"]["because"]), changes["range"]
+    assert any("700 million" in q["quote"] for q in changes["range"]["because"]), changes["range"]
     shown = section((ws.outbox / "tunnel" / "report.md").read_text(encoding="utf-8"))
-    assert "1,150" in shown and url in shown
+    assert "700 million" in shown and url in shown

@@ -57,8 +57,12 @@ def test_the_estimate_lands_on_the_consensus_and_excludes_the_outliers(decided: 
 def test_iteration_updates_stream_the_band(decided: Workspace) -> None:
     updates = [e for e in decided.events("northgate") if e["type"] == "iteration_update"]
     history = decided.report("northgate")["estimate"]["history"]
-    assert len(updates) == len(history)
-    for event, row in zip(updates, history):
+    # a round's band is streamed when the round ends, and again if stragglers read just before the
+    # synthesis revise it (Research.last_stragglers): the last update of each round is its history row
+    last = {e["round"]: e for e in updates}
+    assert sorted(last) == [row["round"] for row in history]
+    assert [e["round"] for e in updates] == sorted(e["round"] for e in updates)
+    for event, row in zip(last.values(), history):
         assert {"low", "high", "progress_score", "width_reduction_pct", "tokens_so_far"} <= set(event)
         assert (event["low"], event["high"]) == (row["low"], row["high"])
         assert event["low"] <= event["high"]

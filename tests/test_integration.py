@@ -281,7 +281,10 @@ def test_a_second_run_keeps_the_first_and_pays_for_nothing_twice(
     usage = second["usage"]
     assert usage["calls_skipped"].get("plan") == 1, "the same brief: its first run's plan taken, the model not asked"
     assert scripted_ollama.stats()["duplicate_prompts"] == before, "no prompt was sent to the model twice"
-    assert usage["page_cache_hits"] > 0
+    assert usage["llm_calls"] == 0 and usage["llm_cache_hits"] > 0, "every answer replayed, none paid again"
+    # a run of an id asked before checks the pages it takes from the store (conditional requests):
+    # none changed, so none was downloaded
+    assert usage["pages_not_modified"] > 0 and usage["pages_fetched"] == 0 and usage["page_bytes"] == 0
     fetched = [e["url"] for e in finished.events("kestrel") if e["type"] == "page_fetched"]
     with store(finished) as conn:
         known_bad = {r[0] for r in conn.execute("SELECT url FROM bad_urls")}

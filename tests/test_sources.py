@@ -6,6 +6,7 @@ fix; hits from several queries and sources come back as one list by reciprocal r
 
 from __future__ import annotations
 
+import contextvars
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -163,8 +164,10 @@ def _research(tmp_path: Path, sources: list[str], model_url: str = "http://127.0
                         timeout_s=1.0, temperature=0.0, seed=1)
     svc = Services(settings=settings, store=store, http=httpx.AsyncClient(), fetch_client=make_client(FetchLimits()),
                    llm_client=make_llm_client(model), model=model, fetch_limits=FetchLimits())
-    return Research(svc, run_id, parse_brief(raw, "b.json"), "2026-01-01T00:00:00Z",
-                    EventLog(store, run_id, "b", tmp_path / "events.ndjson"))
+    # built in a context of its own: Research starts its egress log in the context it is made in,
+    # as the worker's task does; made here, the log would outlive this test and count later ones'
+    return contextvars.copy_context().run(Research, svc, run_id, parse_brief(raw, "b.json"), "2026-01-01T00:00:00Z",
+                                          EventLog(store, run_id, "b", tmp_path / "events.ndjson"))
 
 
 @pytest.mark.parametrize(("sources", "read"), [(["web"], False), (["web", "library"], True)])

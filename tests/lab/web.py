@@ -75,30 +75,33 @@ VALIDATED_KINDS = frozenset({"article", "moved", "injection", "latin1", PDF_KIND
 """The kinds served whole in one answer: these carry validators and answer conditional requests."""
 
 
-def write_override(folder: Path, slug: str, paragraphs: Sequence[str]) -> Path:
+def write_override(folder: Path, slug: str, paragraphs: Sequence[str], delay_s: float = 0.0) -> Path:
     """Replace an article's paragraphs while the server runs (atomically: a request sees the old
-    text or the new, never half a file). Returns the override's path; delete it to restore."""
+    text or the new, never half a file); `delay_s`: its new copy is sent that late (a 304 is
+    not delayed), as a changed page is slower than an unchanged one to come and be read.
+    Returns the override's path; delete it to restore."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{slug}.json"
     tmp = folder / f".{slug}.json.tmp"
-    tmp.write_text(json.dumps({"paragraphs": list(paragraphs)}), encoding="utf-8")
+    tmp.write_text(json.dumps({"paragraphs": list(paragraphs), "delay_s": delay_s}), encoding="utf-8")
     tmp.replace(path)
     return path
 
 
-def overridden(page: Page, folder: Path | None) -> tuple[Page, datetime]:
-    """The page as served now, and when it last changed: its override (read at each request)
-    if there is one, else the corpus page as published."""
+def overridden(page: Page, folder: Path | None) -> tuple[Page, datetime, float]:
+    """The page as served now, when it last changed, and how late its body is sent: its override
+    (read at each request) if there is one, else the corpus page as published."""
     published = datetime.fromisoformat(page.published).replace(tzinfo=timezone.utc)
     path = folder / f"{page.slug}.json" if folder is not None else None
     try:
         if path is not None:
             data = json.loads(path.read_text(encoding="utf-8"))
             changed = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
-            return dataclasses.replace(page, paragraphs=tuple(data["paragraphs"])), max(changed, published)
+            return (dataclasses.replace(page, paragraphs=tuple(data["paragraphs"])), max(changed, published),
+                    float(data.get("delay_s", 0.0)))
     except FileNotFoundError:
         pass
-    return page, published
+    return page, published, 0.0
 
 
 def etag_of(body: bytes) -> str:
@@ -320,7 +323,7 @@ class LabHandler(BaseHTTPRequestHandler):
     def _serve_validated(self, page: Page) -> None:
         """An article whole, with its validators; 304 and no body when the client's copy is current."""
         folder = getattr(self.server, "overrides", None)
-        served, changed = overridden(page, folder)
+        served, changed, delay_s = overridden(page, folder)
         if page.kind == "latin1":
             # No charset in the header and none in the document: the client must guess.
             doc = render_article(served).replace('<meta charset="utf-8">\n', "")
@@ -338,6 +341,7 @@ class LabHandler(BaseHTTPRequestHandler):
                 self.send_header(key, value)
             self.end_headers()
             return
+        time.sleep(delay_s)
         self._send(200, body, content_type, validators)
 
     def _serve_page(self, page: Page) -> None:
