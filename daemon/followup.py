@@ -9,7 +9,7 @@ scheduled re-run whose sources did not change should cost no model call at all.
 
 Everything here is pure (plain data in, decisions out) except `check_follows`, the one store
 read the inbox and `briefd submit` share. The loop does the rest of the I/O (daemon/loop.py:
-Research.earlier_plan, carry_evidence, follows_block).
+Research.earlier_plan, start_follow_up, follows_block).
 """
 
 from __future__ import annotations

@@ -735,18 +735,21 @@ def _md_evidence(report: Mapping[str, Any]) -> list[str]:
                 caption.append(md_escape(_stance(item)))
             if item.get("confidence") is not None:
                 caption.append(f"confidence {md_escape(_confidence(item.get('confidence')))}")
-            read = _read_date(item)
+            read = _read_date(item, fold(report.get("started_at")))
             if read:
                 caption.append(f"read {md_escape(read)}")
             lines += ["— " + " · ".join(caption), ""]
     return lines
 
 
-def _read_date(item: Mapping[str, Any]) -> str:
-    """When reused evidence (taken from an earlier run) was read, as a date; "" for evidence read now."""
-    if item.get("reused_from") is None:
+def _read_date(item: Mapping[str, Any], started_at: str) -> str:
+    """When reused evidence was read, as a date: evidence taken from an earlier run, or quoted
+    from a page read (or last confirmed by its server) before this run began; "" for evidence
+    whose page this run read."""
+    read_at = fold(item.get("read_at"))
+    if item.get("reused_from") is None and not (read_at and started_at and read_at < started_at):
         return ""
-    return fold(item.get("read_at"))[:10]
+    return read_at[:10]
 
 
 def _md_follows(report: Mapping[str, Any]) -> list[str]:

@@ -192,6 +192,8 @@ _SPECS: tuple[_Spec, ...] = (
           shown_default="none", example="search.example.org"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
+# settings an earlier briefd had, and what to write instead
+RENAMED = {"page_ttl_hours": 'it is now max_age, a duration (168 hours: max_age = "7d"; 0: "0")'}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
 CONTRACT_SETTINGS = tuple(spec.name for spec in _SPECS if spec.flag)
 
@@ -224,7 +226,7 @@ def load_settings(flags: Mapping[str, Any], env: Mapping[str, str], config_path:
         for key in table:
             if key not in _BY_NAME:
                 nearest = _nearest(key, tuple(_BY_NAME))
-                hint = (f"did you mean '{nearest}'?" if nearest
+                hint = (RENAMED[key] if key in RENAMED else f"did you mean '{nearest}'?" if nearest
                         else f"remove it (the settings are: {', '.join(_BY_NAME)})")
                 raise SettingsError(f"{_toml_label(toml_path, text, key)}: unknown setting '{key}'; {hint}",
                                     _toml_label(toml_path, text, key), None)

@@ -616,3 +616,14 @@ def test_the_method_names_every_host_contacted_with_its_count_escaped() -> None:
     assert "news.example: 2 requests" in md and "No other host was contacted." in md
     assert "looked up through this machine's resolver (DNS)" in md  # lookups happen and are not counted
     assert "evil\\_\\[x\\](y).example" in md  # a host name from a page cannot make a link
+
+
+def test_evidence_from_a_page_read_before_this_run_says_when_it_was_read() -> None:
+    """Issue 12: reused evidence is cited with the date it was read (a page an earlier brief
+    read, taken from the store); evidence whose page this run read has no date."""
+    report = realistic_report()
+    report["started_at"] = "2026-11-24T06:00:00Z"
+    old, new = report["evidence"][0], report["evidence"][1]
+    old["read_at"], new["read_at"] = "2026-11-17T09:30:00Z", "2026-11-24T06:00:05Z"
+    text = render_markdown(report)
+    assert text.count("read 2026-11-17") == 1 and "read 2026-11-24" not in text

@@ -277,6 +277,12 @@ def test_a_weekly_brief_runs_once_a_week_across_restarts_downtime_and_cancel(wor
     once(ws)
     second = series_row(ws.db)
     assert len(second["ids"]) == 2 and second["runs"] == 2 and second["state"] == DONE
+    once(ws)  # a restart right after a scheduled run: nothing is due until next week
+    assert series_row(ws.db)["ids"] == second["ids"]
+    # the scheduled run asked the same brief again: its pages checked (none changed), no answer paid again
+    rerun = ws.report("weekly")
+    assert rerun["changes"]["nothing_changed"] is True, rerun["changes"]
+    assert rerun["usage"]["llm_calls"] == 0 and rerun["usage"]["page_bytes"] == 0, rerun["usage"]
 
     pass_days(ws.db, "weekly", 21)  # three weeks of downtime
     before, after = once(ws)

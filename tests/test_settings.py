@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import ollama
 import pytest
 
+from daemon.schedule import parse_duration
 from daemon.settings import (
     DEFAULT_MODEL,
     Settings,
@@ -64,7 +65,7 @@ def test_defaults_in_an_empty_folder(cwd: Path) -> None:
     assert (s.num_ctx, s.num_predict, s.llm_timeout_s, s.temperature, s.seed) == (8192, 1024, 300.0, 0.2, 42)
     assert (s.fetch_timeout_s, s.fetch_max_bytes, s.fetch_max_redirects, s.fetch_concurrency) == (20.0, 5_000_000,
                                                                                                   5, 4)
-    assert (s.allow_link_local, s.search_timeout_s, s.max_age) == (False, 20.0, 7 * 86400.0)
+    assert (s.allow_link_local, s.search_timeout_s, s.max_age) == (False, 20.0, parse_duration("7d"))
     assert (s.settle_seconds, s.poll_seconds, s.use_polling, s.max_attempts, s.log_level) == (1.0, 5.0, False, 3,
                                                                                                "info")
 
@@ -467,3 +468,9 @@ def test_file_mode_is_named_as_the_contract_fixes_it() -> None:
     text = CONTRACT.read_text(encoding="utf-8")
     assert "`file_mode`" in text
     assert "file_mode" in {row["name"] for row in settings_table()}
+
+
+def test_a_renamed_setting_says_what_to_write_instead(cwd: Path) -> None:
+    write_toml(cwd, "page_ttl_hours = 168\n")
+    with pytest.raises(SettingsError, match=r'page_ttl_hours.*max_age = "7d"'):
+        load_settings({}, {})
