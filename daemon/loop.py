@@ -619,8 +619,15 @@ class Research:
         try:
             while unread:
                 ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
+                order = self.state.current_round.get("order", [])
+                if expected and order and ready:
+                    # a replayed round reads its batches in the earlier run's order, strictly: the
+                    # order of the answers makes the order of the evidence and of the next queries,
+                    # and a page checked by its server (304) may come a moment after another
+                    following = first_to_read(unread, order)
+                    ready = [following] if following in ready else []
                 if ready:
-                    n = first_to_read(ready, self.state.current_round.get("order", []))
+                    n = first_to_read(ready, order)
                     unread.remove(n)
                     self.state.current_round["read"] = [*self.state.current_round.get("read", []), n]
                     await self.read_pages(round_no, batches[n], fetches, gaps)
