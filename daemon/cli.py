@@ -343,7 +343,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd list`: store.history's rows, as a table or JSON (the HTTP API's `GET /briefs` objects)."""
-    from store.history import History, HistoryError, list_query
+    from store.history import HistoryError, list_query
 
     try:
         query = list_query(state=args.state, kind=args.kind, since=args.since, until=args.until,
@@ -351,16 +351,11 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     except HistoryError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    store = _open_store(settings)
-    if store is None:
+    entries = _from_history(settings, lambda history: history.briefs(query))
+    if entries is None:
         return _no_history(settings, args.json)
-    try:
-        entries = History(store).briefs(query)
-    finally:
-        store.close()
     if args.json:
-        print(json.dumps([entry.to_json() for entry in entries], indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return _print_json(entries)
     if not entries:
         print("no briefs match these filters" if _filtered(args) else "no briefs yet")
         return EXIT_OK
@@ -376,7 +371,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd search TEXT`: store.history's hits, best first (the HTTP API's `GET /search?q=` objects)."""
-    from store.history import DEFAULT_SEARCH_LIMIT, History, HistoryError, check_limit, search_words
+    from store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
 
     text = " ".join(args.text)
     try:
@@ -385,16 +380,11 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     except HistoryError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    store = _open_store(settings)
-    if store is None:
+    hits = _from_history(settings, lambda history: history.search(text, limit))
+    if hits is None:
         return _no_history(settings, args.json)
-    try:
-        hits = History(store).search(text, limit)
-    finally:
-        store.close()
     if args.json:
-        print(json.dumps([hit.to_json() for hit in hits], indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return _print_json(hits)
     if not hits:
         print(_one_line(f"nothing researched matches {text!r}"))
         return EXIT_OK
@@ -402,6 +392,25 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         print(_one_line(f"{n}. {hit.id} (run {hit.run}, {_minute(hit.at)}) {hit.matched}: {hit.snippet}"))
         if hit.url:
             print("   " + _one_line(f"{hit.title} <{hit.url}>" if hit.title else hit.url))
+    return EXIT_OK
+
+
+def _from_history(settings: Settings, read: Callable[[Any], list[Any]]) -> list[Any] | None:
+    """What `read(History(store))` gives, the store closed after; None when there is no store yet."""
+    from store.history import History
+
+    store = _open_store(settings)
+    if store is None:
+        return None
+    try:
+        return read(History(store))
+    finally:
+        store.close()
+
+
+def _print_json(items: list[Any]) -> int:
+    """A list of store.history objects as JSON: what the HTTP API serves too."""
+    print(json.dumps([item.to_json() for item in items], indent=2, ensure_ascii=False))
     return EXIT_OK
 
 
