@@ -174,7 +174,8 @@ class Research:
         self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
         # how the rounds of the latest earlier run of the same question went (round_pages)
-        earlier = self.store.earlier_checkpoint(brief.question, run_id, brief.id) if self.state.phase == "plan" else None
+        # (loaded for a resumed run too: its next rounds replay as a fresh run's would)
+        earlier = self.store.earlier_checkpoint(brief.question, run_id, brief.id)
         self.earlier_rounds: list[dict[str, Any]] = (earlier or {}).get("past_rounds", [])
         self.earlier_given_up = {url for url, what in (earlier or {}).get("late", {}).items() if what == LATE_GIVEN_UP}
         self.replayed: set[str] = set()  # pages this run reads late because the earlier run did

@@ -878,7 +878,11 @@ def _md_changes(report: Mapping[str, Any]) -> list[str]:
     where = f"previous run's files: {_md_code_span(files)}" if files else ""
     items = [] if changes.get("nothing_changed") else _md_change_items(changes, _source_numbers(report))
     if not items:
-        return lines + [NOTHING_CHANGED + (f" ({where})." if where else "."), ""]
+        # what "the same sources" rests on: the pages' servers were asked (a re-run checks them)
+        checked = _dict(report.get("usage")).get("pages_not_modified")
+        said = f"; {_md_num(checked)} page{'' if checked == 1 else 's'} checked with their servers, unchanged" \
+            if _is_n(checked) and checked else ""
+        return lines + [NOTHING_CHANGED + said + (f" ({where})." if where else "."), ""]
     return lines + [f"- {item}" for item in items] + [""] + ([f"_The {where}_", ""] if where else [])
 
 

@@ -370,6 +370,8 @@ def test_a_rerun_of_unchanged_sources_changes_nothing_and_pays_for_nothing(twice
     assert folded(new["evidence"]) == folded(old["evidence"]) and new["estimate"]["final"] == old["estimate"]["final"]
     usage = new["usage"]
     assert usage["llm_calls"] == 0 and usage["page_bytes"] == 0 and usage["pages_not_modified"] > 0, usage
+    shown = section((ws.outbox / "northgate" / "report.md").read_text(encoding="utf-8"))
+    assert f"{usage['pages_not_modified']} pages checked with their servers, unchanged" in shown, shown
 
 
 def test_a_rerun_where_nothing_changed_says_so_in_one_line(twice: Runs) -> None:
