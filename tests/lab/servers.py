@@ -356,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--web-port", type=int, default=None)
     parser.add_argument("--datasette-port", type=int, default=None)
     parser.add_argument("--searxng-port", type=int, default=None)
+    from tests.lab.drivers import LlamaDriver
+
+    models = {"llama": LlamaDriver.MODEL, "scripted": "lab-scripted"}  # the model each driver serves
+    parser.add_argument("--driver", choices=("none", *models), default="none",
+                        help="also the lab's Ollama-compatible model server: llama (real inference, Gemma 3 "
+                             "270M) or scripted (instant, deterministic); none: the search lab alone")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -371,15 +377,26 @@ def main(argv: list[str] | None = None) -> int:
         datasette_port=args.datasette_port,
         searxng_port=args.searxng_port,
     )
+    procs = list(lab.procs)
     try:
-        print(json.dumps(lab.as_json()), flush=True)
+        shown = lab.as_json()
+        if args.driver != "none":
+            model, url = start_ollama(args.workdir / "logs", args.driver)
+            procs.append(model)
+            # what briefd needs to research on this lab (`make lab`, then these in another shell)
+            shown.update(ollama_url=url, model=models[args.driver],
+                         env={"OLLAMA_HOST": url, "BRIEFD_MODEL": models[args.driver],
+                              "BRIEFD_SEARXNG_URL": lab.searxng_url})
+        print(json.dumps(shown), flush=True)
         while not stop.is_set():
             stop.wait(0.5)
-            dead = [proc.name for proc in lab.procs if not proc.alive]
+            dead = [proc.name for proc in procs if not proc.alive]
             if dead:
                 print(f"lab server(s) exited: {', '.join(dead)}", file=sys.stderr, flush=True)
                 return 1
     finally:
+        for proc in procs[len(lab.procs):]:
+            proc.stop()
         lab.stop()
     return 0
 
