@@ -155,8 +155,10 @@ class Research:
         self.max_age_given = brief.max_age if brief.max_age is not None else svc.settings.max_age
         # a run of an id asked before (by hand or on schedule) is asked to see what changed: it
         # checks every stored page it takes (a conditional request: a 304 costs no body), so its
-        # "nothing changed" is what the servers said, not what the store assumed (max_age)
-        self.rerun = self.store.previous_start(brief.id, run_id) is not None
+        # "nothing changed" is what the servers said, not what the store assumed (max_age). Its
+        # previous done run (id, report.json) is read once: the plan reuse and "what changed" use it
+        self.previous = self.store.previous_report(brief.id, run_id)
+        self.rerun = self.previous is not None
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
         # the model servers the calls go to: the worker's pool, or the one client (tests build that)
         self.models = svc.hosts or ModelHosts.single(svc.llm_client, svc.model)
@@ -376,7 +378,7 @@ class Research:
                 return self.start_follow_up(*parent)
             self.events.emit("signal", message=f"follows {self.brief.follows}, which has no run that finished "
                                                f"done any more: this brief is planned afresh")
-        earlier = self.store.previous_report(self.brief.id, self.run_id)
+        earlier = self.previous
         if earlier is None:
             return None
         row = self.store.get_brief(earlier[0])

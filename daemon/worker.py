@@ -118,6 +118,18 @@ def ended_report(run: BriefRow, settings: Settings, *, status: str, stop_reason:
     return report
 
 
+def changes_since(previous: tuple[int, dict[str, Any]] | None, outdir: Path,
+                  report: dict[str, Any]) -> dict[str, Any] | None:
+    """report.json's `changes`: what differs from the id's previous done run (Research.previous;
+    None: this is its first). Only a done run is compared: one that failed or was cancelled has
+    not looked again, so its missing quotes would read as withdrawn."""
+    if previous is None:
+        return None
+    previous_run_id, old = previous
+    return what_changed(old, report, previous_run_id=previous_run_id,
+                        files=archived_run(outdir, old.get("started_at")))
+
+
 def kind_of(brief: Brief | None) -> str | None:
     """The brief's kind as `briefd list` shows it (plain, estimate, hypothesis): its policy's."""
     return policy_for(brief).kind if brief is not None else None
@@ -465,7 +477,7 @@ class Daemon:
             research = Research(svc, run.run_id, brief, run.started_at or utc_now(), events)
             report = await research.run()
             report["source_file"] = run.source_file
-            report["changes"] = self.changes_since(run, outdir, report)
+            report["changes"] = changes_since(research.previous, outdir, report)
             self.draw_chart(outdir, report, brief, events)
             write_report(outdir, report, brief.formats)
             crashpoints.reached("report_written")
@@ -494,17 +506,6 @@ class Daemon:
                 raise  # the store failed, not the brief: no attempt is spent; the daemon stops (exit 3)
             log.error("%s: %s\n%s", run.brief_id, exc, traceback.format_exc())
             self.retry_or_fail(run, brief, outdir, events, f"{type(exc).__name__}: {exc}", research)
-
-    def changes_since(self, run: BriefRow, outdir: Path, report: dict[str, Any]) -> dict[str, Any] | None:
-        """report.json's `changes`: what differs from the id's previous done run (None: this is its
-        first). Only a done run is compared: one that failed or was cancelled has not looked again,
-        so its missing quotes would read as withdrawn."""
-        previous = self.store.previous_report(run.brief_id, run.run_id)
-        if previous is None:
-            return None
-        previous_run_id, old = previous
-        return what_changed(old, report, previous_run_id=previous_run_id,
-                            files=archived_run(outdir, old.get("started_at")))
 
     def wait_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
                      service: str, reason: str, fix: str | None = None, research: Research | None = None) -> None:

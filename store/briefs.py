@@ -768,13 +768,6 @@ class Store:
                if brief_id is not None else None) or self.db.execute(sql.format(""), [question, before_run_id]).fetchone()
         return json.loads(row[0]) if row else None
 
-    def previous_start(self, brief_id: str, before_run_id: int) -> str | None:
-        """When the latest earlier run of `brief_id` that finished done started (None: there is none):
-        a run of an id asked before checks every stored page it takes (Research.max_age)."""
-        row = self.db.execute("SELECT started_at FROM briefs WHERE brief_id = ? AND run_id < ? AND state = 'done' "
-                              "ORDER BY run_id DESC LIMIT 1", [brief_id, before_run_id]).fetchone()
-        return row[0] if row else None
-
 
 def search_pages_at(path: Path, text: str, max_age_s: float, limit: int) -> list[PassageRow]:
     """Store.search_pages on a connection of its own, so a loop can run it in a thread (WAL lets

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -49,7 +48,7 @@ from tests.lab.history_bench import print_history
 from tests.lab.library_bench import print_library
 from tests.lab.queue_bench import print_queue
 from tests.lab.servers import lab_with_model
-from tests.lab.workspace import BRIEFD, Workspace
+from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 PROSE = "The board met on Tuesday. Dr. Alvarez said costs rose by 4.5 million, e.g. for labour. "
 
@@ -315,10 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         print("prompts that changed:")
     for line in changed:
         print(f"- {line}")
-    if args.keep:
-        print(f"kept: {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
+    keep_or_remove(root, args.keep)
     return 0
 
 

@@ -20,7 +20,6 @@ per brief against the peer. It takes minutes (real inference); --modes and --bri
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from typing import Any
 from tests.lab.bench import BRIEFS as LAB_BRIEFS
 from tests.lab.demo import DEMO_MODEL_ENV, MODEL
 from tests.lab.servers import lab_with_model
-from tests.lab.workspace import BRIEFD, Workspace
+from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 # the peer, local-deep-research quick mode (2 iterations x 3 questions), same model and machine (issue 11)
 PEER_TOKENS_PER_BRIEF = 2_700
@@ -134,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += mode_rows + [mean_row(mode, mode_rows)]
             print(f"briefd bench-real: {mode} mode done in {time.monotonic() - started:.0f} s", flush=True)
             print(table(rows) + "\n", flush=True)
-    if not args.keep:
-        shutil.rmtree(root, ignore_errors=True)
+    keep_or_remove(root, args.keep)
     return 0
 
 

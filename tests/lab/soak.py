@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -41,7 +40,7 @@ from tests.lab import hostile, web
 from tests.lab.corpus import TOPICS
 from tests.lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
 from tests.lab.servers import Proc, free_port, start_ollama, start_proc, start_search_lab
-from tests.lab.workspace import BRIEFD, Workspace
+from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 VALID: list[dict[str, Any]] = [
     {"question": TOPICS["kestrel"].question, "depth": "quick"},
@@ -287,10 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"briefs lost:       {len(lost)}")
     for line in lost:
         print(f"  LOST {line}")
-    if args.keep:
-        print(f"work folder: {root}")
-    else:
-        shutil.rmtree(root, ignore_errors=True)
+    keep_or_remove(root, args.keep, "work folder")
     return 1 if lost or drained != 0 else 0
 
 

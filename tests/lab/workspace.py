@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 BRIEFD = str(Path(sys.executable).with_name("briefd"))
+
+
+def keep_or_remove(root: Path, keep: bool, label: str = "kept") -> None:
+    """A script's work folder at its end (bench, soak: --keep): named for a look afterwards, or removed."""
+    if keep:
+        print(f"{label}: {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass
