@@ -23,18 +23,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from daemon.untrusted import fold
+from daemon.untrusted import as_dict, as_list, fold
 
 SIDES = frozenset({"supports", "contradicts"})  # a quote that bears on a verdict takes one
 NO_BEARING = "neutral"  # an estimate quote's impact that moves no bound
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
+_dict = as_dict
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [dict(v) for v in value if isinstance(v, Mapping)] if isinstance(value, (list, tuple)) else []
+    return [dict(v) for v in as_list(value) if isinstance(v, Mapping)]
 
 
 def _number(value: Any) -> float | None:

@@ -107,7 +107,7 @@ def follow_up_plan(brief: Brief, parent: dict[str, Any]) -> Plan:
     """A follow-up's plan, without the model: the parent's research question (when the question is
     the same), its angles, its still-open gaps with the focus first, and first queries aimed at
     the focus, then the question. The parent's queries are not asked again (`asked_before`)."""
-    same_question = " ".join(str(parent.get("question") or "").split()) == " ".join(brief.question.split())
+    same_question = _norm(parent.get("question")) == _norm(brief.question)
     research_question = str(parent.get("research_question") or "") if same_question else ""
     gaps = [str(g) for g in parent.get("gaps") or [] if str(g).strip()]
     if brief.focus:
@@ -141,8 +141,13 @@ def units_match(parent: dict[str, Any], brief: Brief) -> bool:
     return _unit(estimate.get("unit")) == _unit(brief.estimate.unit)
 
 
+def _norm(value: Any) -> str:
+    """Text as compared between briefs: whitespace runs made one space (None: empty)."""
+    return " ".join(str(value or "").split())
+
+
 def _unit(value: Any) -> str:
-    return " ".join(str(value or "").casefold().split())
+    return _norm(value).casefold()
 
 
 def carried_evidence(rows: Iterable[dict[str, Any]], parent_run_id: int, keep_figures: bool) -> list[dict[str, Any]]:
@@ -182,12 +187,8 @@ def follows_block(parent_id: str, parent: dict[str, Any]) -> dict[str, Any]:
 def same_brief(earlier: dict[str, Any], brief: Brief) -> bool:
     """Whether an earlier run asked what this one asks (question, context, focus, follows): then its
     plan is this run's plan. `earlier` is that run's normalised brief (Brief.to_json)."""
-    def norm(value: Any) -> str:
-        return " ".join(str(value or "").split())
-
-    return (norm(earlier.get("question")) == norm(brief.question) and norm(earlier.get("context")) ==
-            norm(brief.context) and norm(earlier.get("focus")) == norm(brief.focus)
-            and norm(earlier.get("follows")) == norm(brief.follows))
+    return all(_norm(earlier.get(name)) == _norm(getattr(brief, name))
+               for name in ("question", "context", "focus", "follows"))
 
 
 def recorded_plan(events: Iterable[dict[str, Any]]) -> Plan | None:

@@ -158,7 +158,6 @@ class Research:
         # "nothing changed" is what the servers said, not what the store assumed (max_age). Its
         # previous done run (id, report.json) is read once: the plan reuse and "what changed" use it
         self.previous = self.store.previous_report(brief.id, run_id)
-        self.rerun = self.previous is not None
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
         # the model servers the calls go to: the worker's pool, or the one client (tests build that)
         self.models = svc.hosts or ModelHosts.single(svc.llm_client, svc.model)
@@ -186,7 +185,7 @@ class Research:
     def max_age(self) -> float:
         """Seconds a stored page is used without asking its server: max_age_given; for a re-run,
         no page read before this run began (those read by this run are fresh)."""
-        if not self.rerun or self.state.began_s is None:
+        if self.previous is None or self.state.began_s is None:
             return self.max_age_given
         return min(self.max_age_given, max(0.0, time.time() - self.state.began_s))
 
@@ -286,10 +285,11 @@ class Research:
         except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
-        known_bad = self.store.bad_urls(candidates)
         chosen = self.choose_pages(candidates)
         replay = decide.replayed_round(self.earlier_rounds, 1, [question], [], candidates, len(chosen))
-        for url in replay[0] if replay else chosen:  # round 1 asks the question first
+        urls = replay[0] if replay else chosen  # round 1 asks the question first
+        known_bad = self.store.bad_urls(urls)
+        for url in urls:
             # a page known bad is not fetched; a cached page costs round 1 nothing
             if url not in known_bad and self.store.get_page(url, self.max_age) is None:
                 self.early_downloads[url] = asyncio.create_task(self.download_now(url))
@@ -513,7 +513,7 @@ class Research:
         found = await asyncio.to_thread(search_pages_at, self.store.path, query, self.max_age_given,
                                         STORE_HITS_PER_QUERY)
         found = [row for row in found if row.url not in self.state.visited]  # read by earlier briefs only
-        hits = store_hits(query, found, {row.url: self.title_for(row.url, {}) for row in found})
+        hits = store_hits(query, found, lambda url: self.title_for(url, {}))
         self.state.offered.extend(h.url for h in hits if h.url not in self.state.offered)
         return hits
 
@@ -617,12 +617,12 @@ class Research:
         unread = [n for n, batch in enumerate(batches) if batch]
         carried = set(self.waiting_stragglers())
         expected = set(self.state.current_round.get("expected", []))
+        order = self.state.current_round.get("order", [])  # the earlier run's, for a replayed round
         gaps = self.state.open_gaps()
         read_before = self.batches_read
         try:
             while unread:
                 ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
-                order = self.state.current_round.get("order", [])
                 if expected and order and ready:
                     # a replayed round reads its batches in the earlier run's order, strictly: the
                     # order of the answers makes the order of the evidence and of the next queries,
@@ -1261,7 +1261,7 @@ class Research:
              "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from")}
             for e in rows
         ]
-        usage = self.usage()
+        usage = self.usage(rows)
         hashes = self.store.page_hashes([s.url for s in sources])
         facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
         verdict = self.policy.verdict_block(facts)
@@ -1363,7 +1363,9 @@ class Research:
         usage = self.store.model_usage(self.run_id)
         return usage["prompt_tokens"] + usage["completion_tokens"]
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """report.json's usage; `evidence`: the run's evidence rows when the caller has read them."""
+        evidence = self.store.evidence(self.run_id) if evidence is None else evidence
         model = self.store.model_usage(self.run_id)
         return {
             "llm_calls": model["llm_calls"],
@@ -1393,7 +1395,7 @@ class Research:
             "late_pages": len(self.state.late),
             "late_pages_given_up": sum(1 for what in self.state.late.values() if what == LATE_GIVEN_UP),
             # evidence taken from an earlier run (a follow-up's parent), not read again
-            "evidence_reused": sum(1 for e in self.store.evidence(self.run_id) if e.get("reused_from") is not None),
+            "evidence_reused": sum(1 for e in evidence if e.get("reused_from") is not None),
         }
 
     def check_cancel(self) -> None:

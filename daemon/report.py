@@ -38,7 +38,10 @@ from daemon.chart import CHART_FILE
 from daemon.citations import CITATION_RE, find_citations
 from daemon.egress import method_line
 from daemon.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
+from daemon.schedule import parse_iso
 from daemon.untrusted import (
+    as_dict,
+    as_list,
     clean,
     clean_json,
     fold,
@@ -176,12 +179,7 @@ def safe_http_url(url: Any) -> str | None:
     return url
 
 
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
+_list, _dict = as_list, as_dict  # reports are read back in any shape (daemon.untrusted)
 
 
 def _is_n(value: Any) -> bool:
@@ -796,11 +794,10 @@ def changes_when(value: Any) -> str:
     """The previous run's date as the heading says it ("2026-11-20 09:00 UTC"), else as stored."""
     text = fold(value)
     try:
-        moment = datetime.fromisoformat(text)
+        moment = parse_iso(text)
     except ValueError:
         return text or "the previous run"
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(
-        timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _md_quote_ref(ref: Mapping[str, Any], known: set[int]) -> str:

@@ -22,12 +22,12 @@ Pure and typed: settings and hits in, decisions out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
 from .brief import SOURCE_KINDS, Brief, BriefError, SourceKind
-from .decide import content_words
+from .decide import relevance
 from .search import SearchHit
 from .settings import Settings
 
@@ -224,20 +224,18 @@ class StoredPassage(Protocol):
     def text(self) -> str: ...
 
 
-def store_hits(query: str, found: Sequence[StoredPassage], titles: dict[str, str]) -> list[SearchHit]:
+def store_hits(query: str, found: Sequence[StoredPassage], title: Callable[[str], str]) -> list[SearchHit]:
     """Pages read before, offered for `query` as a source of their own, best first: fused with the
     web's hits, a page both offer rises (a page read before, and on topic, is read first, from the
     store), and one the web does not list (any more, or not yet) is offered all the same.
 
-    On topic only: a page's best passage must hold STORE_MIN_SHARE of the query's content words.
+    On topic only: a page's best passage must hold STORE_MIN_SHARE of the query's content words
+    (decide.relevance). `title(url)` is asked for the pages kept only.
     """
-    wanted = set(content_words(query))
     hits: list[SearchHit] = []
     for row in found:
-        if not wanted:
-            break
-        share = len(wanted & set(content_words(row.text))) / len(wanted)
+        share = relevance(row.text, [query])
         if share >= STORE_MIN_SHARE:
-            hits.append(SearchHit(url=row.url, title=titles.get(row.url, ""), content=row.text[:300],
+            hits.append(SearchHit(url=row.url, title=title(row.url), content=row.text[:300],
                                   engine=STORE, score=round(share, 3), source=STORE))
     return hits

@@ -87,6 +87,16 @@ _MD_ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
 _MD_DEFINITION_START = re.compile(r"^\[(?=[^\]\n]*\]:)")
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """A JSON object read back from a report (any shape: an older briefd's, a damaged file), or {}."""
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A JSON array read back from a report, or []."""
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
 def fold(value: Any) -> str:
     """Cleaned, on one line: every run of whitespace (newlines included) becomes one space."""
     return " ".join(clean(value).split())

@@ -86,10 +86,10 @@ def test_the_store_offers_a_page_read_before_only_when_it_is_on_the_query_topic(
     found = [Stored("http://a/on", "The Kestrel bridge anchorage showed corrosion."),
              Stored("http://a/half", "The Kestrel bridge reopened."),
              Stored("http://a/off", "The tunnel under the bridge was dug in 2025.")]
-    hits = store_hits(query, found, {"http://a/on": "On topic"})
+    hits = store_hits(query, found, lambda url: {"http://a/on": "On topic"}.get(url, ""))
     assert [h.url for h in hits] == ["http://a/on", "http://a/half"]
     assert STORE_MIN_SHARE == 0.5 and all(h.source == STORE for h in hits) and hits[0].title == "On topic"
-    assert store_hits("the of and", found, {}) == [], "a query without content words offers nothing"
+    assert store_hits("the of and", found, {}.__getitem__) == [], "a query without content words offers nothing"
 
 
 def test_passages_rank_among_themselves_so_the_same_passages_always_make_the_same_order() -> None:

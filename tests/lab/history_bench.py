@@ -37,7 +37,7 @@ from daemon.report import history_row
 from daemon.worker import kind_of
 from store import CANCELLED, DONE, FAILED
 from store.briefs import Store
-from store.db import iso_utc
+from store.db import iso_utc, utc_now
 from store.history import History, list_query
 from tests.lab.corpus import TOPICS, pages_for
 from tests.lab.queue_bench import traced
@@ -71,7 +71,7 @@ def record_run(store: Store, brief_id: str, question: str, quotes: list[tuple[st
     row = store.get_brief(run_id)
     assert row is not None
     full = {"id": brief_id, "status": state, "question": question, "summary": summary, "stop_reason": stop_reason,
-            "started_at": row.started_at, "finished_at": iso_utc(datetime.now(timezone.utc)), **(report or {})}
+            "started_at": row.started_at, "finished_at": utc_now(), **(report or {})}
     store.finish(run_id, state=state, stop_reason=stop_reason,
                  event=("complete" if state == DONE else state, {"report": "report.json"}), report=history_row(full, kind_of(validate_brief(body, f"{brief_id}.json"))))
     return run_id
@@ -168,7 +168,7 @@ def _figures(times: list[tuple[float, float]]) -> dict[str, float]:
 def list_variants(store: Store) -> dict[str, Callable[[], object]]:
     """`briefd list` as people would call it: plain, every run, and each filter."""
     history = History(store)
-    month_ago = iso_utc(datetime.now(timezone.utc) - timedelta(days=30))[:10]
+    month_ago = utc_now(-30 * 86400)[:10]
     return {
         "list": lambda: history.briefs(list_query()),
         "list --runs": lambda: history.briefs(list_query(runs=True)),
