@@ -12,19 +12,20 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .brief import MAX_BRIEF_BYTES, Brief, BriefError, load_schema, parse_brief, too_large
+from .brief import MAX_BRIEF_BYTES, BriefError, load_schema, too_large
 from .files import use_file_mode
 from .settings import Settings, SettingsError, load_settings, settings_table
 
 if TYPE_CHECKING:  # the store is imported by the commands that open it, not for --help
     from store import Store
+
+    from .actions import Outcome
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
 
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     found.add_argument("text", nargs="+", metavar="TEXT", help="words to look for (quotes not needed)")
     found.add_argument("--json", action="store_true", help="machine-readable output")
     found.add_argument("--limit", metavar="N", help="show at most N results, best first")
+    sub.add_parser("serve", **shared, help="the HTTP API and the web page (loopback by default; serve_* settings)")
     sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
     sub.add_parser("schema", **shared, help="print the brief JSON Schema")
     library = sub.add_parser("library", **shared, help="the local library: status, search, reindex")
@@ -137,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check, "library": cmd_library,
-        "list": cmd_list, "search": cmd_search,
+        "list": cmd_list, "search": cmd_search, "serve": cmd_serve,
     }[args.command]
     try:
         return handler(settings, args)
@@ -164,6 +166,14 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from .files import Locked
     from .worker import serve
 
+    if settings.serve and not args.once:  # the API's settings checked before anything starts
+        from .serve import ServeError, access_for
+
+        try:
+            access_for(settings)
+        except ServeError as exc:
+            print(f"briefd: {exc}", file=sys.stderr)
+            return exc.exit_code
     try:
         return serve(settings, once=args.once)
     except Locked as exc:
@@ -179,9 +189,21 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         raise
 
 
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    """`briefd serve`: the HTTP API alone (daemon.serve); `serve = true` runs it inside `briefd run` instead."""
+    from .serve import ServeError, serve_forever
+
+    try:
+        return serve_forever(settings)
+    except ServeError as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
 def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
-    """Validate every file first; write nothing unless all are valid."""
-    from .files import TooLarge, atomic_write_with, read_file_at_most
+    """Validate every file first; write nothing unless all are valid (daemon.actions: the API's door too)."""
+    from .actions import check_brief, drop_into_inbox
+    from .files import TooLarge, read_file_at_most
 
     prepared: list[tuple[Path, bytes]] = []
     for path in args.files:
@@ -194,7 +216,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             print(f"briefd: {path}: {too_large(exc.size)}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            _follows_checked(settings, parse_brief(data, path.name))
+            check_brief(settings, data, path.name)
         except BriefError as exc:
             print(f"briefd: {path}: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -202,61 +224,17 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     inbox = Path(settings.inbox)
     try:
         for path, data in prepared:
-            target = _free_name(inbox, path.name if path.name.lower().endswith(".json") else path.name + ".json")
-            # the files module's atomic write: a temp name the daemon ignores, then rename; and the
-            # mode any file gets (0644 under umask 022), so a daemon running as another user can read it
-            print(atomic_write_with(inbox, _writer(data, target.name), hint=target.name))
+            print(drop_into_inbox(inbox, path.name, data).name)
     except OSError as exc:
         print(f"briefd: cannot write into the inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     return EXIT_OK
 
 
-def _follows_checked(settings: Settings, brief: Brief) -> None:
-    """Raise the daemon's own rejection of a follow-up whose earlier brief is not done
-    (followup.check_follows), when the store can be opened; the daemon checks again on intake."""
-    from .followup import check_follows
-
-    if brief.follows is None:
-        return
-    try:
-        store = _open_store(settings)
-        if store is None:
-            return
-        try:
-            refused = check_follows(store, brief)
-        finally:
-            store.close()
-    except Exception:  # noqa: BLE001 - a store this command cannot read (locked, damaged, newer): the daemon decides
-        return
-    if refused is not None:
-        raise refused
-
-
-def _writer(data: bytes, name: str) -> Callable[[BinaryIO], str]:
-    def write(handle: BinaryIO) -> str:
-        handle.write(data)
-        return name
-
-    return write
-
-
-def _free_name(folder: Path, name: str) -> Path:
-    target = folder / name
-    stem, suffix = target.stem, target.suffix
-    n = 2
-    while target.exists():
-        target = folder / f"{stem}-{n}{suffix}"
-        n += 1
-    return target
-
-
 def _open_store(settings: Settings) -> Store | None:
-    from store import Store
+    from .actions import open_store
 
-    if not Path(settings.db).exists():
-        return None
-    return Store(settings.db)
+    return open_store(settings)
 
 
 def status_data(settings: Settings) -> dict[str, Any]:
@@ -492,139 +470,35 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_retry(settings: Settings, args: argparse.Namespace) -> int:
-    store = _open_store(settings)
-    if store is None:
-        print(f"briefd: no database at {settings.db}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        run = store.retry(args.id)
-    finally:
-        store.close()
-    if run is None:
-        print(f"briefd: '{args.id}' has no failed or cancelled run to retry", file=sys.stderr)
-        return EXIT_USAGE
-    print(f"{args.id}: re-queued (run {run.run_id}); it resumes from its last checkpoint")
-    return EXIT_OK
+    from .actions import retry
+
+    return _told(retry(settings, args.id))
 
 
 def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
-    store = _open_store(settings)
-    if store is None:
-        print(f"briefd: no database at {settings.db}", file=sys.stderr)
-        return EXIT_USAGE
-    from . import series
-    from .files import WriteFailed
-    from .untrusted import terminal_text
-    from .worker import cancel_brief
+    from .actions import cancel
 
-    try:
-        ended = series.end(store, args.id)  # first: no turn of it starts while its run is cancelled
-        if ended is not None:
-            times = f"{ended.runs} run{'' if ended.runs == 1 else 's'}"
-            print(terminal_text(f"{args.id}: its series ended (every {ended.every}, after {times}): "
-                                "it is not asked again"))
-        run = cancel_brief(settings, store, args.id)
-    except (WriteFailed, OSError, ValueError) as exc:  # cancelled in the store; the outbox refused the report
-        print(f"briefd: '{args.id}' is cancelled, but its report could not be written: {exc}", file=sys.stderr)
-        return EXIT_OK
-    finally:
-        store.close()
-    if run is None:
-        if ended is not None:
-            print(f"{args.id}: no run of it is queued or running")
-            return EXIT_OK
-        print(f"briefd: '{args.id}' is not queued or running, and is not asked again on a schedule",
-              file=sys.stderr)
-        return EXIT_USAGE
-    if run.state == "cancelled":
-        print(f"{args.id}: cancelled before it started; report in {settings.outbox / args.id}")
-    else:
-        print(f"{args.id}: will stop at its next step; its report keeps what was found so far")
-    return EXIT_OK
+    return _told(cancel(settings, args.id))
+
+
+def _told(outcome: Outcome) -> int:
+    """An actions.Outcome as the CLI says it: its lines on stdout when it worked (exit 0), else on stderr (exit 2)."""
+    for line in outcome.lines:
+        print(line if outcome.ok else f"briefd: {line}", file=sys.stdout if outcome.ok else sys.stderr)
+    return EXIT_OK if outcome.ok else EXIT_USAGE
 
 
 def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
+    from .checks import run_checks
+
     problems = 0
-    for ok, message, fix in asyncio.run(_checks(settings)):
+    for ok, message, fix in asyncio.run(run_checks(settings)):
         print(f"{'ok  ' if ok else 'FAIL'} {message}")
         if not ok:
             problems += 1
             if fix:
                 print(f"     fix: {fix}")
     return EXIT_OK if problems == 0 else EXIT_UNAVAILABLE
-
-
-async def _checks(settings: Settings) -> list[tuple[bool, str, str | None]]:
-    from . import egress, llm, search
-    from .archives import Archives
-    from .hosts import model_hosts
-
-    results: list[tuple[bool, str, str | None]] = []
-    models = model_hosts(settings)
-    for probe in await asyncio.gather(*(llm.probe(host, settings.model, 10.0) for host in models)):
-        results.append((probe.ok, probe.message, probe.fix))  # one line per model server
-    if settings.egress == "none":  # never contacted under none: probing it would break the promise
-        results.append((True, f"SearXNG {settings.searxng_url} is not used (egress = none)", None))
-    else:
-        sprobe = await search.probe(settings.searxng_url)
-        results.append((sprobe.ok, sprobe.message, sprobe.fix))
-    results.append((True, egress.check_line(settings.egress, settings.egress_hosts, settings.searxng_url,
-                                            models), None))
-    for name, folder in (("inbox", Path(settings.inbox)), ("outbox", Path(settings.outbox))):
-        results.append(_writable(name, folder))
-    results.append(_db_health(Path(settings.db)))
-    results.append(_library_health(settings))
-    if settings.archives:
-        shelf = await asyncio.to_thread(Archives.from_settings, settings)
-        results += [(h.ok, h.line() if h.ok else f"archive {h.file}: {h.problem}", h.fix) for h in shelf.health()]
-    return results
-
-
-def _library_health(settings: Settings) -> tuple[bool, str, str | None]:
-    from . import library
-
-    store = _open_store(settings) if settings.library else None
-    try:
-        return library.health(store, settings.library)
-    finally:
-        if store is not None:
-            store.close()
-
-
-def _writable(name: str, folder: Path) -> tuple[bool, str, str | None]:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".briefd-check.", suffix=".tmp"):
-            pass
-    except OSError as exc:
-        return False, f"{name} {folder} is not writable: {exc.strerror or exc}", \
-            f"create it and give briefd's user write access, or set --{name}"
-    return True, f"{name} {folder} is writable", None
-
-
-def _db_health(path: Path) -> tuple[bool, str, str | None]:
-    """Open the store and run PRAGMA quick_check; its own lines name any damage."""
-    from store import Store, damaged, diagnose
-
-    try:
-        store = Store(path)
-    except Exception as exc:  # sqlite raises several types; diagnose says what each means
-        problem = diagnose(exc, path)
-        if problem is None:
-            return False, f"database {path} cannot be opened: {exc}", "check the path and its permissions"
-        return False, f"database {path} cannot be opened: it {problem.reason}", problem.fix
-    try:
-        lines = store.quick_check()
-    except Exception as exc:  # quick_check itself stops on some damage: that is its report
-        problem = diagnose(exc, path) or damaged(path, f"is damaged ({exc})")
-        return False, f"database {path} failed its check (PRAGMA quick_check stopped: {exc})", problem.fix
-    finally:
-        store.close()
-    if lines != ["ok"]:
-        shown = "\n       ".join(lines)
-        return False, f"database {path} failed its check (PRAGMA quick_check):\n       {shown}", \
-            damaged(path, "").fix
-    return True, f"database {path} is healthy", None
 
 
 NO_LIBRARY = ("no library configured: set `library` to folders of documents (BRIEFD_LIBRARY, folders "

@@ -286,6 +286,7 @@ _PDF_ERRORS = {
 _TERMINAL = ".!?:;…\"'”’)"
 _PDFIUM_HYPHEN = re.compile("(.)\ufffe(?:\r\n|\n)?(.)")
 _SOFT_HYPHEN = re.compile("\u00ad(?:\r\n|\n)?")
+_HEADING_SHARE = 0.7  # a heading is shorter than this share of a full line (a paragraph's first line is full)
 _LINE_BREAK = re.compile("\r\n|[\r\n]")
 
 
@@ -307,20 +308,35 @@ def _pdf_paragraphs(raw: str) -> str:
     """A PDF page's hard-wrapped lines as extract's plain text wants them: a blank line between paragraphs.
 
     PDFium gives one line per printed line and nothing between paragraphs. A line that ends a
-    sentence and falls short of the page's long lines ends its paragraph; the rest is unwrapped
-    by `extract.shape_plain` (list items and indented lines keep their breaks there).
+    sentence and falls short of the page's long lines ends its paragraph, and so does a heading:
+    a short line that starts a paragraph, ends no sentence and is followed by a line that starts
+    with a capital or a digit ("Findings" over "The inspectors found ..."). Unwrapped, a heading
+    would become the first words of the sentence under it, and of every quote of that sentence.
+    The rest is unwrapped by `extract.shape_plain` (list items and indented lines keep their
+    breaks there).
     """
     lines = _LINE_BREAK.split(_dehyphenate(raw))  # cleaned once, by shape_plain
     widths = sorted(len(line.strip()) for line in lines if line.strip())
     if not widths:
         return ""
     full = widths[min(len(widths) - 1, int(len(widths) * 0.9))]  # a full line, whatever a few outliers do
+    stripped = [line.strip() for line in lines]
+    after = [""] * len(lines)  # the next line with text after each line
+    for i in range(len(lines) - 2, -1, -1):
+        after[i] = stripped[i + 1] or after[i + 1]
     out: list[str] = []
-    for line in lines:
+    starts_paragraph = True
+    for line, text, next_text in zip(lines, stripped, after):
         out.append(line)
-        stripped = line.strip()
-        if stripped.endswith(tuple(_TERMINAL)) and len(stripped) < 0.8 * full:
+        if not text:
+            starts_paragraph = True
+            continue
+        ends = len(text) < 0.8 * full and text.endswith(tuple(_TERMINAL))
+        if not ends and starts_paragraph and len(text) < _HEADING_SHARE * full:
+            ends = bool(next_text) and (next_text[0].isupper() or next_text[0].isdigit())
+        if ends:
             out.append("")
+        starts_paragraph = ends
     return "\n".join(out)
 
 

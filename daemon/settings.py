@@ -93,6 +93,11 @@ class Settings:
     archives: tuple[Path, ...] = ()  # Kiwix ZIM files (daemon.archives)
     egress: str = "open"  # open | private | none: who may be contacted (fetch.FetchLimits)
     egress_hosts: tuple[str, ...] = ()  # hosts allowed under egress = private besides private addresses
+    serve: bool = False  # briefd run serves the HTTP API too (daemon.serve)
+    serve_host: str = "127.0.0.1"  # loopback: no token needed; any other address needs one
+    serve_port: int = 8765
+    serve_token: str | None = None  # the bearer token the HTTP API asks for (daemon.serve)
+    serve_token_file: Path | None = None  # ... or a file holding it (kept out of ps and the environment)
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
 
@@ -114,6 +119,7 @@ class SettingsError(ValueError):
 class _Spec:
     name: str
     kind: str  # path | paths | ollama | ollamas | url | model | int | float | bool | level | mode | tiers | egress | hosts
+    #       | duration | optpath | secret | bindhost
     help: str
     flag: str | None = None  # only the contract settings have a documented flag
     env: str | None = None  # None: BRIEFD_<NAME>
@@ -190,6 +196,15 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("egress_hosts", "hosts", "hosts with public addresses that egress = private still allows (e.g. your "
                                    "SearXNG), comma-separated in the environment, a list in briefd.toml",
           shown_default="none", example="search.example.org"),
+    _Spec("serve", "bool", "briefd run serves the HTTP API and the web page too (as briefd serve does alone)"),
+    _Spec("serve_host", "bindhost", "address the HTTP API listens on; loopback by default, any other needs "
+                                    "serve_token or serve_token_file", example="0.0.0.0"),
+    _Spec("serve_port", "int", "port the HTTP API listens on", low=1, high=65535),
+    _Spec("serve_token", "secret", "bearer token the HTTP API asks for (Authorization: Bearer ...); at least 16 "
+                                   "characters; prefer serve_token_file, which keeps it out of ps and the "
+                                   "environment", shown_default="unset", example="<32 random characters>"),
+    _Spec("serve_token_file", "optpath", "file whose first line is the HTTP API's bearer token (mode 0600)",
+          shown_default="unset", example="/etc/briefd/token"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 # settings an earlier briefd had, and what to write instead
@@ -458,6 +473,39 @@ def _to_path(spec: _Spec, raw: Any, source: _Source) -> Path:
     return Path(os.path.abspath(path if path.is_absolute() else source.base / path))
 
 
+def _to_optpath(spec: _Spec, raw: Any, source: _Source) -> Path | None:
+    """A path that may be left unset ("" in the environment unsets it)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    return _to_path(spec, raw, source)
+
+
+SERVE_TOKEN_MIN_CHARS = 16
+
+
+def _to_secret(spec: _Spec, raw: Any, source: _Source) -> str | None:
+    """A bearer token: printable ASCII without spaces, long enough not to be guessed."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    text = raw.strip() if isinstance(raw, str) else None
+    if text is None or len(text) < SERVE_TOKEN_MIN_CHARS or not all(33 <= ord(c) < 127 for c in text):
+        raise _Bad(f"at least {SERVE_TOKEN_MIN_CHARS} printable ASCII characters without spaces "
+                   "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))' makes one)")
+    return text
+
+
+def _to_bindhost(spec: _Spec, raw: Any, source: _Source) -> str:
+    """An address to listen on: an IP address or a host name, without a scheme or port."""
+    if isinstance(raw, str):
+        text = raw.strip().removeprefix("[").removesuffix("]")
+        try:
+            return str(ipaddress.ip_address(text))
+        except ValueError:
+            if re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", text) and ".." not in text:
+                return text
+    raise _Bad("an address to listen on, such as 127.0.0.1, ::1 or 0.0.0.0 (no scheme, no port: that is serve_port)")
+
+
 def _to_ollama(spec: _Spec, raw: Any, source: _Source) -> str:
     if not isinstance(raw, str):
         raise _Bad("an address such as \"127.0.0.1:11434\" or \"http://gpu-box:11434\"")
@@ -704,7 +752,8 @@ _CONVERTERS = {
     "path": _to_path, "paths": _to_paths, "egress": _to_egress, "hosts": _to_hosts, "ollama": _to_ollama,
     "ollamas": _to_ollamas, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
-    "tiers": _to_tiers, "duration": _to_duration,
+    "tiers": _to_tiers, "duration": _to_duration, "optpath": _to_optpath, "secret": _to_secret,
+    "bindhost": _to_bindhost,
 }
 
 

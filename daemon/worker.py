@@ -239,7 +239,7 @@ class Daemon:
                 if not self.once:
                     observer = start_observer(self.inbox, settings.use_polling, deliver)
                 self.inbox.scan()
-                async with self.services() as svc:
+                async with self.api(), self.services() as svc:
                     indexer = await self.start_library(svc)
                     watcher = asyncio.create_task(self.watch_inbox())
                     workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
@@ -256,6 +256,14 @@ class Daemon:
                 if observer is not None:
                     observer.stop()
                     observer.join(timeout=5)
+
+    def api(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The HTTP API on this loop when `serve` is set (daemon.serve); not under --once, which ends with its briefs."""
+        if not self.settings.serve or self.once:
+            return contextlib.nullcontext()
+        from .serve import serving_inside
+
+        return serving_inside(self.settings)
 
     async def cut_trailing(self, svc: Services) -> None:
         """The pages finished briefs left loading (Research.hand_over) end with the daemon: a

@@ -429,9 +429,11 @@ class Store:
         )
         return seq, at
 
-    def events(self, run_id: int) -> list[dict[str, Any]]:
+    def events(self, run_id: int, since: int = 0) -> list[dict[str, Any]]:
+        """A run's events in order, from seq `since` on (the HTTP API's live stream asks for what is new)."""
         out = []
-        for r in self.db.query("SELECT seq, at, type, data FROM events WHERE run_id = ? ORDER BY seq", [run_id]):
+        for r in self.db.query("SELECT seq, at, type, data FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq",
+                               [run_id, since]):
             out.append({"seq": r["seq"], "at": r["at"], "type": r["type"], **json.loads(r["data"])})
         return out
 

@@ -105,6 +105,27 @@ def test_pdf_hard_wrapped_lines_become_paragraphs_and_hyphens_are_resolved(tmp_p
         assert "\n" not in page.extracted.text[start:end]
 
 
+def test_pdf_headings_stay_out_of_the_sentences_under_them(tmp_path: Path) -> None:
+    """A heading over a paragraph is a paragraph of its own: unwrapped into the next line it became the
+    first words of that sentence ("Findings The inspectors found ..."), and of every quote of it."""
+    prose = ("The inspectors found corrosion in 7 of the 32 cable anchorages of the bridge, and the worst "
+             "anchorage had lost 38 percent of its steel section over the years since it was built. ")
+    page = read_document(None, lab.write_pdf(tmp_path / "headed.pdf", [
+        "Kestrel River Bridge: Principal Inspection Report 2025\n\nPrepared by the County Highways Department."
+        "\n\n" + prose * 2,
+        "Findings\n\n" + prose + "\n\n2025 figures\n\n" + prose]), "headed.pdf")
+    assert page is not None
+    sentences = [page.extracted.text[s:e] for s, e in split_sentences(page.extracted.text)]
+    for heading in ("Kestrel River Bridge: Principal Inspection Report 2025", "Findings", "2025 figures"):
+        assert heading in sentences, sentences  # a sentence of its own, so decide.not_a_statement can refuse it
+    assert not any(s.startswith("Findings The") or s.startswith("2025 figures The") for s in sentences)
+    assert any(s.startswith("The inspectors found corrosion in 7") for s in sentences)
+    # a paragraph's short last line that ends no sentence is not taken for a heading
+    wrapped = read_document(None, lab.write_pdf(tmp_path / "tail.pdf", [prose * 2 + "and so on for 12 years"]),
+                            "tail.pdf")
+    assert wrapped is not None and "\n" not in wrapped.extracted.text
+
+
 def test_docx_paragraphs_headings_tables_and_hidden_text(tmp_path: Path) -> None:
     path = lab.write_docx(tmp_path / "dam.docx", "Dam survey", [
         ("heading", "Findings"),

@@ -1,0 +1,161 @@
+"""What a user asks of the queue, whichever door they use: the command line or the HTTP API.
+
+`briefd submit` and `POST /briefs` are two doors to one queue, the inbox: a brief is checked
+the same way (the schema, and a follow-up's earlier brief) and dropped into the inbox the same
+way (a temp name, then a rename), and the daemon takes it from there as it takes any file.
+Cancel and retry likewise: one function each, an `Outcome` that the CLI prints and the API
+returns as JSON, so the two can never answer the same request differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from .brief import Brief, BriefError, parse_brief
+from .settings import Settings
+
+if TYPE_CHECKING:  # the store is imported by the requests that open it
+    from store import Store
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer to a request: `ok`, the lines a person reads, and the run it touched (if any).
+
+    `found` is False when the id names nothing the request can act on (the API's 404/409 differ
+    by it: an unknown id against a brief in the wrong state).
+    """
+
+    ok: bool
+    lines: list[str] = field(default_factory=list)
+    run: int | None = None
+    state: str | None = None
+    found: bool = True
+
+
+def open_store(settings: Settings) -> Store | None:
+    """The store at settings.db, or None when none exists yet (nothing was ever accepted)."""
+    from store import Store
+
+    if not Path(settings.db).exists():
+        return None
+    return Store(settings.db)
+
+
+def check_brief(settings: Settings, data: bytes, name: str) -> Brief:
+    """The brief in `data` as the daemon will read it, or BriefError naming the field and the fix.
+
+    A follow-up of an earlier brief that has no done run is refused here as the daemon would
+    refuse it on intake (followup.check_follows), when the store can be read.
+    """
+    from .followup import check_follows
+
+    brief = parse_brief(data, name)
+    if brief.follows is None:
+        return brief
+    try:
+        store = open_store(settings)
+        if store is None:
+            return brief
+        try:
+            refused = check_follows(store, brief)
+        finally:
+            store.close()
+    except Exception:  # noqa: BLE001 - a store this door cannot read (locked, damaged, newer): the daemon decides
+        return brief
+    if refused is not None:
+        raise refused
+    return brief
+
+
+def drop_into_inbox(inbox: Path, name: str, data: bytes) -> Path:
+    """Write `data` into the inbox as `name` (or name-2, name-3 ... when taken), whole or not at all.
+
+    The files module's atomic write: a temp name the daemon ignores, then a rename; with the mode
+    any file gets (0644 under umask 022), so a daemon running as another user can read it.
+    Raises OSError when the inbox cannot be written.
+    """
+    from .files import atomic_write_with
+
+    target = free_name(inbox, name if name.lower().endswith(".json") else name + ".json")
+
+    def write(handle: BinaryIO) -> str:
+        handle.write(data)
+        return target.name
+
+    return inbox / atomic_write_with(inbox, write, hint=target.name)
+
+
+def free_name(folder: Path, name: str) -> Path:
+    """`folder/name`, or the first of name-2, name-3 ... that does not exist yet."""
+    target = folder / name
+    stem, suffix = target.stem, target.suffix
+    n = 2
+    while target.exists():
+        target = folder / f"{stem}-{n}{suffix}"
+        n += 1
+    return target
+
+
+def retry(settings: Settings, brief_id: str) -> Outcome:
+    """Re-queue the latest failed or cancelled run of `brief_id`, from its last checkpoint."""
+    store = open_store(settings)
+    if store is None:
+        return Outcome(False, [f"no database at {settings.db}: nothing has been accepted yet"], found=False)
+    try:
+        latest = store.latest_run(brief_id)
+        run = store.retry(brief_id)
+    finally:
+        store.close()
+    if run is None:
+        if latest is None:
+            return Outcome(False, [f"no brief with id '{brief_id}' (briefd list shows them)"], found=False)
+        return Outcome(False, [f"'{brief_id}' has no failed or cancelled run to retry (it is {latest.state})"],
+                       run=latest.run_id, state=latest.state)
+    return Outcome(True, [f"{brief_id}: re-queued (run {run.run_id}); it resumes from its last checkpoint"],
+                   run=run.run_id, state=run.state)
+
+
+def cancel(settings: Settings, brief_id: str) -> Outcome:
+    """Stop a queued or running brief, and end its series when it is asked again on a schedule.
+
+    A cancelled queued brief gets its report at once; a running one stops at its next step and
+    its report keeps what was found so far. The series ends first, so no turn of it starts
+    while its run is being cancelled.
+    """
+    from . import series
+    from .files import WriteFailed
+    from .untrusted import terminal_text
+    from .worker import cancel_brief
+
+    store = open_store(settings)
+    if store is None:
+        return Outcome(False, [f"no database at {settings.db}: nothing has been accepted yet"], found=False)
+    lines: list[str] = []
+    try:
+        ended = series.end(store, brief_id)
+        if ended is not None:
+            times = f"{ended.runs} run{'' if ended.runs == 1 else 's'}"
+            lines.append(terminal_text(f"{brief_id}: its series ended (every {ended.every}, after {times}): "
+                                       "it is not asked again"))
+        run = cancel_brief(settings, store, brief_id)
+        latest = store.latest_run(brief_id) if run is None else None
+    except (WriteFailed, OSError, ValueError) as exc:  # cancelled in the store; the outbox refused the report
+        return Outcome(True, [*lines, f"'{brief_id}' is cancelled, but its report could not be written: {exc}"],
+                       state="cancelled")
+    finally:
+        store.close()
+    if run is None:
+        if ended is not None:
+            return Outcome(True, [*lines, f"{brief_id}: no run of it is queued or running"])
+        if latest is None:
+            return Outcome(False, [f"no brief with id '{brief_id}' (briefd list shows them)"], found=False)
+        return Outcome(False, [f"'{brief_id}' is not queued or running (it is {latest.state}), "
+                               "and is not asked again on a schedule"], run=latest.run_id, state=latest.state)
+    if run.state == "cancelled":
+        lines.append(f"{brief_id}: cancelled before it started; report in {settings.outbox / brief_id}")
+    else:
+        lines.append(f"{brief_id}: will stop at its next step; its report keeps what was found so far")
+    return Outcome(True, lines, run=run.run_id, state=run.state)
