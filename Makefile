@@ -8,7 +8,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: demo test bench bench-real soak lab clean venv
+.PHONY: demo test bench bench-real soak lab clean venv browser
 
 venv: $(STAMP)
 
@@ -18,7 +18,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# The browser test (tests/test_web_page.py) drives Debian's Chromium: installed here when missing
+# and this is root on Debian (CI is); no browser is downloaded from anywhere but the distribution.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make test: installing Debian's chromium for the browser test (tests/test_web_page.py)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "make test: the browser test needs Chromium: sudo apt-get install chromium"; exit 1; \
+	  fi; }
+
+test: $(STAMP) browser
 	@echo "mypy: type-checking daemon/ and store/ ([tool.mypy] in pyproject.toml)"
 	@$(PY) -m mypy || { echo "make test: mypy found type errors (above); fix them before the tests run"; exit 1; }
 	$(PY) -m pytest -q $(PYTEST_ARGS)
