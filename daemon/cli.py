@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # the store is imported by the commands that open it, not for
     from store import Store
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
+# The one line that opens the store in datasette with its descriptions and canned queries (README).
+DATASETTE_COMMAND = "briefd datasette > briefd-metadata.json && datasette briefd.db --metadata briefd-metadata.json"
 
 log = logging.getLogger("briefd")
 
@@ -98,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     found.add_argument("--limit", metavar="N", help="show at most N results, best first")
     sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
     sub.add_parser("schema", **shared, help="print the brief JSON Schema")
+    sub.add_parser("datasette", **shared, help="print datasette metadata for the store (what every table, "
+                                               "column and canned query means)",
+                   description=f"Print datasette metadata for the store (--db) on stdout. Open the store with "
+                               f"it (datasette is in the lab extra, or `pip install datasette`):\n\n"
+                               f"  {DATASETTE_COMMAND}")
     library = sub.add_parser("library", **shared, help="the local library: status, search, reindex")
     actions = library.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("status", **shared, help="folders, files indexed, pending, refused (with reasons)")
@@ -137,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check, "library": cmd_library,
-        "list": cmd_list, "search": cmd_search,
+        "list": cmd_list, "search": cmd_search, "datasette": cmd_datasette,
     }[args.command]
     try:
         return handler(settings, args)
@@ -540,6 +547,14 @@ def cmd_cancel(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{args.id}: cancelled before it started; report in {settings.outbox / args.id}")
     else:
         print(f"{args.id}: will stop at its next step; its report keeps what was found so far")
+    return EXIT_OK
+
+
+def cmd_datasette(settings: Settings, args: argparse.Namespace) -> int:
+    """The store's datasette metadata, keyed by the name datasette gives the configured --db."""
+    from store.browse import metadata_for
+
+    print(json.dumps(metadata_for(settings.db), indent=2, ensure_ascii=False))
     return EXIT_OK
 
 
