@@ -3,12 +3,13 @@
 #   make test   venv with test extras + mypy (daemon/, store/) + the whole suite
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
 #   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes)
+#   make wheelhouse   (connected machine) wheels of briefd and its runtime dependencies, for an air-gapped install
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: demo test bench bench-real soak lab clean venv browser
+.PHONY: demo test bench bench-real soak lab clean venv browser wheelhouse
 
 venv: $(STAMP)
 
@@ -48,6 +49,14 @@ bench-real: $(STAMP)
 
 soak: $(STAMP)
 	$(PY) -m tests.lab.soak $(SOAK_ARGS)
+
+# Runtime dependencies only (no lab or test extras), built for this machine's Python and platform:
+# build it where the target's OS, CPU and Python version are the same. README: "Installing without internet".
+WHEELHOUSE ?= wheelhouse
+wheelhouse:
+	$(PYTHON) -m pip wheel --quiet --wheel-dir $(WHEELHOUSE) .
+	@echo "wheelhouse: $$(ls $(WHEELHOUSE) | wc -l) wheels in $(WHEELHOUSE)/; install with:"
+	@echo "  pip install --no-index --find-links $(WHEELHOUSE) briefd"
 
 clean:
 	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache

@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # the store is imported by the commands that open it, not for
     from .actions import Outcome
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
+# The one line that opens the store in datasette with its descriptions and canned queries (README).
+DATASETTE_COMMAND = "briefd datasette > briefd-metadata.json && datasette briefd.db --metadata briefd-metadata.json"
 
 log = logging.getLogger("briefd")
 
@@ -100,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", **shared, help="the HTTP API and the web page (loopback by default; serve_* settings)")
     sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
     sub.add_parser("schema", **shared, help="print the brief JSON Schema")
+    sub.add_parser("datasette", **shared, help="print datasette metadata for the store (what every table, "
+                                               "column and canned query means)",
+                   description=f"Print datasette metadata for the store (--db) on stdout. Open the store with "
+                               f"it (datasette is in the lab extra, or `pip install datasette`):\n\n"
+                               f"  {DATASETTE_COMMAND}")
     library = sub.add_parser("library", **shared, help="the local library: status, search, reindex")
     actions = library.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("status", **shared, help="folders, files indexed, pending, refused (with reasons)")
@@ -139,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check, "library": cmd_library,
-        "list": cmd_list, "search": cmd_search, "serve": cmd_serve,
+        "list": cmd_list, "search": cmd_search, "serve": cmd_serve, "datasette": cmd_datasette,
     }[args.command]
     try:
         return handler(settings, args)
@@ -486,6 +493,14 @@ def _told(outcome: Outcome) -> int:
     for line in outcome.lines:
         print(line if outcome.ok else f"briefd: {line}", file=sys.stdout if outcome.ok else sys.stderr)
     return EXIT_OK if outcome.ok else EXIT_USAGE
+
+
+def cmd_datasette(settings: Settings, args: argparse.Namespace) -> int:
+    """The store's datasette metadata, keyed by the name datasette gives the configured --db."""
+    from store.browse import metadata_for
+
+    print(json.dumps(metadata_for(settings.db), indent=2, ensure_ascii=False))
+    return EXIT_OK
 
 
 def cmd_check(settings: Settings, args: argparse.Namespace) -> int:

@@ -1,0 +1,74 @@
+"""The air-gapped install (README, "Installing without internet"): `make wheelhouse` on a connected
+machine, then `pip install --no-index --find-links wheelhouse briefd` where there is no index.
+
+Here the wheelhouse is built by the Makefile target itself (it reaches the package index, as on
+the connected machine; about 20 s), then installed into a fresh venv with the index switched off
+and nothing but the wheelhouse to find packages in: no pip configuration, no extra find-links,
+no PYTHONPATH pointing back at this checkout. The briefd that answers is the installed one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import venv
+from pathlib import Path
+
+import pytest
+
+from daemon import __version__
+from tests.lab.servers import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def extras_only() -> set[str]:
+    """Distributions the lab and test extras add that the runtime does not need (from pyproject.toml)."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+    def name(requirement: str) -> str:
+        return re.sub(r"[-_.]+", "_", re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]).lower()
+    runtime = {name(r) for r in project["dependencies"]}
+    extras = {name(r) for group in project["optional-dependencies"].values() for r in group}
+    return extras - runtime - {"briefd"}
+
+
+def isolated_env() -> dict[str, str]:
+    """The environment of a machine with no index: no pip configuration or find-links of this
+    one's, and no PYTHONPATH that would let this checkout answer instead of the installed package."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
+
+
+def test_briefd_installs_from_the_wheelhouse_alone_and_runs(tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    subprocess.run(["make", "--no-print-directory", "wheelhouse", f"WHEELHOUSE={wheelhouse}",
+                    f"PYTHON={sys.executable}"], cwd=REPO_ROOT, check=True, timeout=300)
+    wheels = {re.sub(r"[-_.]+", "_", w.name.split("-")[0]).lower() for w in wheelhouse.glob("*.whl")}
+    assert "briefd" in wheels and {"httpx", "sqlite_utils", "trafilatura"} <= wheels
+    assert wheels & extras_only() == set(), "the lab and test extras are not in the wheelhouse"
+
+    fresh = tmp_path / "fresh"
+    venv.create(fresh, with_pip=True)
+    bin_dir = fresh / "bin"
+    env = isolated_env()
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
+                    str(wheelhouse), "briefd"], cwd=tmp_path, env=env, check=True, timeout=300)
+
+    def briefd(*args: str) -> str:
+        done = subprocess.run([str(bin_dir / "briefd"), *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    assert briefd("--version").strip() == f"briefd {__version__}"
+    schema = json.loads(briefd("schema"))
+    assert "question" in schema["required"]
+    assert list(json.loads(briefd("datasette", "--db", str(tmp_path / "site.db")))["databases"]) == ["site"]
+    where = subprocess.run([str(bin_dir / "python"), "-c", "import daemon, store; print(daemon.__file__); "
+                            "print(store.__file__)"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert all(Path(p).is_relative_to(fresh) for p in where), where
