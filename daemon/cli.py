@@ -173,9 +173,11 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from .files import Locked
     from .worker import serve
 
+    api_errors: tuple[type[Exception], ...] = ()  # the HTTP API's, when it runs inside (serve = true)
     if settings.serve and not args.once:  # the API's settings checked before anything starts
         from .serve import ServeError, access_for
 
+        api_errors = (ServeError,)
         try:
             access_for(settings)
         except ServeError as exc:
@@ -186,6 +188,9 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     except Locked as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    except api_errors as exc:  # its port cannot be had: said with the fix
+        print(f"briefd: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_UNAVAILABLE)
     except Exception as exc:  # a store failure or a path it cannot use: exit 3; else re-raised
         code = store_failure(settings, exc, "use")
         if code is not None:

@@ -269,8 +269,11 @@ def test_a_port_in_use_is_said_with_the_fix(workspace: Workspace) -> None:
         held.listen()
         port = held.getsockname()[1]
         result = workspace.briefd("serve", BRIEFD_SERVE_PORT=str(port), timeout=30)
-    assert result.returncode == 3
-    assert f"port {port} is in use" in result.stderr and "serve_port" in result.stderr
+        inside = workspace.briefd("run", BRIEFD_SERVE="true", BRIEFD_SERVE_PORT=str(port), timeout=60)
+    for answer in (result, inside):
+        assert answer.returncode == 3, answer.stderr
+        assert f"port {port} is in use" in answer.stderr and "serve_port" in answer.stderr
+        assert "Traceback" not in answer.stderr
 
 
 def test_with_a_token_every_route_asks_for_it(workspace: Workspace, tmp_path: Path) -> None:
