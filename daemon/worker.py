@@ -2,7 +2,8 @@
 
 `serve(settings, once=False)` is `briefd run`; with `once=True` it is cron mode:
 take everything in the inbox, resume every interrupted brief, start the series
-that are due (daemon/series.py), finish them all, return. Briefs run as asyncio
+that are due (daemon/series.py), finish them all, return (exit 3 when a service stayed down
+for `once_patience_s`: its briefs stay queued for the next run). Briefs run as asyncio
 tasks (`workers` at once); all store access happens on the event loop's thread,
 where the store's connection lives.
 
@@ -10,6 +11,10 @@ One daemon per store and per inbox (two flocks, `<db>.lock` and `<inbox>/.briefd
 When the store fails (issue 8): another process holding SQLite's lock is waited for,
 saying so; anything else (damaged, full, not writable) stops the daemon with exit 3,
 the reason and the fix, and never costs a brief an attempt: a restart resumes it.
+
+Unattended operation (issue 13): one start-up line; each outage said once (daemon.outages);
+systemd's notify protocol when $NOTIFY_SOCKET is set (daemon.sdnotify); the `on_finish`
+command when a brief ends (daemon.onfinish).
 """
 
 from __future__ import annotations
