@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", **shared, help="the daemon (foreground; --once for cron)")
     run.add_argument("--once", action="store_true",
                      help="take everything in the inbox, resume interrupted briefs, finish them all, exit 0")
+    once = next(row for row in settings_table() if row["name"] == "once_patience_s")
+    run.add_argument("--once-patience-s", dest="once_patience_s", default=None, metavar="SECONDS",
+                     help=f"with --once: give up on a service down this long, leave its briefs queued and exit 3 "
+                          f"(setting once_patience_s, env {once['env']}, default {once['default']})")
     submit = sub.add_parser("submit", **shared, help="validate briefs and put them into the inbox")
     submit.add_argument("files", nargs="+", type=Path, metavar="FILE")
     status = sub.add_parser("status", **shared, help="queue counts and running briefs")
@@ -118,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load(args: argparse.Namespace) -> Settings:
     flags = {row["name"]: getattr(args, row["name"], None) for row in setting_flags()}
+    flags["once_patience_s"] = getattr(args, "once_patience_s", None)  # `briefd run`'s own setting flag
     config = Path(args.config) if getattr(args, "config", None) else None
     return load_settings(flags, os.environ, config)
 
@@ -249,11 +254,33 @@ def _open_store(settings: Settings) -> Store | None:
     return open_store(settings)
 
 
+ORPHANED = "daemon not running: will resume when it starts"
+
+
+def daemon_data(settings: Settings) -> dict[str, Any]:
+    """Whether a daemon holds the store (files.lock_holder): `running` (None: cannot tell), its pid
+    (or the last daemon's, when none runs), the lock file."""
+    from .files import lock_holder, store_lock_path
+
+    state = lock_holder(store_lock_path(settings.db))
+    return {"running": state.held, "pid": state.pid, "lock": str(state.path)}
+
+
+def daemon_line(daemon: dict[str, Any]) -> str:
+    if daemon["running"]:
+        return f"daemon: running (pid {daemon['pid'] or 'unknown'})"
+    if daemon["running"] is None:
+        return f"daemon: cannot tell whether one is running (lock {daemon['lock']} is not readable)"
+    last = f"; the last one was pid {daemon['pid']}" if daemon["pid"] else ""
+    return f"daemon: not running{last} (start it: briefd run, or systemctl start briefd)"
+
+
 def status_data(settings: Settings) -> dict[str, Any]:
+    daemon = daemon_data(settings)
     store = _open_store(settings)
     if store is None:
         return {"counts": {}, "running": [], "queued": [], "series": [], "database": str(settings.db),
-                "exists": False}
+                "exists": False, "daemon": daemon}
     try:
         from store import QUEUED, RUNNING
 
@@ -271,12 +298,13 @@ def status_data(settings: Settings) -> dict[str, Any]:
                 "remaining": cp.get("remaining", {}), "plan_relevance": cp.get("plan_relevance"),
                 "asked": cp.get("asked", []), "visited": len(cp.get("visited", [])),
                 "bad_urls": len(cp.get("bad", {})), "evaluator_failures": cp.get("evaluator_failures", 0),
+                "daemon_running": daemon["running"], "note": ORPHANED if daemon["running"] is False else None,
             })
         queued = [{"id": r.brief_id, "run": r.run_id, "accepted_at": r.accepted_at,
                    "waiting_for": r.waiting_for}
                   for r in store.briefs_in_state(QUEUED)]
         return {"counts": store.counts_by_state(), "running": running, "queued": queued,
-                "series": series.active(store), "database": str(settings.db), "exists": True}
+                "series": series.active(store), "database": str(settings.db), "exists": True, "daemon": daemon}
     finally:
         store.close()
 
@@ -306,12 +334,14 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return EXIT_OK
     counts = data["counts"]
+    print(daemon_line(data["daemon"]))
     if not data["exists"]:
         print(f"no database yet at {settings.db}: nothing has been accepted")
         return EXIT_OK
     print("  ".join(f"{state}: {n}" for state, n in counts.items()))
     for run in data["running"]:
-        line = f"running {run['id']} (run {run['run']}): round {run['round']}, {run['phase']}"
+        state = f"running ({run['note']})" if run["note"] else "running"
+        line = f"{state} {run['id']} (run {run['run']}): round {run['round']}, {run['phase']}"
         if run["next_action"]:
             line += f"; next: {run['next_action']} ({run['why']})"
         left = {k: v for k, v in (run.get("remaining") or {}).items() if v is not None}

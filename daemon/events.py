@@ -66,7 +66,9 @@ class EventLog:
                 handle.write(line + "\n")
         except OSError as exc:  # the store has it; the file is a live view
             log.warning("%s: could not append to %s: %s", self.brief_id, self.path, exc)
-        log.info("%s %s %s", self.brief_id, type_, _brief(fields))
+        # a wait is said once per outage by daemon.outages; each brief's retries only at debug
+        log.log(logging.DEBUG if type_ == "waiting" else logging.INFO, "%s %s %s", self.brief_id, type_,
+                _brief(fields))
         return event
 
 

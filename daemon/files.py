@@ -26,6 +26,7 @@ import json
 import os
 import secrets
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Self
@@ -36,6 +37,9 @@ READ_CHUNK = 1 << 16
 NEW_FILE_MODE = 0o666  # what every program asks for; the kernel takes the umask (or a default ACL) off it
 NEW_FOLDER_MODE = 0o777
 TEMP_NAME_TRIES = 100  # O_EXCL collisions of 48 random bits: one try in practice
+# A lock is tried this many times, LOCK_TRY_PAUSE_S apart, before it counts as held: `briefd status`
+# tests the store's lock by taking it for an instant (lock_holder), which must not turn a daemon away.
+LOCK_TRIES, LOCK_TRY_PAUSE_S = 10, 0.05
 
 # The `file_mode` setting, process-wide like the umask it stands in for: set once at start-up
 # (use_file_mode), read by every write below, so no caller can forget to pass it.
@@ -283,23 +287,75 @@ class ProcessLock:
         self.release()
 
 
+def store_lock_path(db: Path) -> Path:
+    """The lock that makes one daemon per store: `<db>.lock`, next to the database, after
+    symlinks are resolved (a link to the store is the same store)."""
+    real = Path(db).resolve()
+    return real.with_name(real.name + ".lock")
+
+
 def hold_lock(path: Path, what: str, fix: str) -> ProcessLock:
     """The one lock mechanism (the inbox's and the store's): take `path`'s flock or raise
     Locked naming the holder's pid, which the holder writes into the file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    for tries_left in range(LOCK_TRIES - 1, -1, -1):
         try:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown pid"
-        finally:
-            os.close(fd)
-        raise Locked(path, holder, what, fix) from None
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if tries_left:
+                time.sleep(LOCK_TRY_PAUSE_S)
+                continue
+            try:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "unknown pid"
+            finally:
+                os.close(fd)
+            raise Locked(path, holder, what, fix) from None
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
     except OSError:
         pass  # a full disk: the lock holds all the same; a second daemon is told "unknown pid"
     return ProcessLock(path, fd)
+
+
+@dataclass(frozen=True)
+class LockState:
+    """Who holds a lock file of hold_lock's: `held` None when that cannot be told (unreadable);
+    `pid` the process the file names (the holder when held, else the last holder, now gone)."""
+
+    path: Path
+    held: bool | None
+    pid: int | None
+
+
+def lock_holder(path: Path) -> LockState:
+    """Is `path` (hold_lock's file) held, and by which pid? Never creates or writes the file.
+
+    The flock is the truth (the kernel drops it when its holder dies, however it dies), so the
+    pid written in the file is only trusted while the lock is held. Testing it means taking a
+    shared lock for an instant; hold_lock tries LOCK_TRIES times, so a daemon starting at that
+    instant is not turned away.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return LockState(path, False, None)
+    except OSError:
+        return LockState(path, None, None)
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+        pid = int(text[1]) if len(text) > 1 and text[0] == "pid" and text[1].isdigit() else None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return LockState(path, True, pid)
+        except OSError:
+            return LockState(path, None, pid)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return LockState(path, False, pid)
+    finally:
+        os.close(fd)

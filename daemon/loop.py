@@ -40,6 +40,7 @@ from .events import EventLog, LoggedOnly
 from .fetch import FetchLimits, FetchResult, Validators, fetch_page
 from .hosts import ModelHosts, model_hosts
 from .llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
+from .outages import OutageLog
 from .pagework import PageUnreadable, PageWorkers
 from .policy import EstimatePolicy, Facts, policy_for
 from .retry import call_with_retries
@@ -87,6 +88,7 @@ class Services:
     # fetches a finished brief handed over (Research.hand_over): they end while the next brief runs,
     # their page cached or, on their own timeout, remembered as slow (the daemon's end cuts them off)
     trailing: set["asyncio.Task[Any]"] = field(default_factory=set)
+    outages: OutageLog = field(default_factory=OutageLog)  # said once per outage in the daemon's log
 
 
 class Cancelled(Exception):
@@ -545,6 +547,7 @@ class Research:
         except SearchUnavailable as exc:
             raise Outage("searxng", str(exc)) from exc
         self.store.set_waiting(self.run_id, None)
+        self.svc.outages.came_back("searxng")
         self.store.cache_search(key, query, query_params(self.params),
                                 {"hits": [h.as_dict() for h in response.hits],
                                  "unresponsive_engines": response.unresponsive_engines})
@@ -1334,6 +1337,7 @@ class Research:
             self.state.count_skipped(f"{purpose} retry")
         self.store.set_waiting(self.run_id, None)
         self.store.service_back(self.run_id)
+        self.svc.outages.came_back("ollama")
         if result.outcome in ("fallback", "poisoned"):
             self.state.count_fallback(purpose)
         if result.outcome == "poisoned":
@@ -1350,6 +1354,7 @@ class Research:
     def on_wait(self, service: str, retry_at: float, reason: str) -> None:
         when = datetime.fromtimestamp(retry_at, timezone.utc).replace(microsecond=0).isoformat()
         self.store.set_waiting(self.run_id, f"{service}: {reason} (retry at {when})")
+        self.svc.outages.went_down(service, reason)
         self.events.emit("waiting", service=service, reason=reason, retry_at=when)
 
     # ---- bookkeeping --------------------------------------------------------------------------------

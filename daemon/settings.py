@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import ipaddress
+import json
 import math
 import os
 import re
@@ -85,6 +86,9 @@ class Settings:
     use_polling: bool = False
     max_attempts: int = 3
     patience_s: float = 21600.0  # how long a brief waits out a service outage before it fails (6 h)
+    once_patience_s: float = 120.0  # `run --once` gives up on a service down this long: briefs stay queued, exit 3
+    on_finish: tuple[str, ...] = ()  # a command (argv, never a shell) run when a brief ends (daemon.onfinish)
+    on_finish_timeout_s: float = 60.0  # the on_finish command is killed after this long
     log_level: str = "info"
     file_mode: int | None = None  # None: the umask decides (files.use_file_mode)
     # The organisation's own tiers, (host or URL prefix, tier): win over the model (judge.capped_tier).
@@ -119,7 +123,7 @@ class SettingsError(ValueError):
 class _Spec:
     name: str
     kind: str  # path | paths | ollama | ollamas | url | model | int | float | bool | level | mode | tiers | egress | hosts
-    #       | duration | optpath | secret | bindhost
+    #       | duration | optpath | secret | bindhost | argv
     help: str
     flag: str | None = None  # only the contract settings have a documented flag
     env: str | None = None  # None: BRIEFD_<NAME>
@@ -175,6 +179,17 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("use_polling", "bool", "poll the inbox instead of inotify (NFS/SMB mounts)"),
     _Spec("max_attempts", "int", "attempts before a brief that keeps failing is marked failed", low=1, high=100),
     _Spec("patience_s", "float", "seconds a brief waits out an Ollama or SearXNG outage before failing",
+          low=0, above_low=True),
+    _Spec("once_patience_s", "float", "seconds `briefd run --once` (cron) waits for a service that is down before it "
+                                      "gives up: its briefs stay queued with the reason and the run exits 3; a later "
+                                      "run takes them (patience_s still bounds their whole wait); flag on `run`: "
+                                      "--once-patience-s", low=0, above_low=True),
+    _Spec("on_finish", "argv", "a command run when a brief ends (done, failed or cancelled), as a list of words, "
+                               "never through a shell, with BRIEFD_ID, BRIEFD_STATUS, BRIEFD_REPORT (report.json) "
+                               "and BRIEFD_OUTDIR in its environment; a JSON array in the environment, an array "
+                               "in briefd.toml; its failure is logged and never fails the brief",
+          shown_default="none", example='["/usr/local/bin/briefd-notify", "--to", "research"]'),
+    _Spec("on_finish_timeout_s", "float", "seconds the on_finish command may run before it is killed",
           low=0, above_low=True),
     _Spec("log_level", "level", "log detail: debug, info, warning or error (-v is debug)"),
     _Spec("file_mode", "mode", "mode of every file briefd writes, in octal (e.g. \"0640\"; folders it makes get "
@@ -461,6 +476,10 @@ def _fix(spec: _Spec, source: _Source) -> str:
     toml_value = example if spec.kind in ("int", "float", "bool") else f'"{example}"'
     if spec.kind in ("paths", "hosts", "ollamas"):
         toml_value = f"[{toml_value}]"
+    if spec.kind == "argv":
+        toml_value = example
+        if source.kind == "env":
+            return f"set e.g. {spec.env_name}='{example}' (a JSON array), or unset it"
     return f"write e.g. {spec.name} = {toml_value}"
 
 
@@ -748,12 +767,34 @@ def _to_hosts(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
     return tuple(hosts)
 
 
+def _to_argv(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
+    """A command as its words (argv): a TOML array, or a JSON array in the environment or a flag.
+
+    Never one string split on spaces or handed to a shell: a report path or an id inside it
+    must not be able to become a second command, and quoting rules differ between shells."""
+    if raw is None or raw == ():
+        return ()
+    expected = "a command as a list of words, e.g. " + (spec.example or '["notify", "--to", "ops"]')
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise _Bad(expected, "not a JSON array; a command is never run through a shell") from None
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise _Bad(expected)
+    if not all(isinstance(word, str) and word and "\x00" not in word for word in raw):
+        raise _Bad(expected, "every word must be non-empty text")
+    if not raw[0].strip():
+        raise _Bad(expected, "the first word is the program to run")
+    return tuple(raw)
+
+
 _CONVERTERS = {
     "path": _to_path, "paths": _to_paths, "egress": _to_egress, "hosts": _to_hosts, "ollama": _to_ollama,
     "ollamas": _to_ollamas, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
     "tiers": _to_tiers, "duration": _to_duration, "optpath": _to_optpath, "secret": _to_secret,
-    "bindhost": _to_bindhost,
+    "bindhost": _to_bindhost, "argv": _to_argv,
 }
 
 

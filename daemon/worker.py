@@ -2,7 +2,8 @@
 
 `serve(settings, once=False)` is `briefd run`; with `once=True` it is cron mode:
 take everything in the inbox, resume every interrupted brief, start the series
-that are due (daemon/series.py), finish them all, return. Briefs run as asyncio
+that are due (daemon/series.py), finish them all, return (exit 3 when a service stayed down
+for `once_patience_s`: its briefs stay queued for the next run). Briefs run as asyncio
 tasks (`workers` at once); all store access happens on the event loop's thread,
 where the store's connection lives.
 
@@ -10,6 +11,10 @@ One daemon per store and per inbox (two flocks, `<db>.lock` and `<inbox>/.briefd
 When the store fails (issue 8): another process holding SQLite's lock is waited for,
 saying so; anything else (damaged, full, not writable) stops the daemon with exit 3,
 the reason and the fix, and never costs a brief an attempt: a restart resumes it.
+
+Unattended operation (issue 13): one start-up line; each outage said once (daemon.outages);
+systemd's notify protocol when $NOTIFY_SOCKET is set (daemon.sdnotify); the `on_finish`
+command when a brief ends (daemon.onfinish).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
 import signal
 import time
 import traceback
@@ -28,7 +35,7 @@ import httpx
 
 from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
-from . import crashpoints, series, sources
+from . import __version__, crashpoints, onfinish, series, sources
 from .archives import Archives
 from .library import RESCAN_S, Library, LibrarySource
 from .brief import Brief, BriefError, parse_brief
@@ -37,16 +44,18 @@ from .chart import write_chart
 from .events import EventLog
 from .egress import service_allowed
 from .fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
-from .files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, sweep_temp_files
+from .files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, store_lock_path, sweep_temp_files
 from .hosts import ModelHosts, model_hosts
 from .inbox import Inbox, acquire_lock, start_observer
 from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
+from .outages import OutageLog
 from .policy import policy_for
 from .pagework import PageWorkers
 from .report import (REPORT_KEYS, archive_previous, archived_run, blank_report, chart_note, history_row,
                      safe_outdir, write_report)
 from .retry import out_of_patience, queue_delay
+from .sdnotify import Notifier
 from .settings import Settings
 
 log = logging.getLogger("briefd")
@@ -57,6 +66,7 @@ log = logging.getLogger("briefd")
 LOCK_POLL_S = 1.0
 LOCK_RETRY_S = 2.0           # pause between tries
 LOCK_LOG_S = 60.0            # while waiting, say so again this often
+STATUS_EVERY_S = 5.0         # under systemd: the queue line (STATUS=) is refreshed this often
 
 T = TypeVar("T")
 
@@ -170,14 +180,10 @@ def cancel_brief(settings: Settings, store: Store, brief_id: str) -> BriefRow | 
     EventLog(store, run.run_id, run.brief_id, outdir / "events.ndjson").resync()
     brief: Brief | None = ended["brief"]
     write_report(outdir, ended["report"], brief.formats if brief else ("json", "md"))
+    if settings.on_finish:  # the command line has no event loop to run it beside: it runs now
+        onfinish.run_now(settings.on_finish, onfinish.Ended(run.brief_id, CANCELLED, outdir),
+                         settings.on_finish_timeout_s)
     return run
-
-
-def store_lock_path(db: Path) -> Path:
-    """The lock that makes one daemon per store: `<db>.lock`, next to the database, after
-    symlinks are resolved (a link to the store is the same store)."""
-    real = Path(db).resolve()
-    return real.with_name(real.name + ".lock")
 
 
 def acquire_store_lock(db: Path) -> ProcessLock:
@@ -191,6 +197,36 @@ def acquire_store_lock(db: Path) -> ProcessLock:
                      "stop it first, or give this daemon a store of its own (--db)")
 
 
+def startup_line(settings: Settings, once: bool) -> str:
+    """The one INFO line a daemon logs when it starts: what it is and what it will use, so a
+    journal read later says which model, search service, folders and egress policy a run had."""
+    library = ", ".join(map(str, settings.library)) or "none"
+    searxng = "not used (egress = none)" if settings.egress == "none" else settings.searxng_url
+    models = ", ".join(model_hosts(settings))
+    hook = " ".join(settings.on_finish) if settings.on_finish else "none"
+    return (f"briefd {__version__} started ({'run --once' if once else 'run'}, pid {os.getpid()}): "
+            f"model {settings.model} at {models}; SearXNG {searxng}; inbox {settings.inbox}; "
+            f"outbox {settings.outbox}; db {settings.db}; library {library}; archives {len(settings.archives)}; "
+            f"egress {settings.egress}; workers {settings.workers}; on_finish {hook}; "
+            f"config {settings.config_file or 'none'}")
+
+
+def restart_fix(service: str, settings: Settings) -> str:
+    """What ends a plain outage of `service` (one with no fix of its own): said when `run --once`
+    gives up on it."""
+    where = {"ollama": f"start Ollama at {settings.ollama_host} (or point OLLAMA_HOST / --ollama-host at it)",
+             "searxng": f"start SearXNG at {settings.searxng_url} (or point BRIEFD_SEARXNG_URL / --searxng-url "
+                        f"at it)"}.get(service, f"make {service} available again")
+    return f"{where}; `briefd check` says what it finds; the next run takes the queued briefs"
+
+
+def queue_line(counts: dict[str, int], outages: OutageLog) -> str:
+    """systemd's STATUS= line: "2 queued, 1 running" and what the briefs wait for."""
+    line = f"{counts.get('queued', 0)} queued, {counts.get('running', 0)} running"
+    waiting = outages.summary()
+    return f"{line}; {waiting}" if waiting else line
+
+
 class Daemon:
     store: Store   # opened by serve(), once the locks are held
     inbox: Inbox
@@ -201,7 +237,11 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.work = asyncio.Event()
         self.running: dict[int, asyncio.Task[None]] = {}
-        self.reported_fixes: set[str] = set()  # misconfigurations already logged with their fix
+        self.outages = OutageLog(patience_s=settings.patience_s)  # each outage logged once, its end once
+        self.parked: set[int] = set()  # `--once`: runs left queued for the next run (their service gave up)
+        self.gave_up: dict[str, str] = {}  # `--once`: service -> why this run stopped waiting for it
+        self.notifier = Notifier.from_env()  # systemd (Type=notify); a no-op outside it
+        self.hooks: set[asyncio.Task[int | None]] = set()  # on_finish commands still running
         self.fatal: str | None = None  # why the daemon had to stop (the store failed), if it did
         self.series_looked: float | None = None  # when due series were last looked for (monotonic)
 
@@ -231,6 +271,10 @@ class Daemon:
                 recovered = await self.patiently(self.recover, "recovering interrupted briefs")
                 if recovered is None:
                     return 0
+                log.info("%s", startup_line(settings, self.once))
+                if settings.on_finish and shutil.which(settings.on_finish[0]) is None:
+                    log.warning("on_finish: %s is not an executable the daemon's user can find; briefs will end "
+                                "without it until it is", settings.on_finish[0])
                 loop = asyncio.get_running_loop()
 
                 def deliver(callback: Callable[[], None]) -> None:  # watchdog's thread → this loop
@@ -243,15 +287,22 @@ class Daemon:
                     indexer = await self.start_library(svc)
                     watcher = asyncio.create_task(self.watch_inbox())
                     workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
+                    teller = asyncio.create_task(self.tell_systemd()) if self.notifier.enabled else None
                     try:
                         await asyncio.gather(*workers)
                     finally:  # before the clients close under them (a fetch failing then would be marked bad)
                         await self.cut_trailing(svc)
+                        await self.hooks_done()
                     watcher.cancel()
+                    if teller is not None:
+                        teller.cancel()
                     if indexer is not None:
                         indexer.cancel()
                         await asyncio.gather(indexer, return_exceptions=True)
-                return 3 if self.fatal else 0
+                self.notifier.stopping(self.queue_status())
+                if self.gave_up and not self.fatal:
+                    self.say_gave_up()
+                return 3 if self.fatal or self.gave_up else 0
             finally:
                 if observer is not None:
                     observer.stop()
@@ -343,6 +394,7 @@ class Daemon:
     def stop(self) -> None:
         """SIGTERM/SIGINT: stop claiming; running briefs go back to the queue from their checkpoint."""
         log.info("stopping: no new briefs; running ones are checkpointed and re-queued")
+        self.notifier.stopping("stopping: running briefs are checkpointed and re-queued")
         self.stopping.set()
         self.work.set()
         for task in self.running.values():
@@ -371,7 +423,62 @@ class Daemon:
         return task
 
     def services(self) -> "_ServicesContext":
-        return _ServicesContext(self.settings, self.store)
+        return _ServicesContext(self.settings, self.store, self.outages)
+
+    # ---- what the operator sees: systemd, the exit of `run --once`, on_finish ------------------
+
+    def queue_status(self) -> str:
+        """The queue in one line (queue_line); the store asked without waiting on another process's
+        lock (a locked store says so instead: the watchdog must keep its beat)."""
+        try:
+            with self.store.busy_timeout(0.2):
+                return queue_line(self.store.counts_by_state(), self.outages)
+        except Exception as exc:  # noqa: BLE001 - a status line is never worth stopping for
+            log.debug("queue status not read: %s", exc)
+            return "store busy; " + (self.outages.summary() or "working")
+
+    async def tell_systemd(self) -> None:
+        """Type=notify: READY=1 once briefs are being taken, then STATUS= when the queue changes and
+        WATCHDOG=1 at half of WATCHDOG_USEC. A task on the event loop, so a stuck loop stops the
+        pings and systemd restarts the daemon (which resumes every brief from its checkpoint)."""
+        loop = asyncio.get_running_loop()
+        said = self.queue_status()
+        self.notifier.ready(said)
+        pinged = loop.time()
+        self.notifier.watchdog()
+        every = self.notifier.watchdog_s
+        tick = min(STATUS_EVERY_S, every) if every else STATUS_EVERY_S
+        while True:
+            await asyncio.sleep(tick)
+            line = self.queue_status()
+            if line != said:
+                self.notifier.status(line)
+                said = line
+            if every is not None and loop.time() - pinged >= every:
+                self.notifier.watchdog()
+                pinged = loop.time()
+
+    def say_gave_up(self) -> None:
+        """`run --once` stopped waiting: which service, why, the fix, and what stays queued (exit 3)."""
+        for service, reason in self.gave_up.items():
+            fix = self.outages.fix(service) or restart_fix(service, self.settings)
+            log.error("run --once gave up waiting for %s after once_patience_s (%g s): %s; %d brief(s) stay "
+                      "queued; to fix: %s", service, self.settings.once_patience_s, reason, len(self.parked), fix)
+
+    def ended(self, brief_id: str, status: str, outdir: Path) -> None:
+        """A brief ended: its on_finish command starts beside the daemon's work (daemon.onfinish)."""
+        argv = self.settings.on_finish
+        if not argv:
+            return
+        task = asyncio.create_task(onfinish.run(argv, onfinish.Ended(brief_id, status, outdir),
+                                                self.settings.on_finish_timeout_s))
+        self.hooks.add(task)
+        task.add_done_callback(self.hooks.discard)
+
+    async def hooks_done(self) -> None:
+        """The daemon ends after the on_finish commands it started (each bounded by its time limit)."""
+        if self.hooks:
+            await asyncio.gather(*list(self.hooks), return_exceptions=True)
 
     async def watch_inbox(self) -> None:
         """Take stable files; rescan on a timer (events can be lost, files can predate the watch)."""
@@ -394,7 +501,7 @@ class Daemon:
     def claim(self) -> BriefRow | None:
         with self.store.busy_timeout(LOCK_POLL_S):
             self.start_due_series()
-            return self.store.claim_next()
+            return self.store.claim_next(skip=self.parked)
 
     def start_due_series(self) -> None:
         """Series whose turn has come get their run (daemon/series.py) before the next claim: on
@@ -408,7 +515,7 @@ class Daemon:
 
     def nothing_left(self) -> bool:
         """`run --once` is done: no file waiting in the inbox, nothing queued or running."""
-        return not self.inbox.tracked and self.store.pending_work() == 0
+        return not self.inbox.tracked and self.store.pending_work(skip=self.parked) == 0
 
     async def worker(self, svc: Services) -> None:
         try:
@@ -490,10 +597,11 @@ class Daemon:
             write_report(outdir, report, brief.formats)
             crashpoints.reached("report_written")
             self.store.service_back(run.run_id)
-            self.reported_fixes.clear()  # a brief got through: a misconfiguration seen again is news
+            self.outages.came_back("outbox")  # its report was written
             events.finish("complete", state=DONE, stop_reason=report["stop_reason"], history=history_row(report, kind_of(brief)),
                           report=str(outdir / "report.json"), usage=report["usage"],
                           sources=len(report["sources"]), evidence=len(report["evidence"]))
+            self.ended(run.brief_id, DONE, outdir)
         except Cancelled:
             assert research is not None and brief is not None  # only Research.run raises it
             self.cancelled(run, brief, research, outdir, events)
@@ -521,17 +629,16 @@ class Daemon:
 
         A misconfiguration only the user can end (`fix`: model not pulled, SearXNG's json
         format off or its limiter on) waits the same way, so fixing it resumes every brief
-        where it stood; the daemon's log says the fix once, not once per brief or retry.
+        where it stood; the daemon's log says the outage (and its fix) once, not once per brief
+        or retry (daemon.outages). `run --once` waits at most `once_patience_s` for a service:
+        then the brief stays queued for the next run (`park`) and the run exits 3.
         """
         if research is not None and brief is not None and self.store.cancel_requested(run.run_id):
             self.cancelled(run, brief, research, outdir, events)  # cancelled meanwhile: no reason to wait
             return
+        self.outages.went_down(service, reason, fix)
         if fix is not None and fix not in reason:
             reason = f"{reason}; to fix: {fix}"
-        if fix is not None and fix not in self.reported_fixes:
-            self.reported_fixes.add(fix)
-            log.warning("%s needs fixing: %s. Briefs wait for it (up to patience_s %g s).",
-                        service, reason, self.settings.patience_s)
         since, outages = self.store.outage_state(run.run_id)
         waited = seconds_since(since) if since is not None else None  # None: this outage is the first
         if out_of_patience(waited, self.settings.patience_s):
@@ -540,10 +647,32 @@ class Daemon:
                       f"{reason}", "error", research)
             return
         delay = queue_delay(outages)
+        given = {"fix": fix} if fix else {}
+        if self.once:
+            left = self.settings.once_patience_s - self.outages.down_for(service)
+            if left <= 0:
+                self.park(run, events, service, reason, outages, given)
+                return
+            delay = min(delay, left)  # the last try falls on the deadline, not a doubling past it
         stamp = utc_now(delay)
         self.store.wait_for_service(run.run_id, f"{service}: {reason} (retry at {stamp})", stamp)
-        given = {"fix": fix} if fix else {}
         events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1, **given)
+        self.work.set()
+
+    def park(self, run: BriefRow, events: EventLog, service: str, reason: str, outages: int,
+             given: dict[str, str]) -> None:
+        """`run --once` gave up on `service`: the brief stays queued with the reason (`briefd status`
+        shows it), not taken again by this run; the next run takes it where it stood. Its wait
+        still counts toward patience_s, so a service gone for good fails it in the end."""
+        down = self.outages.down_for(service)
+        stamp = utc_now()
+        self.store.wait_for_service(run.run_id, f"{service}: {reason} (run --once gave up after {down:.0f} s, "
+                                                f"once_patience_s {self.settings.once_patience_s:g}; the next run "
+                                                f"tries again)", stamp)
+        events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1,
+                    next_run=True, **given)
+        self.parked.add(run.run_id)
+        self.gave_up.setdefault(service, reason)
         self.work.set()
 
     def retry_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,
@@ -561,6 +690,7 @@ class Daemon:
                               note=FAILED_NOTE if found and found["evidence"] else None, found=found)
         self.write_ended(run, brief, outdir, report, events)
         events.finish("failed", state=FAILED, stop_reason=stop_reason, error=error, history=history_row(report, kind_of(brief)))
+        self.ended(run.brief_id, FAILED, outdir)
 
     def cancelled(self, run: BriefRow, brief: Brief, research: Research, outdir: Path, events: EventLog) -> None:
         """`briefd cancel` reached a running brief: it ends `cancelled`, keeping what it found."""
@@ -572,6 +702,7 @@ class Daemon:
         events.finish("cancelled", state=CANCELLED, stop_reason=CANCELLED, reason=note, history=history_row(report, kind_of(brief)),
                       report=str(outdir / "report.json"), usage=report["usage"],
                       sources=len(report["sources"]), evidence=len(report["evidence"]))
+        self.ended(run.brief_id, CANCELLED, outdir)
 
     def found_so_far(self, run: BriefRow, research: Research | None, stop_reason: str,
                      note: str) -> dict[str, Any] | None:
@@ -615,9 +746,10 @@ class Daemon:
 class _ServicesContext:
     """Build the HTTP and model clients once, close them at the end."""
 
-    def __init__(self, settings: Settings, store: Store) -> None:
+    def __init__(self, settings: Settings, store: Store, outages: OutageLog) -> None:
         self.settings = settings
         self.store = store
+        self.outages = outages
 
     async def __aenter__(self) -> Services:
         settings = self.settings
@@ -640,7 +772,7 @@ class _ServicesContext:
                         fetch_client=self.fetch_client, llm_client=self.llm_client, model=model, hosts=self.hosts,
                         fetch_limits=limits,
                         fetch_slots=asyncio.Semaphore(max(1, settings.fetch_concurrency)),
-                        pages=self.pages, archives=shelf,
+                        pages=self.pages, archives=shelf, outages=self.outages,
                         library=LibrarySource(self.store) if settings.library else None)
 
     async def __aexit__(self, *exc: object) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypedDict
@@ -200,10 +201,14 @@ class Store:
         ).fetchone()
         return row[0] if row else None
 
-    def claim_next(self) -> BriefRow | None:
-        """Take the oldest queued brief whose id is not already running, in one statement."""
+    def claim_next(self, skip: Collection[int] = ()) -> BriefRow | None:
+        """Take the oldest queued brief whose id is not already running, in one statement.
+
+        `skip`: runs this daemon set aside (`run --once` gave up on their service: they stay
+        queued for the next run)."""
+        marks = ",".join("?" for _ in skip)
         row = self.db.execute(
-            """
+            f"""
             UPDATE briefs SET state = 'running', attempts = attempts + 1,
                    started_at = COALESCE(started_at, ?), waiting_for = NULL
             WHERE run_id = (
@@ -211,10 +216,11 @@ class Store:
                 WHERE state = 'queued'
                   AND (not_before IS NULL OR not_before <= ?)
                   AND brief_id NOT IN (SELECT brief_id FROM briefs WHERE state = 'running')
+                  AND run_id NOT IN ({marks})
                 ORDER BY run_id LIMIT 1)
             RETURNING run_id
             """,
-            [utc_now(), utc_now()],
+            [utc_now(), utc_now(), *skip],
         ).fetchone()
         return self.get_brief(row[0]) if row else None
 
@@ -369,8 +375,11 @@ class Store:
         return [BriefRow.from_row(r) for r in self.db.query(
             f"SELECT * FROM briefs WHERE state IN ({marks}) ORDER BY run_id", list(states))]
 
-    def pending_work(self) -> int:
-        row = self.db.execute("SELECT count(*) FROM briefs WHERE state IN ('queued', 'running')").fetchone()
+    def pending_work(self, skip: Collection[int] = ()) -> int:
+        """Runs queued or running, less those in `skip` (see claim_next)."""
+        marks = ",".join("?" for _ in skip)
+        row = self.db.execute("SELECT count(*) FROM briefs WHERE state IN ('queued', 'running') "
+                              f"AND run_id NOT IN ({marks})", list(skip)).fetchone()
         return int(row[0])
 
     def reset_round(self, run_id: int, round_: int) -> None:

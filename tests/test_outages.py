@@ -134,7 +134,7 @@ def test_json_format_off_is_reported_once_with_the_fix_and_briefs_resume_once_fi
         assert report["disclaimer"] is None, "it waited for search instead of answering from the model alone"
     warnings = [line for line in err.splitlines() if " WARNING " in line or " ERROR " in line]
     assert len([line for line in warnings if "formats: [html, json]" in line]) == 1, \
-        "the fix is reported once, not per brief or per retry (each waiting event is only echoed at INFO)"
+        "the fix is reported once, not per brief or per retry (each waiting event is only echoed at DEBUG)"
 
 
 @pytest.mark.slow

@@ -1,0 +1,68 @@
+"""Service outages as the operator's log tells them: once when they begin, once when they end.
+
+Every brief that meets a down service emits its own `waiting` events (its log, `briefd status`);
+the daemon's log must not repeat that per brief and per retry, or a six-hour SearXNG outage
+buries everything else in journald. `OutageLog` keeps, per service (ollama, searxng, outbox),
+since when it has been down in this process and which fix was said: the first failure is one
+WARNING (with the fix when only the user can end it), a new fix for a service already down is
+news and said again, and the first success afterwards is one INFO line saying how long it
+lasted. `run --once` reads `down_for` to decide when to give up (daemon.worker).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("briefd")
+
+
+@dataclass
+class _Down:
+    since: float          # monotonic seconds
+    reason: str
+    fix: str | None
+
+
+@dataclass
+class OutageLog:
+    """Which services are down now (in this process), logged once per outage."""
+
+    patience_s: float = 0.0  # only said in the warning: how long a brief waits before it fails
+    clock: Callable[[], float] = time.monotonic
+    down: dict[str, _Down] = field(default_factory=dict)
+
+    def went_down(self, service: str, reason: str, fix: str | None = None) -> None:
+        """A call to `service` failed with `reason`: a WARNING when this outage (or its fix) is news."""
+        known = self.down.get(service)
+        if known is not None and (fix is None or fix == known.fix):
+            known.reason = reason
+            return
+        if known is None:
+            self.down[service] = known = _Down(self.clock(), reason, fix)
+        else:
+            known.reason, known.fix = reason, fix
+        said = f"; to fix: {fix}" if fix is not None and fix not in reason else ""
+        log.warning("%s is unavailable: %s%s. Briefs that need it wait (up to patience_s %g s) and go on "
+                    "when it is back.", service, reason, said, self.patience_s)
+
+    def came_back(self, service: str) -> None:
+        """A call to `service` succeeded: an INFO line when it had been down."""
+        known = self.down.pop(service, None)
+        if known is not None:
+            log.info("%s is back after %.0f s down", service, self.clock() - known.since)
+
+    def down_for(self, service: str) -> float:
+        """Seconds `service` has been down (0 when it is up)."""
+        known = self.down.get(service)
+        return 0.0 if known is None else self.clock() - known.since
+
+    def fix(self, service: str) -> str | None:
+        known = self.down.get(service)
+        return None if known is None else known.fix
+
+    def summary(self) -> str:
+        """For systemd's STATUS line: "waiting for ollama, searxng" (empty when all are up)."""
+        return f"waiting for {', '.join(sorted(self.down))}" if self.down else ""
