@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from .actions import open_store
-from .settings import Settings
+from .settings import Settings, settings_table
 
 Check = tuple[bool, str, str | None]
 
@@ -56,6 +56,15 @@ def _library_health(settings: Settings) -> Check:
 
 
 def _writable(name: str, folder: Path) -> Check:
+    row = next(row for row in settings_table() if row["name"] == name)
+    for path in (folder, *folder.parents):  # the first that exists must be a folder: mkdir says only "File exists"
+        if path.is_dir():
+            break
+        if path.exists() or path.is_symlink():
+            what = "a file, not a folder" if path.is_file() else "not a folder"
+            where = f"is {what}" if path == folder else f"cannot be created: {path} is {what}"
+            return False, f"{name} {folder} {where}", \
+                f"point {row['flag']} ({row['env']}) at a folder, or move {path} away so that briefd can create it"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".briefd-check.", suffix=".tmp"):

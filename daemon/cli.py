@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -20,16 +21,17 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .brief import MAX_BRIEF_BYTES, BriefError, load_schema, too_large
 from .files import use_file_mode
-from .settings import Settings, SettingsError, load_settings, settings_table
+from .settings import CONFIG_VARIABLE, Settings, SettingsError, effective_settings, load_settings, settings_table
 
 if TYPE_CHECKING:  # the store is imported by the commands that open it, not for --help
-    from store import Store
+    from store import BriefRow, Store
 
     from .actions import Outcome
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
 # The one line that opens the store in datasette with its descriptions and canned queries (README).
 DATASETTE_COMMAND = "briefd datasette > briefd-metadata.json && datasette briefd.db --metadata briefd-metadata.json"
+EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for `seq 1000000 | head`: the reader left early
 
 log = logging.getLogger("briefd")
 
@@ -49,47 +51,101 @@ def other_settings_help() -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("settings (flag > environment > briefd.toml > default)")
+# Each command's --help ends with these (tests/test_cli_small.py parses every one of them).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "run": ("briefd run", "briefd run --once                      # cron: finish what is there, then exit",
+            "briefd run --inbox /srv/briefd/inbox --workers 2 -v"),
+    "submit": ("briefd submit question.json", "briefd submit a.json b.json --inbox /srv/briefd/inbox"),
+    "status": ("briefd status", "briefd status --json"),
+    "show": ("briefd show bridge-closure", "briefd show bridge-closure --events"),
+    "retry": ("briefd retry bridge-closure",),
+    "cancel": ("briefd cancel bridge-closure",),
+    "list": ("briefd list --state failed", "briefd list --since 2026-11-01 --kind estimate --json"),
+    "search": ("briefd search gusset plates", "briefd search load rating --limit 5 --json"),
+    "check": ("briefd check", "briefd check --searxng-url http://search.lan:8888 --model qwen2.5:7b"),
+    "schema": ("briefd schema > brief.schema.json",),
+    "serve": ("briefd serve                            # http://127.0.0.1:8765/, loopback, no token",
+              "BRIEFD_SERVE_HOST=0.0.0.0 BRIEFD_SERVE_TOKEN_FILE=/etc/briefd/token briefd serve",
+              "BRIEFD_SERVE=true briefd run               # the daemon and the API in one process"),
+    "datasette": ("briefd datasette > briefd-metadata.json && datasette briefd.db --metadata briefd-metadata.json",),
+    "config": ("briefd config", "briefd config --json", "briefd config --config /etc/briefd/briefd.toml"),
+    "library": ("briefd library status", "briefd library search \"gusset plate\"", "briefd library reindex"),
+    "library status": ("briefd library status",),
+    "library search": ("briefd library search \"gusset plate\"",),
+    "library reindex": ("briefd library reindex",),
+}
+
+
+def settings_pointer() -> str:
+    """A command's --help: one line on the setting flags it accepts, instead of repeating them all."""
+    flags = ", ".join([*(row["flag"] for row in setting_flags()), "--config", "-v"])
+    return (f"settings: {flags} work here too (before or after the command); `briefd --help` says what each "
+            f"is, `briefd config` shows the values in use and where each came from")
+
+
+def command_help(command: str) -> dict[str, Any]:
+    """add_parser's keywords for `command`: its --help ends with the settings pointer and its examples."""
+    examples = "\n".join(f"  {line}" for line in EXAMPLES.get(command, ()))
+    epilog = textwrap.fill(settings_pointer(), width=78) + (f"\n\nexamples:\n{examples}" if examples else "")
+    return {"parents": [_quiet_settings()], "epilog": epilog,
+            "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
+def _setting_arguments(parser: argparse.ArgumentParser | Any, shown: bool) -> None:
+    """The setting flags, from settings.py's table; `shown` False: accepted, left out of --help."""
     for row in setting_flags():
         # SUPPRESS: a flag given before the subcommand must not be reset by the subcommand's default.
         # Values stay strings: load_settings is the one validator (its errors name the flag and the fix).
-        group.add_argument(row["flag"], dest=row["name"], default=argparse.SUPPRESS,
-                           help=f"{row['help']} (env {row['env']}, default {row['default']})")
-    group.add_argument("--config", dest="config", default=argparse.SUPPRESS,
-                       help="briefd.toml to read (env BRIEFD_CONFIG, default ./briefd.toml if present)")
-    group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                       help="debug logging (the log_level setting, set to debug)")
-    shared: dict[str, Any] = {"parents": [common], "epilog": other_settings_help(),
-                              "formatter_class": argparse.RawDescriptionHelpFormatter}
+        parser.add_argument(row["flag"], dest=row["name"], default=argparse.SUPPRESS,
+                            help=f"{row['help']} (env {row['env']}, default {row['default']})"
+                            if shown else argparse.SUPPRESS)
+    parser.add_argument("--config", dest="config", default=argparse.SUPPRESS,
+                        help=f"briefd.toml to read (env {CONFIG_VARIABLE}, default ./briefd.toml if present)"
+                        if shown else argparse.SUPPRESS)
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="debug logging (the log_level setting, set to debug)" if shown else argparse.SUPPRESS)
+
+
+def _quiet_settings() -> argparse.ArgumentParser:
+    quiet = argparse.ArgumentParser(add_help=False)
+    _setting_arguments(quiet, shown=False)
+    return quiet
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`briefd --help` lists every setting; a command's --help its own options, a pointer and examples."""
+    common = argparse.ArgumentParser(add_help=False)
+    _setting_arguments(common.add_argument_group("settings (flag > environment > briefd.toml > default)"),
+                       shown=True)
 
     parser = argparse.ArgumentParser(
-        prog="briefd", **shared,
+        prog="briefd", parents=[common], epilog=other_settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Offline-first research daemon: drop a JSON brief into the inbox, get a cited report.",
     )
     parser.add_argument("--version", action="version", version=f"briefd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", **shared, help="the daemon (foreground; --once for cron)")
+    run = sub.add_parser("run", **command_help("run"), help="the daemon (foreground; --once for cron)")
     run.add_argument("--once", action="store_true",
                      help="take everything in the inbox, resume interrupted briefs, finish them all, exit 0")
     once = next(row for row in settings_table() if row["name"] == "once_patience_s")
     run.add_argument("--once-patience-s", dest="once_patience_s", default=None, metavar="SECONDS",
                      help=f"with --once: give up on a service down this long, leave its briefs queued and exit 3 "
                           f"(setting once_patience_s, env {once['env']}, default {once['default']})")
-    submit = sub.add_parser("submit", **shared, help="validate briefs and put them into the inbox")
+    submit = sub.add_parser("submit", **command_help("submit"), help="validate briefs and put them into the inbox")
     submit.add_argument("files", nargs="+", type=Path, metavar="FILE")
-    status = sub.add_parser("status", **shared, help="queue counts and running briefs")
+    status = sub.add_parser("status", **command_help("status"), help="queue counts and running briefs")
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    show = sub.add_parser("show", **shared, help="a finished report, or a brief's event log")
+    show = sub.add_parser("show", **command_help("show"), help="a finished report, or a brief's event log")
     show.add_argument("id")
     show.add_argument("--events", action="store_true", help="print the event log instead of the report")
-    retry = sub.add_parser("retry", **shared, help="re-queue a failed or cancelled brief")
+    retry = sub.add_parser("retry", **command_help("retry"), help="re-queue a failed or cancelled brief")
     retry.add_argument("id")
-    cancel = sub.add_parser("cancel", **shared, help="stop a queued or running brief")
+    cancel = sub.add_parser("cancel", **command_help("cancel"), help="stop a queued or running brief")
     cancel.add_argument("id")
-    listing = sub.add_parser("list", **shared, help="the briefs researched, queued and running, newest first")
+    listing = sub.add_parser("list", **command_help("list"),
+                             help="the briefs researched, queued and running, newest first")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument("--state", help="only briefs in this state (queued, running, done, failed, cancelled; "
                                          "rejected lists the files refused)")
@@ -98,25 +154,32 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--until", metavar="DATE", help="only runs accepted on or before DATE")
     listing.add_argument("--limit", metavar="N", help="show at most N, newest first")
     listing.add_argument("--runs", action="store_true", help="every run, not only each brief's latest")
-    found = sub.add_parser("search", **shared,
+    found = sub.add_parser("search", **command_help("search"),
                            help="questions, answers, summaries and evidence quotes of the briefs researched")
     found.add_argument("text", nargs="+", metavar="TEXT", help="words to look for (quotes not needed)")
     found.add_argument("--json", action="store_true", help="machine-readable output")
     found.add_argument("--limit", metavar="N", help="show at most N results, best first")
-    sub.add_parser("serve", **shared, help="the HTTP API and the web page (loopback by default; serve_* settings)")
-    sub.add_parser("check", **shared, help="probe Ollama, SearXNG, folders and the database")
-    sub.add_parser("schema", **shared, help="print the brief JSON Schema")
-    sub.add_parser("datasette", **shared, help="print datasette metadata for the store (what every table, "
-                                               "column and canned query means)",
+    sub.add_parser("serve", **command_help("serve"),
+                   help="the HTTP API and the web page (loopback by default; serve_* settings)")
+    sub.add_parser("check", **command_help("check"), help="probe Ollama, SearXNG, folders and the database")
+    sub.add_parser("schema", **command_help("schema"), help="print the brief JSON Schema")
+    config = sub.add_parser("config", **command_help("config"),
+                            help="the settings in use and where each came from (flag, environment, file, default)")
+    config.add_argument("--json", action="store_true", help="machine-readable output")
+    sub.add_parser("datasette", **command_help("datasette"),
+                   help="print datasette metadata for the store (what every table, column and canned query means)",
                    description=f"Print datasette metadata for the store (--db) on stdout. Open the store with "
                                f"it (datasette is in the lab extra, or `pip install datasette`):\n\n"
                                f"  {DATASETTE_COMMAND}")
-    library = sub.add_parser("library", **shared, help="the local library: status, search, reindex")
+    library = sub.add_parser("library", **command_help("library"), help="the local library: status, search, reindex")
     actions = library.add_subparsers(dest="action", metavar="ACTION", required=True)
-    actions.add_parser("status", **shared, help="folders, files indexed, pending, refused (with reasons)")
-    lsearch = actions.add_parser("search", **shared, help="what briefd would find in the library")
+    actions.add_parser("status", **command_help("library status"),
+                       help="folders, files indexed, pending, refused (with reasons)")
+    lsearch = actions.add_parser("search", **command_help("library search"),
+                                 help="what briefd would find in the library")
     lsearch.add_argument("text")
-    actions.add_parser("reindex", **shared, help="read every file again (a running daemon does it on its next scan)")
+    actions.add_parser("reindex", **command_help("library reindex"),
+                       help="read every file again (a running daemon does it on its next scan)")
     return parser
 
 
@@ -128,6 +191,21 @@ def load(args: argparse.Namespace) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """`briefd`: the command, its output flushed here, so a reader that stops early (`briefd schema | head`)
+    ends it quietly instead of with a BrokenPipeError traceback (the Python documentation's recipe:
+    stdout pointed at /dev/null, so the flush at exit cannot fail again)."""
+    try:
+        try:
+            return command(argv)
+        finally:
+            sys.stdout.flush()  # here, inside the try: at interpreter exit it would print "Exception ignored"
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+
+
+def command(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -152,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check, "library": cmd_library,
         "list": cmd_list, "search": cmd_search, "serve": cmd_serve, "datasette": cmd_datasette,
+        "config": cmd_config,
     }[args.command]
     try:
         return handler(settings, args)
@@ -172,6 +251,18 @@ def apply_settings(settings: Settings, verbose: bool) -> None:
               settings.config_file or "none", settings.inbox, settings.outbox, settings.db, settings.model,
               settings.ollama_host, settings.searxng_url,
               "the umask's" if settings.file_mode is None else f"{settings.file_mode:04o}")
+
+
+def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
+    """`briefd config`: every setting's value in use and where it came from (settings.effective_settings)."""
+    rows = effective_settings(settings)
+    config_file = str(settings.config_file) if settings.config_file else None
+    if args.json:
+        print(json.dumps({"config_file": config_file, "settings": rows}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    print(f"briefd.toml: {config_file or f'none (no --config, {CONFIG_VARIABLE} unset, no ./briefd.toml)'}")
+    print(_aligned(["SETTING", "VALUE", "FROM"], [[row["name"], row["shown"], row["from"]] for row in rows]))
+    return EXIT_OK
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
@@ -276,11 +367,14 @@ def daemon_line(daemon: dict[str, Any]) -> str:
 
 
 def status_data(settings: Settings) -> dict[str, Any]:
+    from .inbox import not_briefs
+
     daemon = daemon_data(settings)
+    strays = not_briefs(Path(settings.inbox))  # files and folders in the inbox that will never be taken
     store = _open_store(settings)
     if store is None:
         return {"counts": {}, "running": [], "queued": [], "series": [], "database": str(settings.db),
-                "exists": False, "daemon": daemon}
+                "exists": False, "daemon": daemon, "inbox_not_briefs": strays}
     try:
         from store import QUEUED, RUNNING
 
@@ -304,7 +398,8 @@ def status_data(settings: Settings) -> dict[str, Any]:
                    "waiting_for": r.waiting_for}
                   for r in store.briefs_in_state(QUEUED)]
         return {"counts": store.counts_by_state(), "running": running, "queued": queued,
-                "series": series.active(store), "database": str(settings.db), "exists": True, "daemon": daemon}
+                "series": series.active(store), "database": str(settings.db), "exists": True, "daemon": daemon,
+                "inbox_not_briefs": strays}
     finally:
         store.close()
 
@@ -337,6 +432,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     print(daemon_line(data["daemon"]))
     if not data["exists"]:
         print(f"no database yet at {settings.db}: nothing has been accepted")
+        _print_not_briefs(data["inbox_not_briefs"])
         return EXIT_OK
     print("  ".join(f"{state}: {n}" for state, n in counts.items()))
     for run in data["running"]:
@@ -358,7 +454,21 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(f"queued  {run['id']} (run {run['run']}) since {run['accepted_at']}{waits}")
     for each in data["series"]:
         print(series_line(each))
+    _print_not_briefs(data["inbox_not_briefs"])
     return EXIT_OK
+
+
+def _print_not_briefs(names: list[str]) -> None:
+    """`briefd status`'s line on what sits in the inbox and is never taken (the daemon says it once too)."""
+    if names:
+        entries = "entry that is not a brief" if len(names) == 1 else "entries that are not briefs"
+        shown = ", ".join(names[:STRAYS_SHOWN]) + (f" and {len(names) - STRAYS_SHOWN} more"
+                                                   if len(names) > STRAYS_SHOWN else "")
+        print(_one_line(f"inbox: {len(names)} {entries}: {shown} (only *.json files are taken; "
+                        f"move the others out of the inbox)"))
+
+
+STRAYS_SHOWN = 10  # names on `briefd status`'s inbox line; `status --json` has them all
 
 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
@@ -488,27 +598,42 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.events:
-        path = outdir / "events.ndjson"
-        if not path.exists():
-            print(f"briefd: no events for '{args.id}' in {outdir}", file=sys.stderr)
-            return EXIT_USAGE
-        sys.stdout.write(terminal_text(path.read_text(encoding="utf-8", errors="replace")))
-        return EXIT_OK
-    for name in ("report.md", "report.json", "error.json"):
+    for name in ("events.ndjson",) if args.events else ("report.md", "report.json", "error.json"):
         path = outdir / name
         if path.exists():
             sys.stdout.write(terminal_text(path.read_text(encoding="utf-8", errors="replace")))
             return EXIT_OK
-    state = ""
     store = _open_store(settings)
+    run = None
     if store is not None:
-        run = store.latest_run(args.id)
-        store.close()
-        if run is not None:
-            state = f" (it is {run.state})"
-    print(f"briefd: no report for '{args.id}' yet{state}", file=sys.stderr)
+        try:
+            run = store.latest_run(args.id)
+        finally:
+            store.close()
+    print(f"briefd: {terminal_text(nothing_to_show(args.id, run, outdir, settings.db, args.events))}",
+          file=sys.stderr)
     return EXIT_USAGE
+
+
+def nothing_to_show(brief_id: str, run: BriefRow | None, outdir: Path, db: Path, events: bool) -> str:
+    """Why `briefd show` has nothing to print: no brief has this id (and how to find the ids), or the
+    brief has no report yet (its state, and where to follow it), or its files are not where they should be."""
+    from store import QUEUED, RUNNING
+
+    what = "event log" if events else "report"
+    if run is None:
+        return (f"there is no brief with id '{brief_id}' (nothing in {outdir}, none in the database {db}); "
+                f"`briefd list` shows the ids (`briefd list --state rejected` the files refused)")
+    if run.state == QUEUED:
+        waits = f", waiting for {run.waiting_for}" if run.waiting_for else ""
+        return (f"'{brief_id}' has no {what} yet: it is queued (since {_minute(run.accepted_at)}{waits}); "
+                f"`briefd status` shows the queue")
+    if run.state == RUNNING:
+        follow = "`briefd status` shows its round" if events else \
+            f"`briefd show {brief_id} --events` shows its progress, `briefd status` its round"
+        return (f"'{brief_id}' has no {what} yet: it is running (since {_minute(run.started_at)}); {follow}")
+    return (f"'{brief_id}' is {run.state}, but its {what} is not in {outdir}: was it moved or deleted, or does "
+            f"--outbox point at another folder than the daemon's?")
 
 
 def cmd_retry(settings: Settings, args: argparse.Namespace) -> int:

@@ -21,6 +21,9 @@ Rules (RELIABILITY.md):
 - One daemon per inbox: an flock the kernel releases when the process dies (files.hold_lock;
   the store has one too, daemon/worker.py).
 - One file that can't be handled is logged and left in place; it never stops the others.
+- An entry that will never be taken (notes.txt, a folder) is left where it is, with one notice in the
+  log per entry (not one per scan) and a line in `briefd status`; dotfiles and partial files
+  (`*.tmp`, `*.part`, `*~`) stay silent, as a writer may be busy with them.
 
 Hostile entries, decided (issue 4):
 - A symlink named `*.json` is rejected and never followed, whatever it points to:
@@ -108,6 +111,46 @@ def is_hard_link(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
 
 
+# Partly written files (CONTRACT.md): never taken, and not worth a word while a writer is busy with them.
+PARTIAL_SUFFIXES = (".tmp", ".part", "~")
+
+
+def not_a_brief(name: str, is_dir: bool) -> str | None:
+    """How an inbox entry that will never be taken is named in a notice ("notes.txt", "old/"), or None:
+    a candidate (*.json, even a folder: accept says why it is left), a dotfile or a partial file."""
+    lowered = name.lower()
+    if name.startswith(".") or lowered.endswith(PARTIAL_SUFFIXES) or lowered.endswith(".json"):
+        return None
+    return f"{_clean(name)}/" if is_dir else _clean(name)
+
+
+def not_briefs(folder: Path) -> list[str]:
+    """The inbox's entries that are not briefs and never will be (`briefd status` lists them)."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    return sorted(shown for entry in entries
+                  if (shown := not_a_brief(entry.name, _is_dir(entry))) is not None)
+
+
+def stray_notice(shown: str) -> str:
+    """The daemon's one notice about an entry of the inbox that is not a brief: what it is, what to do."""
+    if shown.endswith("/"):
+        return (f"{shown} is a folder in the inbox, not a brief: briefd takes only *.json files at the top of "
+                f"the inbox, never from folders in it; it stays there untouched (move it out of the inbox, "
+                f"or the briefs in it up into the inbox)")
+    return (f"{shown} is in the inbox but is not a brief: briefd takes only files named *.json; it stays there "
+            f"untouched (move it out of the inbox, or rename it to end in .json if it is a brief)")
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
 def is_candidate(path: Path, inbox: Path) -> bool:
     """Top-level, not hidden, ends in .json (case-insensitive)."""
     return (path.parent == inbox and not path.name.startswith(".")
@@ -192,6 +235,7 @@ class Inbox:
     tracked: dict[Path, _Seen] = field(default_factory=dict)
     refused: dict[Path, tuple[_Version, str]] = field(default_factory=dict)
     store_problem: str | None = None  # the store failure last logged by take_ready (said once)
+    strays: set[str] = field(default_factory=set)  # entries that are not briefs, noticed once each (scan)
 
     def reconcile(self) -> int:
         """Finish what a crash interrupted: a recorded brief whose file is still in the inbox."""
@@ -216,10 +260,16 @@ class Inbox:
         except FileNotFoundError:
             self.folder.mkdir(parents=True, exist_ok=True)
             return
+        strays: set[str] = set()
         for entry in entries:
             path = Path(entry.path)
             if is_candidate(path, self.folder):
                 self.notice(path)
+            elif (shown := not_a_brief(entry.name, _is_dir(entry))) is not None:
+                strays.add(shown)
+        for shown in sorted(strays - self.strays):
+            log.info("%s", stray_notice(shown))
+        self.strays = strays  # one gone and put back is noticed again
 
     def notice(self, path: Path, complete: bool = False) -> None:
         """A watcher event or a scan saw `path`; `complete` for closed/moved events."""

@@ -8,7 +8,8 @@ Why it looks like this:
 - A broken engine shows up in `unresponsive_engines` with HTTP 200, not as an error:
   we surface it so the user can see why a search came back thin. When no result came
   back *and* engines failed, the empty answer says nothing about the web: it is an
-  outage (`SearchUnavailable`), never cached as "no results".
+  outage (`EnginesFailing`, a `SearchUnavailable` whose fix points at the engines, SearXNG's log
+  and the network, since SearXNG itself is running), never cached as "no results".
 - A malformed or empty response never crashes a brief: it is just no results.
 - An answer is read through fetch's one bounded reader (`read_limited`) and cut at
   `SEARCH_MAX_BYTES`; only the first `MAX_HITS_PER_QUERY` results are parsed into
@@ -98,6 +99,26 @@ class SearchResponse:
 
 class SearchUnavailable(Transient):
     """SearXNG could not be reached or answered 5xx: transient, worth waiting for (the retry policy's)."""
+
+
+class EnginesFailing(SearchUnavailable):
+    """SearXNG answered, but every engine it asked failed and no result came back: an outage to wait
+    out like any other, whose fix is not SearXNG itself (it is running) but its engines (`fix`)."""
+
+    def __init__(self, base_url: str, engines: list[str]) -> None:
+        super().__init__(f"SearXNG at {base_url}: every engine that answered failed ({'; '.join(engines)})")
+        self.engines = engines
+        self.fix = engines_fix(engines)
+
+
+def engines_fix(engines: list[str]) -> str:
+    """What to do when SearXNG runs but its engines fail: which ones (SearXNG names them "name: why"),
+    and where to look: SearXNG's log, the network or proxy between it and them, other engines."""
+    names = list(dict.fromkeys(entry.split(":", 1)[0].strip() for entry in engines if entry.strip()))
+    return (f"SearXNG is running, but its engines are not answering it ({', '.join(names) or 'none named'}): "
+            "read SearXNG's log for why (journalctl -u searxng, or `docker logs` of its container); check that "
+            "SearXNG's host can reach those engines (DNS, firewall, or the proxy under `outgoing: proxies` in "
+            "its settings.yml); or enable other engines in settings.yml and restart SearXNG")
 
 
 class SearchRefused(Exception):
@@ -236,8 +257,7 @@ async def search(client: httpx.AsyncClient, base_url: str, query: str, params: S
         response.note = (f"SearXNG's answer to {query!r} was {cut}: read the first {SEARCH_MAX_BYTES} bytes, "
                          f"kept the {len(response.hits)} results in them")
     if not response.hits and response.unresponsive_engines:
-        raise SearchUnavailable(f"SearXNG at {base_url}: every engine that answered failed "
-                                f"({'; '.join(response.unresponsive_engines)})")
+        raise EnginesFailing(base_url, response.unresponsive_engines)
     response.hits = filter_hits(response.hits, params)
     return response
 
@@ -266,6 +286,8 @@ async def probe(base_url: str, timeout_s: float = 10.0) -> SearchProbe:
             resp = await search(client, base_url, "briefd check", SearchOptions(), timeout_s)
         except SearchRefused as exc:
             return SearchProbe(False, f"SearXNG at {base_url} refuses JSON searches (HTTP {exc.status})", exc.fix)
+        except EnginesFailing as exc:
+            return SearchProbe(False, str(exc), exc.fix)
         except SearchUnavailable as exc:
             return SearchProbe(False, str(exc), "start SearXNG or point BRIEFD_SEARXNG_URL / --searxng-url at it")
     note = f"SearXNG at {base_url}: JSON search works ({len(resp.hits)} results for a test query)"

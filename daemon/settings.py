@@ -17,18 +17,22 @@ import dataclasses
 import difflib
 import ipaddress
 import json
+import logging
 import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from . import crashpoints
 from .files import TooLarge, read_file_at_most
 from .judge import TIERS
 from .schedule import DURATION_EXAMPLE, ScheduleError, format_duration, parse_duration
+
+log = logging.getLogger("briefd")
 
 DEFAULT_OLLAMA_PORT = 11434
 MAX_CONFIG_BYTES = 1 << 20  # briefd.toml is a few lines; /dev/zero given as --config must not be read whole
@@ -104,6 +108,8 @@ class Settings:
     serve_token_file: Path | None = None  # ... or a file holding it (kept out of ps and the environment)
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
+    # Not a setting: where each setting's value came from, recorded by load_settings (`briefd config`).
+    origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
 
 
 class SettingsError(ValueError):
@@ -224,8 +230,38 @@ _SPECS: tuple[_Spec, ...] = (
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 # settings an earlier briefd had, and what to write instead
 RENAMED = {"page_ttl_hours": 'it is now max_age, a duration (168 hours: max_age = "7d"; 0: "0")'}
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
+# Fields of Settings that are not settings: what load_settings read, and where it found each value.
+NOT_SETTINGS = ("config_file", "origins")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings) if f.name not in NOT_SETTINGS}
 CONTRACT_SETTINGS = tuple(spec.name for spec in _SPECS if spec.flag)
+
+ENV_PREFIX = "BRIEFD_"
+CONFIG_VARIABLE = "BRIEFD_CONFIG"
+# The one list of BRIEFD_* variables briefd (or its test lab) reads that are not settings: any other
+# BRIEFD_* variable in the environment is a typo or a leftover, and load_settings warns about it.
+OTHER_VARIABLES: dict[str, str] = {
+    CONFIG_VARIABLE: "the briefd.toml to read (--config)",
+    crashpoints.ENV: "tests only: where the daemon kills itself (daemon/crashpoints.py)",
+    "BRIEFD_SOCKET_GUARD_LOG": "tests only: the socket guard's log (tests/lab/socket_guard)",
+    "BRIEFD_KILL_SEED": "tests only: the seed of tests/test_crash.py's random kills",
+}
+
+
+def stray_variables(env: Mapping[str, str]) -> list[str]:
+    """A warning for each BRIEFD_* variable that is neither a setting's nor in OTHER_VARIABLES, naming
+    the nearest setting's variable: a typo (patience for patience_s) would otherwise be ignored without
+    a word. Not an error: a variable that does nothing must not stop a daemon that was running fine."""
+    known = {spec.env_name for spec in _SPECS} | set(OTHER_VARIABLES)
+    settings_env = tuple(sorted(spec.env_name for spec in _SPECS if spec.env_name.startswith(ENV_PREFIX)))
+    warnings = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in known:
+            continue
+        nearest = difflib.get_close_matches(name.upper(), settings_env, n=1, cutoff=0.6)
+        hint = (f"did you mean {nearest[0]}?" if nearest
+                else "`briefd --help` lists the settings and their variables")
+        warnings.append(f"{name} in the environment is not a briefd setting and is ignored; {hint}")
+    return warnings
 
 
 @dataclass(frozen=True)
@@ -235,6 +271,20 @@ class _Source:
     kind: str  # flag | env | toml | default
     label: str
     base: Path
+    where: str = ""  # the flag, the variable or "<file> line N" alone (Origin.where); "" for the default
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a setting's value came from, as load_settings found it (not re-derived): `briefd config` shows it."""
+
+    kind: str  # flag | env | toml | default
+    where: str  # the flag (--model), the variable (BRIEFD_MODEL), "<briefd.toml> line N"; "" for the default
+
+    def words(self) -> str:
+        """"flag --model", "environment BRIEFD_MODEL", "briefd.toml /etc/briefd/briefd.toml line 3", "default"."""
+        what = {"flag": "flag", "env": "environment", "toml": "briefd.toml", "default": "default"}[self.kind]
+        return f"{what} {self.where}" if self.where else what
 
 
 def load_settings(flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None = None) -> Settings:
@@ -266,13 +316,16 @@ def load_settings(flags: Mapping[str, Any], env: Mapping[str, str], config_path:
         raw, source = _pick(spec, flags, env, table, toml_path, text, cwd)
         values[spec.name] = _convert(spec, raw, source)
         sources[spec.name] = source
+    for warning in stray_variables(env):
+        log.warning("%s", warning)
     if values["num_predict"] >= values["num_ctx"]:
         source = sources["num_predict"] if sources["num_predict"].kind != "default" else sources["num_ctx"]
         raise SettingsError(
             f"{source.label} makes num_predict ({values['num_predict']}) not smaller than num_ctx "
             f"({values['num_ctx']}), which leaves no room for the prompt; lower num_predict or raise num_ctx",
             source.label, "num_predict")
-    return Settings(**values, config_file=toml_path)
+    origins = {name: Origin(source.kind, source.where) for name, source in sources.items()}
+    return Settings(**values, config_file=toml_path, origins=origins)
 
 
 def settings_table() -> list[dict[str, Any]]:
@@ -282,6 +335,30 @@ def settings_table() -> list[dict[str, Any]]:
          "default": _shown_default(spec), "help": spec.help}
         for spec in _SPECS
     ]
+
+
+def is_secret(name: str) -> bool:
+    """A setting whose value `briefd config` must not print (serve_token and any other *token*)."""
+    return "token" in name
+
+
+def effective_settings(settings: Settings) -> list[dict[str, Any]]:
+    """`briefd config`: each setting's value in use and where it came from, as load_settings recorded it.
+
+    `shown` is the value as a user would write it ("7d", "0640", "none"), `value` the same for JSON
+    (lists, numbers, null); a secret is "(set)" in both, or unset, never its value.
+    """
+    rows = []
+    for spec in _SPECS:
+        value = getattr(settings, spec.name)
+        origin = settings.origins.get(spec.name, Origin("default", ""))
+        if is_secret(spec.name):
+            shown, data = ("(set)", "(set)") if value else ("(unset)", None)
+        else:
+            shown, data = _shown_value(spec, value), _json_value(spec, value)
+        rows.append({"name": spec.name, "shown": shown, "value": data, "source": origin.kind,
+                     "where": origin.where, "from": origin.words(), "flag": spec.flag, "env": spec.env_name})
+    return rows
 
 
 SETTINGS_MARKDOWN_HEADER = ("| setting (`briefd.toml`) | flag | environment | default | what it is |\n"
@@ -380,14 +457,14 @@ def normalize_searxng_url(value: str) -> str:
 def _find_config(config_path: Path | None, env: Mapping[str, str], cwd: Path) -> Path | None:
     if config_path is not None:
         path, label = Path(config_path), "--config"
-    elif env.get("BRIEFD_CONFIG", "").strip():
-        path, label = Path(env["BRIEFD_CONFIG"].strip()), "BRIEFD_CONFIG in the environment"
+    elif env.get(CONFIG_VARIABLE, "").strip():
+        path, label = Path(env[CONFIG_VARIABLE].strip()), f"{CONFIG_VARIABLE} in the environment"
     else:
         found = cwd / "briefd.toml"
         return found if found.exists() else None
     path = Path(os.path.abspath(cwd / path.expanduser()))
     if not path.exists():
-        hint = "drop --config" if label == "--config" else "unset BRIEFD_CONFIG"
+        hint = "drop --config" if label == "--config" else f"unset {CONFIG_VARIABLE}"
         raise SettingsError(f"{label} names {path}, which does not exist; create it or {hint}", label, None)
     return path
 
@@ -423,12 +500,13 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
 def _pick(spec: _Spec, flags: Mapping[str, Any], env: Mapping[str, str], table: dict[str, Any],
           toml_path: Path | None, text: str, cwd: Path) -> tuple[Any, _Source]:
     if flags.get(spec.name) is not None:
-        return flags[spec.name], _Source("flag", spec.flag_name, cwd)
+        return flags[spec.name], _Source("flag", spec.flag_name, cwd, spec.flag_name)
     env_value = env.get(spec.env_name)
     if env_value is not None and env_value.strip():
-        return env_value, _Source("env", f"{spec.env_name} in the environment", cwd)
+        return env_value, _Source("env", f"{spec.env_name} in the environment", cwd, spec.env_name)
     if spec.name in table and toml_path is not None:
-        return table[spec.name], _Source("toml", _toml_label(toml_path, text, spec.name), toml_path.parent)
+        label = _toml_label(toml_path, text, spec.name)
+        return table[spec.name], _Source("toml", label, toml_path.parent, label)
     return _DEFAULTS[spec.name], _Source("default", "the default", cwd)
 
 
@@ -803,6 +881,30 @@ _CONVERTERS = {
 
 def _shown_default(spec: _Spec) -> str:
     return spec.shown_default or _display_setting(spec, _DEFAULTS[spec.name])
+
+
+def _shown_value(spec: _Spec, value: Any) -> str:
+    """A value in use as a user would write it: lists comma-separated, tiers as host=tier, modes in octal."""
+    if value is None or value == ():
+        return spec.shown_default or "unset"
+    if spec.kind == "mode":
+        return f"{value:04o}"
+    if spec.kind == "tiers":
+        return ", ".join(f"{key}={tier}" for key, tier in value)
+    if isinstance(value, tuple):
+        return ", ".join(str(item) for item in value)
+    return _display_setting(spec, value)
+
+
+def _json_value(spec: _Spec, value: Any) -> Any:
+    """A value in use for JSON: paths as text, lists as lists, tiers as an object, a mode as "0640"."""
+    if spec.kind == "mode":
+        return None if value is None else f"{value:04o}"
+    if spec.kind == "tiers":
+        return dict(value)
+    if isinstance(value, tuple):
+        return [str(item) if isinstance(item, Path) else item for item in value]
+    return str(value) if isinstance(value, Path) else value
 
 
 def _display(value: Any) -> str:

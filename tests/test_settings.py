@@ -16,12 +16,14 @@ import pytest
 from daemon.schedule import parse_duration
 from daemon.settings import (
     DEFAULT_MODEL,
+    NOT_SETTINGS,
     Settings,
     SettingsError,
     load_settings,
     normalize_ollama_host,
     settings_markdown,
     settings_table,
+    stray_variables,
 )
 from tests.conftest import CONTRACT, needs_contract
 
@@ -48,6 +50,31 @@ def error_of(flags: dict[str, Any] | None = None, env: dict[str, str] | None = N
     return caught.value
 
 
+# --------------------------------------------------------------------------- where values came from
+
+
+def test_load_settings_records_where_each_value_came_from(cwd: Path) -> None:
+    """`briefd config` shows what load_settings recorded while choosing, not a second guess at it."""
+    (cwd / "briefd.toml").write_text('workers = 4\nmodel = "from-file:1b"\n\nnum_ctx = 4096\n')
+    s = load_settings({"workers": "2", "db": None}, {"BRIEFD_MODEL": "from-env:1b", "BRIEFD_SEED": " "})
+    words = {name: origin.words() for name, origin in s.origins.items()}
+    assert words["workers"] == "flag --workers" and s.workers == 2
+    assert words["model"] == "environment BRIEFD_MODEL" and s.model == "from-env:1b"
+    assert words["num_ctx"] == f"briefd.toml {cwd / 'briefd.toml'} line 4" and s.num_ctx == 4096
+    assert words["db"] == words["seed"] == "default", "an empty variable or a None flag is not where it came from"
+    assert set(words) == {row["name"] for row in settings_table()}
+
+
+def test_briefd_variables_that_are_not_settings_are_warned_about(cwd: Path, caplog: pytest.LogCaptureFixture) -> None:
+    env = {"BRIEFD_PATIENCE": "60", "BRIEFD_CONFIG": "", "BRIEFD_CRASH_AT": "", "BRIEFD_WORKERS": "2",
+           "OLLAMA_MODELS": "/x", "BRIEFD_NUM_CTX": "4096"}
+    assert stray_variables(env) == ["BRIEFD_PATIENCE in the environment is not a briefd setting and is ignored; "
+                                    "did you mean BRIEFD_PATIENCE_S?"]
+    with caplog.at_level("WARNING", logger="briefd"):
+        assert load_settings({}, env).num_ctx == 4096
+    assert [r.getMessage() for r in caplog.records] == stray_variables(env)
+
+
 # --------------------------------------------------------------------------- defaults
 
 
@@ -60,7 +87,7 @@ def test_defaults_in_an_empty_folder(cwd: Path) -> None:
     assert s.workers == 1
     assert s.config_file is None
     knobs = {f.name: f.default for f in dataclasses.fields(Settings)
-             if f.name not in {"inbox", "outbox", "db", "config_file"}}
+             if f.name not in {"inbox", "outbox", "db", *NOT_SETTINGS}}
     assert {name: getattr(s, name) for name in knobs} == knobs
     assert (s.num_ctx, s.num_predict, s.llm_timeout_s, s.temperature, s.seed) == (8192, 1024, 300.0, 0.2, 42)
     assert (s.fetch_timeout_s, s.fetch_max_bytes, s.fetch_max_redirects, s.fetch_concurrency) == (20.0, 5_000_000,
@@ -383,7 +410,7 @@ def test_a_setting_missing_from_the_readme_is_caught() -> None:
 
 def test_settings_table_shape() -> None:
     table = settings_table()
-    assert [r["name"] for r in table] == [f.name for f in dataclasses.fields(Settings) if f.name != "config_file"]
+    assert [r["name"] for r in table] == [f.name for f in dataclasses.fields(Settings) if f.name not in NOT_SETTINGS]
     for row in table:
         assert row["help"] and row["toml"] == row["name"]
         if not row["flag"]:
