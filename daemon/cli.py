@@ -64,9 +64,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "search": ("briefd search gusset plates", "briefd search load rating --limit 5 --json"),
     "check": ("briefd check", "briefd check --searxng-url http://search.lan:8888 --model qwen2.5:7b"),
     "schema": ("briefd schema > brief.schema.json",),
-    "serve": ("briefd serve                            # http://127.0.0.1:8765/, loopback, no token",
-              "BRIEFD_SERVE_HOST=0.0.0.0 BRIEFD_SERVE_TOKEN_FILE=/etc/briefd/token briefd serve",
-              "BRIEFD_SERVE=true briefd run               # the daemon and the API in one process"),
+    "serve": ("briefd serve                                  # http://127.0.0.1:8765/: loopback, no token",
+              "briefd serve --config /etc/briefd/briefd.toml   # serve_host and serve_token_file set there",
+              "briefd serve --inbox /srv/briefd/inbox --outbox /srv/briefd/outbox --db /srv/briefd/briefd.db"),
     "datasette": ("briefd datasette > briefd-metadata.json && datasette briefd.db --metadata briefd-metadata.json",),
     "config": ("briefd config", "briefd config --json", "briefd config --config /etc/briefd/briefd.toml"),
     "library": ("briefd library status", "briefd library search \"gusset plate\"", "briefd library reindex"),
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     once = next(row for row in settings_table() if row["name"] == "once_patience_s")
     run.add_argument("--once-patience-s", dest="once_patience_s", default=None, metavar="SECONDS",
                      help=f"with --once: give up on a service down this long, leave its briefs queued and exit 3 "
-                          f"(setting once_patience_s, env {once['env']}, default {once['default']})")
+                          f"(the once_patience_s setting; default {once['default']})")
     submit = sub.add_parser("submit", **command_help("submit"), help="validate briefs and put them into the inbox")
     submit.add_argument("files", nargs="+", type=Path, metavar="FILE")
     status = sub.add_parser("status", **command_help("status"), help="queue counts and running briefs")

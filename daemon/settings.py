@@ -244,6 +244,11 @@ OTHER_VARIABLES: dict[str, str] = {
     crashpoints.ENV: "tests only: where the daemon kills itself (daemon/crashpoints.py)",
     "BRIEFD_SOCKET_GUARD_LOG": "tests only: the socket guard's log (tests/lab/socket_guard)",
     "BRIEFD_KILL_SEED": "tests only: the seed of tests/test_crash.py's random kills",
+    # what briefd gives an on_finish command (daemon.onfinish): a command that runs briefd again passes them on
+    "BRIEFD_ID": "given to on_finish: the brief's id",
+    "BRIEFD_STATUS": "given to on_finish: done, failed or cancelled",
+    "BRIEFD_REPORT": "given to on_finish: the path of report.json",
+    "BRIEFD_OUTDIR": "given to on_finish: the brief's outbox folder",
 }
 
 

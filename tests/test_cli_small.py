@@ -16,7 +16,6 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,6 +28,7 @@ from daemon.settings import (
     Settings,
     effective_settings,
     is_secret,
+    load_settings,
     settings_table,
 )
 from store import Store
@@ -339,12 +339,14 @@ def test_config_without_a_file_says_none_was_read(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[0].startswith("briefd.toml: none (no --config, BRIEFD_CONFIG unset")
 
 
-def test_a_secret_setting_is_shown_as_set_never_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_secret_setting_is_shown_as_set_never_its_value(tmp_path: Path) -> None:
     """serve_token (the HTTP API's) and any other *token* setting: `briefd config` says whether it is set."""
     assert is_secret("serve_token") and is_secret("api_token") and not is_secret("model")
-    spec = settings_module._Spec("serve_token", "model", "bearer token of the HTTP API")
-    monkeypatch.setattr(settings_module, "_SPECS", (*settings_module._SPECS, spec))
-    for value, shown in (("hunter2-secret", "(set)"), ("", "(unset)")):
-        fake = SimpleNamespace(**vars(Settings()), serve_token=value)
-        row = next(row for row in effective_settings(fake) if row["name"] == "serve_token")
+    secret = "hunter2-secret-of-enough-length"
+    for env, shown in (({"BRIEFD_SERVE_TOKEN": secret}, "(set)"), ({}, "(unset)")):
+        row = next(row for row in effective_settings(load_settings({}, env)) if row["name"] == "serve_token")
         assert row["shown"] == shown and "hunter2" not in json.dumps(row)
+    for args in (["config"], ["config", "--json"]):
+        result = subprocess.run([BRIEFD, *args], env={**os.environ, "BRIEFD_SERVE_TOKEN": secret}, cwd=tmp_path,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0 and "serve_token" in result.stdout and "hunter2" not in result.stdout

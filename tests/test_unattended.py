@@ -92,7 +92,7 @@ def test_run_has_the_once_patience_flag(cwd: Path, capsys: pytest.CaptureFixture
         build_parser().parse_args(["run", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
     [row] = [row for row in settings_table() if row["name"] == "once_patience_s"]
-    assert "--once-patience-s SECONDS" in shown and f"env BRIEFD_ONCE_PATIENCE_S, default {row['default']}" in shown
+    assert "--once-patience-s SECONDS" in shown and f"the once_patience_s setting; default {row['default']}" in shown
 
 
 # --------------------------------------------------------------------------- log lines
