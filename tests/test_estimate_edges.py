@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
-from daemon.chart import CHART_FILE
+from daemon.chart_png import PNG_FILE
+from daemon.charts import CHART_FILE
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 
@@ -73,15 +74,17 @@ def test_edge_briefs_finish_done_and_the_unfinishable_ones_are_refused(workspace
         assert report["status"] == "done", (name, report.get("error"))
         assert report["estimate"]["initial"] == {"low": brief["estimate"]["low"], "high": brief["estimate"]["high"]}
         assert 0.0 <= report["estimate"]["progress_score"] <= 1.0
-        assert report["chart"] == {"file": CHART_FILE, "missing": None}
-        assert (workspace.outbox / name / CHART_FILE).read_bytes().startswith(b"\x89PNG")
+        assert report["chart"] == {"file": CHART_FILE, "missing": None, "png": PNG_FILE, "png_missing": None}
+        assert (workspace.outbox / name / CHART_FILE).read_text(encoding="utf-8").startswith("<svg ")
+        assert (workspace.outbox / name / PNG_FILE).read_bytes().startswith(b"\x89PNG")
         assert workspace.events(name)[-1]["type"] == "complete"
 
 
 @pytest.mark.skipif(shutil.which("latex") is not None, reason="needs a host without LaTeX (text.usetex must fail); runs wherever latex is not installed, as in CI")
 def test_a_chart_matplotlib_cannot_draw_leaves_a_done_report_that_says_why(workspace: Workspace) -> None:
     """A real matplotlib failure in the daemon: a matplotlibrc that asks for LaTeX on a host without it
-    (what a user's own ~/.config/matplotlib/matplotlibrc can do to an unattended daemon)."""
+    (what a user's own ~/.config/matplotlib/matplotlibrc can do to an unattended daemon). chart.svg
+    needs no matplotlib: it is drawn, and only chart.png is missing, with the reason."""
     rc = workspace.root / "matplotlibrc"
     rc.write_text("text.usetex: True\n")
     workspace.drop("cost.json", {"question": QUESTION, **QUICK,
@@ -90,9 +93,11 @@ def test_a_chart_matplotlib_cannot_draw_leaves_a_done_report_that_says_why(works
     assert result.returncode == 0, result.stderr[-4000:]
     report = workspace.report("cost")
     assert report["status"] == "done", report.get("error")
-    assert report["chart"]["file"] is None and "latex" in report["chart"]["missing"].lower()
-    assert not (workspace.outbox / "cost" / CHART_FILE).exists()
-    assert "No chart:" in (workspace.outbox / "cost" / "report.md").read_text(encoding="utf-8")
+    assert report["chart"]["file"] == CHART_FILE and report["chart"]["missing"] is None
+    assert report["chart"]["png"] is None and "latex" in report["chart"]["png_missing"].lower()
+    assert (workspace.outbox / "cost" / CHART_FILE).exists() and not (workspace.outbox / "cost" / PNG_FILE).exists()
+    assert "No chart:" not in (workspace.outbox / "cost" / "report.md").read_text(encoding="utf-8")
     events = workspace.events("cost")
-    assert any(e["type"] == "signal" and e.get("message") == "chart not drawn" for e in events)
+    assert any(e["type"] == "signal" and e.get("message") == "chart.png not drawn" and "latex" in e["reason"].lower()
+               for e in events)
     assert events[-1]["type"] == "complete"
