@@ -126,7 +126,8 @@ def padded_domain(values: Sequence[float]) -> tuple[float, float]:
         return padded
     if high > low:
         return low, high
-    return (low - 1.0, low) if low > 0 else (low, low + 1.0)
+    margin = abs(low) * 0.1 or 1.0  # a single value at the float limit: the margin on the side that fits
+    return (low - margin, low) if low > 0 else (low, low + margin)
 
 
 class Scale:
@@ -137,7 +138,8 @@ class Scale:
         self.start, self.end = pixels
 
     def __call__(self, value: float) -> float:
-        share = (value - self.low) / (self.high - self.low)
+        span = self.high - self.low
+        share = (value - self.low) / span if span > 0 else 0.5
         share = min(1.05, max(-0.05, share)) if math.isfinite(share) else 0.0
         return self.start + share * (self.end - self.start)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
 from daemon.charts import (
@@ -154,6 +155,8 @@ def test_a_target_width_gets_a_band_of_that_width_centred_on_the_final_range() -
     pytest.param((5e-324, 1e-323), [(5e-324, 5e-324)], None, id="denormals"),
     pytest.param((-8e307, 8e307), [(1e307, 2e307)], None, id="a span matplotlib's tick locator overflows on"),
     pytest.param((1.7e308, 1.7976931348623157e308), [], None, id="at the float limit"),
+    pytest.param((1.7976931348623157e308, 1.7976931348623157e308), [], None, id="a point at the float limit"),
+    pytest.param((-1.7976931348623157e308, -1.7976931348623157e308), [], None, id="a point at the negative limit"),
     pytest.param((1e15, 1e15 + 1), [(1e15, 1e15 + 0.5)], None, id="a step below the numbers' precision"),
 ])
 def test_any_plottable_numbers_give_a_finite_drawing(initial: tuple[float, float], rounds: list[tuple[float, float]],
@@ -169,6 +172,29 @@ def test_any_plottable_numbers_give_a_finite_drawing(initial: tuple[float, float
         assert float(r.get("height") or 0) >= 2, "a point range still shows"
         assert 60 <= float(r.get("y") or 0) <= 340, "inside the plot"
     assert "nan" not in svg.lower() and "inf" not in svg.lower()
+
+
+FLOATS = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(FLOATS, FLOATS), st.lists(st.tuples(FLOATS, FLOATS), max_size=4),
+       st.one_of(st.none(), st.tuples(FLOATS, FLOATS), FLOATS))
+def test_any_finite_numbers_give_a_finite_band_or_the_reason(initial: tuple[float, float],
+                                                             rounds: list[tuple[float, float]],
+                                                             target: tuple[float, float] | float | None) -> None:
+    aim: dict[str, float | None] = {"low": None, "high": None, "width": None}
+    if isinstance(target, tuple):
+        aim.update(low=target[0], high=target[1])
+    elif target is not None:
+        aim["width"] = target
+    rep = report(estimate=estimate(initial, rounds, target=aim))
+    charts = dict(report_charts(rep))
+    assert (CHART_FILE in charts) == (band_missing(rep) is None)
+    if CHART_FILE in charts:
+        svg = charts[CHART_FILE]
+        assert len(shapes(ET.fromstring(svg), "round")) == len(rounds) + 1
+        assert all(math.isfinite(float(v)) for v in numbers_in(svg)) and "nan" not in svg.lower()
 
 
 @pytest.mark.parametrize("est, why", [
