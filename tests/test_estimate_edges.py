@@ -10,6 +10,7 @@ leaves a report that says why instead of failing the brief.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
-from daemon.chart_png import PNG_FILE
-from daemon.charts import CHART_FILE
+from daemon.chart_png import NO_MATPLOTLIB, PNG_FILE
+from daemon.charts import CHART_FILE, RELEVANCE_FILE, SOURCES_FILE, report_charts
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 
@@ -101,3 +102,27 @@ def test_a_chart_matplotlib_cannot_draw_leaves_a_done_report_that_says_why(works
     assert any(e["type"] == "signal" and e.get("message") == "chart.png not drawn" and "latex" in e["reason"].lower()
                for e in events)
     assert events[-1]["type"] == "complete"
+
+
+def test_without_matplotlib_an_estimate_brief_gets_its_svg_charts_and_a_note(workspace: Workspace) -> None:
+    """The runtime install has no matplotlib (it is the png extra): a daemon that cannot import it
+    writes chart.svg and the evidence charts, says in report.json how to get chart.png, and logs
+    no "not drawn" event for what nobody asked for. `sys.modules["matplotlib"] = None` is how
+    Python marks a module absent: importing it fails and importlib finds no spec."""
+    blocker = workspace.root / "no-matplotlib"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text('import sys\nsys.modules["matplotlib"] = None\n')
+    workspace.drop("cost.json", {"question": QUESTION, **QUICK,
+                                 "estimate": {"unit": "USD million", "low": 100, "high": 2000, "target_width": 100}})
+    pythonpath = os.pathsep.join(p for p in (str(blocker), os.environ.get("PYTHONPATH", "")) if p)
+    result = workspace.briefd("run", "--once", timeout=600, PYTHONPATH=pythonpath)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = workspace.report("cost")
+    assert report["status"] == "done", report.get("error")
+    assert report["chart"] == {"file": CHART_FILE, "missing": None, "png": None, "png_missing": NO_MATPLOTLIB}
+    folder = workspace.outbox / "cost"
+    assert not (folder / PNG_FILE).exists()
+    names = [CHART_FILE, *([SOURCES_FILE, RELEVANCE_FILE] if report["evidence"] else [])]
+    for name in names:
+        assert (folder / name).read_text(encoding="utf-8") == dict(report_charts(report))[name], name
+    assert not [e for e in workspace.events("cost") if e["type"] == "signal" and "not drawn" in str(e.get("message"))]
