@@ -50,7 +50,8 @@ def estimate(initial: tuple[float, float], rounds: list[tuple[float, float]],
                         for i, (lo, hi) in enumerate(rounds, 1)]}
 
 
-def item(url: str, tier: str | None, confidence: float | None, quote: str = "battery pack price per kWh") -> dict[str, Any]:
+def item(url: str, tier: str | None, confidence: float | None,
+         quote: str = "battery pack price per kWh") -> dict[str, Any]:
     return {"source": 1, "url": url, "title": "t", "quote": quote, "stance": None, "impact": "narrows_both",
             "confidence": confidence, "round": 1, "tier": tier}
 
