@@ -7,8 +7,10 @@ the door), then the one escape of the format. report.md folds and escapes them s
 cannot add headings, links, images or raw HTML to the report; the summary, the one field
 that keeps structure, is parsed into a few pieces and each piece's text escaped.
 report.html is that same Markdown rendered by markdown-it-py (raw HTML off, a link
-validator that lets through only http(s) URLs, #source-n anchors and the chart), so the
-two reports cannot disagree; a Content-Security-Policy forbids scripts and every load.
+validator that lets through only http(s) URLs, #source-n anchors and the charts), so the
+two reports cannot disagree; a Content-Security-Policy forbids scripts and every load. The
+charts (daemon/charts.py, SVG drawn from this same report) are files beside report.md and
+inline figures in report.html.
 
 Both lead with the answer: the question, the computed range against its target or the
 verdict and what its evidence level means, why research stopped, then the summary; the
@@ -21,7 +23,6 @@ deleted: `archive_previous` moves an earlier run aside before a new one writes.
 
 from __future__ import annotations
 
-import base64
 import codecs
 import json
 import math
@@ -34,7 +35,8 @@ from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
 from daemon import files
 from daemon.brief import ID_RE, id_from_filename, valid_id
-from daemon.chart import CHART_FILE
+from daemon.charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANCE_FILE, SOURCES_ALT,
+                           SOURCES_FILE, band_missing, evidence_points, report_charts)
 from daemon.citations import CITATION_RE, find_citations
 from daemon.egress import method_line
 from daemon.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
@@ -134,27 +136,6 @@ def _num(value: Any) -> str:
             return f"{int(value):,}"
         return f"{value:,.4f}".rstrip("0").rstrip(".")
     return clean(value)
-
-
-def chart_note(missing: str | None) -> dict[str, Any]:
-    """report.json's `chart` for an estimate brief: the file written, or why there is none.
-
-    `chart` is null for briefs without an estimate (they never get a chart).
-    """
-    return {"file": None if missing else CHART_FILE, "missing": missing or None}
-
-
-def chart_missing(report: Mapping[str, Any]) -> str | None:
-    """Why an estimate brief's chart.png is missing, or None (drawn, or no chart expected)."""
-    chart = report.get("chart")
-    if isinstance(chart, Mapping) and chart.get("missing"):
-        return fold(chart.get("missing"))
-    return None
-
-
-def chart_drawn(report: Mapping[str, Any]) -> bool:
-    """Did the worker write chart.png for this report (report.json's `chart` names the file)?"""
-    return _dict(report.get("chart")).get("file") == CHART_FILE and not chart_missing(report)
 
 
 def _seconds(value: Any) -> str:
@@ -600,8 +581,6 @@ def _md_sides(sides: Mapping[str, Any], known: set[int]) -> list[str]:
 
 NOT_READ_NOTE = ("No page was read: the evidence comes from the snippets the search engine returned, "
                  "which are cut mid-sentence and may lack context.")
-CHART_ALT = "The estimate's range round by round, with the target band"
-CHART_ELSEWHERE = f"The chart is in {CHART_FILE}, next to this report."
 
 
 @dataclass
@@ -883,6 +862,12 @@ def _md_changes(report: Mapping[str, Any]) -> list[str]:
     return lines + [f"- {item}" for item in items] + [""] + ([f"_The {where}_", ""] if where else [])
 
 
+def _md_chart(doc: MarkdownDoc, name: str, alt: str) -> None:
+    """A chart beside the report, as an image paragraph (report.html inlines the SVG there)."""
+    doc.mark("paragraph_open", **{"class": "chart"})
+    doc.lines += [f"![{alt}]({name})", ""]
+
+
 def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
     """report.md, top to bottom: the question, the answer and why it stopped, the status, on
     a re-run what changed since the previous run, the verdict or estimate, the summary; then
@@ -946,19 +931,21 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
                 [tuple(_md_num(h.get(k)) for k in ("round", "low", "high", "progress_score", "tokens"))
                  for h in history],
             ) + [""]
-        missing = chart_missing(report)
+        missing = band_missing(report)
         if missing:
             lines += [f"_No chart: {md_escape(missing)}_", ""]
 
-    if estimate and chart_drawn(report):
-        doc.mark("paragraph_open", **{"class": "chart"})
-        lines += [f"![{CHART_ALT}]({CHART_FILE})", ""]
+    if estimate and band_missing(report) is None:
+        _md_chart(doc, CHART_FILE, CHART_ALT)
 
     summary = clean(report.get("summary")).strip()
     summary_md = _md_summary(summary, _source_numbers(report), _source_urls(report)) if summary else ""
     lines += ["## Summary", "", summary_md or "_No summary._", ""]
 
     lines += _md_evidence(report)
+    if evidence_points(report):  # seed 5's charts, as charts.report_charts draws them
+        _md_chart(doc, SOURCES_FILE, SOURCES_ALT)
+        _md_chart(doc, RELEVANCE_FILE, RELEVANCE_ALT)
     lines += _md_sides(_dict(report.get("sides")), _source_numbers(report))
 
     lines += ["## Sources", ""]
@@ -1047,8 +1034,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 # the spec): briefd's own escaping decides what the Markdown means, and the renderer only
 # turns it into HTML. Raw HTML is off (`html: False`: a tag in the Markdown is text), no
 # linkify or typographer, and its link validator lets through only http(s) URLs,
-# briefd's own #source-n anchors and the chart beside the report; the CSP forbids
-# scripts and any load but inline styles and the inlined chart.
+# briefd's own #source-n anchors and the charts beside the report; the CSP forbids
+# scripts and any load but inline styles (the charts are inline SVG: nothing to load).
 
 
 def _e(value: Any) -> str:
@@ -1061,10 +1048,10 @@ _FOLLOWED_RE = re.compile(re.escape(followed_report("ID")).replace("ID", ID_RE.p
 
 def valid_link(url: str) -> bool:
     """markdown-it's link validator for report.html: http(s) URLs (as safe_http_url allows),
-    briefd's own #source-n anchors, chart.png (the image beside the report), and the earlier
+    briefd's own #source-n anchors, the charts (the SVG files beside the report), and the earlier
     report a follow-up links to (../<id>/report.md, an id as brief.valid_id allows: no way out
     of the outbox)."""
-    return (url == CHART_FILE or _ANCHOR_RE.fullmatch(url) is not None or safe_http_url(url) is not None
+    return (url in CHART_NAMES or _ANCHOR_RE.fullmatch(url) is not None or safe_http_url(url) is not None
             or _FOLLOWED_RE.fullmatch(url) is not None)
 
 
@@ -1087,27 +1074,21 @@ h1{font-size:1.6rem;line-height:1.25}
 blockquote{border-left:4px solid #ccc;margin:.5rem 0;padding:.25rem 1rem;color:#333;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}
 pre{background:#f3f3f3;padding:.75rem;overflow:auto;white-space:pre-wrap}
-li{overflow-wrap:anywhere}.chart img{max-width:100%;height:auto}
+li{overflow-wrap:anywhere}.chart svg{display:block;max-width:100%;height:auto}
 """.strip()
-# Nothing loads: no script, font, frame or connection; styles are the inline sheet above;
-# the one image is the chart, inlined as a data: URI.
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+# Nothing loads: no script, image, font, frame or connection; styles are the inline sheet
+# above, and the charts are inline SVG elements (drawn by briefd, text escaped, no script).
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 
-def _chart_src(chart_png: bytes | None) -> str | None:
-    if chart_png is None or not chart_png.startswith(b"\x89PNG\r\n\x1a\n"):
-        return None
-    return "data:image/png;base64," + base64.b64encode(chart_png).decode("ascii")
-
-
-def _html_tokens(doc: MarkdownDoc, chart_png: bytes | None) -> tuple[Any, list[Any]]:
+def _html_tokens(doc: MarkdownDoc, charts: Mapping[str, str]) -> tuple[Any, list[Any]]:
     """The Markdown's tokens, with the doc's marks set as attributes, links given rel, and
-    the chart image pointed at its inlined bytes (or said in words when they are absent)."""
+    each chart image replaced by its SVG inline (`charts`: file name to SVG text); any other
+    image (none is made by briefd) becomes its alt text."""
     from markdown_it.token import Token
 
     md = _markdown_renderer()
     tokens = md.parse(doc.text)
-    chart = _chart_src(chart_png)
     for token in tokens:
         mark = doc.marks.get(token.map[0]) if token.map else None
         if mark is not None and mark[0] == token.type:
@@ -1119,20 +1100,18 @@ def _html_tokens(doc: MarkdownDoc, chart_png: bytes | None) -> tuple[Any, list[A
                 internal = str(child.attrGet("href") or "").startswith("#")
                 child.attrSet(*(("class", "cite") if internal else ("rel", "noopener noreferrer nofollow")))
             elif child.type == "image":
-                if child.attrGet("src") == CHART_FILE and chart is not None:
-                    child.attrSet("src", chart)
-                else:
-                    text = Token("text", "", 0)
-                    text.content = CHART_ELSEWHERE if child.attrGet("src") == CHART_FILE else child.content
-                    children[i] = text
+                svg = charts.get(str(child.attrGet("src")))
+                inline = Token("html_inline" if svg is not None else "text", "", 0)
+                inline.content = svg if svg is not None else child.content
+                children[i] = inline
     return md, tokens
 
 
-def render_html(report: Mapping[str, Any], chart_png: bytes | None = None) -> str:
+def render_html(report: Mapping[str, Any]) -> str:
     """report.html: report.md rendered by markdown-it-py in one standalone HTML5 page with
-    inline CSS; `chart_png` (the chart's bytes) is inlined where report.md shows chart.png."""
+    inline CSS; each chart report.md shows beside it is inlined there as SVG (report_charts)."""
     doc = markdown_doc(report)
-    md, tokens = _html_tokens(doc, chart_png)
+    md, tokens = _html_tokens(doc, dict(report_charts(report)))
     body = md.renderer.render(tokens, md.options, {})
     question = fold(report.get("question")) or "Untitled brief"
     return "\n".join([
@@ -1163,18 +1142,9 @@ def _json_safe(value: Any) -> Any:
     return clean_json(value, finite=True)
 
 
-def _read_chart(outdir: Path, report: Mapping[str, Any]) -> bytes | None:
-    """The chart.png the worker drew for this report (report["chart"] names it), else None."""
-    if not chart_drawn(report):
-        return None
-    try:
-        return (Path(outdir) / CHART_FILE).read_bytes()
-    except OSError:
-        return None
-
-
 def write_report(outdir: Path, report: Mapping[str, Any], formats: Iterable[str]) -> list[Path]:
-    """Write report.json always, report.md for "md", report.html for "html", each atomically.
+    """Write the charts (SVG, charts.report_charts), report.json always, report.md for "md",
+    report.html for "html", each atomically.
 
     report.json goes last: its presence means the other files of this run are complete.
     Returns the paths written, in the order written. An unknown format is refused before
@@ -1187,11 +1157,11 @@ def write_report(outdir: Path, report: Mapping[str, Any], formats: Iterable[str]
     outdir = Path(outdir)
     # Render everything first: a report that cannot be rendered or serialized fails here,
     # before any file of the earlier state is replaced.
-    contents: list[tuple[Path, str]] = []
+    contents: list[tuple[Path, str]] = [(outdir / name, svg) for name, svg in report_charts(report)]
     if "md" in wanted:
         contents.append((outdir / "report.md", render_markdown(report)))
     if "html" in wanted:
-        contents.append((outdir / "report.html", render_html(report, _read_chart(outdir, report))))
+        contents.append((outdir / "report.html", render_html(report)))
     contents.append((outdir / "report.json",
                      json.dumps(_json_safe(report), indent=2, ensure_ascii=False) + "\n"))
     for path, text in contents:

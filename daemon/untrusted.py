@@ -8,7 +8,7 @@ removes them once, where the text enters briefd, and the renderers run it again 
 they read back (a report stored before this rule, or edited by hand).
 
 Each output then gets one escaping function: `md_escape` (an inert line of Markdown),
-`html_escape` (text and attribute values), `terminal_text` (what `briefd show` prints).
+`html_escape` (text and attribute values), `xml_escape` (the SVG charts), `terminal_text` (what `briefd show` prints).
 Pure functions, no I/O.
 """
 
@@ -130,6 +130,16 @@ def md_escape(value: Any) -> str:
 def html_escape(value: Any) -> str:
     """Untrusted text for HTML element content or a quoted attribute value."""
     return html.escape(clean(value), quote=True)
+
+
+# XML 1.0 forbids two characters `clean` keeps (it keeps everything a reader sees): U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[\ufffe\uffff]")
+
+
+def xml_escape(value: Any) -> str:
+    """Untrusted text for SVG (XML) text or a quoted attribute value: `html_escape`, and the two
+    characters XML forbids made U+FFFD, so a chart file always parses."""
+    return _NOT_XML.sub("\ufffd", html_escape(value))
 
 
 # ---------------------------------------------------------------------------- terminal

@@ -40,7 +40,7 @@ from .archives import Archives
 from .library import RESCAN_S, Library, LibrarySource
 from .brief import Brief, BriefError, parse_brief
 from .changes import what_changed
-from .chart import write_chart
+from .chart_png import matplotlib_installed, write_chart
 from .events import EventLog
 from .egress import service_allowed
 from .fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
@@ -52,7 +52,7 @@ from .loop import Cancelled, Outage, Research, Services, seconds_since
 from .outages import OutageLog
 from .policy import policy_for
 from .pagework import PageWorkers
-from .report import (REPORT_KEYS, archive_previous, archived_run, blank_report, chart_note, history_row,
+from .report import (REPORT_KEYS, archive_previous, archived_run, blank_report, history_row,
                      safe_outdir, write_report)
 from .retry import out_of_patience, queue_delay
 from .sdnotify import Notifier
@@ -734,13 +734,15 @@ class Daemon:
 
     @staticmethod
     def draw_chart(outdir: Path, report: dict[str, Any], brief: Brief, events: EventLog) -> None:
-        """chart.png for an estimate brief, noted in report["chart"]; a missing chart never fails a brief."""
+        """chart.png for an estimate brief when matplotlib is installed, and report["chart"]'s note
+        (chart.svg itself is written with the reports); a missing chart never fails a brief."""
         report["chart"] = None
         if report.get("estimate"):
-            missing = write_chart(outdir, report["estimate"], brief.question)
-            report["chart"] = chart_note(missing)
-            if missing:  # the report is whole without it: say why, never fail the brief for it
-                events.emit("signal", message="chart not drawn", reason=missing)
+            report["chart"] = note = write_chart(outdir, report["estimate"], brief.question)
+            if note["missing"]:  # the report is whole without it: say why, never fail the brief for it
+                events.emit("signal", message="chart not drawn", reason=note["missing"])
+            elif note["png_missing"] and matplotlib_installed():  # without the png extra there is nothing to say
+                events.emit("signal", message="chart.png not drawn", reason=note["png_missing"])
 
 
 class _ServicesContext:

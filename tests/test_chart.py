@@ -1,8 +1,10 @@
-"""chart.png (daemon/chart.py) is total: any estimate gives a PNG or the reason there is none.
+"""chart.png (daemon/chart_png.py, the png extra) is total: any estimate gives a PNG or the reason there is none.
 
 Issue 8 #6: a band from -1e308 to 1e308 made matplotlib fail ("arange: cannot compute length")
 and the brief end `failed`. Evidence can move a range anywhere a page's numbers reach, so
-validation alone cannot keep the chart's numbers sane: the chart must never raise.
+validation alone cannot keep the chart's numbers sane: the chart must never raise. Issue 13:
+chart.svg (daemon/charts.py) is the chart every brief gets; chart.png is drawn beside it only
+where matplotlib is installed, and report.json's `chart` note says which were written and why not.
 """
 
 from __future__ import annotations
@@ -13,14 +15,9 @@ from typing import Any
 import pytest
 
 from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
-from daemon.chart import CHART_FILE, render_chart, write_chart
-from daemon.report import (
-    blank_report,
-    chart_missing,
-    chart_note,
-    render_html,
-    render_markdown,
-)
+from daemon.chart_png import NO_MATPLOTLIB, PNG_FILE, render_chart, write_chart
+from daemon.charts import CHART_FILE
+from daemon.report import blank_report, render_html, render_markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -54,14 +51,19 @@ EXTREME = [
 def test_extreme_ranges_give_a_reason_instead_of_raising(est: dict[str, Any], tmp_path: Path) -> None:
     chart = render_chart(est, "How much did the Northgate tunnel overrun?")
     assert chart.png is None and chart.missing, "no picture, and a reason"
-    missing = write_chart(tmp_path, est, "How much did the Northgate tunnel overrun?")
-    assert missing and len(missing) <= 500
-    assert not (tmp_path / CHART_FILE).exists(), "no chart file when the chart could not be drawn"
+    note = write_chart(tmp_path, est, "How much did the Northgate tunnel overrun?")
+    assert note["png"] is None
+    why = note["missing"] or note["png_missing"]  # no chart at all, or chart.svg only (matplotlib failed)
+    assert why and len(why) <= 500 and (note["missing"] is None) == (note["file"] == CHART_FILE)
+    assert not (tmp_path / PNG_FILE).exists(), "no chart file when the chart could not be drawn"
 
 
 def test_the_reason_says_what_went_wrong() -> None:
     assert "too large to plot" in (render_chart(estimate(-1e308, 1e308), "q").missing or "")
     assert "arange" in (render_chart(estimate(-8e307, 8e307), "q").missing or ""), "matplotlib's own words"
+    note = write_chart(Path("/nonexistent"), estimate(-8e307, 8e307), "q")  # nothing is written: it fails
+    assert note["file"] == CHART_FILE and note["missing"] is None, "chart.svg draws what matplotlib cannot"
+    assert "arange" in (note["png_missing"] or "")
 
 
 @pytest.mark.parametrize("low, high", [
@@ -71,17 +73,28 @@ def test_the_reason_says_what_went_wrong() -> None:
 ])
 def test_valid_ranges_at_the_edges_of_validation_are_drawn(low: float, high: float, tmp_path: Path) -> None:
     est = estimate(low, high, [(low, high), (410, 520)])
-    assert write_chart(tmp_path, est, "q") is None
-    assert (tmp_path / CHART_FILE).read_bytes().startswith(PNG)
+    assert write_chart(tmp_path, est, "q") == {"file": CHART_FILE, "missing": None, "png": PNG_FILE,
+                                               "png_missing": None}
+    assert (tmp_path / PNG_FILE).read_bytes().startswith(PNG)
+
+
+def test_without_matplotlib_the_note_says_how_to_get_chart_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import daemon.chart_png
+
+    monkeypatch.setattr(daemon.chart_png, "matplotlib_installed", lambda: False)
+    note = write_chart(tmp_path, estimate(100, 2000, [(410, 520)]), "q")
+    assert note == {"file": CHART_FILE, "missing": None, "png": None, "png_missing": NO_MATPLOTLIB}
+    assert "pip install 'briefd[png]'" in NO_MATPLOTLIB
+    assert not (tmp_path / PNG_FILE).exists()
 
 
 def test_a_missing_chart_is_noted_in_every_report_format() -> None:
     report = blank_report("cost", "cost.json", "How much?", "2026-11-23T10:00:00Z")
-    report.update(status="done", estimate=estimate(100, 2000, [(410, 520)]),
-                  chart=chart_note("matplotlib could not draw it: ValueError: arange: cannot compute length"))
-    assert chart_missing(report) == "matplotlib could not draw it: ValueError: arange: cannot compute length"
-    assert "No chart: matplotlib could not draw it" in render_markdown(report)
-    assert "No chart: matplotlib could not draw it" in render_html(report)
-    report["chart"] = chart_note(None)
-    assert report["chart"] == {"file": CHART_FILE, "missing": None}
-    assert chart_missing(report) is None and "No chart" not in render_markdown(report)
+    report.update(status="done", estimate=estimate(-1e308, 1e308))
+    report["chart"] = write_chart(Path("/nonexistent"), report["estimate"], "How much?")
+    assert report["chart"]["file"] is None and "too large to plot" in report["chart"]["missing"]
+    assert "No chart: the values run from" in render_markdown(report)
+    assert "No chart: the values run from" in render_html(report)
+    assert "<svg" not in render_html(report)
+    report.update(estimate=estimate(100, 2000, [(410, 520)]))
+    assert "No chart" not in render_markdown(report) and "<svg" in render_html(report)

@@ -13,6 +13,7 @@ import struct
 
 import pytest
 
+from daemon.charts import CHART_FILE, report_charts
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 
@@ -76,6 +77,11 @@ def test_chart_is_a_real_png_of_the_right_shape(decided: Workspace) -> None:
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (800, 450)
     assert not (decided.outbox / "claim-barge" / "chart.png").exists(), "only estimate briefs get a chart"
+    svg = (decided.outbox / "northgate" / CHART_FILE).read_text(encoding="utf-8")
+    report = json.loads((decided.outbox / "northgate" / "report.json").read_text(encoding="utf-8"))
+    assert svg == dict(report_charts(report))[CHART_FILE], "chart.svg is drawn from report.json"
+    assert svg.count('class="round"') == len(report["estimate"]["history"]) + 1
+    assert not (decided.outbox / "claim-barge" / CHART_FILE).exists()
 
 
 @pytest.mark.parametrize("brief_id, expected", [

@@ -17,18 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from daemon.chart import CHART_FILE
+from daemon.chart_png import PNG_FILE
+from daemon.charts import CHART_FILE
 from tests.conftest import BRIEFD, OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
 
-ESTIMATE_BRIEF = {  # an estimate brief: report.json, report.md, report.html, chart.png, events.ndjson, brief.json
+ESTIMATE_BRIEF = {  # an estimate brief: report.json/.md/.html, chart.svg, chart.png, events.ndjson, brief.json
     "question": TOPICS["northgate"].question, "depth": "quick", "max_rounds": 1, "fetch_pages": False,
     "formats": ["md", "json", "html"],
     "estimate": {"unit": "USD million", "low": 100, "high": 2000, "target_width": 100},
 }
 REJECTED_BRIEF = b'{"qestion": "Why?"}'  # error.json and brief.json
 EVERY_OUTBOX_FILE = {"good/report.json", "good/report.md", "good/report.html", f"good/{CHART_FILE}",
-                     "good/events.ndjson", "good/brief.json", "bad/error.json", "bad/brief.json"}
+                     f"good/{PNG_FILE}", "good/events.ndjson", "good/brief.json", "bad/error.json", "bad/brief.json"}
 
 
 def modes_under(folder: Path) -> dict[str, int]:

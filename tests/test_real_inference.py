@@ -87,6 +87,7 @@ def test_estimate_and_hypothesis_briefs_finish_with_well_formed_numbers(
             from daemon.judge import number_in_quote
             assert number_in_quote(item["low"], item["quote"], "USD million"), "kept numbers are in their quote"
     assert (ws.outbox / "cost" / "chart.png").read_bytes()[:4] == b"\x89PNG"
+    assert (ws.outbox / "cost" / "chart.svg").read_text(encoding="utf-8").startswith("<svg ")
     claim = ws.report("claim")
     assert claim["status"] == "done"
     assert claim["verdict"]["value"] in {"supported", "refuted", "inconclusive"}

@@ -14,6 +14,7 @@ from urllib.parse import unquote
 import pytest
 from markdown_it import MarkdownIt
 
+from daemon.charts import CHART_NAMES, report_charts
 from daemon.citations import cited_numbers
 from daemon.report import (
     ALSO_USED,
@@ -88,7 +89,7 @@ def realistic_report() -> dict[str, Any]:
         "open_questions": ["Still open: the final audited figure. A source you trust would help."],
         "plan_relevance": 0.9,
         "sides": None,
-        "chart": {"file": "chart.png", "missing": None},
+        "chart": {"file": "chart.svg", "missing": None, "png": "chart.png", "png_missing": None},
         "stop_explanation": "Stopped after round 3 of 4: no new evidence in the last 2 rounds.",
         "distrusted": [],
         "searched": ["web"],
@@ -222,7 +223,7 @@ def test_markdown_page_text_cannot_restructure_the_report() -> None:
     text = render_markdown(hostile_report())
     tokens = md_tokens(text)
     assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
-    assert [t.attrs["src"] for t in tokens if t.type == "image"] == ["chart.png"], "briefd's chart, no other image"
+    assert [t.attrs["src"] for t in tokens if t.type == "image"] == list(CHART_NAMES), "briefd's charts, no other image"
     hrefs = [t.attrs["href"] for t in tokens if t.type == "link_open"]
     assert hrefs and all(h.startswith(("https://", "#source-")) for h in hrefs)
     assert not any("javascript" in h for h in hrefs)
@@ -287,8 +288,14 @@ def parse(html_text: str) -> Page:
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "h4",
                 "h5", "h6", "p", "div", "span", "strong", "em", "code", "pre", "a", "ul", "ol", "li",
-                "blockquote", "figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td"}
-ALLOWED_ATTRS = {"lang", "charset", "http-equiv", "content", "name", "href", "rel", "id", "class"}
+                "blockquote", "figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td",
+                "svg", "rect", "line", "path", "text"}  # the charts briefd draws (daemon/charts.py)
+ALLOWED_ATTRS = {"lang", "charset", "http-equiv", "content", "name", "href", "rel", "id", "class",
+                 # the charts' presentation attributes: no event handler, no link, no style sheet
+                 "xmlns", "viewbox", "width", "height", "role", "aria-label", "font-family", "font-size",
+                 "font-weight", "fill", "fill-opacity", "stroke", "stroke-width", "stroke-dasharray",
+                 "stroke-linejoin", "paint-order", "x", "y", "x1", "y1", "x2", "y2", "d", "text-anchor",
+                 "transform", "data-tier"}
 
 
 def test_html_report_is_a_standalone_page_with_linked_citations() -> None:
@@ -365,8 +372,10 @@ def test_write_report_writes_requested_formats_whole(tmp_path: Path) -> None:
     outdir = tmp_path / "outbox" / "ev-battery-cost"
     report = realistic_report()
     written = write_report(outdir, report, ["md", "html"])
-    assert [p.name for p in written] == ["report.md", "report.html", "report.json"]
-    assert listing(outdir) == ["report.html", "report.json", "report.md"]  # no temp files left
+    assert [p.name for p in written] == [*CHART_NAMES, "report.md", "report.html", "report.json"]
+    assert listing(outdir) == sorted([*CHART_NAMES, "report.html", "report.json", "report.md"])  # no temp files left
+    assert [(outdir / name).read_text(encoding="utf-8") for name in CHART_NAMES] == [
+        svg for _, svg in report_charts(report)]
     assert json.loads((outdir / "report.json").read_text(encoding="utf-8")) == report
     assert (outdir / "report.md").read_text(encoding="utf-8") == render_markdown(report)
     assert (outdir / "report.html").read_text(encoding="utf-8") == render_html(report)
@@ -374,8 +383,8 @@ def test_write_report_writes_requested_formats_whole(tmp_path: Path) -> None:
 
 def test_write_report_json_always_and_only_what_is_asked(tmp_path: Path) -> None:
     written = write_report(tmp_path, realistic_report(), [])
-    assert written == [tmp_path / "report.json"]
-    assert listing(tmp_path) == ["report.json"]
+    assert written == [*(tmp_path / name for name in CHART_NAMES), tmp_path / "report.json"], "charts always"
+    assert listing(tmp_path) == sorted([*CHART_NAMES, "report.json"])
 
 
 def test_write_report_report_json_has_every_key_and_valid_json(tmp_path: Path) -> None:
@@ -403,7 +412,7 @@ def test_write_report_that_cannot_serialize_leaves_the_old_files(tmp_path: Path)
     with pytest.raises(TypeError):
         write_report(tmp_path, broken, ["md"])
     assert {name: (tmp_path / name).read_bytes() for name in before} == before
-    assert listing(tmp_path) == ["report.json", "report.md"]
+    assert listing(tmp_path) == sorted([*CHART_NAMES, "report.json", "report.md"])
 
 
 # ---------------------------------------------------------------------------
@@ -422,7 +431,7 @@ def test_archive_previous_keeps_earlier_runs(tmp_path: Path) -> None:
     assert archived == outdir / "runs" / "2026-11-22T10-00-00Z"
     assert listing(outdir) == ["runs", "runs/2026-11-22T10-00-00Z"] + [
         f"runs/2026-11-22T10-00-00Z/{n}" for n in
-        ("brief.json", "chart.png", "events.ndjson", "report.json", "report.md")]
+        sorted(("brief.json", "chart.png", *CHART_NAMES, "events.ndjson", "report.json", "report.md"))]
     assert json.loads((archived / "report.json").read_text()) == first
 
     # a second run, same started_at, archived again: both earlier runs survive
@@ -437,7 +446,7 @@ def test_archive_previous_keeps_earlier_runs(tmp_path: Path) -> None:
 
     # and the latest report is written into the clean folder
     write_report(outdir, second, ["md"])
-    assert sorted(p.name for p in outdir.iterdir()) == ["report.json", "report.md", "runs"]
+    assert sorted(p.name for p in outdir.iterdir()) == sorted([*CHART_NAMES, "report.json", "report.md", "runs"])
 
 
 def test_archive_previous_nothing_to_move(tmp_path: Path) -> None:

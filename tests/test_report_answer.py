@@ -4,15 +4,14 @@ The first screen of report.md (its first 25 lines) and of report.html (the text 
 first section heading after the answer) holds the question and the answer: the computed
 range with its unit against the target and why research stopped, or the verdict with its
 evidence level in plain words, or for a plain brief the first lines of the summary. The
-reports are built from realistic report dicts and written with the real chart; report.html's
-text must be exactly what markdown-it renders from report.md, so the two cannot disagree.
+reports are built from realistic report dicts and written with the real charts; report.html's
+text must be exactly what markdown-it renders from report.md, so the two cannot disagree (the
+charts are figures: report.md shows their files, report.html inlines the same SVG).
 """
 
 from __future__ import annotations
 
-import base64
 import copy
-import re
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from markdown_it import MarkdownIt
 
-from daemon.chart import CHART_FILE, ChartLayout, chart_layout, write_chart
+from daemon.chart_png import PNG_FILE, write_chart
+from daemon.charts import CHART_FILE, ChartLayout, chart_layout, report_charts
 from daemon.report import (
     CSP,
     EVIDENCE_LEVEL_WORDS,
     NOT_READ_NOTE,
-    chart_note,
     evidence_by_source,
     render_html,
     render_markdown,
@@ -76,26 +75,32 @@ def plain_report() -> dict[str, Any]:
 
 
 class Text(HTMLParser):
-    """The text a browser shows inside <main>, and each <h2>'s position in it."""
+    """The text a browser shows inside <main>, and each <h2>'s position in it; a chart's
+    labels are not the report's text (report.md shows the chart as an image, its file)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
         self.h2_at: list[int] = []
         self.inside = False
+        self.in_chart = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "main":
             self.inside = True
         if tag == "h2":
             self.h2_at.append(len(self.parts))
+        if tag == "svg":
+            self.in_chart += 1
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "main":
             self.inside = False
+        if tag == "svg":
+            self.in_chart -= 1
 
     def handle_data(self, data: str) -> None:
-        if self.inside:
+        if self.inside and not self.in_chart:
             self.parts.append(data)
 
 
@@ -195,16 +200,17 @@ def test_a_snippets_only_report_says_the_pages_were_not_read() -> None:
 # ---------------------------------------------------------------------------- one Markdown, two reports
 
 
-def written(tmp_path: Path, report: dict[str, Any]) -> tuple[str, str, bytes | None]:
-    """The reports as the worker writes them: chart.png first (estimate briefs), then the reports."""
+def written(tmp_path: Path, report: dict[str, Any]) -> tuple[str, str, str | None]:
+    """The reports as the worker writes them: chart.png and the chart note first (estimate
+    briefs), then the reports with the SVG charts; and chart.svg's text, when written."""
     outdir = tmp_path / "out"
     outdir.mkdir()
     if report.get("estimate"):
-        report["chart"] = chart_note(write_chart(outdir, report["estimate"], report["question"]))
+        report["chart"] = write_chart(outdir, report["estimate"], report["question"])
     write_report(outdir, report, ["md", "html"])
     chart = outdir / CHART_FILE
     return ((outdir / "report.md").read_text(encoding="utf-8"), (outdir / "report.html").read_text(encoding="utf-8"),
-            chart.read_bytes() if chart.exists() else None)
+            chart.read_text(encoding="utf-8") if chart.exists() else None)
 
 
 @pytest.mark.parametrize("make", [estimate_report, hypothesis_report, plain_report])
@@ -223,19 +229,21 @@ def test_hostile_reports_read_the_same_in_both_formats(report: dict[str, Any]) -
 
 def test_the_chart_is_inlined_in_report_html_and_linked_from_report_md(tmp_path: Path) -> None:
     markdown, html_text, chart = written(tmp_path, estimate_report())
-    assert chart is not None and chart.startswith(b"\x89PNG")
+    assert chart is not None and chart.startswith("<svg ")
     assert f"]({CHART_FILE})" in markdown, "report.md links the chart beside it"
-    sources = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html_text)
-    assert len(sources) == 1 and base64.b64decode(sources[0]) == chart, "report.html shows that very chart"
-    # the CSP lets that image load, and nothing else
-    assert "img-src data:" in CSP and "default-src 'none'" in CSP and "script" not in CSP
-    assert "'self'" not in CSP
+    assert html_text.count(chart) == 1, "report.html shows that very chart, inline"
+    assert (tmp_path / "out" / PNG_FILE).read_bytes().startswith(b"\x89PNG"), "chart.png beside it (png extra)"
+    # an inline SVG loads nothing: the CSP allows no load at all, and no script
+    assert "default-src 'none'" in CSP and "img-src" not in CSP and "script" not in CSP
+    assert "'self'" not in CSP and "<img" not in html_text
 
 
-def test_without_its_file_the_chart_is_named_not_broken() -> None:
+def test_report_html_draws_its_charts_from_the_report_alone() -> None:
     report = estimate_report()
-    assert "<img" not in render_html(report)
-    assert f"chart is in {CHART_FILE}" in render_html(report)
+    html_text = render_html(report)
+    assert "<img" not in html_text
+    for _name, svg in report_charts(report):
+        assert svg in html_text
 
 
 # ---------------------------------------------------------------------------- the chart
@@ -268,4 +276,6 @@ def test_a_cached_rerun_spends_no_tokens_and_still_draws_one_step_per_round(tmp_
         step["tokens"] = 0
     chart = layout(estimate)
     assert chart.xs == [0, 1, 2, 3, 4], "rounds spread out even at zero tokens"
-    assert write_chart(tmp_path, estimate, "q") is None and (tmp_path / CHART_FILE).exists()
+    assert write_chart(tmp_path, estimate, "q")["file"] == CHART_FILE and (tmp_path / PNG_FILE).exists()
+    svg = dict(report_charts({"question": "q", "estimate": estimate}))[CHART_FILE]
+    assert svg.count('class="round"') == 5

@@ -8,13 +8,13 @@ snippet is the text. Issue 9, findings 5 and 6.
 
 from __future__ import annotations
 
-import base64
 import re
 
 import pytest
 
 from daemon import decide
-from daemon.chart import CHART_FILE
+from daemon.chart_png import PNG_FILE
+from daemon.charts import CHART_FILE, CHART_NAMES
 from daemon.citations import cited_numbers
 from daemon.report import ALSO_USED, EVIDENCE_LEVEL_WORDS, NOT_READ_NOTE, range_text
 from tests.conftest import Workspace, researched
@@ -120,14 +120,17 @@ def test_headlines_and_bare_questions_are_not_evidence(lab_run: Workspace, brief
 
 
 def test_estimate_report_html_shows_the_chart(lab_run: Workspace) -> None:
-    """The lab's estimate brief: report.html carries chart.png inline, report.md links it."""
+    """The lab's estimate brief: report.html carries its charts inline (the band, evidence by source
+    and tier, evidence relevance), report.md links the same SVG files beside it."""
     outdir = lab_run.outbox / "northgate"
-    assert lab_run.report("northgate")["chart"] == {"file": CHART_FILE, "missing": None}
-    chart = (outdir / CHART_FILE).read_bytes()
+    assert lab_run.report("northgate")["chart"] == {"file": CHART_FILE, "missing": None, "png": PNG_FILE,
+                                                    "png_missing": None}
     html = (outdir / "report.html").read_text(encoding="utf-8")
-    inline = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(inline) == 1 and base64.b64decode(inline[0]) == chart
-    assert f"]({CHART_FILE})" in (outdir / "report.md").read_text(encoding="utf-8")
+    markdown = (outdir / "report.md").read_text(encoding="utf-8")
+    for name in CHART_NAMES:
+        assert (outdir / name).read_text(encoding="utf-8") in html, name
+        assert f"]({name})" in markdown, name
+    assert "<img" not in html and "<script" not in html
 
 
 @pytest.mark.parametrize("brief_id", list(BRIEFS))

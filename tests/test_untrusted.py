@@ -22,9 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from daemon.charts import report_charts
 from daemon.report import render_html, render_markdown, safe_http_url, write_report
 from daemon.untrusted import clean, md_escape, terminal_text
 from tests.conftest import BRIEFD
+from tests.test_report import ALLOWED_ATTRS, ALLOWED_TAGS
 
 # ---------------------------------------------------------------------------- hostile strings
 
@@ -112,7 +114,8 @@ def test_report_md_holds_no_tag_link_or_image_briefd_did_not_write(report: dict[
     tokens = _MD.parse(text)
     everything = flat(tokens)
     assert not [t for t in everything if t.type in ("html_inline", "html_block")], text
-    assert not [t for t in everything if t.type == "image"], text
+    images = [t.attrs["src"] for t in everything if t.type == "image"]
+    assert images == [name for name, _ in report_charts(report)], "no image but briefd's own charts"
     allowed = url_fields(report)
     anchors = {f"#source-{s['n']}" for s in report["sources"]}  # citations link to the sources' entries
     for token in everything:
@@ -175,12 +178,6 @@ def test_a_table_in_the_summary_stays_a_table_of_text() -> None:
 
 # ---------------------------------------------------------------------------- report.html
 
-ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "h4", "h5", "h6",
-                "p", "div", "span", "strong", "em", "code", "pre", "a", "ul", "ol", "li", "blockquote", "figure",
-                "figcaption", "table", "thead", "tbody", "tr", "th", "td"}
-ALLOWED_ATTRS = {"lang", "charset", "http-equiv", "content", "name", "href", "rel", "id", "class"}
-
-
 class Elements(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -204,6 +201,7 @@ def test_report_html_holds_no_element_attribute_or_link_briefd_did_not_write(rep
     tags = [tag for tag, _ in page.tags]
     assert set(tags) <= ALLOWED_TAGS, set(tags) - ALLOWED_TAGS
     assert tags.count("style") == 1 and tags.count("title") == 1 and tags.count("meta") == 4
+    assert tags.count("svg") == len(report_charts(report)), "the charts briefd drew, and no other"
     allowed = url_fields(report)
     anchors = {f"#source-{s['n']}" for s in report["sources"]}
     for _, attrs in page.tags:
