@@ -48,6 +48,8 @@ from starlette.routing import Route
 from . import __version__
 from .actions import Outcome, cancel, check_brief, drop_into_inbox, open_store, retry
 from .brief import MAX_BRIEF_BYTES, BriefError, too_large
+from .chart_png import PNG_FILE
+from .charts import CHART_FILE, CHART_NAMES
 from .report import safe_outdir
 from .settings import Settings
 
@@ -62,9 +64,10 @@ NDJSON = "application/x-ndjson"
 REPORT_CSP = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
 PAGE_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
             "connect-src 'self'; img-src 'self' data:; frame-src 'self'; form-action 'none'")
+CHART_FILES = (*((name, "image/svg+xml") for name in CHART_NAMES), (PNG_FILE, "image/png"))
+# The outbox files served by name (a whitelist: nothing else in the folder is reachable)
 REPORT_FILES = {"report.md": "text/markdown; charset=utf-8", "report.html": "text/html; charset=utf-8",
-                "report.json": "application/json"}
-CHART_FILES = (("chart.svg", "image/svg+xml"), ("chart.png", "image/png"))
+                "report.json": "application/json", **dict(CHART_FILES)}
 
 
 T = TypeVar("T")
@@ -253,8 +256,7 @@ def rendered_html(outdir: Path) -> str | None:
     report = _read_json(outdir / "report.json")
     if not isinstance(report, dict):
         return None
-    chart = outdir / "chart.png"
-    return render_html(report, chart.read_bytes() if chart.is_file() else None)
+    return render_html(report)
 
 
 def progress_of(checkpoint: dict[str, Any]) -> dict[str, Any]:
@@ -438,7 +440,7 @@ def build_app(settings: Settings, access: Access) -> Starlette:
     async def chart(request: Request) -> Response:
         brief_id = request.path_params["id"]
         outdir = _outdir(settings, brief_id)
-        for name, media in CHART_FILES:
+        for name, media in ((CHART_FILE, "image/svg+xml"), (PNG_FILE, "image/png")):  # the band
             if (outdir / name).is_file():
                 return FileResponse(outdir / name, media_type=media,
                                     headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",

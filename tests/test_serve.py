@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from daemon.brief import MAX_BRIEF_BYTES
+from daemon.charts import CHART_FILE, CHART_NAMES
 from daemon.settings import SERVE_TOKEN_MIN_CHARS
 from tests.conftest import wait_for
 from tests.lab.corpus import TOPICS
@@ -230,7 +231,11 @@ def test_search_list_filters_and_the_chart(api: Api) -> None:
     api.client.post("/briefs", headers=JSON, json=brief).raise_for_status()
     assert api.done("ranged")["state"] == "done"
     chart = api.client.get("/briefs/ranged/chart")
-    assert chart.status_code == 200 and chart.headers["content-type"].split(";")[0] in ("image/svg+xml", "image/png")
+    assert chart.status_code == 200 and chart.headers["content-type"].split(";")[0] == "image/svg+xml"
+    assert chart.content == (api.ws.outbox / "ranged" / CHART_FILE).read_bytes()
+    for name in CHART_NAMES:  # the evidence charts too, by their file names
+        answer = api.client.get(f"/briefs/ranged/{name}")
+        assert answer.status_code == 200 and answer.text.startswith("<svg"), name
     hits = api.client.get("/search", params={"q": "Northgate"}).json()
     assert "ranged" in [hit["id"] for hit in hits]
     assert api.client.get("/search", params={"q": ""}).status_code == 400
