@@ -9,9 +9,11 @@ test throws generated near-valid briefs at both.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import hashlib
 import json
 import math
+import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -128,8 +130,9 @@ def test_schema_is_packaged_data_and_load_schema_returns_a_fresh_copy() -> None:
     first = load_schema()
     first["title"] = "changed by a caller"
     assert load_schema()["title"] == "briefd brief"
-    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
-    assert 'daemon = ["*.json"]' in pyproject
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["daemon"]
+    assert any(fnmatch.fnmatch("brief.schema.json", pattern) for pattern in patterns)  # installed with the code
 
 
 # --------------------------------------------------------------------------- schema and validator agree
