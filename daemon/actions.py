@@ -17,7 +17,7 @@ from .brief import Brief, BriefError, parse_brief
 from .settings import Settings
 
 if TYPE_CHECKING:  # the store is imported by the requests that open it
-    from store import Store
+    from ..store import Store
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Outcome:
 
 def open_store(settings: Settings) -> Store | None:
     """The store at settings.db, or None when none exists yet (nothing was ever accepted)."""
-    from store import Store
+    from ..store import Store
 
     if not Path(settings.db).exists():
         return None

@@ -994,7 +994,7 @@ def _sanitize_id(text: str, seed: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _schema_text() -> str:
-    return resources.files(__package__ or "daemon").joinpath("brief.schema.json").read_text(encoding="utf-8")
+    return resources.files(__package__ or "briefd.daemon").joinpath("brief.schema.json").read_text(encoding="utf-8")
 
 
 def load_schema() -> dict[str, Any]:

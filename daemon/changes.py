@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from daemon.untrusted import as_dict, as_list, fold
+from .untrusted import as_dict, as_list, fold
 
 SIDES = frozenset({"supports", "contradicts"})  # a quote that bears on a verdict takes one
 NO_BEARING = "neutral"  # an estimate quote's impact that moves no bound

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from daemon.decide import relevance
-from daemon.judge import CREDIBLE, TIERS, normalize_tier
-from daemon.untrusted import as_dict, as_list, fold, xml_escape
+from .decide import relevance
+from .judge import CREDIBLE, TIERS, normalize_tier
+from .untrusted import as_dict, as_list, fold, xml_escape
 
 CHART_FILE = "chart.svg"  # the estimate band
 SOURCES_FILE = "evidence-sources.svg"

@@ -77,7 +77,7 @@ def _writable(name: str, folder: Path) -> Check:
 
 def _db_health(path: Path) -> Check:
     """Open the store and run PRAGMA quick_check; its own lines name any damage."""
-    from store import Store, damaged, diagnose
+    from ..store import Store, damaged, diagnose
 
     try:
         store = Store(path)

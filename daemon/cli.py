@@ -24,7 +24,7 @@ from .files import use_file_mode
 from .settings import CONFIG_VARIABLE, Settings, SettingsError, effective_settings, load_settings, settings_table
 
 if TYPE_CHECKING:  # the store is imported by the commands that open it, not for --help
-    from store import BriefRow, Store
+    from ..store import BriefRow, Store
 
     from .actions import Outcome
 
@@ -376,7 +376,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
         return {"counts": {}, "running": [], "queued": [], "series": [], "database": str(settings.db),
                 "exists": False, "daemon": daemon, "inbox_not_briefs": strays}
     try:
-        from store import QUEUED, RUNNING
+        from ..store import QUEUED, RUNNING
 
         from . import series
 
@@ -407,7 +407,7 @@ def status_data(settings: Settings) -> dict[str, Any]:
 def store_failure(settings: Settings, exc: BaseException, doing: str) -> int | None:
     """A command's store failure as the user should meet it: what, why and the fix, exit 3
     (None: not a store failure, a bug to raise as it is)."""
-    from store import diagnose
+    from ..store import diagnose
 
     problem = diagnose(exc, Path(settings.db))
     if problem is None:
@@ -473,7 +473,7 @@ STRAYS_SHOWN = 10  # names on `briefd status`'s inbox line; `status --json` has 
 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd list`: store.history's rows, as a table or JSON (the HTTP API's `GET /briefs` objects)."""
-    from store.history import HistoryError, list_query
+    from ..store.history import HistoryError, list_query
 
     try:
         query = list_query(state=args.state, kind=args.kind, since=args.since, until=args.until,
@@ -501,7 +501,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd search TEXT`: store.history's hits, best first (the HTTP API's `GET /search?q=` objects)."""
-    from store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
+    from ..store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
 
     text = " ".join(args.text)
     try:
@@ -527,7 +527,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
 
 def _from_history(settings: Settings, read: Callable[[Any], list[Any]]) -> list[Any] | None:
     """What `read(History(store))` gives, the store closed after; None when there is no store yet."""
-    from store.history import History
+    from ..store.history import History
 
     store = _open_store(settings)
     if store is None:
@@ -618,7 +618,7 @@ def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
 def nothing_to_show(brief_id: str, run: BriefRow | None, outdir: Path, db: Path, events: bool) -> str:
     """Why `briefd show` has nothing to print: no brief has this id (and how to find the ids), or the
     brief has no report yet (its state, and where to follow it), or its files are not where they should be."""
-    from store import QUEUED, RUNNING
+    from ..store import QUEUED, RUNNING
 
     what = "event log" if events else "report"
     if run is None:
@@ -657,7 +657,7 @@ def _told(outcome: Outcome) -> int:
 
 def cmd_datasette(settings: Settings, args: argparse.Namespace) -> int:
     """The store's datasette metadata, keyed by the name datasette gives the configured --db."""
-    from store.browse import metadata_for
+    from ..store.browse import metadata_for
 
     print(json.dumps(metadata_for(settings.db), indent=2, ensure_ascii=False))
     return EXIT_OK
@@ -735,7 +735,7 @@ def _library_search(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _library_reindex(settings: Settings, args: argparse.Namespace) -> int:
-    from store import Store
+    from ..store import Store
 
     from . import library
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from store import Store
+from ..store import Store
 
 from . import crashpoints
 from .files import atomic_write_text, make_folders, open_append

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
-from store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING
+from ..store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING
 
 from . import decide
 from .brief import Brief, BriefError

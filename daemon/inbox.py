@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
-from store import QUEUED, RUNNING, Store, diagnose, sha256_hex
+from ..store import QUEUED, RUNNING, Store, diagnose, sha256_hex
 
 from . import crashpoints
 # _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.

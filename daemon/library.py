@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from store import Store, diagnose
-from store.library import DUPLICATE, INDEXED, PENDING, REFUSED, SKIPPED, FileRow, LibraryFiles, PassageHit
+from ..store import Store, diagnose
+from ..store.library import DUPLICATE, INDEXED, PENDING, REFUSED, SKIPPED, FileRow, LibraryFiles, PassageHit
 
 from .documents import FORMAT_TYPES, SUFFIXES
 from .extract import PageText

@@ -29,8 +29,8 @@ from typing import Any, Callable, TypeVar
 import httpx
 import ollama
 
-from store import PassageRow, Store, utc_now
-from store.briefs import search_pages_at
+from ..store import PassageRow, Store, utc_now
+from ..store.briefs import search_pages_at
 
 from . import crashpoints, decide, egress, followup, judge, planner
 from .brief import Brief

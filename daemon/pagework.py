@@ -7,7 +7,7 @@ take, and a thread cannot be stopped. A child process can: each read has a
 wall-clock deadline, and a child that passes it is killed and replaced. So one page
 costs at most `PAGE_DEADLINE_S`, and SIGTERM never waits for a page.
 
-The children are plain `python -m daemon.pagework` processes (no fork of a
+The children are plain `python -m briefd.daemon.pagework` processes (no fork of a
 threaded daemon), started on first use, reused, and at most `PAGE_WORKERS` at once:
 two keep a 2-core box's second core busy without doubling the memory for nothing.
 A child exits when its stdin closes, so none outlives the daemon.
@@ -211,7 +211,7 @@ async def _start_child() -> _Child:
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "daemon.pagework", stdin=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "briefd.daemon.pagework", stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, env=env)
     child = _Child(process)
     try:
@@ -222,7 +222,7 @@ async def _start_child() -> _Child:
         raise
     if ready != _READY:
         await child.stop()
-        raise RuntimeError("the page reader child did not start: run `python -m daemon.pagework` to see why")
+        raise RuntimeError("the page reader child did not start: run `python -m briefd.daemon.pagework` to see why")
     return child
 
 

@@ -33,15 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
-from daemon import files
-from daemon.brief import ID_RE, id_from_filename, valid_id
-from daemon.charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANCE_FILE, SOURCES_ALT,
+from . import files
+from .brief import ID_RE, id_from_filename, valid_id
+from .charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANCE_FILE, SOURCES_ALT,
                            SOURCES_FILE, band_missing, evidence_points, report_charts)
-from daemon.citations import CITATION_RE, find_citations
-from daemon.egress import method_line
-from daemon.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
-from daemon.schedule import parse_iso
-from daemon.untrusted import (
+from .citations import CITATION_RE, find_citations
+from .egress import method_line
+from .judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
+from .schedule import parse_iso
+from .untrusted import (
     as_dict,
     as_list,
     clean,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
-from store import Store
-from store.db import iso_utc
-from store.schedules import Schedules, Series, Turn
+from ..store import Store
+from ..store.db import iso_utc
+from ..store.schedules import Schedules, Series, Turn
 
 from .brief import Brief
 from .schedule import ScheduleError, parse_every

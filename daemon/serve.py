@@ -345,7 +345,7 @@ def build_app(settings: Settings, access: Access) -> Starlette:
     streams = [0]
 
     async def index(request: Request) -> Response:
-        page = resources.files("daemon").joinpath("web/index.html").read_bytes()
+        page = resources.files(__package__ or "briefd.daemon").joinpath("web/index.html").read_bytes()
         return Response(page, media_type="text/html; charset=utf-8",
                         headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"})
 
@@ -382,7 +382,7 @@ def build_app(settings: Settings, access: Access) -> Starlette:
                             status_code=202, headers={"Location": f"/briefs/{brief.id}"})
 
     async def list_briefs(request: Request) -> Response:
-        from store.history import History, HistoryError, list_query
+        from ..store.history import History, HistoryError, list_query
 
         params = request.query_params
         unknown = sorted(set(params) - {"state", "kind", "since", "until", "limit", "runs"})
@@ -399,7 +399,7 @@ def build_app(settings: Settings, access: Access) -> Starlette:
         return JSONResponse([e.to_json() for e in entries])
 
     async def search(request: Request) -> Response:
-        from store.history import DEFAULT_SEARCH_LIMIT, History, HistoryError, check_limit, search_words
+        from ..store.history import DEFAULT_SEARCH_LIMIT, History, HistoryError, check_limit, search_words
 
         text = request.query_params.get("q", "")
         try:

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
+from ..store import CANCELLED, DONE, FAILED, BriefRow, Store, StoreUnavailable, damaged, diagnose, utc_now
 
 from . import __version__, crashpoints, onfinish, series, sources
 from .archives import Archives

@@ -1,4 +1,4 @@
-"""briefd's SQLite store. `from store import Store`."""
+"""briefd's SQLite store. `from briefd.store import Store`."""
 
 from .briefs import BriefRow, ModelUsage, PageRow, PassageRow, Store
 from .db import (

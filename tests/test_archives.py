@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.archives import (
+from briefd.daemon.archives import (
     FIX_DAMAGED,
     FIX_NOT_ZIM,
     FIX_PATH,
@@ -32,10 +32,10 @@ from daemon.archives import (
     is_archive_url,
     parse_url,
 )
-from daemon.extract import read_page
-from daemon.fetch import too_large
-from daemon.search import MAX_HITS_PER_QUERY
-from daemon.settings import Settings
+from briefd.daemon.extract import read_page
+from briefd.daemon.fetch import too_large
+from briefd.daemon.search import MAX_HITS_PER_QUERY
+from briefd.daemon.settings import Settings
 from tests.lab.corpus import PAGES_BY_SLUG
 from tests.lab.web import png_bytes
 from tests.lab.zim import (

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from datasette.app import Datasette
 
-from daemon.cli import main
-from daemon.llm import CallRecord
-from daemon.report import history_row
-from store import Store
-from store.browse import COLUMNS, FACETS, FTS_TABLES, HIDDEN, LABELS, NEWEST_FIRST, QUERIES, TABLES, metadata_for
-from store.db import DONE, FAILED, utc_now
-from store.library import FOLDER, INDEXED, REFUSED, LibraryFiles
-from store.schedules import Schedules
+from briefd.daemon.cli import main
+from briefd.daemon.llm import CallRecord
+from briefd.daemon.report import history_row
+from briefd.store import Store
+from briefd.store.browse import COLUMNS, FACETS, FTS_TABLES, HIDDEN, LABELS, NEWEST_FIRST, QUERIES, TABLES, metadata_for
+from briefd.store.db import DONE, FAILED, utc_now
+from briefd.store.library import FOLDER, INDEXED, REFUSED, LibraryFiles
+from briefd.store.schedules import Schedules
 
 GOOD, SLOW, GONE = "https://example.org/report", "https://slow.example.net/a", "https://example.com/missing"
 

@@ -14,8 +14,8 @@ from typing import Any, Callable
 import pytest
 from markdown_it import MarkdownIt
 
-from daemon.changes import what_changed
-from daemon.report import (
+from briefd.daemon.changes import what_changed
+from briefd.daemon.report import (
     CHANGES_SHOWN,
     NOTHING_CHANGED,
     archive_previous,
@@ -26,7 +26,7 @@ from daemon.report import (
     render_markdown,
     write_report,
 )
-from store import sha256_hex
+from briefd.store import sha256_hex
 from tests.conftest import Workspace, researched, serve_ollama
 from tests.lab import web
 from tests.lab.corpus import PAGES_BY_SLUG, TOPICS

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
-from daemon.chart_png import NO_MATPLOTLIB, PNG_FILE, render_chart, write_chart
-from daemon.charts import CHART_FILE
-from daemon.report import blank_report, render_html, render_markdown
+from briefd.daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
+from briefd.daemon.chart_png import NO_MATPLOTLIB, PNG_FILE, render_chart, write_chart
+from briefd.daemon.charts import CHART_FILE
+from briefd.daemon.report import blank_report, render_html, render_markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -79,9 +79,9 @@ def test_valid_ranges_at_the_edges_of_validation_are_drawn(low: float, high: flo
 
 
 def test_without_matplotlib_the_note_says_how_to_get_chart_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import daemon.chart_png
+    from briefd.daemon import chart_png
 
-    monkeypatch.setattr(daemon.chart_png, "matplotlib_installed", lambda: False)
+    monkeypatch.setattr(chart_png, "matplotlib_installed", lambda: False)
     note = write_chart(tmp_path, estimate(100, 2000, [(410, 520)]), "q")
     assert note == {"file": CHART_FILE, "missing": None, "png": None, "png_missing": NO_MATPLOTLIB}
     assert "pip install 'briefd[png]'" in NO_MATPLOTLIB

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
-from daemon.charts import (
+from briefd.daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
+from briefd.daemon.charts import (
     CHART_FILE,
     MAX_SOURCE_ROWS,
     RELEVANCE_FILE,
@@ -32,8 +32,8 @@ from daemon.charts import (
     report_charts,
     tick_label,
 )
-from daemon.judge import CREDIBLE, TIERS
-from daemon.report import render_html, render_markdown, write_report
+from briefd.daemon.judge import CREDIBLE, TIERS
+from briefd.daemon.report import render_html, render_markdown, write_report
 from tests.test_untrusted import hostile_reports
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -295,7 +295,7 @@ def test_evidence_without_tier_or_confidence_is_counted_as_such() -> None:
 
 
 def test_no_evidence_draws_a_chart_that_says_so() -> None:
-    from daemon.charts import relevance_svg, sources_svg
+    from briefd.daemon.charts import relevance_svg, sources_svg
 
     for svg in (sources_svg([]), relevance_svg([])):
         root = ET.fromstring(svg)

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from daemon import cli, settings as settings_module
-from daemon.cli import EXAMPLES, EXIT_PIPE_CLOSED, build_parser
-from daemon.inbox import Inbox
-from daemon.settings import (
+from briefd.daemon import cli, settings as settings_module
+from briefd.daemon.cli import EXAMPLES, EXIT_PIPE_CLOSED, build_parser
+from briefd.daemon.inbox import Inbox
+from briefd.daemon.settings import (
     OTHER_VARIABLES,
     Settings,
     effective_settings,
@@ -31,7 +31,7 @@ from daemon.settings import (
     load_settings,
     settings_table,
 )
-from store import Store
+from briefd.store import Store
 from tests.lab.workspace import BRIEFD
 
 ROOT = Path(__file__).resolve().parents[1]

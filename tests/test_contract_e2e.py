@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon import judge
-from daemon.judge import (
+from briefd.daemon import judge
+from briefd.daemon.judge import (
     ADVISORY,
     DETERMINISTIC,
     EVIDENCE_LEVEL_MEANING,

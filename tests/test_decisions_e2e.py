@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from daemon.charts import CHART_FILE, report_charts
+from briefd.daemon.charts import CHART_FILE, report_charts
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon import files
-from daemon.settings import load_settings
-from daemon.worker import Daemon
+from briefd.daemon import files
+from briefd.daemon.settings import load_settings
+from briefd.daemon.worker import Daemon
 from tests.conftest import Workspace
 from tests.lab.corpus import TOPICS
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from daemon import judge
-from daemon.judge import Reading
+from briefd.daemon import judge
+from briefd.daemon.judge import Reading
 
 # ----------------------------------------------------------------- one quantity, another scale
 

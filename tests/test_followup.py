@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from daemon import judge
-from daemon.brief import parse_brief
-from daemon.followup import (
+from briefd.daemon import judge
+from briefd.daemon.brief import parse_brief
+from briefd.daemon.followup import (
     FIELD,
     carried_evidence,
     check_follows,
@@ -31,8 +31,8 @@ from daemon.followup import (
     same_brief,
     units_match,
 )
-from daemon.report import USAGE_KEYS, history_row, render_html, render_markdown, valid_link
-from store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, Store
+from briefd.daemon.report import USAGE_KEYS, history_row, render_html, render_markdown, valid_link
+from briefd.store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, Store
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 from tests.test_decisions_e2e import NORTHGATE
@@ -319,7 +319,7 @@ def _events(ws: Workspace, run_id: int) -> list[dict[str, Any]]:
 def test_a_follow_up_resumed_before_its_plan_was_saved_carries_the_evidence_once(tmp_path: Path) -> None:
     """A crash between carrying the parent's evidence and the first checkpoint: the resumed run
     carries it again, and still holds each item once."""
-    from daemon.decide import LoopState
+    from briefd.daemon.decide import LoopState
     from tests.test_sources import _research
 
     research = _research(tmp_path, ["web"])

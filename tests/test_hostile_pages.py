@@ -21,16 +21,16 @@ from typing import Any, Self
 import httpx
 import pytest
 
-from daemon.brief import parse_brief
-from daemon.events import EventLog
-from daemon.extract import MAX_TRAFILATURA_ELEMENTS
-from daemon.fetch import FetchLimits, make_client
-from daemon.llm import ModelConfig
-from daemon.llm import make_client as make_llm_client
-from daemon.loop import Research, Services
-from daemon.pagework import PageWorkers
-from daemon.settings import Settings
-from store import Store
+from briefd.daemon.brief import parse_brief
+from briefd.daemon.events import EventLog
+from briefd.daemon.extract import MAX_TRAFILATURA_ELEMENTS
+from briefd.daemon.fetch import FetchLimits, make_client
+from briefd.daemon.llm import ModelConfig
+from briefd.daemon.llm import make_client as make_llm_client
+from briefd.daemon.loop import Research, Services
+from briefd.daemon.pagework import PageWorkers
+from briefd.daemon.settings import Settings
+from briefd.store import Store
 
 MAX_LOOP_LAG_S = 1.0
 """The longest the event loop may be held by one page (generous: a noisy 2-core box)."""

@@ -30,12 +30,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon.brief import MAX_BRIEF_BYTES, id_from_filename
-from daemon.files import atomic_write_text
-from daemon.inbox import TAKE_PER_CALL, Accepted, Inbox
-from daemon.report import valid_id
-from daemon.untrusted import clean
-from store import QUEUED, REJECTED, Store
+from briefd.daemon.brief import MAX_BRIEF_BYTES, id_from_filename
+from briefd.daemon.files import atomic_write_text
+from briefd.daemon.inbox import TAKE_PER_CALL, Accepted, Inbox
+from briefd.daemon.report import valid_id
+from briefd.daemon.untrusted import clean
+from briefd.store import QUEUED, REJECTED, Store
 from tests.lab.workspace import BRIEFD, Workspace
 
 QUESTION = "Why was the Kestrel River bridge closed in 2025?"
@@ -366,7 +366,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(box: Box, tmp_path: P
             os.symlink(secret, path)
         return real_open(p, flags, *args, **kwargs)
 
-    monkeypatch.setattr("daemon.inbox.os.open", swap_then_open)
+    monkeypatch.setattr("briefd.daemon.inbox.os.open", swap_then_open)
     box.inbox.notice(path, complete=True)
     assert box.inbox.take_ready() == [] and swapped, "not read through the link"
     monkeypatch.undo()
@@ -417,7 +417,7 @@ def test_a_hard_link_made_after_the_check_is_not_read(box: Box, tmp_path: Path,
             os.link(path, tmp_path / "elsewhere.json")
         return real_open(p, flags, *args, **kwargs)
 
-    monkeypatch.setattr("daemon.inbox.os.open", link_then_open)
+    monkeypatch.setattr("briefd.daemon.inbox.os.open", link_then_open)
     box.inbox.notice(path, complete=True)
     [taken] = box.inbox.take_ready()
     assert linked and taken.rejected and "hard link" in (taken.error or "")
@@ -483,7 +483,7 @@ def test_an_unreadable_file_stays_with_a_notice_and_is_taken_once_readable(
             raise PermissionError(13, "Permission denied", str(p))
         return real_open(p, flags, *args, **kwargs)
 
-    monkeypatch.setattr("daemon.inbox.os.open", refuse)
+    monkeypatch.setattr("briefd.daemon.inbox.os.open", refuse)
     assert box.take() == [] and box.take() == []
     assert box.left() == ["locked.json"]
     error = error_json(box.outbox / "locked")

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from daemon import judge
-from daemon.judge import Reading, Stance
+from briefd.daemon import judge
+from briefd.daemon.judge import Reading, Stance
 
 # ----------------------------------------------------------------- amounts
 

@@ -25,10 +25,10 @@ import jsonschema
 import ollama
 import pytest
 
-from daemon import llm, planner
-from daemon.decide import Gap
-from daemon.llm import ModelConfig, request_options
-from daemon.planner import (
+from briefd.daemon import llm, planner
+from briefd.daemon.decide import Gap
+from briefd.daemon.llm import ModelConfig, request_options
+from briefd.daemon.planner import (
     EVIDENCE_SCHEMA,
     PLAN_SCHEMA,
     SYNTHESIS_SCHEMA,

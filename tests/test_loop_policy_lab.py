@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from daemon import judge
-from daemon.brief import parse_brief
-from daemon.events import EventLog
-from daemon.loop import Research
-from daemon.report import render_markdown
-from daemon.settings import load_settings
-from daemon.worker import _ServicesContext
-from store import Store, utc_now
+from briefd.daemon import judge
+from briefd.daemon.brief import parse_brief
+from briefd.daemon.events import EventLog
+from briefd.daemon.loop import Research
+from briefd.daemon.report import render_markdown
+from briefd.daemon.settings import load_settings
+from briefd.daemon.worker import _ServicesContext
+from briefd.store import Store, utc_now
 from tests.conftest import Workspace
 from tests.lab.corpus import TOPICS
 

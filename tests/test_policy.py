@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from daemon import decide, judge
-from daemon.brief import Brief, validate_brief
-from daemon.decide import Gap, Limits, LoopState, Usage
-from daemon.judge import Reading, Stance
-from daemon.policy import EstimatePolicy, Facts, HypothesisPolicy, Policy, policy_for
+from briefd.daemon import decide, judge
+from briefd.daemon.brief import Brief, validate_brief
+from briefd.daemon.decide import Gap, Limits, LoopState, Usage
+from briefd.daemon.judge import Reading, Stance
+from briefd.daemon.policy import EstimatePolicy, Facts, HypothesisPolicy, Policy, policy_for
 
 QUESTION = "How much did the Northgate rail tunnel overrun its budget?"
 BAND = {"unit": "USD million", "low": 100, "high": 2000, "target_low": 400, "target_high": 460}

@@ -14,12 +14,12 @@ from typing import Iterator
 
 import pytest
 
-from daemon import planner
-from daemon.brief import DEPTH_PRESETS
-from daemon.decide import PLAN_RELEVANCE_MIN
-from daemon.llm import output_budget
-from daemon.settings import load_settings
-from daemon.worker import model_config
+from briefd.daemon import planner
+from briefd.daemon.brief import DEPTH_PRESETS
+from briefd.daemon.decide import PLAN_RELEVANCE_MIN
+from briefd.daemon.llm import output_budget
+from briefd.daemon.settings import load_settings
+from briefd.daemon.worker import model_config
 from tests.conftest import OllamaLab, SearchLab, researched, serve_ollama
 from tests.lab.corpus import TOPICS
 from tests.lab.workspace import Workspace

@@ -14,9 +14,9 @@ from urllib.parse import unquote
 import pytest
 from markdown_it import MarkdownIt
 
-from daemon.charts import CHART_NAMES, report_charts
-from daemon.citations import cited_numbers
-from daemon.report import (
+from briefd.daemon.charts import CHART_NAMES, report_charts
+from briefd.daemon.citations import cited_numbers
+from briefd.daemon.report import (
     ALSO_USED,
     REPORT_KEYS,
     archive_previous,

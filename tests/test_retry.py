@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from daemon import llm, retry, search
-from daemon.brief import SearchOptions
-from daemon.retry import IN_CALL, IN_CALL_ATTEMPTS, QUEUE, Backoff, Transient
-from daemon.settings import Settings
+from briefd.daemon import llm, retry, search
+from briefd.daemon.brief import SearchOptions
+from briefd.daemon.retry import IN_CALL, IN_CALL_ATTEMPTS, QUEUE, Backoff, Transient
+from briefd.daemon.settings import Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TOP = 1.0 - 1e-12  # the largest draw random.random() can return, near enough

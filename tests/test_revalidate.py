@@ -24,10 +24,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from daemon.fetch import (MAX_ETAG_CHARS, FetchLimits, FetchResult, Validators, clean_etag, clean_last_modified,
+from briefd.daemon.fetch import (MAX_ETAG_CHARS, FetchLimits, FetchResult, Validators, clean_etag, clean_last_modified,
                           fetch_page, make_client)
-from daemon.report import USAGE_KEYS
-from store import Store
+from briefd.daemon.report import USAGE_KEYS
+from briefd.store import Store
 from tests.conftest import OllamaLab, researched
 from tests.lab import web
 from tests.lab.corpus import PAGES_BY_SLUG, TOPICS

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from daemon.schedule import MIN_EVERY_S, ScheduleError, format_duration, parse_duration, parse_every, parse_iso
+from briefd.daemon.schedule import MIN_EVERY_S, ScheduleError, format_duration, parse_duration, parse_every, parse_iso
 
 UTC = timezone.utc
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon import series
-from daemon.brief import Brief, parse_brief
-from daemon.schedule import parse_iso
-from store import CANCELLED, DONE, QUEUED, Store
-from store.db import iso_utc
-from store.schedules import Schedules
+from briefd.daemon import series
+from briefd.daemon.brief import Brief, parse_brief
+from briefd.daemon.schedule import parse_iso
+from briefd.store import CANCELLED, DONE, QUEUED, Store
+from briefd.store.db import iso_utc
+from briefd.store.schedules import Schedules
 from tests.conftest import BRIEFD, Workspace, wait_for
 from tests.lab.corpus import TOPICS
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from daemon import search
-from daemon.brief import SearchOptions
-from daemon.extract import MAX_TITLE_CHARS
+from briefd.daemon import search
+from briefd.daemon.brief import SearchOptions
+from briefd.daemon.extract import MAX_TITLE_CHARS
 from tests.lab import web
 from tests.lab.corpus import TOPICS
 
@@ -131,9 +131,9 @@ def flood(hostile_web: str) -> str:
 MEASURE_SEARCH = r"""
 import asyncio, json, resource, sys
 import httpx
-from daemon import search
-from daemon.brief import SearchOptions
-from daemon.extract import MAX_TITLE_CHARS
+from briefd.daemon import search
+from briefd.daemon.brief import SearchOptions
+from briefd.daemon.extract import MAX_TITLE_CHARS
 
 base_url, headroom = sys.argv[1], int(sys.argv[2])
 with open("/proc/self/status") as status:

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from daemon.brief import MAX_BRIEF_BYTES
-from daemon.charts import CHART_FILE, CHART_NAMES
-from daemon.settings import SERVE_TOKEN_MIN_CHARS
+from briefd.daemon.brief import MAX_BRIEF_BYTES
+from briefd.daemon.charts import CHART_FILE, CHART_NAMES
+from briefd.daemon.settings import SERVE_TOKEN_MIN_CHARS
 from tests.conftest import wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.workspace import BRIEFD, Workspace

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from store import SCHEMA_VERSION, Store
+from briefd.store import SCHEMA_VERSION, Store
 
 
 def add(store: Store, brief_id: str, name: str | None = None) -> int:
@@ -71,7 +71,7 @@ def test_claims_from_many_processes_never_collide(tmp_path: Path) -> None:
         add(store, f"brief-{i}")
     store.close()
     script = (
-        "import sys; from store import Store\n"
+        "import sys; from briefd.store import Store\n"
         "s = Store(sys.argv[1]); got = []\n"
         "while (r := s.claim_next()) is not None: got.append(r.run_id)\n"
         "print(' '.join(map(str, got)))\n"
@@ -125,7 +125,7 @@ def test_rank_passages_by_bm25_with_hostile_query_text(tmp_path: Path) -> None:
 
 
 def test_model_usage_comes_from_recorded_calls(tmp_path: Path) -> None:
-    from daemon.llm import CallRecord
+    from briefd.daemon.llm import CallRecord
 
     store = Store(tmp_path / "b.db")
     run = add(store, "a")
@@ -152,7 +152,7 @@ def test_page_cache_respects_age(tmp_path: Path) -> None:
 
 
 def test_a_version_1_database_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
-    from store import db as store_db
+    from briefd.store import db as store_db
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
@@ -189,7 +189,7 @@ def test_drop_evidence_removes_one_pages_rows_of_one_run_and_counts_by_round(tmp
 
 
 def test_a_slow_url_is_remembered_until_it_expires_and_forgotten_when_it_answers(tmp_path: Path) -> None:
-    from daemon.loop import SLOW_PAGE_MEMORY_S
+    from briefd.daemon.loop import SLOW_PAGE_MEMORY_S
     store = Store(tmp_path / "b.db")
     slow, gone, other = "http://a/slow", "http://a/404", "http://a/fine"
     store.mark_bad_url(gone, "HTTP 404")

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.brief import parse_brief
-from daemon.worker import LOCK_POLL_S, store_lock_path
-from store import CANCELLED, QUEUED, RUNNING, Store
-from store.db import BUSY_TIMEOUT_S
+from briefd.daemon.brief import parse_brief
+from briefd.daemon.worker import LOCK_POLL_S, store_lock_path
+from briefd.store import CANCELLED, QUEUED, RUNNING, Store
+from briefd.store.db import BUSY_TIMEOUT_S
 from tests.conftest import BRIEFD, Workspace, wait_for
 from tests.lab.corpus import TOPICS
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from store import Store
+from briefd.store import Store
 from tests.conftest import BRIEFD, OllamaLab, SearchLab, wait_for
 from tests.lab.corpus import PAGES, TOPICS
 from tests.lab.workspace import Workspace

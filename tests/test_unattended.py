@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon import onfinish
-from daemon.files import LOCK_TRY_PAUSE_S, hold_lock, lock_holder, store_lock_path
-from daemon.outages import OutageLog
-from daemon.sdnotify import Notifier, socket_address, watchdog_interval
-from daemon.settings import Settings, SettingsError, load_settings, settings_table
-from daemon.worker import queue_line, restart_fix, startup_line
+from briefd.daemon import onfinish
+from briefd.daemon.files import LOCK_TRY_PAUSE_S, hold_lock, lock_holder, store_lock_path
+from briefd.daemon.outages import OutageLog
+from briefd.daemon.sdnotify import Notifier, socket_address, watchdog_interval
+from briefd.daemon.settings import Settings, SettingsError, load_settings, settings_table
+from briefd.daemon.worker import queue_line, restart_fix, startup_line
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT = ROOT / "contrib" / "systemd" / "briefd.service"
@@ -84,7 +84,7 @@ def test_a_string_on_finish_in_toml_names_the_line_and_shows_an_array(cwd: Path)
 
 
 def test_run_has_the_once_patience_flag(cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from daemon.cli import build_parser, load
+    from briefd.daemon.cli import build_parser, load
 
     args = build_parser().parse_args(["run", "--once", "--once-patience-s", "9"])
     assert load(args).once_patience_s == 9

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.cli import ORPHANED
-from daemon.sdnotify import socket_address
+from briefd.daemon.cli import ORPHANED
+from briefd.daemon.sdnotify import socket_address
 from tests.conftest import BRIEFD, Workspace, wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import free_port, start_ollama

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon import __version__
+from briefd.daemon import __version__
 from tests.lab.servers import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,35 @@ def test_briefd_installs_from_the_wheelhouse_alone_and_runs(tmp_path: Path) -> N
     schema = json.loads(briefd("schema"))
     assert "question" in schema["required"]
     assert list(json.loads(briefd("datasette", "--db", str(tmp_path / "site.db")))["databases"]) == ["site"]
-    where = subprocess.run([str(bin_dir / "python"), "-c", "import daemon, store; print(daemon.__file__); "
-                            "print(store.__file__)"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           check=True).stdout.split()
-    assert all(Path(p).is_relative_to(fresh) for p in where), where
+    def python(code: str, **more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(bin_dir / "python"), "-c", code], cwd=tmp_path, env={**env, **more},
+                              capture_output=True, text=True, timeout=60)
+
+    where = python("import briefd.daemon, briefd.store; print(briefd.daemon.__file__); print(briefd.store.__file__)")
+    assert all(Path(p).is_relative_to(fresh) for p in where.stdout.split()), where
+    for name in ("daemon", "store"):  # one import name: nothing of briefd's is a top-level module
+        assert "ModuleNotFoundError" in python(f"import {name}").stderr
+
+
+def test_python_daemon_installed_beside_briefd_breaks_neither(tmp_path: Path) -> None:
+    """python-daemon installs a top-level `daemon`: briefd's import name must not meet it, neither when
+    it is installed after briefd nor when it is uninstalled again (that once took briefd's files along)."""
+    fresh = tmp_path / "fresh"
+    venv.create(fresh, with_pip=True)
+    bin_dir = fresh / "bin"
+    env = {**isolated_env(), "PIP_NO_INDEX": "0"}  # this one installs from the index, as a user would
+    pip = [str(bin_dir / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "--no-deps", str(REPO_ROOT)], cwd=tmp_path, env=env, check=True, timeout=300)
+    subprocess.run([*pip, "python-daemon"], cwd=tmp_path, env=env, check=True, timeout=300)
+
+    def python(code: str) -> str:
+        done = subprocess.run([str(bin_dir / "python"), "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert python("import daemon; print(hasattr(daemon, 'DaemonContext'))") == "True"  # python-daemon's
+    assert python("from briefd.daemon import __version__; print(__version__)") == __version__
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "uninstall", "--quiet", "--yes", "python-daemon"],
+                   cwd=tmp_path, env=env, check=True, timeout=120)
+    assert python("from briefd.daemon import __version__; print(__version__)") == __version__

@@ -32,13 +32,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from daemon.brief import validate_brief
-from daemon.report import history_row
-from daemon.worker import kind_of
-from store import CANCELLED, DONE, FAILED
-from store.briefs import Store
-from store.db import iso_utc, utc_now
-from store.history import History, list_query
+from briefd.daemon.brief import validate_brief
+from briefd.daemon.report import history_row
+from briefd.daemon.worker import kind_of
+from briefd.store import CANCELLED, DONE, FAILED
+from briefd.store.briefs import Store
+from briefd.store.db import iso_utc, utc_now
+from briefd.store.history import History, list_query
 from tests.lab.corpus import TOPICS, pages_for
 from tests.lab.queue_bench import traced
 

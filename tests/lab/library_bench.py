@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from daemon.library import Library, search
-from daemon.pagework import PageWorkers
-from store import Store
-from store.library import INDEXED, LibraryFiles
+from briefd.daemon.library import Library, search
+from briefd.daemon.pagework import PageWorkers
+from briefd.store import Store
+from briefd.store.library import INDEXED, LibraryFiles
 from tests.lab.documents import measure_big_pdf, write_library
 
 

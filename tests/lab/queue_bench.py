@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.inbox import Inbox
-from store.briefs import Store
+from briefd.daemon.inbox import Inbox
+from briefd.store.briefs import Store
 
 SIZES = (10, 100, 1_000)
 REPEATS = 50  # each claim and take commits (an fsync): the median of many steadies a busy disk
