@@ -332,7 +332,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     inbox = Path(settings.inbox)
     try:
         for path, data in prepared:
-            print(drop_into_inbox(inbox, path.name, data).name)
+            print(drop_into_inbox(inbox, path.name, data))
     except OSError as exc:
         print(f"briefd: cannot write into the inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

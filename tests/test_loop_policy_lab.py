@@ -20,6 +20,7 @@ from briefd.daemon import judge
 from briefd.daemon.brief import parse_brief
 from briefd.daemon.events import EventLog
 from briefd.daemon.loop import Research
+from briefd.daemon.outages import OutageLog
 from briefd.daemon.report import render_markdown
 from briefd.daemon.settings import load_settings
 from briefd.daemon.worker import _ServicesContext
@@ -43,7 +44,7 @@ def run_in_process(ws: Workspace, brief_id: str, fields: dict[str, Any]) -> dict
         events = EventLog(store, run_id, brief.id, ws.outbox / brief.id / "events.ndjson")
 
         async def go() -> dict[str, Any]:
-            async with _ServicesContext(settings, store) as svc:
+            async with _ServicesContext(settings, store, OutageLog(patience_s=settings.patience_s)) as svc:
                 return await Research(svc, run_id, brief, utc_now(), events).run()
 
         return asyncio.run(go())
