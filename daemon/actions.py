@@ -75,17 +75,23 @@ def drop_into_inbox(inbox: Path, name: str, data: bytes) -> Path:
 
     The files module's atomic write: a temp name the daemon ignores, then a rename; with the mode
     any file gets (0644 under umask 022), so a daemon running as another user can read it.
+    Choosing the free name and renaming onto it happen under one lock (an flock on the inbox
+    folder), so two submissions of the same name at once (two `briefd submit`, a double click in
+    the web page, concurrent POSTs) get two files: a rename replaces what it lands on, and
+    without the lock both saw the same name free and one brief was lost.
     Raises OSError when the inbox cannot be written.
     """
-    from .files import atomic_write_with
+    from .files import atomic_write_with, folder_lock, make_folders
 
-    target = free_name(inbox, name if name.lower().endswith(".json") else name + ".json")
+    make_folders(inbox)
+    with folder_lock(inbox):
+        target = free_name(inbox, name if name.lower().endswith(".json") else name + ".json")
 
-    def write(handle: BinaryIO) -> str:
-        handle.write(data)
-        return target.name
+        def write(handle: BinaryIO) -> str:
+            handle.write(data)
+            return target.name
 
-    return inbox / atomic_write_with(inbox, write, hint=target.name)
+        return atomic_write_with(inbox, write, hint=target.name)
 
 
 def free_name(folder: Path, name: str) -> Path:

@@ -16,9 +16,11 @@ from .settings import Settings, settings_table
 Check = tuple[bool, str, str | None]
 
 
-async def run_checks(settings: Settings) -> list[Check]:
+async def run_checks(settings: Settings, *, create_store: bool = True) -> list[Check]:
     """Every check, in the order `briefd check` prints them: each model server, SearXNG, egress,
-    the folders, the database, the library and each archive."""
+    the folders, the database, the library and each archive. The checks of folders and files run
+    on a thread (a store's quick_check reads the whole file): the API's event loop is the daemon's.
+    `create_store` False (GET /healthz): a store not made yet is said so, not created by asking."""
     from . import egress, llm, search
     from .archives import Archives
     from .hosts import model_hosts
@@ -34,13 +36,23 @@ async def run_checks(settings: Settings) -> list[Check]:
         results.append((sprobe.ok, sprobe.message, sprobe.fix))
     results.append((True, egress.check_line(settings.egress, settings.egress_hosts, settings.searxng_url,
                                             models), None))
-    for name, folder in (("inbox", Path(settings.inbox)), ("outbox", Path(settings.outbox))):
-        results.append(_writable(name, folder))
-    results.append(_db_health(Path(settings.db)))
-    results.append(_library_health(settings))
+    results += await asyncio.to_thread(_local_checks, settings, create_store)
     if settings.archives:
         shelf = await asyncio.to_thread(Archives.from_settings, settings)
         results += [(h.ok, h.line() if h.ok else f"archive {h.file}: {h.problem}", h.fix) for h in shelf.health()]
+    return results
+
+
+def _local_checks(settings: Settings, create_store: bool) -> list[Check]:
+    """The folders, the database and the library: checks of this machine's files."""
+    results = [_writable(name, folder) for name, folder in (("inbox", Path(settings.inbox)),
+                                                            ("outbox", Path(settings.outbox)))]
+    db = Path(settings.db)
+    if not create_store and not db.exists():
+        results.append((True, f"database {db} is not made yet: the daemon makes it when it starts", None))
+    else:
+        results.append(_db_health(db))
+    results.append(_library_health(settings))
     return results
 
 

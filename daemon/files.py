@@ -20,6 +20,7 @@ so /dev/zero or a 5 GB file costs at most that much memory and time.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -29,6 +30,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, BinaryIO, Callable, Self
 
 from . import crashpoints
@@ -292,6 +294,19 @@ def store_lock_path(db: Path) -> Path:
     symlinks are resolved (a link to the store is the same store)."""
     real = Path(db).resolve()
     return real.with_name(real.name + ".lock")
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive flock on `folder` itself for the time of a block: writers that choose a free
+    name in it (actions.drop_into_inbox) take turns. Nothing else locks a folder (the daemon's
+    locks are files), so this never waits on a daemon."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the flock goes with the descriptor
 
 
 def hold_lock(path: Path, what: str, fix: str) -> ProcessLock:

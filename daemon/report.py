@@ -1098,7 +1098,11 @@ def _html_tokens(doc: MarkdownDoc, charts: Mapping[str, str]) -> tuple[Any, list
         for i, child in enumerate(children):
             if child.type == "link_open":
                 internal = str(child.attrGet("href") or "").startswith("#")
-                child.attrSet(*(("class", "cite") if internal else ("rel", "noopener noreferrer nofollow")))
+                if internal:
+                    child.attrSet("class", "cite")
+                else:  # a source opens beside the report (and out of the web page's frame), telling it nothing
+                    child.attrSet("rel", "noopener noreferrer nofollow")
+                    child.attrSet("target", "_blank")
             elif child.type == "image":
                 svg = charts.get(str(child.attrGet("src")))
                 inline = Token("html_inline" if svg is not None else "text", "", 0)

@@ -28,6 +28,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import secrets
 import signal
 import socket
@@ -47,9 +48,11 @@ from starlette.routing import Route
 
 from . import __version__
 from .actions import Outcome, cancel, check_brief, drop_into_inbox, open_store, retry
-from .brief import MAX_BRIEF_BYTES, BriefError, too_large
+from .brief import MAX_BRIEF_BYTES, BriefError, id_from_filename, too_large
 from .chart_png import PNG_FILE
 from .charts import CHART_FILE, CHART_NAMES
+from .files import TooLarge, read_file_at_most
+from .inbox import is_candidate
 from .report import safe_outdir
 from .settings import Settings
 
@@ -60,10 +63,17 @@ FINAL_EVENTS = ("complete", "failed", "cancelled")
 EVENT_POLL_S = 0.2  # how often a live stream looks for new lines: the model's pace is seconds
 STATE_POLL_S = 1.0  # how often a quiet stream asks the store whether its brief still runs
 NDJSON = "application/x-ndjson"
+MAX_CONNECTIONS = 256  # past it uvicorn answers 503 at once: a flood cannot take the daemon's descriptors
+MAX_STREAMS = 64  # live event streams open at once; past it 503 and Retry-After (each polls the store)
+MAX_PENDING_SCAN = 2000  # inbox entries looked through to find a brief not yet taken
+HEALTH_TTL_S = 60.0  # /healthz answers from its last probe this long: a probe runs a real search
 # The report.html of a brief is page text briefd escaped; served with no right to run anything.
 REPORT_CSP = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
+# The page's report frame is a blob: of report.html (fetched with the token, so it works with one),
+# sandboxed: it runs nothing; its source links open outside it.
 PAGE_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; "
-            "connect-src 'self'; img-src 'self' data:; frame-src 'self'; form-action 'none'")
+            "connect-src 'self'; img-src 'self' data:; frame-src 'self' blob:; form-action 'none'; "
+            "frame-ancestors 'none'; base-uri 'none'")
 CHART_FILES = (*((name, "image/svg+xml") for name in CHART_NAMES), (PNG_FILE, "image/png"))
 # The outbox files served by name (a whitelist: nothing else in the folder is reachable)
 REPORT_FILES = {"report.md": "text/markdown; charset=utf-8", "report.html": "text/html; charset=utf-8",
@@ -127,7 +137,13 @@ def read_token(settings: Settings) -> str | None:
 
 
 def access_for(settings: Settings) -> Access:
-    """The access rule for this configuration, or ServeError: anywhere but loopback needs a token."""
+    """The access rule for this configuration, or ServeError: anywhere but loopback needs a token.
+
+    `hosts` are the Host names a request may carry (lower case, with and without the port): the
+    address it listens on (and loopback's names when that is loopback), and serve_hosts, a
+    reverse proxy's public names. Listening on every address (0.0.0.0, ::) with no serve_hosts
+    answers to any Host: the token guards it.
+    """
     token = read_token(settings)
     host = settings.serve_host
     if token is None and not is_loopback(host):
@@ -135,11 +151,29 @@ def access_for(settings: Settings) -> Access:
                          "serve_token_file (a file whose first line is the token; BRIEFD_SERVE_TOKEN_FILE) or "
                          "serve_token, or listen on loopback (serve_host = \"127.0.0.1\")")
     port = settings.serve_port
-    names = {host, f"{host}:{port}", f"[{host}]:{port}"}
-    if is_loopback(host) or host in ("0.0.0.0", "::"):
-        names |= {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
-        names |= {"127.0.0.1", "localhost", "[::1]"}
-    return Access(token=token, hosts=frozenset(names) if host not in ("0.0.0.0", "::") else frozenset())
+    wildcard = host in ("0.0.0.0", "::")
+    bare = set(settings.serve_hosts) | ({"127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else set())
+    if not wildcard:
+        bare.add(f"[{host}]" if ":" in host else host)
+    elif not settings.serve_hosts:
+        return Access(token=token, hosts=frozenset())
+    names = bare | {f"{name}:{port}" for name in bare}
+    return Access(token=token, hosts=frozenset(name.lower() for name in names))
+
+
+def token_file_warning(settings: Settings) -> str | None:
+    """A warning when serve_token_file can be read by others than its owner (the README says chmod 600)."""
+    path = settings.serve_token_file
+    if path is None or settings.serve_token:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if mode & 0o077:
+        return (f"serve_token_file {path} can be read by other users (mode {mode & 0o777:04o}): "
+                f"chmod 600 {path}")
+    return None
 
 
 def start_line(settings: Settings, access: Access) -> str:
@@ -186,6 +220,22 @@ async def _bad_id(request: Request, exc: Exception) -> Response:
     return problem(400, str(exc), "ids are 1-100 of A-Z a-z 0-9 . _ - (GET /briefs lists them)")
 
 
+def _failure(settings: Settings) -> Callable[[Request, Exception], Any]:
+    """Any other failure answered as JSON like every error: a store that cannot be used is a 503
+    with the store's own diagnosis and fix; anything else a 500 (and its traceback in the log)."""
+    from ..store import diagnose
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        found = diagnose(exc, Path(settings.db))
+        if found is not None:
+            return problem(503, f"the store {settings.db} {found.reason}", found.fix)
+        log.error("HTTP API: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return problem(500, f"briefd failed on this request ({type(exc).__name__}); its log has the details",
+                       "briefd's log (journalctl -u briefd) says what failed")
+
+    return answer
+
+
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -201,17 +251,44 @@ def _loads(text: str) -> Any:
 
 
 def pending_file(settings: Settings, brief_id: str) -> Path | None:
-    """A file in the inbox that will become `brief_id` once the daemon takes it (its name is the id)."""
+    """The file in the inbox that will become a run of `brief_id` once the daemon takes it: a brief
+    whose `id` field is `brief_id`, or whose file name gives it (brief.id_from_filename), as the
+    daemon will read it. Bounded: at most MAX_PENDING_SCAN entries, each read up to the brief limit."""
     inbox = Path(settings.inbox)
-    for candidate in (inbox / f"{brief_id}.json", *sorted(inbox.glob(f"{brief_id}-[0-9]*.json"))):
-        if candidate.is_file():
-            return candidate
+    try:
+        entries = sorted(inbox.iterdir())[:MAX_PENDING_SCAN]
+    except OSError:
+        return None
+    for path in entries:
+        if is_candidate(path, inbox) and _pending_id(path) == brief_id:
+            return path
     return None
 
 
+def _pending_id(path: Path) -> str | None:
+    try:
+        data = read_file_at_most(path, MAX_BRIEF_BYTES)
+    except (OSError, TooLarge):
+        return None
+    try:
+        given = json.loads(data).get("id")
+    except (ValueError, AttributeError, RecursionError):
+        given = None
+    return given if isinstance(given, str) and given else id_from_filename(path.name)
+
+
+ACTIVE = ("queued", "running")
+
+
 def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
-    """A brief as `GET /briefs/{id}` shows it: its latest run's state and report; None when unknown."""
+    """A brief as `GET /briefs/{id}` shows it: its latest run's state and report; None when unknown.
+
+    The inbox is looked at before the store: the daemon records a brief and only then removes its
+    file, so a brief being taken is found in one or the other, never in neither. A file waiting
+    in the inbox is the brief's next run ("submitted") unless a run of the id is still going.
+    """
     outdir = _outdir(settings, brief_id)
+    pending = pending_file(settings, brief_id)
     store = open_store(settings)
     row = None
     running: dict[str, Any] | None = None
@@ -224,21 +301,26 @@ def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
             store.close()
     report = _read_json(outdir / "report.json")
     error = _read_json(outdir / "error.json")
+    if pending is not None and (row is None or row.state not in ACTIVE):
+        body: dict[str, Any] = {"id": brief_id, "state": "submitted", "run": None, "report": None,
+                                "file": pending.name,
+                                "message": "in the inbox: the daemon takes it when it next looks "
+                                           "(briefd run, or serve = true)"}
+        if report is not None:
+            body["previous_report"] = report
+        return body
     if row is None:
-        if pending_file(settings, brief_id) is not None:
-            return {"id": brief_id, "state": "submitted", "run": None, "report": None,
-                    "message": "in the inbox: the daemon takes it when it next looks (briefd run, or serve = true)"}
         if error is not None:
             return {"id": brief_id, "state": "rejected", "run": None, "report": None, "error": error}
         if report is None:
             return None
-    body: dict[str, Any] = {"id": brief_id, "state": row.state if row else report.get("status"),
-                            "run": row.run_id if row else None, "report": report}
+    body = {"id": brief_id, "state": row.state if row else report.get("status"),
+            "run": row.run_id if row else None, "report": report}
     if row is not None:
         body.update(question=row.question, brief=_loads(row.brief_json), accepted_at=row.accepted_at,
                     started_at=row.started_at, finished_at=row.finished_at, stop_reason=row.stop_reason,
                     waiting_for=row.waiting_for, error=row.error)
-        if report is not None and row.state in ("queued", "running"):
+        if report is not None and row.state in ACTIVE:
             body["report"] = None  # the files are an earlier run's: this run has none yet
             body["previous_report"] = report
     if running:
@@ -271,9 +353,11 @@ def progress_of(checkpoint: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- live events
 
 
-class _RunReader:
-    """One stream's view of the store: its own connection on its own thread (a connection is bound
-    to the thread that opened it), so a stream never blocks the event loop or another stream."""
+class StoreReader:
+    """The live streams' one view of the store: one connection on one thread of its own (a
+    connection is bound to the thread that opened it), shared by every stream, so a thousand
+    open streams cost no more threads or descriptors than one and never block the event loop.
+    Each read is a short indexed query; the streams take turns."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -281,11 +365,12 @@ class _RunReader:
         self.store: Any = None
 
     async def call(self, fn: Callable[[Any], T]) -> T:
+        """`fn(store)` on the reader's thread; the store is None until the daemon has made one."""
         return await asyncio.get_running_loop().run_in_executor(self.pool, self._with_store, fn)
 
     def _with_store(self, fn: Callable[[Any], T]) -> T:
         if self.store is None:
-            self.store = open_store(self.settings)  # None until the daemon has made the store
+            self.store = open_store(self.settings)
         return fn(self.store)
 
     def close(self) -> None:
@@ -294,25 +379,34 @@ class _RunReader:
                 self.store.close()
 
         self.pool.submit(shut)
-        self.pool.shutdown(wait=False)
+        self.pool.shutdown(wait=True)
 
 
-async def follow_events(settings: Settings, brief_id: str, since: int, streams: list[int]) -> AsyncIterator[bytes]:
+def _latest(brief_id: str) -> Callable[[Any], Any]:
+    return lambda store: store.latest_run(brief_id) if store is not None else None
+
+
+async def follow_events(settings: Settings, reader: StoreReader, brief_id: str, since: int,
+                        streams: list[int]) -> AsyncIterator[bytes]:
     """A run's events as NDJSON, from seq `since` on, then each new one as it happens, until the run
     has ended and its final event is sent. The store is the record (events.ndjson is its live copy),
-    so the stream follows exactly one run: the latest of the id, or the next one when the brief is
-    still a file in the inbox. A run that failed and was retried goes on past its earlier final event.
-    `streams` counts the streams open (GET /healthz shows it)."""
-    reader = _RunReader(settings)
+    so the stream follows exactly one run: the latest of the id while it is going, or the next one
+    when the brief waits in the inbox (submitted again after an earlier run ended). A run that failed
+    and was retried goes on past its earlier final event. `streams` counts the streams open."""
     streams[0] += 1
     try:
-        run = None
-        while run is None:
-            run = await reader.call(lambda store: store.latest_run(brief_id) if store is not None else None)
-            if run is None:
-                if await asyncio.to_thread(pending_file, settings, brief_id) is None:
-                    return  # neither known nor coming
-                await asyncio.sleep(STATE_POLL_S)
+        latest = await reader.call(_latest(brief_id))
+        waiting = await asyncio.to_thread(pending_file, settings, brief_id)
+        run = latest if waiting is None or (latest is not None and latest.state in ACTIVE) else None
+        after = latest.run_id if latest is not None else 0
+        while run is None:  # the brief is a file in the inbox: its run starts when the daemon takes it
+            await asyncio.sleep(STATE_POLL_S)
+            waiting = await asyncio.to_thread(pending_file, settings, brief_id)
+            row = await reader.call(_latest(brief_id))  # after the inbox: a file taken since is in the store
+            if row is not None and row.run_id > after:
+                run = row
+            elif waiting is None:
+                return  # gone from the inbox with no run: refused unread, or removed by hand
         run_id = run.run_id
         quiet = 0.0
         while True:
@@ -322,27 +416,28 @@ async def follow_events(settings: Settings, brief_id: str, since: int, streams: 
                 since = int(event["seq"]) + 1
                 yield (json.dumps(event, ensure_ascii=False) + "\n").encode()
                 final = final or event.get("type") in FINAL_EVENTS
-            if rows:
-                quiet = 0.0
+            quiet = 0.0 if rows else quiet
             if final or quiet >= STATE_POLL_S:
                 quiet = 0.0
                 row = await reader.call(lambda store: store.get_brief(run_id))
-                if row is None or row.state not in ("queued", "running"):
+                if row is None or row.state not in ACTIVE:
                     if final or not await reader.call(lambda store: store.events(run_id, since)):
                         return
             await asyncio.sleep(EVENT_POLL_S)
             quiet += EVENT_POLL_S
     finally:
         streams[0] -= 1
-        reader.close()
 
 
 # --------------------------------------------------------------------------- the application
 
 
-def build_app(settings: Settings, access: Access) -> Starlette:
+def build_app(settings: Settings, access: Access) -> "_Guard":
     """The ASGI application: routes over `settings`' folders and store, guarded by `access`."""
     streams = [0]
+    reader = StoreReader(settings)
+    health: dict[str, Any] = {"at": None, "body": None}
+    health_lock = asyncio.Lock()
 
     async def index(request: Request) -> Response:
         page = resources.files(__package__ or "briefd.daemon").joinpath("web/index.html").read_bytes()
@@ -350,30 +445,33 @@ def build_app(settings: Settings, access: Access) -> Starlette:
                         headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"})
 
     async def healthz(request: Request) -> Response:
+        """What `briefd check` knows, probed at most once every HEALTH_TTL_S (?fresh=1: now): a probe
+        runs a real search through SearXNG, which a page polling this must not turn into a flood."""
         from .checks import run_checks
 
-        checks = await run_checks(settings)
-        ok = all(c[0] for c in checks)
-        body = {"ok": ok, "version": __version__,
-                "streams": streams[0],
-                "checks": [{"ok": c[0], "message": c[1], "fix": c[2]} for c in checks]}
-        return JSONResponse(body, status_code=200 if ok else 503)
+        async with health_lock:  # one probe at a time; the others wait for its answer
+            now = asyncio.get_running_loop().time()
+            fresh = request.query_params.get("fresh", "").lower() in ("1", "true", "yes")
+            if fresh or health["at"] is None or now - health["at"] >= HEALTH_TTL_S:
+                checks = await run_checks(settings, create_store=False)
+                health["body"] = {"ok": all(c[0] for c in checks), "version": __version__,
+                                  "checks": [{"ok": c[0], "message": c[1], "fix": c[2]} for c in checks]}
+                health["at"] = now
+            body = {**health["body"], "checked_s_ago": round(now - health["at"], 1), "streams": streams[0]}
+        return JSONResponse(body, status_code=200 if body["ok"] else 503)
 
     async def post_brief(request: Request) -> Response:
         data = await _bounded_body(request)
         if isinstance(data, Response):
             return data
+        # a brief without an id is named as a file dropped by hand would be: by its file name
         name = f"api-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}.json"
-        with contextlib.suppress(ValueError, AttributeError):
-            given = json.loads(data).get("id")
-            if isinstance(given, str) and given:
-                name = f"{given}.json"
         try:
             brief = await asyncio.to_thread(check_brief, settings, data, name)
         except BriefError as exc:
             return problem(422, str(exc), field=exc.field, details=exc.details)
         try:
-            path = await asyncio.to_thread(drop_into_inbox, Path(settings.inbox), name, data)
+            path = await asyncio.to_thread(drop_into_inbox, Path(settings.inbox), f"{brief.id}.json", data)
         except OSError as exc:
             return problem(503, f"cannot write into the inbox {settings.inbox}: {exc.strerror or exc}",
                            "make the inbox writable by the user briefd serve runs as")
@@ -401,6 +499,9 @@ def build_app(settings: Settings, access: Access) -> Starlette:
     async def search(request: Request) -> Response:
         from ..store.history import DEFAULT_SEARCH_LIMIT, History, HistoryError, check_limit, search_words
 
+        unknown = sorted(set(request.query_params) - {"q", "limit"})
+        if unknown:
+            return problem(400, f"unknown parameter {unknown[0]!r}", "use q and limit (as briefd search)")
         text = request.query_params.get("q", "")
         try:
             search_words(text)
@@ -424,6 +525,10 @@ def build_app(settings: Settings, access: Access) -> Starlette:
 
     async def report_file(request: Request) -> Response:
         brief_id, name = request.path_params["id"], request.path_params["name"]
+        if name in ("cancel", "retry"):
+            refused = problem(405, f"{name} is a POST", f"POST /briefs/{{id}}/{name} with Content-Type: application/json")
+            refused.headers["Allow"] = "POST"
+            return refused
         if name not in REPORT_FILES:
             return problem(404, f"no such file: {name[:100]!r}", f"ask for one of {', '.join(REPORT_FILES)}, "
                            "chart, events, cancel or retry")
@@ -455,7 +560,11 @@ def build_app(settings: Settings, access: Access) -> Starlette:
             return problem(400, f"seq must be a whole number, not {raw[:40]!r}", "GET /briefs/{id}/events?seq=1")
         if await asyncio.to_thread(brief_state, settings, brief_id) is None:
             return problem(404, f"no brief with id {brief_id!r}", "GET /briefs lists them")
-        return StreamingResponse(follow_events(settings, brief_id, int(raw), streams), media_type=NDJSON,
+        if streams[0] >= MAX_STREAMS:
+            return JSONResponse({"error": f"{MAX_STREAMS} event streams are open already",
+                                 "fix": "try again in a few seconds, or close a stream"},
+                                status_code=503, headers={"Retry-After": "5"})
+        return StreamingResponse(follow_events(settings, reader, brief_id, int(raw), streams), media_type=NDJSON,
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def do_cancel(request: Request) -> Response:
@@ -482,8 +591,8 @@ def build_app(settings: Settings, access: Access) -> Starlette:
         Route("/briefs/{id}/cancel", do_cancel, methods=["POST"]),
         Route("/briefs/{id}/retry", do_retry, methods=["POST"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={BadId: _bad_id})
-    return _Guard(app, access)  # type: ignore[return-value]  # an ASGI app wrapping the Starlette one
+    app = Starlette(routes=routes, exception_handlers={BadId: _bad_id, Exception: _failure(settings)})
+    return _Guard(app, access, reader)
 
 
 def _with_history(settings: Settings, read: Any, history_type: Any) -> list[Any]:
@@ -520,11 +629,23 @@ async def _bounded_body(request: Request) -> bytes | Response:
 
 
 class _Guard:
-    """ASGI middleware: Host, token, and the rules for requests that change something (module docstring)."""
+    """ASGI middleware: who may call, before any route runs (the module docstring says why).
 
-    def __init__(self, app: Any, access: Access) -> None:
+    - Host: one of the names this server answers to (DNS rebinding: a name of the attacker's
+      that resolves to 127.0.0.1 carries its own Host).
+    - The token, when there is one, on every route but the page itself.
+    - No token, and the request came through a proxy (Forwarded, X-Forwarded-For): refused, since
+      loopback then stands for whoever can reach the proxy.
+    - A browser's request for another site's page (Sec-Fetch-Site cross-site or same-site: another
+      port of localhost is the same site) reaches nothing but the page.
+    - A request that changes something: application/json, and an Origin (when sent) that is this
+      server's own, so a form or a fetch from elsewhere cannot post.
+    """
+
+    def __init__(self, app: Any, access: Access, reader: StoreReader) -> None:
         self.app = app
         self.access = access
+        self.reader = reader
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -538,11 +659,14 @@ class _Guard:
         await self.app(scope, receive, send)
 
     def refusal(self, scope: dict[str, Any], headers: dict[str, str]) -> Response | None:
-        host = headers.get("host", "")
+        host = headers.get("host", "").lower()
         if self.access.hosts and host not in self.access.hosts:
             return problem(421, f"this server does not answer to Host {host[:100]!r}",
-                           "use the address briefd serve printed when it started")
+                           "use the address briefd serve printed when it started, or add the name to serve_hosts")
         path, method = scope.get("path", "/"), scope.get("method", "GET")
+        if self.access.token is None and ("forwarded" in headers or "x-forwarded-for" in headers):
+            return problem(403, "this briefd has no token and the request came through a proxy",
+                           "set serve_token_file (or serve_token) when a reverse proxy forwards to briefd")
         if self.access.token is not None and path != "/":
             given = headers.get("authorization", "")
             scheme, _, token = given.partition(" ")
@@ -551,9 +675,12 @@ class _Guard:
                                    "send Authorization: Bearer <the serve_token>")
                 response.headers["WWW-Authenticate"] = 'Bearer realm="briefd"'
                 return response
+        if path != "/" and headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+            return problem(403, "a page of another site may not use this API",
+                           "call the API from a script, or from the page this server serves")
         if method not in ("GET", "HEAD", "OPTIONS"):
             origin = headers.get("origin")
-            if origin is not None and origin.split("://", 1)[-1] != host:
+            if origin is not None and not self.same_origin(origin, host):
                 return problem(403, f"requests from another site ({origin[:100]}) may not change anything here",
                                "call the API from a script, or from the page this server serves")
             kind = headers.get("content-type", "").split(";")[0].strip().lower()
@@ -561,6 +688,11 @@ class _Guard:
                 return problem(415, "a request that changes something must be Content-Type: application/json",
                                "send the header Content-Type: application/json")
         return None
+
+    def same_origin(self, origin: str, host: str) -> bool:
+        """The Origin names this server: the Host asked for, or one of its names (a proxy's public one)."""
+        netloc = origin.split("://", 1)[-1].lower()
+        return netloc == host or netloc in self.access.hosts
 
 
 # --------------------------------------------------------------------------- running it
@@ -601,8 +733,9 @@ class _Server:
         access = access_for(settings)
         self.sock = bind(settings)
         self.line = start_line(settings, access)
-        config = uvicorn.Config(build_app(settings, access), log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=2, server_header=False)
+        self.app = build_app(settings, access)
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=2, server_header=False, limit_concurrency=MAX_CONNECTIONS)
         self.server = _QuietServer(config)
 
     async def run(self) -> None:
@@ -610,6 +743,7 @@ class _Server:
             await self.server.serve(sockets=[self.sock])
         finally:
             self.sock.close()
+            await asyncio.to_thread(self.app.reader.close)
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -619,6 +753,8 @@ def serve_forever(settings: Settings) -> int:
     """`briefd serve` alone: the API until SIGTERM/SIGINT; a brief dropped through it waits for `briefd run`."""
     server = _Server(settings)
     log.info("%s", server.line)
+    if (warning := token_file_warning(settings)) is not None:
+        log.warning("%s", warning)
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
@@ -637,6 +773,8 @@ async def serving_inside(settings: Settings) -> AsyncIterator[None]:
     server = _Server(settings)
     task = asyncio.create_task(server.run(), name="briefd-serve")
     log.info("%s", server.line)
+    if (warning := token_file_warning(settings)) is not None:
+        log.warning("%s", warning)
     try:
         yield
     finally:

@@ -106,6 +106,7 @@ class Settings:
     serve_port: int = 8765
     serve_token: str | None = None  # the bearer token the HTTP API asks for (daemon.serve)
     serve_token_file: Path | None = None  # ... or a file holding it (kept out of ps and the environment)
+    serve_hosts: tuple[str, ...] = ()  # names the API answers to besides its address (a reverse proxy's)
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
     # Not a setting: where each setting's value came from, recorded by load_settings (`briefd config`).
@@ -226,6 +227,10 @@ _SPECS: tuple[_Spec, ...] = (
                                    "environment", shown_default="unset", example="<32 random characters>"),
     _Spec("serve_token_file", "optpath", "file whose first line is the HTTP API's bearer token (mode 0600)",
           shown_default="unset", example="/etc/briefd/token"),
+    _Spec("serve_hosts", "hosts", "host names the HTTP API answers to besides its own address, such as a reverse "
+                                  "proxy's public name (the Host and Origin a browser sends); comma-separated in "
+                                  "the environment, a list in briefd.toml", shown_default="none",
+          example="briefd.example.org"),
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 # settings an earlier briefd had, and what to write instead

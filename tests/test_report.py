@@ -290,7 +290,7 @@ ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", 
                 "h5", "h6", "p", "div", "span", "strong", "em", "code", "pre", "a", "ul", "ol", "li",
                 "blockquote", "figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td",
                 "svg", "rect", "line", "path", "text"}  # the charts briefd draws (daemon/charts.py)
-ALLOWED_ATTRS = {"lang", "charset", "http-equiv", "content", "name", "href", "rel", "id", "class",
+ALLOWED_ATTRS = {"lang", "charset", "http-equiv", "content", "name", "href", "rel", "target", "id", "class",
                  # the charts' presentation attributes: no event handler, no link, no style sheet
                  "xmlns", "viewbox", "width", "height", "role", "aria-label", "font-family", "font-size",
                  "font-weight", "fill", "fill-opacity", "stroke", "stroke-width", "stroke-dasharray",
@@ -315,6 +315,11 @@ def test_html_report_is_a_standalone_page_with_linked_citations() -> None:
     assert [h for h in hrefs if h.startswith("#")] == [
         "#source-1", "#source-2", "#source-3", "#source-1", "#source-3", "#source-2", "#source-1", "#source-2"]
     assert "https://example.com/materials?q=lithium&y=2027" in hrefs
+    for _, attrs in page.tags:  # a source opens beside the report, told nothing of it; a citation stays in it
+        if attrs.get("href", "").startswith("https://"):
+            assert attrs.get("target") == "_blank" and "noopener" in attrs.get("rel", ""), attrs
+        elif attrs.get("href", "").startswith("#"):
+            assert "target" not in attrs
     assert "<blockquote>\n<p>Average pack prices fell 20% to $115/kWh in 2024.</p>\n</blockquote>" in text
     assert any(t.startswith("Pack prices fell to about $115/kWh") for t in page.by_tag["p"])
     assert page.by_tag["strong"].count("continued") == 1

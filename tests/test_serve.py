@@ -8,6 +8,7 @@ brief, bad ids, a wrong token, another site's request, a client that leaves in t
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -196,19 +197,6 @@ def test_the_event_stream_is_live_ndjson_from_seq_onward(api: Api) -> None:
     assert bad.status_code == 400
 
 
-def test_a_client_that_leaves_mid_stream_closes_its_stream(api: Api) -> None:
-    api.client.post("/briefs", headers=JSON, json={"id": "left", "question": KESTREL, "depth": "standard"}
-                    ).raise_for_status()
-    with socket.create_connection(("127.0.0.1", api.port), timeout=30) as sock:
-        sock.sendall(f"GET /briefs/left/events HTTP/1.1\r\nHost: 127.0.0.1:{api.port}\r\n\r\n".encode())
-        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
-        assert wait_for(lambda: api.client.get("/healthz").json()["streams"] >= 1, 10, "the stream to be counted")
-    # the client is gone: the server notices and lets the stream go
-    wait_for(lambda: api.client.get("/healthz").json()["streams"] == 0, 30, "the stream to close")
-    assert api.proc.poll() is None
-    api.done("left", timeout=180)
-
-
 def test_cancel_and_retry(api: Api) -> None:
     api.client.post("/briefs", headers=JSON, json={"id": "stopped", "question": KESTREL, "depth": "deep"}
                     ).raise_for_status()
@@ -284,16 +272,24 @@ def test_a_port_in_use_is_said_with_the_fix(workspace: Workspace) -> None:
 def test_with_a_token_every_route_asks_for_it(workspace: Workspace, tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token-of-enough-length\n")
+    token_file.chmod(0o600)
     proc, port = start(workspace, "serve", BRIEFD_SERVE_HOST="0.0.0.0", BRIEFD_SERVE_TOKEN_FILE=str(token_file))
     try:
         up(port, proc)
         base = f"http://127.0.0.1:{port}"
+        routes = [("GET", "/briefs"), ("GET", "/healthz"), ("GET", "/status"), ("GET", "/search?q=x"),
+                  ("GET", "/briefs/x"), ("GET", "/briefs/x/events"), ("GET", "/briefs/x/report.md"),
+                  ("GET", "/briefs/x/report.html"), ("GET", "/briefs/x/report.json"), ("GET", "/briefs/x/chart"),
+                  ("POST", "/briefs"), ("POST", "/briefs/x/cancel"), ("POST", "/briefs/x/retry")]
         with httpx.Client(base_url=base, trust_env=False, timeout=10) as client:
-            for path in ("/briefs", "/healthz", "/search?q=x", "/briefs/x", "/briefs/x/events"):
-                answer = client.get(path)
-                assert answer.status_code == 401 and answer.headers["www-authenticate"].startswith("Bearer")
-                assert client.get(path, headers={"Authorization": "Bearer wrong-token-of-enough-len"}
-                                  ).status_code == 401
+            for method, path in routes:
+                body = {"question": KESTREL, "id": "sneaked"} if path == "/briefs" else None
+                for given in ({}, {"Authorization": "Bearer wrong-token-of-enough-len"},
+                              {"Authorization": "Basic s3cret-token-of-enough-length"}):
+                    answer = client.request(method, path, headers={**JSON, **given}, json=body)
+                    assert answer.status_code == 401, (method, path, given, answer.text)
+                    assert answer.headers["www-authenticate"].startswith("Bearer")
+            assert not (workspace.inbox / "sneaked.json").exists()
             good = {"Authorization": "Bearer s3cret-token-of-enough-length"}
             assert client.get("/briefs", headers=good).json() == []
             posted = client.post("/briefs", headers={**good, **JSON}, json={"question": KESTREL, "id": "alone"})
@@ -305,6 +301,169 @@ def test_with_a_token_every_route_asks_for_it(workspace: Workspace, tmp_path: Pa
     finally:
         stop(proc)
     assert proc.returncode == 0
+    assert "can be read by other users" not in (workspace.root / f"briefd-{port}.log").read_text()
+
+
+def test_a_token_file_others_can_read_is_warned_about(workspace: Workspace, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token-of-enough-length\n")
+    token_file.chmod(0o644)
+    proc, port = start(workspace, "serve", BRIEFD_SERVE_TOKEN_FILE=str(token_file))
+    try:
+        up(port, proc)
+    finally:
+        stop(proc)
+    assert f"can be read by other users (mode 0644): chmod 600 {token_file}" in (
+        workspace.root / f"briefd-{port}.log").read_text()
+
+
+@pytest.fixture
+def alone(workspace: Workspace) -> Iterator[Api]:
+    """`briefd serve` with no daemon: what is posted stays in the inbox until a `briefd run`."""
+    proc, port = start(workspace, "serve")
+    up(port, proc)
+    api = Api(workspace, port, proc)
+    yield api
+    api.client.close()
+    stop(proc)
+
+
+def open_stream(port: int, path: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    return sock
+
+
+def test_a_client_that_leaves_mid_stream_closes_its_stream(alone: Api) -> None:
+    alone.client.post("/briefs", headers=JSON, json={"id": "left", "question": KESTREL}).raise_for_status()
+    with open_stream(alone.port, "/briefs/left/events") as sock:  # a brief that cannot move: no daemon
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        wait_for(lambda: alone.client.get("/healthz").json()["streams"] == 1, 10, "the stream to be counted")
+    wait_for(lambda: alone.client.get("/healthz").json()["streams"] == 0, 30, "the stream to close")
+    assert alone.client.get("/briefs/left").json()["state"] == "submitted"  # it closed for the client, not the end
+    assert alone.proc.poll() is None
+
+
+def test_open_streams_are_capped_and_cost_no_thread_or_descriptor_each(alone: Api) -> None:
+    from briefd.daemon.serve import MAX_STREAMS
+
+    alone.client.post("/briefs", headers=JSON, json={"id": "watched", "question": KESTREL}).raise_for_status()
+    threads, fds = (len(list(Path(f"/proc/{alone.proc.pid}/{what}").iterdir())) for what in ("task", "fd"))
+    socks = [open_stream(alone.port, "/briefs/watched/events") for _ in range(MAX_STREAMS)]
+    try:
+        for sock in socks:
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        over = alone.client.get("/briefs/watched/events")
+        assert over.status_code == 503 and over.headers["retry-after"] == "5"
+        # the events reader's one thread, and asyncio's own pool (min(32, cpus + 4)): not a thread a stream
+        pool = min(32, (os.cpu_count() or 1) + 4)
+        assert len(list(Path(f"/proc/{alone.proc.pid}/task").iterdir())) <= threads + 1 + pool < MAX_STREAMS
+        assert len(list(Path(f"/proc/{alone.proc.pid}/fd").iterdir())) <= fds + MAX_STREAMS + 8  # a socket each
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_for(lambda: alone.client.get("/healthz").json()["streams"] == 0, 30, "the streams to close")
+
+
+def test_briefs_posted_at_once_under_one_id_are_all_kept(alone: Api) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def post(n: int) -> int:
+        with httpx.Client(base_url=alone.base, trust_env=False, timeout=30) as client:
+            return client.post("/briefs", headers=JSON, json={"id": "same", "question": f"{KESTREL} ({n})"}
+                               ).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(post, range(12)))
+    assert codes == [202] * 12
+    kept = sorted(json.loads(p.read_text())["question"] for p in alone.ws.inbox.glob("same*.json"))
+    assert kept == sorted(f"{KESTREL} ({n})" for n in range(12))  # none lost, none overwritten
+
+
+def test_a_brief_waiting_in_the_inbox_is_found_by_its_id_not_its_file_name(alone: Api) -> None:
+    alone.ws.drop("question.json", {"id": "northgate-cost", "question": KESTREL})
+    alone.ws.drop("northgate-cost-2024.json", {"question": KESTREL})  # another brief whose name starts alike
+    body = alone.client.get("/briefs/northgate-cost").json()
+    assert body["state"] == "submitted" and body["file"] == "question.json"
+    assert alone.client.get("/briefs/question").status_code == 404
+    assert alone.client.get("/briefs/northgate-cost-2024").json()["file"] == "northgate-cost-2024.json"
+
+
+def test_a_brief_asked_again_is_its_next_run_not_its_last_one(alone: Api) -> None:
+    ws = alone.ws
+    ws.drop("again.json", {"id": "again", "question": KESTREL, "depth": "quick", "fetch_pages": False})
+    assert ws.briefd("run", "--once").returncode == 0
+    first = alone.client.get("/briefs/again").json()
+    assert first["state"] == "done"
+    alone.client.post("/briefs", headers=JSON, json={"id": "again", "question": KESTREL, "depth": "quick",
+                                                      "fetch_pages": False}).raise_for_status()
+    body = alone.client.get("/briefs/again").json()
+    assert body["state"] == "submitted" and body["previous_report"]["status"] == "done"
+    events: list[dict] = []
+    with alone.client.stream("GET", "/briefs/again/events") as stream:
+        daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(), cwd=ws.root,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for line in stream.iter_lines():  # not the first run's events: the second's, as they come
+            events.append(json.loads(line))
+        assert daemon.wait(120) == 0
+    second = alone.client.get("/briefs/again").json()
+    assert second["run"] > first["run"]
+    assert events[-1]["type"] == "complete" and events == ws.events("again")
+
+
+def test_another_site_cannot_use_the_api_but_a_proxy_with_serve_hosts_can(workspace: Workspace,
+                                                                          tmp_path: Path) -> None:
+    proc, port = start(workspace, "serve")
+    try:
+        up(port, proc)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=10) as client:
+            for site in ("cross-site", "same-site"):  # another port of localhost is the same site
+                assert client.get("/briefs", headers={"Sec-Fetch-Site": site}).status_code == 403
+            assert client.get("/briefs", headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200
+            assert client.get("/", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 200  # a link to it
+            proxied = client.get("/briefs", headers={"X-Forwarded-For": "203.0.113.9"})
+            assert proxied.status_code == 403 and "serve_token" in proxied.json()["fix"]
+            assert client.get("/briefs", headers={"Host": "briefd.example.org"}).status_code == 421
+    finally:
+        stop(proc)
+    token = tmp_path / "token"
+    token.write_text("s3cret-token-of-enough-length\n")
+    token.chmod(0o600)
+    proc, port = start(workspace, "serve", BRIEFD_SERVE_HOSTS="briefd.example.org",
+                       BRIEFD_SERVE_TOKEN_FILE=str(token))
+    try:
+        up(port, proc)
+        good = {"Authorization": "Bearer s3cret-token-of-enough-length", "X-Forwarded-For": "203.0.113.9"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=10) as client:
+            proxied = {**good, "Host": "BRIEFD.example.org", "Origin": "https://briefd.example.org"}
+            assert client.get("/briefs", headers=proxied).status_code == 200
+            posted = client.post("/briefs", headers={**proxied, **JSON}, json={"question": KESTREL, "id": "via"})
+            assert posted.status_code == 202, posted.text
+    finally:
+        stop(proc)
+
+
+def test_errors_are_json_with_the_fix(alone: Api) -> None:
+    nested = b"[" * 100_000 + b"]" * 100_000
+    answer = alone.client.post("/briefs", headers=JSON, content=nested)
+    assert answer.status_code == 422 and "nested" in answer.json()["error"]
+    wrong_method = alone.client.get("/briefs/x/cancel")
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
+    assert alone.client.get("/search", params={"q": "x", "colour": "red"}).status_code == 400
+    alone.ws.db.write_bytes(b"this is not a database" * 1000)
+    broken = alone.client.get("/briefs/x")
+    assert broken.status_code == 503 and broken.json()["fix"]
+
+
+def test_healthz_probes_at_most_once_a_minute_unless_asked(alone: Api) -> None:
+    first = alone.client.get("/healthz").json()
+    time.sleep(1.1)
+    again = alone.client.get("/healthz").json()
+    assert again["checks"] == first["checks"] and again["checked_s_ago"] >= 1.0  # the same probe
+    fresh = alone.client.get("/healthz", params={"fresh": "1"}).json()
+    assert fresh["checked_s_ago"] < 1.0
+    assert not alone.ws.db.exists() or first  # asking did not make a store...
+    assert "not made yet" in " ".join(c["message"] for c in first["checks"])
 
 
 def test_serve_settings_appear_in_the_log_line(workspace: Workspace) -> None:

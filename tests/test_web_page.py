@@ -84,6 +84,12 @@ def test_submit_a_brief_watch_it_finish_live_and_open_its_report(paced_api: Api,
     card.get_by_role("button", name="Open the report").click()
     report = page.frame_locator("#report")
     expect(report.locator("body")).to_contain_text("Northgate", timeout=30_000)
+    # a citation moves within the report; the report is not the page's own document
+    report.locator("a.cite").first.click()
+    frame = next(f for f in page.frames if f.url.startswith("blob:"))
+    wait_for(lambda: "#source-" in frame.url, 10, "the citation to move within the report")
+    expect(report.locator("h1")).to_contain_text("Northgate")  # still the report, not the page's own document
+    assert report.locator("script").count() == 0
     row = page.locator('#briefs tr[data-id="from-the-page"]')
     expect(row).to_contain_text("done")
     page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
