@@ -211,12 +211,14 @@ def startup_line(settings: Settings, once: bool) -> str:
             f"config {settings.config_file or 'none'}")
 
 
-def restart_fix(service: str, settings: Settings) -> str:
-    """What ends a plain outage of `service` (one with no fix of its own): said when `run --once`
-    gives up on it."""
-    where = {"ollama": f"start Ollama at {settings.ollama_host} (or point OLLAMA_HOST / --ollama-host at it)",
+def restart_fix(service: str, settings: Settings, fix: str | None = None) -> str:
+    """What ends an outage of `service`, said when `run --once` gives up on it: the outage's own
+    `fix` when it has one (SearXNG running with its engines failing must not be told to start
+    SearXNG), else starting the service."""
+    start = {"ollama": f"start Ollama at {settings.ollama_host} (or point OLLAMA_HOST / --ollama-host at it)",
              "searxng": f"start SearXNG at {settings.searxng_url} (or point BRIEFD_SEARXNG_URL / --searxng-url "
-                        f"at it)"}.get(service, f"make {service} available again")
+                        f"at it)"}
+    where = fix or start.get(service, f"make {service} available again")
     return f"{where}; `briefd check` says what it finds; the next run takes the queued briefs"
 
 
@@ -239,7 +241,8 @@ class Daemon:
         self.running: dict[int, asyncio.Task[None]] = {}
         self.outages = OutageLog(patience_s=settings.patience_s)  # each outage logged once, its end once
         self.parked: set[int] = set()  # `--once`: runs left queued for the next run (their service gave up)
-        self.gave_up: dict[str, str] = {}  # `--once`: service -> why this run stopped waiting for it
+        self.gave_up: dict[str, tuple[str, str | None]] = {}  # `--once`: service -> why this run stopped
+        # waiting for it, and the outage's own fix (kept here: the service may come back before the run ends)
         self.notifier = Notifier.from_env()  # systemd (Type=notify); a no-op outside it
         self.hooks: set[asyncio.Task[int | None]] = set()  # on_finish commands still running
         self.fatal: str | None = None  # why the daemon had to stop (the store failed), if it did
@@ -460,8 +463,8 @@ class Daemon:
 
     def say_gave_up(self) -> None:
         """`run --once` stopped waiting: which service, why, the fix, and what stays queued (exit 3)."""
-        for service, reason in self.gave_up.items():
-            fix = self.outages.fix(service) or restart_fix(service, self.settings)
+        for service, (reason, own_fix) in self.gave_up.items():
+            fix = restart_fix(service, self.settings, own_fix)
             log.error("run --once gave up waiting for %s after once_patience_s (%g s): %s; %d brief(s) stay "
                       "queued; to fix: %s", service, self.settings.once_patience_s, reason, len(self.parked), fix)
 
@@ -637,6 +640,7 @@ class Daemon:
             self.cancelled(run, brief, research, outdir, events)  # cancelled meanwhile: no reason to wait
             return
         self.outages.went_down(service, reason, fix)
+        cause = reason  # without the fix: `run --once`'s give-up line says the fix on its own
         if fix is not None and fix not in reason:
             reason = f"{reason}; to fix: {fix}"
         since, outages = self.store.outage_state(run.run_id)
@@ -651,7 +655,7 @@ class Daemon:
         if self.once:
             left = self.settings.once_patience_s - self.outages.down_for(service)
             if left <= 0:
-                self.park(run, events, service, reason, outages, given)
+                self.park(run, events, service, reason, outages, cause, fix)
                 return
             delay = min(delay, left)  # the last try falls on the deadline, not a doubling past it
         stamp = utc_now(delay)
@@ -660,7 +664,7 @@ class Daemon:
         self.work.set()
 
     def park(self, run: BriefRow, events: EventLog, service: str, reason: str, outages: int,
-             given: dict[str, str]) -> None:
+             cause: str, fix: str | None) -> None:
         """`run --once` gave up on `service`: the brief stays queued with the reason (`briefd status`
         shows it), not taken again by this run; the next run takes it where it stood. Its wait
         still counts toward patience_s, so a service gone for good fails it in the end."""
@@ -669,10 +673,11 @@ class Daemon:
         self.store.wait_for_service(run.run_id, f"{service}: {reason} (run --once gave up after {down:.0f} s, "
                                                 f"once_patience_s {self.settings.once_patience_s:g}; the next run "
                                                 f"tries again)", stamp)
+        given = {"fix": fix} if fix else {}
         events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1,
                     next_run=True, **given)
         self.parked.add(run.run_id)
-        self.gave_up.setdefault(service, reason)
+        self.gave_up.setdefault(service, (cause, fix))
         self.work.set()
 
     def retry_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,

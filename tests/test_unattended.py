@@ -152,6 +152,8 @@ def test_the_queue_line_and_the_fixes_said_when_a_run_gives_up(cwd: Path) -> Non
     settings = load_settings({}, {})
     assert f"start Ollama at {settings.ollama_host}" in restart_fix("ollama", settings)
     assert f"start SearXNG at {settings.searxng_url}" in restart_fix("searxng", settings)
+    own = restart_fix("searxng", settings, "read SearXNG's log")
+    assert own.startswith("read SearXNG's log;") and "start SearXNG" not in own, "an outage's own fix comes first"
 
 
 # --------------------------------------------------------------------------- systemd notify

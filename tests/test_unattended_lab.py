@@ -22,6 +22,7 @@ from briefd.daemon.sdnotify import socket_address
 from tests.conftest import BRIEFD, Workspace, wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import free_port, start_ollama
+from tests.test_cli_small import searxng_whose_engines_fail
 from tests.test_outages import wait_for_event
 from tests.test_unattended import HOOK
 
@@ -72,6 +73,26 @@ def test_run_once_gives_up_on_a_down_service_and_the_next_run_takes_its_briefs(t
     for name in ("first", "second"):
         assert ws.report(name)["status"] == "done"
         assert [e["type"] for e in ws.events(name)].count("complete") == 1
+
+
+def test_run_once_gives_up_on_failing_engines_with_their_fix_not_start_searxng(tmp_path: Path,
+                                                                                scripted_ollama) -> None:
+    """SearXNG runs but every engine fails (issue 13 #4): the daemon's WARNING and `run --once`'s
+    ERROR point at the engines, SearXNG's log and the network, as `briefd check` does; never at
+    starting SearXNG, which is running."""
+    with searxng_whose_engines_fail() as url:
+        ws = Workspace(root=tmp_path, searxng_url=url, ollama_url=scripted_ollama.url, model="lab-scripted")
+        ws.drop("engines.json", QUICK)
+        gave_up = ws.briefd("run", "--once", "--once-patience-s", "2", timeout=180)
+    assert gave_up.returncode == 3, gave_up.stderr[-3000:]
+    [warned] = log_lines(gave_up.stderr, "WARNING", "searxng is unavailable")
+    [said] = log_lines(gave_up.stderr, "ERROR", "run --once gave up waiting for searxng")
+    for line in (warned, said):
+        assert "to fix: SearXNG is running, but its engines are not answering it (duckduckgo, wikipedia)" in line
+        assert "SearXNG's log" in line and "proxy" in line and "start SearXNG at" not in line
+    assert said.count("SearXNG is running") == 1, "the fix said once"
+    last = ws.events("engines")[-1]
+    assert last["type"] == "waiting" and last["next_run"] is True and "duckduckgo" in last["fix"]
 
 
 def test_an_outage_is_logged_once_and_its_end_once(tmp_path: Path, search_lab) -> None:
