@@ -343,8 +343,10 @@ def settings_table() -> list[dict[str, Any]]:
 
 
 def is_secret(name: str) -> bool:
-    """A setting whose value `briefd config` must not print (serve_token and any other *token*)."""
-    return "token" in name
+    """A setting whose value must never be shown or passed on: its kind is "secret" (serve_token).
+    The kind, not the name: serve_token_file's value is a path, no secret, and `briefd config` shows it."""
+    spec = _BY_NAME.get(name)
+    return spec is not None and spec.kind == "secret"
 
 
 def effective_settings(settings: Settings) -> list[dict[str, Any]]:

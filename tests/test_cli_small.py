@@ -340,13 +340,16 @@ def test_config_without_a_file_says_none_was_read(tmp_path: Path) -> None:
 
 
 def test_a_secret_setting_is_shown_as_set_never_its_value(tmp_path: Path) -> None:
-    """serve_token (the HTTP API's) and any other *token* setting: `briefd config` says whether it is set."""
-    assert is_secret("serve_token") and is_secret("api_token") and not is_secret("model")
+    """serve_token (the HTTP API's) and any other setting of kind secret: `briefd config` says whether it is
+    set; serve_token_file is a path, no secret, and is shown."""
+    assert is_secret("serve_token") and not is_secret("serve_token_file") and not is_secret("model")
     secret = "hunter2-secret-of-enough-length"
     for env, shown in (({"BRIEFD_SERVE_TOKEN": secret}, "(set)"), ({}, "(unset)")):
         row = next(row for row in effective_settings(load_settings({}, env)) if row["name"] == "serve_token")
         assert row["shown"] == shown and "hunter2" not in json.dumps(row)
     for args in (["config"], ["config", "--json"]):
-        result = subprocess.run([BRIEFD, *args], env={**os.environ, "BRIEFD_SERVE_TOKEN": secret}, cwd=tmp_path,
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run([BRIEFD, *args], env={**os.environ, "BRIEFD_SERVE_TOKEN": secret,
+                                                      "BRIEFD_SERVE_TOKEN_FILE": str(tmp_path / "token")},
+                                cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and "serve_token" in result.stdout and "hunter2" not in result.stdout
+        assert str(tmp_path / "token") in result.stdout, "the token file's path is shown: it is no secret"
