@@ -3,7 +3,10 @@
 The operator gives a command as its words (argv: `on_finish = ["/usr/local/bin/notify", "ops"]`);
 briefd runs it when a brief ends (done, failed, cancelled) with the brief's id, status, report
 path and outbox folder in its environment, never through a shell and never with brief text on
-its command line, so nothing a brief or a page says can become a command. It runs off the
+its command line, so nothing a brief or a page says can become a command. It inherits the
+daemon's environment (PATH, HOME, LANG, a proxy...) less what is the daemon's alone: every secret
+setting's variable (BRIEFD_SERVE_TOKEN: settings.secret_variables) and systemd's notify protocol
+(NOTIFY_SOCKET, WATCHDOG_*: a child that pinged for the daemon would hide a stuck one). It runs off the
 event loop (an asyncio subprocess) under `on_finish_timeout_s`; whatever happens to it (not
 found, non-zero exit, killed at the limit) is logged with its exit code and the tail of its
 stderr, and never fails the brief or stops the daemon: the report is already written.
@@ -20,6 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .sdnotify import NOTIFY_VARIABLES
+from .settings import secret_variables
+
 log = logging.getLogger("briefd")
 
 TAIL_BYTES = 2000  # the end of the command's stderr kept for the log (its start is usually the least useful)
@@ -34,8 +40,11 @@ class Ended:
     outdir: Path
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
-        """The daemon's environment plus the four BRIEFD_ variables the README documents."""
-        return {**base, "BRIEFD_ID": self.brief_id, "BRIEFD_STATUS": self.status,
+        """The daemon's environment, less its secrets and systemd's notify variables, plus the four
+        BRIEFD_ variables the README documents."""
+        withheld = secret_variables() | set(NOTIFY_VARIABLES)
+        kept = {name: value for name, value in base.items() if name not in withheld}
+        return {**kept, "BRIEFD_ID": self.brief_id, "BRIEFD_STATUS": self.status,
                 "BRIEFD_REPORT": str(self.outdir / "report.json"), "BRIEFD_OUTDIR": str(self.outdir)}
 
 

@@ -349,6 +349,12 @@ def is_secret(name: str) -> bool:
     return spec is not None and spec.kind == "secret"
 
 
+def secret_variables() -> frozenset[str]:
+    """The environment variables of the secret settings (is_secret): what the daemon never passes on
+    to a command it starts (daemon.onfinish)."""
+    return frozenset(spec.env_name for spec in _SPECS if is_secret(spec.name))
+
+
 def effective_settings(settings: Settings) -> list[dict[str, Any]]:
     """`briefd config`: each setting's value in use and where it came from, as load_settings recorded it.
 

@@ -244,8 +244,32 @@ def test_on_finish_runs_with_the_brief_in_its_environment(tmp_path: Path) -> Non
     ended = onfinish.Ended("b-1", "done", tmp_path / "outbox" / "b-1")
     assert asyncio.run(onfinish.run((sys.executable, str(script), str(out)), ended, 10)) == 0
     seen = json.loads(out.read_text())
-    assert seen == {"BRIEFD_ID": "b-1", "BRIEFD_STATUS": "done", "BRIEFD_OUTDIR": str(tmp_path / "outbox" / "b-1"),
-                    "BRIEFD_REPORT": str(tmp_path / "outbox" / "b-1" / "report.json")}
+    told = {"BRIEFD_ID", "BRIEFD_STATUS", "BRIEFD_OUTDIR", "BRIEFD_REPORT"}  # the four briefd sets (README)
+    assert {k: v for k, v in seen.items() if k in told} == {
+        "BRIEFD_ID": "b-1", "BRIEFD_STATUS": "done", "BRIEFD_OUTDIR": str(tmp_path / "outbox" / "b-1"),
+        "BRIEFD_REPORT": str(tmp_path / "outbox" / "b-1" / "report.json")}
+
+
+def test_on_finish_never_gets_the_daemons_secrets_or_its_notify_socket(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's token and systemd's notify protocol are the daemon's: a child that inherited
+    NOTIFY_SOCKET could ping the watchdog for a stuck daemon. PATH, HOME and LANG still reach it."""
+    secret = "hunter2-secret-of-enough-length"
+    for name, value in {"BRIEFD_SERVE_TOKEN": secret, "NOTIFY_SOCKET": "@briefd-notify", "WATCHDOG_USEC": "120000000",
+                        "WATCHDOG_PID": str(os.getpid()), "LANG": "C.UTF-8", "HOME": str(tmp_path)}.items():
+        monkeypatch.setenv(name, value)
+    script = tmp_path / "dump.py"
+    script.write_text("import json, os, sys\nopen(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))\n")
+    ended = onfinish.Ended("b-5", "done", tmp_path)
+    for run in (lambda argv: asyncio.run(onfinish.run(argv, ended, 10)), lambda argv: onfinish.run_now(argv, ended, 10)):
+        out = tmp_path / "env.json"
+        assert run((sys.executable, str(script), str(out))) == 0
+        seen = json.loads(out.read_text())
+        assert secret not in json.dumps(seen)
+        assert not {"BRIEFD_SERVE_TOKEN", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"} & set(seen)
+        assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == str(tmp_path) and seen["LANG"] == "C.UTF-8"
+        assert seen["BRIEFD_ID"] == "b-5"
+        out.unlink()
 
 
 def test_a_failing_on_finish_is_logged_with_its_code_and_stderr(tmp_path: Path,
