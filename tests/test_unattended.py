@@ -298,6 +298,37 @@ def test_an_on_finish_past_its_limit_is_killed_with_its_children(tmp_path: Path,
     assert not marker.exists(), "the command's children were killed with it"
 
 
+def test_an_on_finish_that_leaves_a_child_in_the_background_succeeds_when_it_exits(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`notify &`-style commands: the command's exit decides, at once, though its child still holds
+    stderr; the child is left to finish (in both the daemon's and the command line's version), and
+    what the command wrote before exiting is still in the log when it fails."""
+    ended = onfinish.Ended("b-6", "done", tmp_path)
+    # the child outlives the limit: waiting for its end of stderr said "ran past ... and was killed"
+    runs = {"async": lambda argv: asyncio.run(onfinish.run(argv, ended, 1.0)),
+            "run_now": lambda argv: onfinish.run_now(argv, ended, 1.0)}
+    for how, run in runs.items():
+        marker = tmp_path / f"{how}-child-finished"
+        script = tmp_path / f"{how}.sh"
+        script.write_text(f"#!/bin/sh\n(sleep 2; touch {marker}) &\necho told >&2\nexit ${{1:-0}}\n")
+        script.chmod(0o755)
+        caplog.clear()
+        began = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="briefd"):
+            assert run((str(script),)) == 0, how
+        assert time.monotonic() - began < 0.9, f"{how}: decided by the command's exit, not its child's"
+        assert [r.levelname for r in caplog.records] == ["INFO"] and "on_finish" in caplog.text
+        assert "done" in caplog.text and "killed" not in caplog.text, how
+        wait_for_file = time.monotonic() + 10
+        while not marker.exists() and time.monotonic() < wait_for_file:
+            time.sleep(0.1)
+        assert marker.exists(), f"{how}: the background child lived to finish"
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="briefd"):
+            assert run((str(script), "4")) == 4, how
+        assert "exited 4; its stderr ends: told" in caplog.text, how
+
+
 def test_an_on_finish_that_cannot_start_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="briefd"):
         assert asyncio.run(onfinish.run((str(tmp_path / "missing"),), onfinish.Ended("b-4", "done", tmp_path), 5)) \
