@@ -4,6 +4,7 @@ real datagram socket, the store lock's holder, the on_finish command run for rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon import onfinish
+from briefd.daemon import onfinish, worker
 from briefd.daemon.files import LOCK_TRY_PAUSE_S, hold_lock, lock_holder, store_lock_path
 from briefd.daemon.outages import OutageLog
 from briefd.daemon.sdnotify import Notifier, socket_address, watchdog_interval
@@ -184,6 +185,33 @@ def test_notifier_sends_datagrams_to_a_real_socket(tmp_path: Path, abstract: boo
         got = [sink.recv(4096).decode() for _ in range(3)]
     assert got[0].splitlines() == ["READY=1", "STATUS=0 queued, 0 running", f"MAINPID={os.getpid()}"]
     assert got[1] == "WATCHDOG=1" and got[2].splitlines() == ["STOPPING=1", "STATUS=bye"]
+
+
+def test_the_daemon_pings_the_watchdog_on_every_tick_not_once_per_half_of_its_limit(
+        tmp_path: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """WatchdogSec=120 with a 5 s tick: a ping every 5 s survives a stall of up to 115 s; pinging only
+    every 60 s (half of WATCHDOG_USEC) survived about 60. Here, scaled down: a 0.1 s tick under a 2 s
+    watchdog pings about every 0.1 s, not once a second."""
+    monkeypatch.setattr(worker, "STATUS_EVERY_S", 0.1)
+    name = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sink:
+        sink.bind(name)
+        sink.settimeout(0.05)
+        daemon = worker.Daemon(load_settings({}, {}), once=False)
+        daemon.notifier = Notifier.from_env({"NOTIFY_SOCKET": name, "WATCHDOG_USEC": "2000000"})
+        monkeypatch.setattr(daemon, "queue_status", lambda: "0 queued, 0 running")
+
+        async def tell_for_a_while() -> None:
+            teller = asyncio.create_task(daemon.tell_systemd())
+            await asyncio.sleep(1.25)
+            teller.cancel()
+
+        asyncio.run(tell_for_a_while())
+        pings = 0
+        with contextlib.suppress(TimeoutError):
+            while True:
+                pings += sink.recv(4096).decode().splitlines().count("WATCHDOG=1")
+    assert pings >= 8, f"{pings} pings in 1.25 s with a 0.1 s tick"
 
 
 def test_without_notify_socket_nothing_is_sent_and_a_missing_socket_is_not_an_error(tmp_path: Path) -> None:
@@ -368,6 +396,17 @@ def test_the_unit_is_a_hardened_notify_service() -> None:
     assert service["WorkingDirectory"][0] in service["ReadWritePaths"][0].split()
     assert service["RestartPreventExitStatus"] == ["2"]
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
+
+
+def test_the_readme_says_the_stall_the_watchdog_survives_as_the_code_and_unit_make_it() -> None:
+    """The tick is STATUS_EVERY_S (shorter than half of WatchdogSec=) and each tick pings: a stall
+    shorter than WatchdogSec= less one tick is survived."""
+    limit = float(unit_sections(UNIT)["Service"]["WatchdogSec"][0])
+    tick = min(worker.STATUS_EVERY_S, limit / 2)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"pings the watchdog every {tick:g} s (systemd restarts a daemon whose event loop stops pinging for "
+            f"`WatchdogSec=`, {limit:g} s, so a stall shorter than {limit - tick:g} s is always survived and one "
+            f"of {limit:g} s never is;") in readme
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
