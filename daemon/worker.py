@@ -239,8 +239,9 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.work = asyncio.Event()
         self.running: dict[int, asyncio.Task[None]] = {}
-        self.outages = OutageLog(patience_s=settings.patience_s)  # each outage logged once, its end once
-        self.parked: set[int] = set()  # `--once`: runs left queued for the next run (their service gave up)
+        # each outage logged once, its end once, with the wait that applies to this run
+        self.outages = OutageLog(patience_s=settings.once_patience_s if once else settings.patience_s, once=once)
+        self.parked: dict[int, str] = {}  # `--once`: runs left queued for the next run -> the service it gave up on
         self.gave_up: dict[str, tuple[str, str | None]] = {}  # `--once`: service -> why this run stopped
         # waiting for it, and the outage's own fix (kept here: the service may come back before the run ends)
         self.notifier = Notifier.from_env()  # systemd (Type=notify); a no-op outside it
@@ -466,8 +467,9 @@ class Daemon:
         """`run --once` stopped waiting: which service, why, the fix, and what stays queued (exit 3)."""
         for service, (reason, own_fix) in self.gave_up.items():
             fix = restart_fix(service, self.settings, own_fix)
+            waiting = sum(1 for gave_up_on in self.parked.values() if gave_up_on == service)
             log.error("run --once gave up waiting for %s after once_patience_s (%g s): %s; %d brief(s) stay "
-                      "queued; to fix: %s", service, self.settings.once_patience_s, reason, len(self.parked), fix)
+                      "queued; to fix: %s", service, self.settings.once_patience_s, reason, waiting, fix)
 
     def ended(self, brief_id: str, status: str, outdir: Path) -> None:
         """A brief ended: its on_finish command starts beside the daemon's work (daemon.onfinish)."""
@@ -616,7 +618,7 @@ class Daemon:
         except ServiceDown as exc:
             self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), research=research)
         except Outage as exc:
-            self.wait_or_fail(run, brief, outdir, events, exc.service, str(exc), fix=exc.fix, research=research)
+            self.wait_or_fail(run, brief, outdir, events, exc.service, exc.reason, fix=exc.fix, research=research)
         except WriteFailed as exc:  # disk full, read-only outbox: the research is kept, the brief waits
             self.wait_or_fail(run, brief, outdir, events, "outbox", str(exc), fix=exc.fix, research=research)
         except asyncio.CancelledError:
@@ -677,7 +679,7 @@ class Daemon:
         given = {"fix": fix} if fix else {}
         events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1,
                     next_run=True, **given)
-        self.parked.add(run.run_id)
+        self.parked[run.run_id] = service
         self.gave_up.setdefault(service, (cause, fix))
         self.work.set()
 

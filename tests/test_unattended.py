@@ -21,11 +21,14 @@ from pathlib import Path
 import pytest
 
 from briefd.daemon import onfinish, worker
+from briefd.daemon.events import EventLog
 from briefd.daemon.files import LOCK_TRY_PAUSE_S, hold_lock, lock_holder, store_lock_path
+from briefd.daemon.loop import Outage
 from briefd.daemon.outages import OutageLog
 from briefd.daemon.sdnotify import Notifier, socket_address, watchdog_interval
 from briefd.daemon.settings import Settings, SettingsError, load_settings, settings_table
 from briefd.daemon.worker import queue_line, restart_fix, startup_line
+from briefd.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT = ROOT / "contrib" / "systemd" / "briefd.service"
@@ -132,6 +135,47 @@ def test_a_new_fix_for_a_service_already_down_is_news(caplog: pytest.LogCaptureF
         book.went_down("ollama", "model missing", fix="run: ollama pull m")
     assert [r.getMessage().count("run: ollama pull m") for r in caplog.records] == [0, 1]
     assert book.fix("ollama") == "run: ollama pull m"
+
+
+def test_run_once_says_each_outage_once_with_its_own_wait_and_counts_briefs_per_service(
+        cwd: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Three briefs meet outages under `run --once` (two ollama, one searxng's refusal): the WARNING says
+    the reason once (not "searxng is unavailable: searxng is unavailable"), names once_patience_s (the
+    wait that applies), and the give-up lines count each service's own briefs."""
+    clock = Clock()
+    daemon = worker.Daemon(load_settings({"once_patience_s": "30"}, {}), once=True)
+    daemon.outages.clock = clock
+    daemon.store = store = Store(cwd / "briefd.db")
+    try:
+        for brief_id in ("a", "b", "c"):
+            store.add_brief(brief_id=brief_id, question="Why?", source_file=f"{brief_id}.json", received=b"{}",
+                            brief_json='{"question": "Why?"}', inbox_path=str(cwd / f"{brief_id}.json"))
+        runs = [store.claim_next() for _ in range(3)]
+        outages = [Outage("ollama", "Ollama at http://127.0.0.1:9: connection refused"),
+                   Outage("ollama", "Ollama at http://127.0.0.1:9: connection refused"),
+                   Outage("searxng", "SearXNG answered HTTP 403: enable json", fix="enable json")]
+        with caplog.at_level(logging.WARNING, logger="briefd"):
+            for run, outage in zip(runs, outages):  # each brief meets its outage: they wait
+                assert run is not None
+                events = EventLog(store, run.run_id, run.brief_id, cwd / run.brief_id / "events.ndjson")
+                daemon.wait_or_fail(run, None, cwd / run.brief_id, events, outage.service, outage.reason, outage.fix)
+            clock.now += 31  # past once_patience_s: each is parked for the next run
+            for run, outage in zip(runs, outages):
+                assert run is not None
+                events = EventLog(store, run.run_id, run.brief_id, cwd / run.brief_id / "events.ndjson")
+                daemon.wait_or_fail(run, None, cwd / run.brief_id, events, outage.service, outage.reason, outage.fix)
+            daemon.say_gave_up()
+    finally:
+        store.close()
+    said = [r.getMessage() for r in caplog.records]
+    warned = [m for m in said if " is unavailable: " in m and "gave up" not in m]
+    assert len(warned) == 2 and not [m for m in said if "is unavailable: searxng is unavailable" in m], said
+    assert all("up to once_patience_s 30 s, then they stay queued for the next run" in m for m in warned), warned
+    assert not [m for m in warned if "up to patience_s" in m], "patience_s is not the wait under --once"
+    [ollama] = [m for m in said if m.startswith("run --once gave up waiting for ollama")]
+    [searxng] = [m for m in said if m.startswith("run --once gave up waiting for searxng")]
+    assert "2 brief(s) stay queued" in ollama and "1 brief(s) stay queued" in searxng
+    assert ": SearXNG answered HTTP 403: enable json; 1 brief(s)" in searxng, "the reason, without a second prefix"
 
 
 def test_the_startup_line_names_what_the_daemon_uses(cwd: Path) -> None:
