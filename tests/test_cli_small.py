@@ -288,6 +288,31 @@ def test_entries_that_are_not_briefs_get_one_notice_each(tmp_path: Path, caplog:
         store.close()
 
 
+def test_inbox_names_cannot_forge_log_lines_or_send_escapes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A file's name is untrusted: a newline in it must not start a forged log line, nor an escape
+    sequence reach the journal or a terminal tailing it. Each notice stays one line, the characters
+    shown as visible \\uXXXX escapes (untrusted.log_text)."""
+    folder, outbox = tmp_path / "inbox", tmp_path / "outbox"
+    folder.mkdir()
+    forged = "x\nbriefd ERROR forged \x1b[31m"
+    (folder / forged).write_text("not a brief")
+    (folder / f"{forged}.json").write_text("{not json")
+    store = Store(tmp_path / "briefd.db")
+    try:
+        inbox = Inbox(folder, outbox, store, settle_seconds=0)
+        with caplog.at_level(logging.INFO, logger="briefd"):
+            inbox.scan()
+            inbox.take_ready()
+    finally:
+        store.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert any("is in the inbox but is not a brief" in m for m in said) and any("rejected" in m for m in said)
+    for message in said:
+        assert "\n" not in message and "\x1b" not in message, message
+        assert message.startswith("x\\u000abriefd ERROR forged \\u001b[31m"), message
+
+
 def test_the_daemon_and_status_name_what_sits_in_the_inbox(tmp_path: Path) -> None:
     (tmp_path / "inbox" / "old").mkdir(parents=True)
     (tmp_path / "inbox" / "notes.txt").write_text("ideas")
