@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -463,6 +464,24 @@ def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
     copy.write_text(text)
     result = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+
+
+def readme_section(title: str) -> str:
+    """The README's text under a heading, up to the next heading (## to ####; a `# ` line is a comment
+    in a code block), on one line."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(title)
+    end = re.search(r"\n#{2,4} ", text[start + len(title):])
+    return " ".join(text[start:start + len(title) + end.start() if end else None].split())
+
+
+def test_the_exit_codes_say_that_a_stopped_run_once_exits_0_with_its_briefs_requeued() -> None:
+    """SIGTERM/SIGINT to `run --once` is a graceful exit 0 (tests/test_crash.py) that leaves briefs
+    unfinished: the README's table and the cron file must not say 0 means every brief finished, alone."""
+    cron = " ".join(line.lstrip("# ") for line in CRON.read_text().splitlines() if line.startswith("#"))
+    [zero] = [row for row in readme_section("#### With cron").split("| 0 |")[1:2]]
+    for said in (zero.split("|")[0], cron.split(" 2 ")[0]):
+        assert "SIGTERM" in said and "re-queued" in said and "next run" in said, said
 
 
 def test_the_cron_example_runs_once_with_a_short_patience() -> None:
