@@ -484,6 +484,18 @@ def test_the_exit_codes_say_that_a_stopped_run_once_exits_0_with_its_briefs_requ
         assert "SIGTERM" in said and "re-queued" in said and "next run" in said, said
 
 
+def test_the_on_finish_example_mails_over_smtp_which_the_units_sandbox_allows() -> None:
+    """`mail` cannot deliver under the shipped unit (ProtectSystem=strict makes the spool read-only,
+    NoNewPrivileges ignores postdrop's setgid): the example submits over SMTP and says why."""
+    service = unit_sections(UNIT)["Service"]
+    assert service["ProtectSystem"] == ["strict"] and service["NoNewPrivileges"] == ["yes"]
+    assert "AF_INET" in service["RestrictAddressFamilies"][0].split()
+    section = readme_section("#### Being told when a brief ends: `on_finish`")
+    assert "curl -sS --url smtp://" in section and "--mail-rcpt" in section and "--upload-file -" in section
+    assert "mail -s" not in section
+    assert "ProtectSystem=strict" in section and "NoNewPrivileges=yes" in section and "setgid" in section
+
+
 def test_the_cron_example_runs_once_with_a_short_patience() -> None:
     lines = [line for line in CRON.read_text().splitlines() if line.strip() and not line.startswith("#")]
     env = dict(line.split("=", 1) for line in lines if "=" in line.split()[0])
