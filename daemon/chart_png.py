@@ -2,9 +2,10 @@
 
 The chart every brief gets is chart.svg (daemon/charts.py: the standard library draws it);
 this module draws the same layout (`charts.chart_layout`), in the same colours (its
-RANGE_COLOUR and TARGET_COLOUR), with matplotlib for whoever wants a raster image beside it, and writes the report's `chart` note. matplotlib is about 170 MB of a
-300 MB install for one picture, so it is an extra: without it, chart.png is simply not
-written and report.json's `chart.png_missing` says how to get it.
+RANGE_COLOUR and TARGET_COLOUR), with matplotlib for whoever wants a raster image beside it,
+and writes the report's `chart` note. matplotlib is about 170 MB of a 300 MB install for one
+picture, so it is an extra: without it, chart.png is simply not written and report.json's
+`chart.png_missing` says how to get it.
 
 matplotlib runs with the Agg backend (no display, safe under systemd or cron). Drawing is
 total: any estimate gives either a PNG or the reason there is none (`Chart.missing`), never an

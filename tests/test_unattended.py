@@ -334,7 +334,8 @@ def test_on_finish_never_gets_the_daemons_secrets_or_its_notify_socket(tmp_path:
     script = tmp_path / "dump.py"
     script.write_text("import json, os, sys\nopen(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))\n")
     ended = onfinish.Ended("b-5", "done", tmp_path)
-    for run in (lambda argv: asyncio.run(onfinish.run(argv, ended, 10)), lambda argv: onfinish.run_now(argv, ended, 10)):
+    for run in (lambda argv: asyncio.run(onfinish.run(argv, ended, 10)),
+                lambda argv: onfinish.run_now(argv, ended, 10)):
         out = tmp_path / "env.json"
         assert run((sys.executable, str(script), str(out))) == 0
         seen = json.loads(out.read_text())
