@@ -1,10 +1,11 @@
 """chart.png for estimate briefs, when matplotlib is installed (the `png` extra).
 
 The chart every brief gets is chart.svg (daemon/charts.py: the standard library draws it);
-this module draws the same layout (`charts.chart_layout`) with matplotlib for whoever wants a
-raster image beside it, and writes the report's `chart` note. matplotlib is about 170 MB of a
-300 MB install for one picture, so it is an extra: without it, chart.png is simply not
-written and report.json's `chart.png_missing` says how to get it.
+this module draws the same layout (`charts.chart_layout`), in the same colours (its
+RANGE_COLOUR and TARGET_COLOUR), with matplotlib for whoever wants a raster image beside it,
+and writes the report's `chart` note. matplotlib is about 170 MB of a 300 MB install for one
+picture, so it is an extra: without it, chart.png is simply not written and report.json's
+`chart.png_missing` says how to get it.
 
 matplotlib runs with the Agg backend (no display, safe under systemd or cron). Drawing is
 total: any estimate gives either a PNG or the reason there is none (`Chart.missing`), never an
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .charts import CHART_FILE, ChartLayout, chart_layout
+from .charts import CHART_FILE, RANGE_COLOUR, TARGET_COLOUR, ChartLayout, chart_layout
 from .files import atomic_write_bytes
 from .untrusted import fold
 
@@ -64,10 +65,10 @@ def _draw_figure(layout: ChartLayout, unit: str, title: str) -> bytes:
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     try:
         if layout.band is not None:
-            ax.axhspan(*layout.band, color="tab:green", alpha=0.15, label=layout.band_label)
-        ax.fill_between(xs, lows, highs, step="post", alpha=0.25, color="tab:blue", label="estimate range")
-        ax.plot(xs, lows, drawstyle="steps-post", color="tab:blue")
-        ax.plot(xs, highs, drawstyle="steps-post", color="tab:blue")
+            ax.axhspan(*layout.band, color=TARGET_COLOUR, alpha=0.15, label=layout.band_label)
+        ax.fill_between(xs, lows, highs, step="post", alpha=0.25, color=RANGE_COLOUR, label="estimate range")
+        ax.plot(xs, lows, drawstyle="steps-post", color=RANGE_COLOUR)
+        ax.plot(xs, highs, drawstyle="steps-post", color=RANGE_COLOUR)
         ax.annotate(layout.final_label, (layout.xs[-1], layout.highs[-1]), textcoords="offset points",
                     xytext=(0, 8), fontsize=9, fontweight="bold", ha="left")
         ax.set_xticks(layout.xs, layout.tick_labels, fontsize=8)

@@ -383,15 +383,24 @@ def evidence_points(report: Mapping[str, Any]) -> list[EvidencePoint]:
     evidence it shows the summary (decide.strongest_first)."""
     topics = [fold(report.get("research_question")) or fold(report.get("question")), fold(report.get("question"))]
     points = []
-    for item in as_list(report.get("evidence")):
-        if not isinstance(item, Mapping):
-            continue
+    for item in _evidence_items(report):
         confidence = number(item.get("confidence"))
         points.append(EvidencePoint(
             host=host_of(item.get("url")), tier=tier_of(item.get("tier")),
             confidence=None if confidence is None else min(1.0, max(0.0, confidence)),
             relevance=relevance(fold(item.get("quote")), topics)))
     return points
+
+
+def has_evidence_points(report: Mapping[str, Any]) -> bool:
+    """Does the report get the evidence charts (evidence_points is not empty)? Asked without
+    computing any quote's relevance, for report.md's image lines (report.markdown_doc)."""
+    return bool(_evidence_items(report))
+
+
+def _evidence_items(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The report's evidence entries that are items (objects); anything else in the list is skipped."""
+    return [item for item in as_list(report.get("evidence")) if isinstance(item, Mapping)]
 
 
 TIER_ORDER: tuple[str, ...] = (*TIERS, UNRATED)

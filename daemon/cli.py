@@ -67,7 +67,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "serve": ("briefd serve                                  # http://127.0.0.1:8765/: loopback, no token",
               "briefd serve --config /etc/briefd/briefd.toml   # serve_host and serve_token_file set there",
               "briefd serve --inbox /srv/briefd/inbox --outbox /srv/briefd/outbox --db /srv/briefd/briefd.db"),
-    "datasette": ("briefd datasette > briefd-metadata.json && datasette briefd.db --metadata briefd-metadata.json",),
+    "datasette": (DATASETTE_COMMAND,),
     "config": ("briefd config", "briefd config --json", "briefd config --config /etc/briefd/briefd.toml"),
     "library": ("briefd library status", "briefd library search \"gusset plate\"", "briefd library reindex"),
     "library status": ("briefd library status",),

@@ -82,6 +82,7 @@ from .files import ProcessLock, hold_lock, read_at_most
 from .followup import check_follows
 from .report import write_rejection
 from .series import record_accepted
+from .untrusted import log_text
 
 if TYPE_CHECKING:  # watchdog is imported where an observer starts, not for every CLI command
     from watchdog.observers.api import BaseObserver
@@ -248,7 +249,7 @@ class Inbox:
                     path.unlink()
                     cleaned += 1
             except OSError as exc:
-                log.warning("could not tidy %s: %s", _clean(str(path)), exc)
+                log.warning("could not tidy %s: %s", log_text(path), log_text(exc))
                 continue
             self.store.mark_inbox_removed(run_id)
         return cleaned
@@ -268,7 +269,7 @@ class Inbox:
             elif (shown := not_a_brief(entry.name, _is_dir(entry))) is not None:
                 strays.add(shown)
         for shown in sorted(strays - self.strays):
-            log.info("%s", stray_notice(shown))
+            log.info("%s", log_text(stray_notice(shown)))
         self.strays = strays  # one gone and put back is noticed again
 
     def notice(self, path: Path, complete: bool = False) -> None:
@@ -326,7 +327,7 @@ class Inbox:
                         log.warning("files stay in the inbox until the store can take them: the store %s "
                                     "(to fix: %s)", problem.reason, problem.fix)
                     break
-                log.exception("%s could not be taken", _clean(path.name))
+                log.exception("%s could not be taken", log_text(path.name))
                 self._leave(path, f"could not be taken ({type(exc).__name__}: {_clean(str(exc))}); "
                                   f"it stays in the inbox and is tried again when it changes or briefd restarts")
                 continue
@@ -413,7 +414,7 @@ class Inbox:
         crashpoints.reached("accepted")
         self._remove(path, st)
         self.store.mark_inbox_removed(run_id)
-        log.info("%s accepted from %s (run %d)", brief.id, name, run_id)
+        log.info("%s accepted from %s (run %d)", log_text(brief.id), log_text(name), run_id)
         return Accepted(run_id, brief.id, rejected=False)
 
     def _already_recorded(self, path: Path, st: os.stat_result, inbox_path: str, sha: str) -> bool:
@@ -443,7 +444,7 @@ class Inbox:
                                           error=str(err), details=details, inbox_path=_clean(str(path)))
         self._remove(path, st)
         self.store.mark_inbox_removed(run_id)
-        log.warning("%s rejected: %s (%s)", name, err, written)
+        log.warning("%s rejected: %s (%s)", log_text(name), log_text(err), log_text(written))
         return Accepted(run_id, brief_id, rejected=True, error=str(err))
 
     def _reject_link(self, path: Path, st: os.stat_result) -> Accepted | None:
@@ -490,7 +491,7 @@ class Inbox:
                                           details=details, inbox_path=inbox_path)
         self._remove(path, st)
         self.store.mark_inbox_removed(run_id)
-        log.warning("%s rejected: %s", name, error)
+        log.warning("%s rejected: %s", log_text(name), log_text(error))
         return Accepted(run_id, brief_id, rejected=True, error=error)
 
     def _leave_unreadable(self, path: Path, st: os.stat_result, exc: OSError) -> None:
@@ -518,7 +519,7 @@ class Inbox:
             return None
         self.refused[path] = (version, reason)
         name = _clean(path.name)
-        log.warning("%s left in the inbox: %s", name, reason)
+        log.warning("%s left in the inbox: %s", log_text(name), log_text(reason))
         if notice is not None:
             brief_id = id_from_filename(path.name)
             try:
@@ -526,7 +527,7 @@ class Inbox:
                                 {"field": "", **notice, "left_in_inbox": True}, None,
                                 aside=self._outdir_busy(brief_id), repeat=False)
             except (OSError, ValueError) as exc:
-                log.warning("%s: could not write the notice to the outbox: %s", name, exc)
+                log.warning("%s: could not write the notice to the outbox: %s", log_text(name), log_text(exc))
         return None
 
     def _outdir_busy(self, brief_id: str) -> bool:
@@ -545,7 +546,7 @@ class Inbox:
             return False
         if not _same_content(now, taken):
             log.warning("%s changed after it was taken; the new version stays and is taken as a new brief",
-                        _clean(path.name))
+                        log_text(path.name))
             return False
         try:
             path.unlink()

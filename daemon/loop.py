@@ -98,7 +98,8 @@ class Cancelled(Exception):
 class Outage(Exception):
     """SearXNG stayed down through the loop's own retries, or refuses us: the brief waits, not fails.
 
-    `fix` is set when only the user can end it (json format off, limiter on).
+    `fix` is set when it is not "start SearXNG": json format off, limiter on (only the user can
+    end those), or SearXNG running while its engines fail (search.EnginesFailing).
     """
 
     def __init__(self, service: str, reason: str, fix: str | None = None) -> None:
@@ -542,10 +543,8 @@ class Research:
                 lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
                                self.params, self.svc.settings.search_timeout_s),
                 service="searxng", on_wait=self.on_wait)
-        except SearchRefused as exc:
+        except (SearchRefused, SearchUnavailable) as exc:  # each carries its own fix, if it has one
             raise Outage("searxng", str(exc), fix=exc.fix) from exc
-        except SearchUnavailable as exc:
-            raise Outage("searxng", str(exc)) from exc
         self.store.set_waiting(self.run_id, None)
         self.svc.outages.came_back("searxng")
         self.store.cache_search(key, query, query_params(self.params),
@@ -1351,11 +1350,15 @@ class Research:
     def record_call(self, rec: CallRecord) -> None:
         self.store.record_model_call(self.run_id, rec)
 
-    def on_wait(self, service: str, retry_at: float, reason: str) -> None:
+    def on_wait(self, service: str, retry_at: float, reason: str, fix: str | None) -> None:
+        """A call waits to try again (retry.call_with_retries): the brief's status and event say why,
+        and the daemon's outage log hears it with its fix (SearXNG's engines failing has its own)."""
         when = datetime.fromtimestamp(retry_at, timezone.utc).replace(microsecond=0).isoformat()
-        self.store.set_waiting(self.run_id, f"{service}: {reason} (retry at {when})")
-        self.svc.outages.went_down(service, reason)
-        self.events.emit("waiting", service=service, reason=reason, retry_at=when)
+        told = f"{reason}; to fix: {fix}" if fix is not None and fix not in reason else reason
+        self.store.set_waiting(self.run_id, f"{service}: {told} (retry at {when})")
+        self.svc.outages.went_down(service, reason, fix)
+        given = {"fix": fix} if fix else {}
+        self.events.emit("waiting", service=service, reason=reason, retry_at=when, **given)
 
     # ---- bookkeeping --------------------------------------------------------------------------------
 

@@ -3,10 +3,16 @@
 The operator gives a command as its words (argv: `on_finish = ["/usr/local/bin/notify", "ops"]`);
 briefd runs it when a brief ends (done, failed, cancelled) with the brief's id, status, report
 path and outbox folder in its environment, never through a shell and never with brief text on
-its command line, so nothing a brief or a page says can become a command. It runs off the
-event loop (an asyncio subprocess) under `on_finish_timeout_s`; whatever happens to it (not
-found, non-zero exit, killed at the limit) is logged with its exit code and the tail of its
-stderr, and never fails the brief or stops the daemon: the report is already written.
+its command line, so nothing a brief or a page says can become a command. It inherits the
+daemon's environment (PATH, HOME, LANG, a proxy...) less what is the daemon's alone: every secret
+setting's variable (BRIEFD_SERVE_TOKEN: settings.secret_variables) and systemd's notify protocol
+(NOTIFY_SOCKET, WATCHDOG_*: a child that pinged for the daemon would hide a stuck one).
+
+It runs off the event loop (an asyncio subprocess) under `on_finish_timeout_s`, judged by its own
+exit (what it leaves running in the background is its business, and lives on); whatever happens
+to it (not found, non-zero exit, killed with its process group at the limit) is logged with its
+exit code and the tail of its stderr, and never fails the brief or stops the daemon: the report
+is already written.
 """
 
 from __future__ import annotations
@@ -16,9 +22,14 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
+
+from .sdnotify import NOTIFY_VARIABLES
+from .settings import secret_variables
 
 log = logging.getLogger("briefd")
 
@@ -34,8 +45,11 @@ class Ended:
     outdir: Path
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
-        """The daemon's environment plus the four BRIEFD_ variables the README documents."""
-        return {**base, "BRIEFD_ID": self.brief_id, "BRIEFD_STATUS": self.status,
+        """The daemon's environment, less its secrets and systemd's notify variables, plus the four
+        BRIEFD_ variables the README documents."""
+        withheld = secret_variables() | set(NOTIFY_VARIABLES)
+        kept = {name: value for name, value in base.items() if name not in withheld}
+        return {**kept, "BRIEFD_ID": self.brief_id, "BRIEFD_STATUS": self.status,
                 "BRIEFD_REPORT": str(self.outdir / "report.json"), "BRIEFD_OUTDIR": str(self.outdir)}
 
 
@@ -58,57 +72,68 @@ def not_started(argv: tuple[str, ...], ended: Ended, exc: OSError) -> str:
 
 async def run(argv: tuple[str, ...], ended: Ended, timeout_s: float) -> int | None:
     """Run the command for one ended brief; its exit code (None: not started or killed). Never raises
-    for the command's sake: every failure is logged at WARNING."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, env=ended.environ(os.environ), start_new_session=True)
-    except OSError as exc:
-        log.warning("%s", not_started(argv, ended, exc))
-        return None
-    assert proc.stderr is not None
-    tail = bytearray()
+    for the command's sake: every failure is logged at WARNING.
 
-    async def keep_tail() -> None:
-        assert proc.stderr is not None
-        while chunk := await proc.stderr.read(65536):
-            tail.extend(chunk)
-            del tail[:-TAIL_BYTES]
-
-    code: int | None
-    try:
-        await asyncio.wait_for(asyncio.gather(keep_tail(), proc.wait()), timeout_s)
-        code = proc.returncode
-    except TimeoutError:
-        _kill_group(proc.pid)
-        await proc.wait()
-        code = None
-    except asyncio.CancelledError:  # the daemon stops: the command does not outlive it
-        _kill_group(proc.pid)
-        raise
-    problem = outcome(argv, ended, code, bytes(tail), timeout_s)
-    if problem is not None:
-        log.warning("%s", problem)
-    else:
-        log.info("%s: on_finish %s done", ended.brief_id, argv[0])
+    Its exit alone decides (`proc.wait`): a command that leaves work in the background (`curl ... &`)
+    has succeeded when it exits 0, though its child still holds stderr open. So stderr goes to an
+    unlinked temporary file, not a pipe whose end-of-file would wait for that child (and whose
+    closing would kill it with SIGPIPE); its tail is read once the command exits."""
+    with tempfile.TemporaryFile() as stderr:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                stderr=stderr, env=ended.environ(os.environ), start_new_session=True)
+        except OSError as exc:
+            log.warning("%s", not_started(argv, ended, exc))
+            return None
+        code: int | None
+        try:
+            code = await asyncio.wait_for(proc.wait(), timeout_s)
+        except TimeoutError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            code = None
+        except asyncio.CancelledError:  # the daemon stops: a command still running does not outlive it
+            _kill_group(proc.pid)
+            raise
+        _say(argv, ended, code, _tail(stderr), timeout_s)
     return code
 
 
 def run_now(argv: tuple[str, ...], ended: Ended, timeout_s: float) -> int | None:
-    """The same for a command-line caller without an event loop (`briefd cancel` of a queued brief)."""
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=ended.environ(os.environ), timeout=timeout_s, start_new_session=True)
-    except subprocess.TimeoutExpired as exc:
-        log.warning("%s", outcome(argv, ended, None, exc.stderr or b"", timeout_s))
-        return None
-    except OSError as exc:
-        log.warning("%s", not_started(argv, ended, exc))
-        return None
-    problem = outcome(argv, ended, done.returncode, done.stderr, timeout_s)
+    """The same for a command-line caller without an event loop (`briefd cancel` of a queued brief):
+    decided by the command's exit alone, its process group killed only past the limit (as `run`)."""
+    with tempfile.TemporaryFile() as stderr:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    env=ended.environ(os.environ), start_new_session=True)
+        except OSError as exc:
+            log.warning("%s", not_started(argv, ended, exc))
+            return None
+        code: int | None
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.wait()
+            code = None
+        _say(argv, ended, code, _tail(stderr), timeout_s)
+    return code
+
+
+def _tail(stderr: IO[bytes]) -> bytes:
+    """The last TAIL_BYTES the command (or a child it left behind, so far) wrote to its stderr file."""
+    size = stderr.seek(0, os.SEEK_END)
+    stderr.seek(max(0, size - TAIL_BYTES))
+    return stderr.read(TAIL_BYTES)
+
+
+def _say(argv: tuple[str, ...], ended: Ended, code: int | None, stderr: bytes, timeout_s: float) -> None:
+    problem = outcome(argv, ended, code, stderr, timeout_s)
     if problem is not None:
         log.warning("%s", problem)
-    return done.returncode
+    else:
+        log.info("%s: on_finish %s done", ended.brief_id, argv[0])
 
 
 def _kill_group(pid: int) -> None:

@@ -30,7 +30,8 @@ class _Down:
 class OutageLog:
     """Which services are down now (in this process), logged once per outage."""
 
-    patience_s: float = 0.0  # only said in the warning: how long a brief waits before it fails
+    patience_s: float = 0.0  # only said in the warning: how long a brief waits (patience_s, or once_patience_s)
+    once: bool = False  # `run --once`: after once_patience_s a brief stays queued for the next run, not failed
     clock: Callable[[], float] = time.monotonic
     down: dict[str, _Down] = field(default_factory=dict)
 
@@ -45,8 +46,10 @@ class OutageLog:
         else:
             known.reason, known.fix = reason, fix
         said = f"; to fix: {fix}" if fix is not None and fix not in reason else ""
-        log.warning("%s is unavailable: %s%s. Briefs that need it wait (up to patience_s %g s) and go on "
-                    "when it is back.", service, reason, said, self.patience_s)
+        waits = (f"up to once_patience_s {self.patience_s:g} s, then they stay queued for the next run" if self.once
+                 else f"up to patience_s {self.patience_s:g} s")
+        log.warning("%s is unavailable: %s%s. Briefs that need it wait (%s) and go on when it is back.",
+                    service, reason, said, waits)
 
     def came_back(self, service: str) -> None:
         """A call to `service` succeeded: an INFO line when it had been down."""

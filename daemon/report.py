@@ -36,7 +36,7 @@ from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 from . import files
 from .brief import ID_RE, id_from_filename, valid_id
 from .charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANCE_FILE, SOURCES_ALT,
-                           SOURCES_FILE, band_missing, evidence_points, report_charts)
+                           SOURCES_FILE, band_missing, has_evidence_points, report_charts)
 from .citations import CITATION_RE, find_citations
 from .egress import method_line
 from .judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
@@ -943,7 +943,7 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
     lines += ["## Summary", "", summary_md or "_No summary._", ""]
 
     lines += _md_evidence(report)
-    if evidence_points(report):  # seed 5's charts, as charts.report_charts draws them
+    if has_evidence_points(report):  # seed 5's charts, as charts.report_charts draws them
         _md_chart(doc, SOURCES_FILE, SOURCES_ALT)
         _md_chart(doc, RELEVANCE_FILE, RELEVANCE_ALT)
     lines += _md_sides(_dict(report.get("sides")), _source_numbers(report))
@@ -1111,11 +1111,16 @@ def _html_tokens(doc: MarkdownDoc, charts: Mapping[str, str]) -> tuple[Any, list
     return md, tokens
 
 
-def render_html(report: Mapping[str, Any]) -> str:
+def render_html(report: Mapping[str, Any], charts: Sequence[tuple[str, str]] | None = None) -> str:
     """report.html: report.md rendered by markdown-it-py in one standalone HTML5 page with
-    inline CSS; each chart report.md shows beside it is inlined there as SVG (report_charts)."""
-    doc = markdown_doc(report)
-    md, tokens = _html_tokens(doc, dict(report_charts(report)))
+    inline CSS; each chart report.md shows beside it is inlined there as SVG: `charts` as
+    report_charts drew them (write_report draws them once for the files and the page), or
+    drawn here for a caller that has none yet."""
+    return _html_page(report, markdown_doc(report), report_charts(report) if charts is None else charts)
+
+
+def _html_page(report: Mapping[str, Any], doc: MarkdownDoc, charts: Sequence[tuple[str, str]]) -> str:
+    md, tokens = _html_tokens(doc, dict(charts))
     body = md.renderer.render(tokens, md.options, {})
     question = fold(report.get("question")) or "Untitled brief"
     return "\n".join([
@@ -1161,11 +1166,14 @@ def write_report(outdir: Path, report: Mapping[str, Any], formats: Iterable[str]
     outdir = Path(outdir)
     # Render everything first: a report that cannot be rendered or serialized fails here,
     # before any file of the earlier state is replaced.
-    contents: list[tuple[Path, str]] = [(outdir / name, svg) for name, svg in report_charts(report)]
-    if "md" in wanted:
-        contents.append((outdir / "report.md", render_markdown(report)))
-    if "html" in wanted:
-        contents.append((outdir / "report.html", render_html(report)))
+    # Each chart drawn once (for its file and report.html), report.md's document built once (for both).
+    drawn = report_charts(report)
+    contents: list[tuple[Path, str]] = [(outdir / name, svg) for name, svg in drawn]
+    doc = markdown_doc(report) if wanted & {"md", "html"} else None
+    if doc is not None and "md" in wanted:
+        contents.append((outdir / "report.md", doc.text))
+    if doc is not None and "html" in wanted:
+        contents.append((outdir / "report.html", _html_page(report, doc, drawn)))
     contents.append((outdir / "report.json",
                      json.dumps(_json_safe(report), indent=2, ensure_ascii=False) + "\n"))
     for path, text in contents:

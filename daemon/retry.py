@@ -62,8 +62,8 @@ IN_CALL = Backoff(base_s=1.0, cap_s=30.0)   # between tries of one model call or
 QUEUE = Backoff(base_s=2.0, cap_s=300.0)    # between a brief's trips back to the queue (README: 2 s doubling to 5 min)
 
 # What a caller is told before each wait: the service, when the next try starts (epoch
-# seconds), and why it waits (one line, said to the user).
-OnWait = Callable[[str, float, str], None]
+# seconds), why it waits (one line, said to the user), and the failure's own fix (Transient.fix).
+OnWait = Callable[[str, float, str, "str | None"], None]
 
 
 class Transient(Exception):
@@ -71,7 +71,12 @@ class Transient(Exception):
 
     Raise it (or a subclass, such as `search.SearchUnavailable`) from a call run by
     `call_with_retries`; any other exception passes straight through, untried again.
+    `fix` is None when the service coming back (or being started) ends it; a failure that
+    something else ends (SearXNG running while its engines fail: search.EnginesFailing) carries
+    that fix, and `on_wait` hears it from the first wait on, so the daemon's log says it.
     """
+
+    fix: str | None = None
 
 
 def transient_status(status: int) -> bool:
@@ -117,7 +122,7 @@ async def call_with_retries(
 ) -> T:
     """Run `call` until it returns, trying again after each `Transient` up to `attempts` tries in all.
 
-    Before each wait `on_wait(service, retry_at, reason)` hears what is awaited. After the
+    Before each wait `on_wait(service, retry_at, reason, fix)` hears what is awaited. After the
     last try the last `Transient` is raised as it is: the caller turns it into its own
     outage (which sends the brief back to the queue). Anything else raised by `call` is not
     worth waiting for and passes through at once.
@@ -134,5 +139,5 @@ async def call_with_retries(
                 raise
             delay = backoff_delay(schedule, failures, rand)
             if on_wait is not None:
-                on_wait(service, time.time() + delay, str(exc))
+                on_wait(service, time.time() + delay, str(exc), exc.fix)
         await sleep(delay)

@@ -21,6 +21,10 @@ from dataclasses import dataclass
 
 log = logging.getLogger("briefd")
 
+# What systemd hands the daemon for this protocol: the daemon's alone (a child that inherited them
+# could send READY, STATUS or WATCHDOG for it), so the commands it starts never get them (daemon.onfinish).
+NOTIFY_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+
 
 def socket_address(value: str) -> str | bytes | None:
     """$NOTIFY_SOCKET as an address for sendto: '@name' is the abstract socket '\\0name'; a

@@ -98,7 +98,11 @@ class SearchResponse:
 
 
 class SearchUnavailable(Transient):
-    """SearXNG could not be reached or answered 5xx: transient, worth waiting for (the retry policy's)."""
+    """SearXNG could not be reached or answered 5xx: transient, worth waiting for (the retry policy's).
+
+    Its `fix` (Transient's) is None: starting SearXNG, or pointing briefd at it, ends it. An outage
+    whose fix lies elsewhere (EnginesFailing) carries its own, which the daemon's log and
+    `run --once`'s give-up line say instead (daemon.loop.Outage, daemon.worker.restart_fix)."""
 
 
 class EnginesFailing(SearchUnavailable):

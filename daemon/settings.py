@@ -348,8 +348,16 @@ def settings_table() -> list[dict[str, Any]]:
 
 
 def is_secret(name: str) -> bool:
-    """A setting whose value `briefd config` must not print (serve_token and any other *token*)."""
-    return "token" in name
+    """A setting whose value must never be shown or passed on: its kind is "secret" (serve_token).
+    The kind, not the name: serve_token_file's value is a path, no secret, and `briefd config` shows it."""
+    spec = _BY_NAME.get(name)
+    return spec is not None and spec.kind == "secret"
+
+
+def secret_variables() -> frozenset[str]:
+    """The environment variables of the secret settings (is_secret): what the daemon never passes on
+    to a command it starts (daemon.onfinish)."""
+    return frozenset(spec.env_name for spec in _SPECS if is_secret(spec.name))
 
 
 def effective_settings(settings: Settings) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ removes them once, where the text enters briefd, and the renderers run it again 
 they read back (a report stored before this rule, or edited by hand).
 
 Each output then gets one escaping function: `md_escape` (an inert line of Markdown),
-`html_escape` (text and attribute values), `xml_escape` (the SVG charts), `terminal_text` (what `briefd show` prints).
+`html_escape` (text and attribute values), `xml_escape` (the SVG charts), `terminal_text` (what `briefd show` prints),
+`log_text` (untrusted text in one line of the daemon's log).
 Pure functions, no I/O.
 """
 
@@ -42,6 +43,8 @@ LONE_SURROGATE = re.compile("[" + _SURROGATES + "]")
 # What a terminal must never receive raw: every set above (CR too: it rewrites the line).
 _TERMINAL_UNSAFE = re.compile("[" + _BREAKS + _CONTROLS + _INVISIBLE + _SURROGATES + "]")
 _WHITESPACE = re.compile(r"\s+")
+# In one line of the daemon's log not even a newline or a tab may pass (a name could start a forged line).
+_LOG_UNSAFE = re.compile("[\n\t" + _BREAKS + _CONTROLS + _INVISIBLE + _SURROGATES + "]")
 
 
 def clean(value: Any) -> str:
@@ -150,4 +153,17 @@ def terminal_text(text: str) -> str:
     other controls, bidi controls, line separators, lone surrogates) shown as a visible
     `\\uXXXX` instead. Newlines and tabs pass. Inside a JSON string that escape means the
     same character, so report.json and events.ndjson stay valid JSON on screen."""
-    return _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    return _TERMINAL_UNSAFE.sub(_visible, text)
+
+
+def _visible(match: re.Match[str]) -> str:
+    """One unsafe character as the visible `\\uXXXX` JSON would write for it."""
+    return f"\\u{ord(match.group(0)):04x}"
+
+
+def log_text(value: Any) -> str:
+    """Untrusted text (an inbox file's name, an error quoting it) inside one line of the daemon's log:
+    `terminal_text`'s escape, applied to newlines and tabs too, so a name such as
+    "x\\nbriefd ERROR forged" shows as one line with a visible `\\u000a` and never starts a line of
+    its own, and no escape sequence reaches the journal or the terminal that tails it."""
+    return _LOG_UNSAFE.sub(_visible, str(value))

@@ -211,12 +211,14 @@ def startup_line(settings: Settings, once: bool) -> str:
             f"config {settings.config_file or 'none'}")
 
 
-def restart_fix(service: str, settings: Settings) -> str:
-    """What ends a plain outage of `service` (one with no fix of its own): said when `run --once`
-    gives up on it."""
-    where = {"ollama": f"start Ollama at {settings.ollama_host} (or point OLLAMA_HOST / --ollama-host at it)",
+def restart_fix(service: str, settings: Settings, fix: str | None = None) -> str:
+    """What ends an outage of `service`, said when `run --once` gives up on it: the outage's own
+    `fix` when it has one (SearXNG running with its engines failing must not be told to start
+    SearXNG), else starting the service."""
+    start = {"ollama": f"start Ollama at {settings.ollama_host} (or point OLLAMA_HOST / --ollama-host at it)",
              "searxng": f"start SearXNG at {settings.searxng_url} (or point BRIEFD_SEARXNG_URL / --searxng-url "
-                        f"at it)"}.get(service, f"make {service} available again")
+                        f"at it)"}
+    where = fix or start.get(service, f"make {service} available again")
     return f"{where}; `briefd check` says what it finds; the next run takes the queued briefs"
 
 
@@ -237,9 +239,11 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.work = asyncio.Event()
         self.running: dict[int, asyncio.Task[None]] = {}
-        self.outages = OutageLog(patience_s=settings.patience_s)  # each outage logged once, its end once
-        self.parked: set[int] = set()  # `--once`: runs left queued for the next run (their service gave up)
-        self.gave_up: dict[str, str] = {}  # `--once`: service -> why this run stopped waiting for it
+        # each outage logged once, its end once, with the wait that applies to this run
+        self.outages = OutageLog(patience_s=settings.once_patience_s if once else settings.patience_s, once=once)
+        self.parked: dict[int, str] = {}  # `--once`: runs left queued for the next run -> the service it gave up on
+        self.gave_up: dict[str, tuple[str, str | None]] = {}  # `--once`: service -> why this run stopped
+        # waiting for it, and the outage's own fix (kept here: the service may come back before the run ends)
         self.notifier = Notifier.from_env()  # systemd (Type=notify); a no-op outside it
         self.hooks: set[asyncio.Task[int | None]] = set()  # on_finish commands still running
         self.fatal: str | None = None  # why the daemon had to stop (the store failed), if it did
@@ -438,13 +442,15 @@ class Daemon:
             return "store busy; " + (self.outages.summary() or "working")
 
     async def tell_systemd(self) -> None:
-        """Type=notify: READY=1 once briefs are being taken, then STATUS= when the queue changes and
-        WATCHDOG=1 at half of WATCHDOG_USEC. A task on the event loop, so a stuck loop stops the
-        pings and systemd restarts the daemon (which resumes every brief from its checkpoint)."""
-        loop = asyncio.get_running_loop()
+        """Type=notify: READY=1 once briefs are being taken, then on every tick (STATUS_EVERY_S, or
+        half of WATCHDOG_USEC when that is shorter) STATUS= when the queue changed and WATCHDOG=1.
+        A ping on every tick, not once per half of WATCHDOG_USEC: a ping costs one datagram, and a
+        loop that stalls just before a sparse ping would have only half of WatchdogSec= left; this
+        way a stall shorter than WatchdogSec= less one tick (115 s of the unit's 120 s) is survived.
+        A task on the event loop, so a stuck loop stops the pings and systemd restarts the daemon
+        (which resumes every brief from its checkpoint)."""
         said = self.queue_status()
         self.notifier.ready(said)
-        pinged = loop.time()
         self.notifier.watchdog()
         every = self.notifier.watchdog_s
         tick = min(STATUS_EVERY_S, every) if every else STATUS_EVERY_S
@@ -454,16 +460,16 @@ class Daemon:
             if line != said:
                 self.notifier.status(line)
                 said = line
-            if every is not None and loop.time() - pinged >= every:
+            if every is not None:
                 self.notifier.watchdog()
-                pinged = loop.time()
 
     def say_gave_up(self) -> None:
         """`run --once` stopped waiting: which service, why, the fix, and what stays queued (exit 3)."""
-        for service, reason in self.gave_up.items():
-            fix = self.outages.fix(service) or restart_fix(service, self.settings)
+        for service, (reason, own_fix) in self.gave_up.items():
+            fix = restart_fix(service, self.settings, own_fix)
+            waiting = sum(1 for gave_up_on in self.parked.values() if gave_up_on == service)
             log.error("run --once gave up waiting for %s after once_patience_s (%g s): %s; %d brief(s) stay "
-                      "queued; to fix: %s", service, self.settings.once_patience_s, reason, len(self.parked), fix)
+                      "queued; to fix: %s", service, self.settings.once_patience_s, reason, waiting, fix)
 
     def ended(self, brief_id: str, status: str, outdir: Path) -> None:
         """A brief ended: its on_finish command starts beside the daemon's work (daemon.onfinish)."""
@@ -612,7 +618,7 @@ class Daemon:
         except ServiceDown as exc:
             self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), research=research)
         except Outage as exc:
-            self.wait_or_fail(run, brief, outdir, events, exc.service, str(exc), fix=exc.fix, research=research)
+            self.wait_or_fail(run, brief, outdir, events, exc.service, exc.reason, fix=exc.fix, research=research)
         except WriteFailed as exc:  # disk full, read-only outbox: the research is kept, the brief waits
             self.wait_or_fail(run, brief, outdir, events, "outbox", str(exc), fix=exc.fix, research=research)
         except asyncio.CancelledError:
@@ -637,6 +643,7 @@ class Daemon:
             self.cancelled(run, brief, research, outdir, events)  # cancelled meanwhile: no reason to wait
             return
         self.outages.went_down(service, reason, fix)
+        cause = reason  # without the fix: `run --once`'s give-up line says the fix on its own
         if fix is not None and fix not in reason:
             reason = f"{reason}; to fix: {fix}"
         since, outages = self.store.outage_state(run.run_id)
@@ -651,7 +658,7 @@ class Daemon:
         if self.once:
             left = self.settings.once_patience_s - self.outages.down_for(service)
             if left <= 0:
-                self.park(run, events, service, reason, outages, given)
+                self.park(run, events, service, reason, outages, cause, fix)
                 return
             delay = min(delay, left)  # the last try falls on the deadline, not a doubling past it
         stamp = utc_now(delay)
@@ -660,7 +667,7 @@ class Daemon:
         self.work.set()
 
     def park(self, run: BriefRow, events: EventLog, service: str, reason: str, outages: int,
-             given: dict[str, str]) -> None:
+             cause: str, fix: str | None) -> None:
         """`run --once` gave up on `service`: the brief stays queued with the reason (`briefd status`
         shows it), not taken again by this run; the next run takes it where it stood. Its wait
         still counts toward patience_s, so a service gone for good fails it in the end."""
@@ -669,10 +676,11 @@ class Daemon:
         self.store.wait_for_service(run.run_id, f"{service}: {reason} (run --once gave up after {down:.0f} s, "
                                                 f"once_patience_s {self.settings.once_patience_s:g}; the next run "
                                                 f"tries again)", stamp)
+        given = {"fix": fix} if fix else {}
         events.emit("waiting", service=service, reason=reason, retry_at=stamp, outages=outages + 1,
                     next_run=True, **given)
-        self.parked.add(run.run_id)
-        self.gave_up.setdefault(service, reason)
+        self.parked[run.run_id] = service
+        self.gave_up.setdefault(service, (cause, fix))
         self.work.set()
 
     def retry_or_fail(self, run: BriefRow, brief: Brief | None, outdir: Path, events: EventLog,

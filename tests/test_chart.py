@@ -16,7 +16,7 @@ import pytest
 
 from briefd.daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
 from briefd.daemon.chart_png import NO_MATPLOTLIB, PNG_FILE, render_chart, write_chart
-from briefd.daemon.charts import CHART_FILE
+from briefd.daemon.charts import CHART_FILE, RANGE_COLOUR, TARGET_COLOUR
 from briefd.daemon.report import blank_report, render_html, render_markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -98,3 +98,19 @@ def test_a_missing_chart_is_noted_in_every_report_format() -> None:
     assert "<svg" not in render_html(report)
     report.update(estimate=estimate(100, 2000, [(410, 520)]))
     assert "No chart" not in render_markdown(report) and "<svg" in render_html(report)
+
+
+def test_chart_png_is_drawn_in_chart_svgs_colours(tmp_path: Path) -> None:
+    """chart.png and chart.svg are the same picture: the range's edges in RANGE_COLOUR (charts.py), and
+    the target band a light tint of TARGET_COLOUR, not matplotlib's own palette."""
+    from matplotlib import image
+
+    write_chart(tmp_path, estimate(100, 2000, [(400, 900), (410, 520)], target=(300, 700)), "q")
+    pixels = image.imread(tmp_path / PNG_FILE)[:, :, :3]
+    colours = {tuple(round(float(c) * 255) for c in px) for row in pixels for px in row}
+
+    def rgb(hex_colour: str, alpha: float = 1.0) -> tuple[int, ...]:
+        return tuple(round(alpha * int(hex_colour[i:i + 2], 16) + (1 - alpha) * 255) for i in (1, 3, 5))
+
+    assert rgb(RANGE_COLOUR) in colours, "the range's edges"
+    assert any(max(abs(a - b) for a, b in zip(c, rgb(TARGET_COLOUR, 0.15))) <= 1 for c in colours), "the band"

@@ -349,6 +349,36 @@ def test_report_html_inlines_the_very_files_written_beside_it(tmp_path: Path) ->
     assert "<script" not in page.lower() and "<img" not in page
 
 
+def test_write_report_draws_each_chart_once_and_reads_each_quote_once(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """report.md, report.html and the chart files come from one drawing: the charts are drawn once
+    and inlined as drawn, and each quote's relevance (the costly part) is computed once, not once
+    per file plus once for report.md's image lines."""
+    from briefd.daemon import charts as charts_module
+
+    counted = {"band": 0, "relevance": 0}
+    band, relevance = charts_module.band_svg, charts_module.relevance
+
+    def counting_band(*args: Any) -> str:
+        counted["band"] += 1
+        return band(*args)
+
+    def counting_relevance(*args: Any) -> float:
+        counted["relevance"] += 1
+        return relevance(*args)
+
+    monkeypatch.setattr(charts_module, "band_svg", counting_band)
+    monkeypatch.setattr(charts_module, "relevance", counting_relevance)
+    rep = report(estimate=estimate((60, 150), [(78.5, 96)]), evidence=EVIDENCE)
+    write_report(tmp_path, rep, ["md", "html"])
+    assert counted == {"band": 1, "relevance": len(EVIDENCE)}
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert all((tmp_path / name).read_text(encoding="utf-8") in page
+               for name in (CHART_FILE, SOURCES_FILE, RELEVANCE_FILE))
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == render_markdown(rep)
+    assert page == render_html(rep), "the page is the one render_html makes, charts given or drawn"
+
+
 def test_charts_in_report_html_do_not_need_their_files() -> None:
     rep = report(estimate=estimate((60, 150), [(78.5, 96)]), evidence=EVIDENCE)
     assert render_html(rep).count("<svg ") == 3

@@ -288,6 +288,31 @@ def test_entries_that_are_not_briefs_get_one_notice_each(tmp_path: Path, caplog:
         store.close()
 
 
+def test_inbox_names_cannot_forge_log_lines_or_send_escapes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A file's name is untrusted: a newline in it must not start a forged log line, nor an escape
+    sequence reach the journal or a terminal tailing it. Each notice stays one line, the characters
+    shown as visible \\uXXXX escapes (untrusted.log_text)."""
+    folder, outbox = tmp_path / "inbox", tmp_path / "outbox"
+    folder.mkdir()
+    forged = "x\nbriefd ERROR forged \x1b[31m"
+    (folder / forged).write_text("not a brief")
+    (folder / f"{forged}.json").write_text("{not json")
+    store = Store(tmp_path / "briefd.db")
+    try:
+        inbox = Inbox(folder, outbox, store, settle_seconds=0)
+        with caplog.at_level(logging.INFO, logger="briefd"):
+            inbox.scan()
+            inbox.take_ready()
+    finally:
+        store.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert any("is in the inbox but is not a brief" in m for m in said) and any("rejected" in m for m in said)
+    for message in said:
+        assert "\n" not in message and "\x1b" not in message, message
+        assert message.startswith("x\\u000abriefd ERROR forged \\u001b[31m"), message
+
+
 def test_the_daemon_and_status_name_what_sits_in_the_inbox(tmp_path: Path) -> None:
     (tmp_path / "inbox" / "old").mkdir(parents=True)
     (tmp_path / "inbox" / "notes.txt").write_text("ideas")
@@ -340,13 +365,16 @@ def test_config_without_a_file_says_none_was_read(tmp_path: Path) -> None:
 
 
 def test_a_secret_setting_is_shown_as_set_never_its_value(tmp_path: Path) -> None:
-    """serve_token (the HTTP API's) and any other *token* setting: `briefd config` says whether it is set."""
-    assert is_secret("serve_token") and is_secret("api_token") and not is_secret("model")
+    """serve_token (the HTTP API's) and any other setting of kind secret: `briefd config` says whether it is
+    set; serve_token_file is a path, no secret, and is shown."""
+    assert is_secret("serve_token") and not is_secret("serve_token_file") and not is_secret("model")
     secret = "hunter2-secret-of-enough-length"
     for env, shown in (({"BRIEFD_SERVE_TOKEN": secret}, "(set)"), ({}, "(unset)")):
         row = next(row for row in effective_settings(load_settings({}, env)) if row["name"] == "serve_token")
         assert row["shown"] == shown and "hunter2" not in json.dumps(row)
     for args in (["config"], ["config", "--json"]):
-        result = subprocess.run([BRIEFD, *args], env={**os.environ, "BRIEFD_SERVE_TOKEN": secret}, cwd=tmp_path,
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run([BRIEFD, *args], env={**os.environ, "BRIEFD_SERVE_TOKEN": secret,
+                                                      "BRIEFD_SERVE_TOKEN_FILE": str(tmp_path / "token")},
+                                cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and "serve_token" in result.stdout and "hunter2" not in result.stdout
+        assert str(tmp_path / "token") in result.stdout, "the token file's path is shown: it is no secret"

@@ -203,7 +203,7 @@ def ask(cfg: ModelConfig, *, cache: DictCache | None = None, user: str = USER, s
             return await call_json(
                 client, cfg, purpose="plan", system=system, user=user, schema=schema, coerce=coerce_plan,
                 fallback=lambda: FALLBACK_PLAN, cache=cache, record=records.append,
-                on_wait=lambda service, at, reason: waits.append((service, at, reason)), retry_cut=retry_cut,
+                on_wait=lambda service, at, reason, fix: waits.append((service, at, reason)), retry_cut=retry_cut,
             )
         finally:
             await client.close()

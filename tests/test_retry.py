@@ -136,10 +136,12 @@ def test_the_default_patience_outlasts_many_capped_waits() -> None:
 class Recorder:
     def __init__(self) -> None:
         self.waits: list[tuple[str, float, str]] = []
+        self.fixes: list[str | None] = []
         self.slept: list[float] = []
 
-    def on_wait(self, service: str, retry_at: float, reason: str) -> None:
+    def on_wait(self, service: str, retry_at: float, reason: str, fix: str | None) -> None:
         self.waits.append((service, retry_at, reason))
+        self.fixes.append(fix)
 
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
@@ -178,6 +180,16 @@ def test_transient_failures_are_waited_out_and_the_caller_hears_what_it_waits_fo
     assert [(s, why) for s, _, why in rec.waits] == [("svc", "HTTP 503: busy"), ("svc", "timed out")]
     for (_, retry_at, _), slept in zip(rec.waits, rec.slept):
         assert before + slept <= retry_at <= time.time() + slept + 1, "retry_at is when the next try starts"
+
+
+def test_the_caller_hears_a_failures_own_fix_from_its_first_wait() -> None:
+    """SearXNG running with every engine failing is waited out like an outage, but its fix is not
+    "start SearXNG": the daemon's first WARNING (loop.Research.on_wait) must already say it."""
+    rec = Recorder()
+    failing = search.EnginesFailing("http://searx.internal", ["duckduckgo: timeout"])
+    result, calls = run_under_policy([Transient("timed out"), failing, "answer"], rec)
+    assert (result, calls) == ("answer", 3)
+    assert rec.fixes == [None, search.engines_fix(["duckduckgo: timeout"])]
 
 
 def test_after_every_attempt_the_last_failure_is_raised_for_the_caller_to_turn_into_an_outage() -> None:

@@ -11,8 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from briefd.daemon.sdnotify import socket_address
 from tests.conftest import BRIEFD, Workspace, wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import free_port, start_ollama
+from tests.test_cli_small import searxng_whose_engines_fail
 from tests.test_outages import wait_for_event
 from tests.test_unattended import HOOK
 
@@ -72,6 +75,58 @@ def test_run_once_gives_up_on_a_down_service_and_the_next_run_takes_its_briefs(t
     for name in ("first", "second"):
         assert ws.report(name)["status"] == "done"
         assert [e["type"] for e in ws.events(name)].count("complete") == 1
+
+
+def test_run_once_gives_up_on_failing_engines_with_their_fix_not_start_searxng(tmp_path: Path,
+                                                                                scripted_ollama) -> None:
+    """SearXNG runs but every engine fails (issue 13 #4): the daemon's WARNING and `run --once`'s
+    ERROR point at the engines, SearXNG's log and the network, as `briefd check` does; never at
+    starting SearXNG, which is running."""
+    with searxng_whose_engines_fail() as url:
+        ws = Workspace(root=tmp_path, searxng_url=url, ollama_url=scripted_ollama.url, model="lab-scripted")
+        ws.drop("engines.json", QUICK)
+        gave_up = ws.briefd("run", "--once", "--once-patience-s", "2", timeout=180)
+    assert gave_up.returncode == 3, gave_up.stderr[-3000:]
+    [warned] = log_lines(gave_up.stderr, "WARNING", "searxng is unavailable")
+    [said] = log_lines(gave_up.stderr, "ERROR", "run --once gave up waiting for searxng")
+    for line in (warned, said):
+        assert "to fix: SearXNG is running, but its engines are not answering it (duckduckgo, wikipedia)" in line
+        assert "SearXNG's log" in line and "proxy" in line and "start SearXNG at" not in line
+    assert said.count("SearXNG is running") == 1, "the fix said once"
+    last = ws.events("engines")[-1]
+    assert last["type"] == "waiting" and last["next_run"] is True and "duckduckgo" in last["fix"]
+
+
+def test_run_once_says_a_refusal_once_with_the_wait_that_applies(tmp_path: Path, scripted_ollama) -> None:
+    """SearXNG refusing JSON (HTTP 403) reaches the worker as an Outage without a retry's wait first: its
+    WARNING says the reason once (no "searxng is unavailable: searxng is unavailable") and names
+    once_patience_s, the wait that applies to `run --once`, not the daemon's patience_s."""
+    class Refusing(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ws = Workspace(root=tmp_path, searxng_url=f"http://127.0.0.1:{server.server_address[1]}",
+                       ollama_url=scripted_ollama.url, model="lab-scripted")
+        ws.drop("refused.json", QUICK)
+        gave_up = ws.briefd("run", "--once", "--once-patience-s", "2", timeout=180)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert gave_up.returncode == 3, gave_up.stderr[-3000:]
+    [warned] = log_lines(gave_up.stderr, "WARNING", "searxng is unavailable")
+    assert "searxng is unavailable: SearXNG answered HTTP 403" in warned, warned
+    assert "up to once_patience_s 2 s, then they stay queued for the next run" in warned
+    [said] = log_lines(gave_up.stderr, "ERROR", "run --once gave up waiting for searxng")
+    assert "(2 s): SearXNG answered HTTP 403" in said and "1 brief(s) stay queued" in said
+    assert "unavailable: searxng is unavailable" not in gave_up.stderr
 
 
 def test_an_outage_is_logged_once_and_its_end_once(tmp_path: Path, search_lab) -> None:
