@@ -54,9 +54,12 @@ soak: $(STAMP)
 # build it where the target's OS, CPU and Python version are the same. README: "Installing without internet".
 WHEELHOUSE ?= wheelhouse
 wheelhouse:
+	@# setuptools builds in build/ and keeps what an earlier build left there: a package since renamed
+	@# would ride along into the wheel (briefd once installed a top-level daemon that way)
+	rm -rf build
 	$(PYTHON) -m pip wheel --quiet --wheel-dir $(WHEELHOUSE) .
 	@echo "wheelhouse: $$(ls $(WHEELHOUSE) | wc -l) wheels in $(WHEELHOUSE)/; install with:"
 	@echo "  pip install --no-index --find-links $(WHEELHOUSE) briefd"
 
 clean:
-	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache
+	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache build wheelhouse
