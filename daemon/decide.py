@@ -235,6 +235,36 @@ def _not_a_statement_kind(sentence: str, title: str, from_page: bool) -> str | N
     return None
 
 
+def statement_bounds(quote: str, title: str = "", *, from_page: bool = True) -> tuple[int, int]:
+    """Where `quote`'s statements start and end: the span without the headings and headlines it
+    begins or ends with (not_a_statement's kinds; a question stays: "Was it hit by a barge? No: ..."
+    needs it). A model that points at a heading and the sentences under it quotes the sentences:
+    the heading only announces them. (0, len) when nothing is to be trimmed or nothing would be
+    left (not_a_statement then says why the quote is no evidence).
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _QUOTE_SENTENCE.finditer(quote):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(quote)))
+    spans = [(a, b) for a, b in spans if quote[a:b].strip()]
+
+    def announces(span: tuple[int, int]) -> bool:
+        kind = _not_a_statement_kind(quote[span[0]:span[1]].strip(), title, from_page)
+        return kind in (NOT_A_STATEMENT_HEADLINE, NOT_A_STATEMENT_HEADING)
+
+    kept = [i for i, span in enumerate(spans) if not announces(span)]
+    if not kept:
+        return 0, len(quote)
+    start, end = spans[kept[0]][0], spans[kept[-1]][1]
+    while start < end and quote[start].isspace():
+        start += 1
+    while end > start and quote[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
 def not_a_statement(quote: str, title: str = "", *, from_page: bool = True) -> str | None:
     """Why `quote` cannot be evidence (no sentence of it states anything), or None if it may be.
 

@@ -1111,6 +1111,10 @@ class Research:
                 continue
             ref, start, end = span
             passage = prompt.passages[ref.passage_id]
+            # a heading or headline the model took along at either end is not part of the quote
+            lead, tail = decide.statement_bounds(passage.text[start:end], passage.title,
+                                                 from_page=ref.origin == "page")
+            start, end = start + lead, start + tail
             quote = passage.text[start:end]
             if ref.url in self.state.distrusted:
                 self.events.emit("evidence_skipped", round=round_no, url=ref.url, quote=quote[:200],

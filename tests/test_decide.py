@@ -293,6 +293,38 @@ def test_no_sentence_of_the_corpus_that_ends_a_statement_is_refused() -> None:
     assert checked > 200
 
 
+
+# A model that points at a heading and the sentences under it quotes the sentences (the demo's
+# Gemma 3 270M quoted "Kestrel River Bridge: Principal Inspection Report 2025 Prepared by ...").
+STATEMENT_BOUNDS = [
+    # (quote, title, from_page, what is kept)
+    ("Kestrel River Bridge: Principal Inspection Report 2025\n\nPrepared by the County.\n\nIt records x.",
+     "Kestrel River Bridge: Principal Inspection Report 2025", True, "Prepared by the County.\n\nIt records x."),
+    ("Findings\n\nThe inspectors found corrosion in 7 of the 32 anchorages.", "", True,
+     "The inspectors found corrosion in 7 of the 32 anchorages."),
+    ("The cost rose.\n\nWhere the money went", "", True, "The cost rose."),
+    ("Findings\n\nThe cost rose.\n\nWhere the money went\n\nMostly on steel.", "", True,
+     "The cost rose.\n\nWhere the money went\n\nMostly on steel."),  # a heading between statements stays
+    ("Was it hit by a barge? No: the county says so.", "", True, "Was it hit by a barge? No: the county says so."),
+    ("Where the money went", "", True, "Where the money went"),  # nothing left: not_a_statement says why
+    ("Findings\n\nThe cost rose.", "", False, "Findings\n\nThe cost rose."),  # a snippet is cut anywhere
+]
+
+
+@pytest.mark.parametrize("quote, title, from_page, kept", STATEMENT_BOUNDS)
+def test_statement_bounds_drop_the_headings_a_quote_begins_or_ends_with(quote: str, title: str, from_page: bool,
+                                                                        kept: str) -> None:
+    start, end = decide.statement_bounds(quote, title, from_page=from_page)
+    assert quote[start:end] == kept
+
+
+def test_statement_bounds_leave_every_corpus_sentence_whole() -> None:
+    for page in PAGES:
+        for start, end in split_sentences(page.text):
+            sentence = page.text[start:end]
+            if decide.not_a_statement(sentence, page.title) is None:
+                assert decide.statement_bounds(sentence, page.title) == (0, len(sentence)), (page.slug, sentence)
+
 # --- the synthesis is shown the strongest evidence first
 
 def ev(i: int, quote: str, confidence: float, low: float | None = None, stance: str | None = None) -> dict:
