@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
-from .brief import Brief, BriefError, parse_brief
+from .brief import Brief, parse_brief
 from .settings import Settings
 
 if TYPE_CHECKING:  # the store is imported by the requests that open it
     from ..store import Store
+    from ..store.history import History
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,20 @@ def open_store(settings: Settings) -> Store | None:
     if not Path(settings.db).exists():
         return None
     return Store(settings.db)
+
+
+def from_history(settings: Settings, read: Callable[[History], list[T]]) -> list[T] | None:
+    """What `read(History(store))` gives (briefd list and search, GET /briefs and /search), the store
+    closed after; None when there is no store yet (nothing was ever accepted)."""
+    from ..store.history import History
+
+    store = open_store(settings)
+    if store is None:
+        return None
+    try:
+        return read(History(store))
+    finally:
+        store.close()
 
 
 def check_brief(settings: Settings, data: bytes, name: str) -> Brief:

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -345,18 +345,6 @@ def _open_store(settings: Settings) -> Store | None:
     return open_store(settings)
 
 
-ORPHANED = "daemon not running: will resume when it starts"
-
-
-def daemon_data(settings: Settings) -> dict[str, Any]:
-    """Whether a daemon holds the store (files.lock_holder): `running` (None: cannot tell), its pid
-    (or the last daemon's, when none runs), the lock file."""
-    from .files import lock_holder, store_lock_path
-
-    state = lock_holder(store_lock_path(settings.db))
-    return {"running": state.held, "pid": state.pid, "lock": str(state.path)}
-
-
 def daemon_line(daemon: dict[str, Any]) -> str:
     if daemon["running"]:
         return f"daemon: running (pid {daemon['pid'] or 'unknown'})"
@@ -364,44 +352,6 @@ def daemon_line(daemon: dict[str, Any]) -> str:
         return f"daemon: cannot tell whether one is running (lock {daemon['lock']} is not readable)"
     last = f"; the last one was pid {daemon['pid']}" if daemon["pid"] else ""
     return f"daemon: not running{last} (start it: briefd run, or systemctl start briefd)"
-
-
-def status_data(settings: Settings) -> dict[str, Any]:
-    from .inbox import not_briefs
-
-    daemon = daemon_data(settings)
-    strays = not_briefs(Path(settings.inbox))  # files and folders in the inbox that will never be taken
-    store = _open_store(settings)
-    if store is None:
-        return {"counts": {}, "running": [], "queued": [], "series": [], "database": str(settings.db),
-                "exists": False, "daemon": daemon, "inbox_not_briefs": strays}
-    try:
-        from ..store import QUEUED, RUNNING
-
-        from . import series
-
-        running = []
-        for row in store.briefs_in_state(RUNNING):
-            cp = store.load_checkpoint(row.run_id) or {}
-            running.append({
-                "id": row.brief_id, "run": row.run_id, "round": cp.get("round", 0),
-                "phase": cp.get("phase", "plan"), "next_action": cp.get("next_action"),
-                "why": cp.get("why"), "open_gaps": [g["text"] for g in cp.get("gaps", []) if g.get("answered_round") is None],
-                "waiting_for": row.waiting_for, "started_at": row.started_at, "attempts": row.attempts,
-                "estimate": (cp.get("estimate_history") or [None])[-1],
-                "remaining": cp.get("remaining", {}), "plan_relevance": cp.get("plan_relevance"),
-                "asked": cp.get("asked", []), "visited": len(cp.get("visited", [])),
-                "bad_urls": len(cp.get("bad", {})), "evaluator_failures": cp.get("evaluator_failures", 0),
-                "daemon_running": daemon["running"], "note": ORPHANED if daemon["running"] is False else None,
-            })
-        queued = [{"id": r.brief_id, "run": r.run_id, "accepted_at": r.accepted_at,
-                   "waiting_for": r.waiting_for}
-                  for r in store.briefs_in_state(QUEUED)]
-        return {"counts": store.counts_by_state(), "running": running, "queued": queued,
-                "series": series.active(store), "database": str(settings.db), "exists": True, "daemon": daemon,
-                "inbox_not_briefs": strays}
-    finally:
-        store.close()
 
 
 def store_failure(settings: Settings, exc: BaseException, doing: str) -> int | None:
@@ -418,6 +368,8 @@ def store_failure(settings: Settings, exc: BaseException, doing: str) -> int | N
 
 
 def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    from .status import status_data
+
     try:
         data = status_data(settings)
     except Exception as exc:
@@ -474,6 +426,7 @@ STRAYS_SHOWN = 10  # names on `briefd status`'s inbox line; `status --json` has 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd list`: store.history's rows, as a table or JSON (the HTTP API's `GET /briefs` objects)."""
     from ..store.history import HistoryError, list_query
+    from .actions import from_history
 
     try:
         query = list_query(state=args.state, kind=args.kind, since=args.since, until=args.until,
@@ -481,7 +434,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     except HistoryError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    entries = _from_history(settings, lambda history: history.briefs(query))
+    entries = from_history(settings, lambda history: history.briefs(query))
     if entries is None:
         return _no_history(settings, args.json)
     if args.json:
@@ -502,6 +455,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd search TEXT`: store.history's hits, best first (the HTTP API's `GET /search?q=` objects)."""
     from ..store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
+    from .actions import from_history
 
     text = " ".join(args.text)
     try:
@@ -510,7 +464,7 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     except HistoryError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    hits = _from_history(settings, lambda history: history.search(text, limit))
+    hits = from_history(settings, lambda history: history.search(text, limit))
     if hits is None:
         return _no_history(settings, args.json)
     if args.json:
@@ -523,19 +477,6 @@ def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
         if hit.url:
             print("   " + _one_line(f"{hit.title} <{hit.url}>" if hit.title else hit.url))
     return EXIT_OK
-
-
-def _from_history(settings: Settings, read: Callable[[Any], list[Any]]) -> list[Any] | None:
-    """What `read(History(store))` gives, the store closed after; None when there is no store yet."""
-    from ..store.history import History
-
-    store = _open_store(settings)
-    if store is None:
-        return None
-    try:
-        return read(History(store))
-    finally:
-        store.close()
 
 
 def _print_json(items: list[Any]) -> int:

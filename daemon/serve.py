@@ -47,7 +47,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from . import __version__
-from .actions import Outcome, cancel, check_brief, drop_into_inbox, open_store, retry
+from .actions import Outcome, cancel, check_brief, drop_into_inbox, from_history, open_store, retry
 from .brief import MAX_BRIEF_BYTES, BriefError, id_from_filename, too_large
 from .chart_png import PNG_FILE
 from .charts import CHART_FILE, CHART_NAMES
@@ -55,6 +55,7 @@ from .files import TooLarge, read_file_at_most
 from .inbox import is_candidate
 from .report import safe_outdir
 from .settings import Settings
+from .status import progress_of, status_data
 
 log = logging.getLogger("briefd")
 
@@ -194,6 +195,14 @@ def problem(status: int, error: str, fix: str | None = None, **more: Any) -> JSO
         body["fix"] = fix
     body.update(more)
     return JSONResponse(body, status_code=status)
+
+
+def unknown_parameter(request: Request, allowed: tuple[str, ...], command: str) -> Response | None:
+    """400 for a query parameter the route does not take (a typo would otherwise be ignored unseen)."""
+    unknown = sorted(set(request.query_params) - set(allowed))
+    if not unknown:
+        return None
+    return problem(400, f"unknown parameter {unknown[0]!r}", f"use {', '.join(allowed)} (as {command})")
 
 
 def outcome_response(brief_id: str, outcome: Outcome) -> JSONResponse:
@@ -341,15 +350,6 @@ def rendered_html(outdir: Path) -> str | None:
     return render_html(report)
 
 
-def progress_of(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """What a running brief's checkpoint says about its progress (the fields `briefd status` shows)."""
-    return {"round": checkpoint.get("round", 0), "phase": checkpoint.get("phase", "plan"),
-            "next_action": checkpoint.get("next_action"), "why": checkpoint.get("why"),
-            "estimate": (checkpoint.get("estimate_history") or [None])[-1],
-            "remaining": checkpoint.get("remaining", {}),
-            "open_gaps": [g["text"] for g in checkpoint.get("gaps", []) if g.get("answered_round") is None]}
-
-
 # --------------------------------------------------------------------------- live events
 
 
@@ -480,40 +480,36 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
                             status_code=202, headers={"Location": f"/briefs/{brief.id}"})
 
     async def list_briefs(request: Request) -> Response:
-        from ..store.history import History, HistoryError, list_query
+        from ..store.history import HistoryError, list_query
 
         params = request.query_params
-        unknown = sorted(set(params) - {"state", "kind", "since", "until", "limit", "runs"})
-        if unknown:
-            return problem(400, f"unknown parameter {unknown[0]!r}",
-                           "use state, kind, since, until, limit, runs (as briefd list)")
+        if (refused := unknown_parameter(request, ("state", "kind", "since", "until", "limit", "runs"),
+                                         "briefd list")) is not None:
+            return refused
         try:
             query = list_query(state=params.get("state"), kind=params.get("kind"), since=params.get("since"),
                                until=params.get("until"), limit=params.get("limit"),
                                runs=params.get("runs", "").lower() in ("1", "true", "yes"))
         except HistoryError as exc:
             return problem(400, str(exc))
-        entries = await asyncio.to_thread(_with_history, settings, lambda h: h.briefs(query), History)
+        entries = await asyncio.to_thread(from_history, settings, lambda h: h.briefs(query)) or []
         return JSONResponse([e.to_json() for e in entries])
 
     async def search(request: Request) -> Response:
-        from ..store.history import DEFAULT_SEARCH_LIMIT, History, HistoryError, check_limit, search_words
+        from ..store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
 
-        unknown = sorted(set(request.query_params) - {"q", "limit"})
-        if unknown:
-            return problem(400, f"unknown parameter {unknown[0]!r}", "use q and limit (as briefd search)")
+        if (refused := unknown_parameter(request, ("q", "limit"), "briefd search")) is not None:
+            return refused
         text = request.query_params.get("q", "")
         try:
             search_words(text)
             limit = check_limit(request.query_params.get("limit"), DEFAULT_SEARCH_LIMIT)
         except HistoryError as exc:
             return problem(400, str(exc), "GET /search?q=words")
-        hits = await asyncio.to_thread(_with_history, settings, lambda h: h.search(text, limit), History)
+        hits = await asyncio.to_thread(from_history, settings, lambda h: h.search(text, limit)) or []
         return JSONResponse([h.to_json() for h in hits])
 
     async def status(request: Request) -> Response:
-        from .cli import status_data
-
         return JSONResponse(await asyncio.to_thread(status_data, settings))
 
     async def get_brief(request: Request) -> Response:
@@ -567,15 +563,14 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
         return StreamingResponse(follow_events(settings, reader, brief_id, int(raw), streams), media_type=NDJSON,
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    async def do_cancel(request: Request) -> Response:
-        brief_id = request.path_params["id"]
-        _outdir(settings, brief_id)  # the id rule first: 400 for an id no brief can have
-        return outcome_response(brief_id, await asyncio.to_thread(cancel, settings, brief_id))
+    def queue_action(act: Callable[[Settings, str], Outcome]) -> Callable[[Request], Any]:
+        """POST /briefs/{id}/cancel and /retry: daemon.actions' own answer, as the CLI prints it."""
+        async def endpoint(request: Request) -> Response:
+            brief_id = request.path_params["id"]
+            _outdir(settings, brief_id)  # the id rule first: 400 for an id no brief can have
+            return outcome_response(brief_id, await asyncio.to_thread(act, settings, brief_id))
 
-    async def do_retry(request: Request) -> Response:
-        brief_id = request.path_params["id"]
-        _outdir(settings, brief_id)  # the id rule first: 400 for an id no brief can have
-        return outcome_response(brief_id, await asyncio.to_thread(retry, settings, brief_id))
+        return endpoint
 
     routes = [
         Route("/", index, methods=["GET"]),
@@ -588,21 +583,11 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
         Route("/briefs/{id}/events", events, methods=["GET"]),
         Route("/briefs/{id}/chart", chart, methods=["GET"]),
         Route("/briefs/{id}/{name:str}", report_file, methods=["GET"]),
-        Route("/briefs/{id}/cancel", do_cancel, methods=["POST"]),
-        Route("/briefs/{id}/retry", do_retry, methods=["POST"]),
+        Route("/briefs/{id}/cancel", queue_action(cancel), methods=["POST"]),
+        Route("/briefs/{id}/retry", queue_action(retry), methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={BadId: _bad_id, Exception: _failure(settings)})
     return _Guard(app, access, reader)
-
-
-def _with_history(settings: Settings, read: Any, history_type: Any) -> list[Any]:
-    store = open_store(settings)
-    if store is None:
-        return []
-    try:
-        return list(read(history_type(store)))
-    finally:
-        store.close()
 
 
 async def _bounded_body(request: Request) -> bytes | Response:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.cli import ORPHANED
+from briefd.daemon.status import ORPHANED
 from briefd.daemon.sdnotify import socket_address
-from tests.conftest import BRIEFD, Workspace, wait_for
+from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import free_port, start_ollama
 from tests.test_cli_small import searxng_whose_engines_fail
