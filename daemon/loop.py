@@ -746,8 +746,9 @@ class Research:
     async def last_stragglers(self) -> None:
         """Before the synthesis: the stragglers that arrived are read (as part of the last round);
         the rest are not waited for (the synthesis is the model's next work): they are given up,
-        and their fetches left to end on their own (hand_over). Only a brief with no evidence at
-        all waits for them, as long as their fetches may take: there is nothing to synthesize yet.
+        and their fetches left to end on their own (hand_over). A brief with no evidence at all
+        waits for them, as long as their fetches may take: there is nothing to synthesize yet; a
+        re-run waits for those the run it replays read here.
 
         Given up first and checkpointed, so a run resumed here reads the same arrived pages
         (from the page cache) in the same batches; their evidence from an interrupted attempt
@@ -768,6 +769,12 @@ class Research:
         await asyncio.sleep(0)  # a fetch started here (a resumed run) takes its first step: a cached page is done in it
         if not self.store.evidence_count(self.run_id):
             await asyncio.wait(fetches.values())
+        elif replayed := [fetches[url] for url in waiting if url in self.replayed]:
+            # the earlier run of this question read these here (those it gave up are given up above):
+            # waited for, as a replayed round waits for the pages that run read in time, or the
+            # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
+            # the synthesis's turn, seen in tests/test_integration's second run)
+            await asyncio.wait(replayed)
         arrived = [url for url in waiting if fetches[url].done()]
         for url in waiting:
             if url not in arrived:
