@@ -17,6 +17,13 @@ retry), `store.history` (list, search), the outbox files (reports, events, chart
   (DNS rebinding). So a web page elsewhere cannot drive a loopback briefd.
 - Bodies are read up to the brief's own limit (brief.MAX_BRIEF_BYTES) and no further; ids go
   through report.safe_outdir as everywhere else.
+- The API must never take the research's descriptors, nor be taken by clients that say nothing
+  (issue 19 #1, #7): a connection has HEADER_DEADLINE_S to send a whole request head, and the
+  connections held are capped at a quarter of the descriptor limit (at most MAX_CONNECTIONS); past
+  the cap the connection that has waited longest without a request is closed for the new one, so a
+  flood of silent connections cannot shut out a client that asks (`_DoorProtocol`). What the flood
+  makes uvicorn and asyncio log is rate-limited (`RateLimit`).
+- Files are served only when they are regular files reached without following a link (`open_regular`).
 """
 
 from __future__ import annotations
@@ -29,22 +36,28 @@ import ipaddress
 import json
 import logging
 import os
+import resource
 import secrets
 import signal
 import socket
+import stat
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+import h11
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from . import __version__
 from .actions import Outcome, cancel, check_brief, drop_into_inbox, from_history, open_store, retry
@@ -58,14 +71,25 @@ from .settings import Settings
 from .status import progress_of, status_data
 
 log = logging.getLogger("briefd")
+door_log = logging.getLogger("briefd.api")  # the connections' own warnings, rate-limited
 
 # What a run's last event is called (worker: events.finish): a stream ends after one of these.
 FINAL_EVENTS = ("complete", "failed", "cancelled")
 EVENT_POLL_S = 0.2  # how often a live stream looks for new lines: the model's pace is seconds
 STATE_POLL_S = 1.0  # how often a quiet stream asks the store whether its brief still runs
 NDJSON = "application/x-ndjson"
-MAX_CONNECTIONS = 256  # past it uvicorn answers 503 at once: a flood cannot take the daemon's descriptors
+MAX_CONNECTIONS = 256  # connections held at once at most (a descriptor each), and ...
+FD_SHARE = 4  # ... at most this fraction of the descriptor limit (1/4): the rest is the research's
+MIN_CONNECTIONS = 8  # however low the limit, the page and a script can still connect
+HEADER_DEADLINE_S = 10.0  # a connection that has not sent a whole request head by then is closed
+LISTEN_BACKLOG = 128  # kernel queue of connections not yet accepted (no descriptor of ours until accepted)
+LOG_BURST = 5  # records of one kind logged per LOG_WINDOW_S; the rest counted, said with the next one
+LOG_WINDOW_S = 60.0
+LOG_KINDS = 256  # kinds the rate limit remembers at most (RateLimit says what a kind is)
+RATE_LIMITED_LOGGERS = ("asyncio", "uvicorn.error", "briefd.api")  # an accept that fails logs each try
 MAX_STREAMS = 64  # live event streams open at once; past it 503 and Retry-After (each polls the store)
+MAX_JSON_READ = 64 << 20  # report.json/error.json read for an answer: far above any report briefd writes
+FILE_CHUNK = 64 * 1024  # a served file is sent in chunks this size, read off the event loop
 MAX_PENDING_SCAN = 2000  # inbox entries looked through to find a brief not yet taken
 HEALTH_TTL_S = 60.0  # /healthz answers from its last probe this long: a probe runs a real search
 # The report.html of a brief is page text briefd escaped; served with no right to run anything.
@@ -214,6 +238,12 @@ def outcome_response(brief_id: str, outcome: Outcome) -> JSONResponse:
     return JSONResponse({**body, "error": body["message"]}, status_code=404 if not outcome.found else 409)
 
 
+def not_served(exc: NotServed) -> JSONResponse:
+    """404 for a file in the outbox that is not one briefd wrote (open_regular): said, and not served."""
+    return problem(404, f"{exc}: not served", "briefd writes its reports as regular files: remove what was put "
+                   "in their place (it may be someone's attempt to read other files through the API)")
+
+
 class BadId(ValueError):
     """An id in a URL that no brief can have (report.safe_outdir's rule): 400, never a path."""
 
@@ -245,11 +275,92 @@ def _failure(settings: Settings) -> Callable[[Request, Exception], Any]:
     return answer
 
 
-def _read_json(path: Path) -> Any:
+class NotServed(ValueError):
+    """A file the API will not serve: a link, or not a regular file (briefd writes only regular files)."""
+
+
+def open_regular(folder: Path, name: str) -> tuple[int, int] | None:
+    """A descriptor on `folder`/`name` and its size, when that is a regular file reached without
+    following a link (issue 19 #10: a report file that was a link to a file elsewhere was served);
+    None when there is no such file; NotServed for a link, a FIFO, a device or a folder. The brief's
+    folder is opened without following a link as well, and the file by name inside it, so a link
+    swapped in after a check is not followed either; O_NONBLOCK: a FIFO does not block the open."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise NotServed(f"{folder.name} is not a folder briefd wrote ({exc.strerror or exc})") from None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        what = "a symbolic link" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise NotServed(f"{name} of {folder.name} is {what}") from None
+    finally:
+        os.close(folder_fd)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotServed(f"{name} of {folder.name} is not a regular file")
+    return fd, info.st_size
+
+
+def read_regular(folder: Path, name: str, limit: int = MAX_JSON_READ) -> bytes | None:
+    """The bytes of `folder`/`name` as `open_regular` finds it; None when it is missing, not served,
+    unreadable or over `limit`."""
+    try:
+        opened = open_regular(folder, name)
+    except (NotServed, OSError):
+        return None
+    if opened is None:
+        return None
+    fd, size = opened
+    try:
+        if size > limit:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)[:limit]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_json(folder: Path, name: str) -> Any:
+    data = read_regular(folder, name)
+    try:
+        return json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
+        return None
+
+
+class OpenedFile(Response):
+    """A regular file already opened by `open_regular`, sent from its descriptor (never by its path
+    again, which could be swapped for a link meanwhile) in chunks read off the event loop; the
+    descriptor is closed however the response ends."""
+
+    def __init__(self, fd: int, size: int, media_type: str, headers: dict[str, str]) -> None:
+        self.fd, self.size = fd, size
+        self.status_code = 200
+        self.media_type = media_type
+        self.background = None
+        self.init_headers({**headers, "content-length": str(size)})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            sent = 0
+            while scope.get("method") != "HEAD" and sent < self.size:
+                chunk = await asyncio.to_thread(os.pread, self.fd, min(FILE_CHUNK, self.size - sent), sent)
+                if not chunk:
+                    break  # truncated since: h11 refuses the short body and the connection is closed
+                sent += len(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            os.close(self.fd)
 
 
 def _loads(text: str) -> Any:
@@ -308,8 +419,8 @@ def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
                 running = store.load_checkpoint(row.run_id)
         finally:
             store.close()
-    report = _read_json(outdir / "report.json")
-    error = _read_json(outdir / "error.json")
+    report = _read_json(outdir, "report.json")
+    error = _read_json(outdir, "error.json")
     if pending is not None and (row is None or row.state not in ACTIVE):
         body: dict[str, Any] = {"id": brief_id, "state": "submitted", "run": None, "report": None,
                                 "file": pending.name,
@@ -344,7 +455,7 @@ def rendered_html(outdir: Path) -> str | None:
     would have written it (report.render_html); None when there is no report yet."""
     from .report import render_html
 
-    report = _read_json(outdir / "report.json")
+    report = _read_json(outdir, "report.json")
     if not isinstance(report, dict):
         return None
     return render_html(report)
@@ -386,47 +497,77 @@ def _latest(brief_id: str) -> Callable[[Any], Any]:
     return lambda store: store.latest_run(brief_id) if store is not None else None
 
 
-async def follow_events(settings: Settings, reader: StoreReader, brief_id: str, since: int,
-                        streams: list[int]) -> AsyncIterator[bytes]:
+@dataclass
+class Slots:
+    """The live event streams open, at most `cap`. A stream's slot is taken in the same step as the
+    count is checked, with no await between (issue 19 #8: taken inside the stream, after the response
+    had started, a burst of 150 got 105 streams past a cap of 64), and given back when its response
+    ends, however it ends (`SlotStream`)."""
+
+    cap: int
+    held: int = 0
+
+    def take(self) -> bool:
+        if self.held >= self.cap:
+            return False
+        self.held += 1
+        return True
+
+    def give_back(self) -> None:
+        self.held -= 1
+
+
+class SlotStream(StreamingResponse):
+    """An event stream holding one of `slots`: given back when the response ends, even one whose body
+    never started (a client gone before it), which the stream's own `finally` would not see."""
+
+    def __init__(self, content: AsyncIterator[bytes], slots: Slots, headers: dict[str, str]) -> None:
+        super().__init__(content, media_type=NDJSON, headers=headers)
+        self.slots = slots
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slots.give_back()
+
+
+async def follow_events(settings: Settings, reader: StoreReader, brief_id: str, since: int) -> AsyncIterator[bytes]:
     """A run's events as NDJSON, from seq `since` on, then each new one as it happens, until the run
     has ended and its final event is sent. The store is the record (events.ndjson is its live copy),
     so the stream follows exactly one run: the latest of the id while it is going, or the next one
     when the brief waits in the inbox (submitted again after an earlier run ended). A run that failed
-    and was retried goes on past its earlier final event. `streams` counts the streams open."""
-    streams[0] += 1
-    try:
-        latest = await reader.call(_latest(brief_id))
+    and was retried goes on past its earlier final event."""
+    latest = await reader.call(_latest(brief_id))
+    waiting = await asyncio.to_thread(pending_file, settings, brief_id)
+    run = latest if waiting is None or (latest is not None and latest.state in ACTIVE) else None
+    after = latest.run_id if latest is not None else 0
+    while run is None:  # the brief is a file in the inbox: its run starts when the daemon takes it
+        await asyncio.sleep(STATE_POLL_S)
         waiting = await asyncio.to_thread(pending_file, settings, brief_id)
-        run = latest if waiting is None or (latest is not None and latest.state in ACTIVE) else None
-        after = latest.run_id if latest is not None else 0
-        while run is None:  # the brief is a file in the inbox: its run starts when the daemon takes it
-            await asyncio.sleep(STATE_POLL_S)
-            waiting = await asyncio.to_thread(pending_file, settings, brief_id)
-            row = await reader.call(_latest(brief_id))  # after the inbox: a file taken since is in the store
-            if row is not None and row.run_id > after:
-                run = row
-            elif waiting is None:
-                return  # gone from the inbox with no run: refused unread, or removed by hand
-        run_id = run.run_id
-        quiet = 0.0
-        while True:
-            rows = await reader.call(lambda store: store.events(run_id, since))
-            final = False
-            for event in rows:
-                since = int(event["seq"]) + 1
-                yield (json.dumps(event, ensure_ascii=False) + "\n").encode()
-                final = final or event.get("type") in FINAL_EVENTS
-            quiet = 0.0 if rows else quiet
-            if final or quiet >= STATE_POLL_S:
-                quiet = 0.0
-                row = await reader.call(lambda store: store.get_brief(run_id))
-                if row is None or row.state not in ACTIVE:
-                    if final or not await reader.call(lambda store: store.events(run_id, since)):
-                        return
-            await asyncio.sleep(EVENT_POLL_S)
-            quiet += EVENT_POLL_S
-    finally:
-        streams[0] -= 1
+        row = await reader.call(_latest(brief_id))  # after the inbox: a file taken since is in the store
+        if row is not None and row.run_id > after:
+            run = row
+        elif waiting is None:
+            return  # gone from the inbox with no run: refused unread, or removed by hand
+    run_id = run.run_id
+    quiet = 0.0
+    while True:
+        rows = await reader.call(lambda store: store.events(run_id, since))
+        final = False
+        for event in rows:
+            since = int(event["seq"]) + 1
+            yield (json.dumps(event, ensure_ascii=False) + "\n").encode()
+            final = final or event.get("type") in FINAL_EVENTS
+        quiet = 0.0 if rows else quiet
+        if final or quiet >= STATE_POLL_S:
+            quiet = 0.0
+            row = await reader.call(lambda store: store.get_brief(run_id))
+            if row is None or row.state not in ACTIVE:
+                if final or not await reader.call(lambda store: store.events(run_id, since)):
+                    return
+        await asyncio.sleep(EVENT_POLL_S)
+        quiet += EVENT_POLL_S
 
 
 # --------------------------------------------------------------------------- the application
@@ -434,7 +575,7 @@ async def follow_events(settings: Settings, reader: StoreReader, brief_id: str, 
 
 def build_app(settings: Settings, access: Access) -> "_Guard":
     """The ASGI application: routes over `settings`' folders and store, guarded by `access`."""
-    streams = [0]
+    streams = Slots(MAX_STREAMS)
     reader = StoreReader(settings)
     health: dict[str, Any] = {"at": None, "body": None}
     health_lock = asyncio.Lock()
@@ -457,7 +598,7 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
                 health["body"] = {"ok": all(c[0] for c in checks), "version": __version__,
                                   "checks": [{"ok": c[0], "message": c[1], "fix": c[2]} for c in checks]}
                 health["at"] = now
-            body = {**health["body"], "checked_s_ago": round(now - health["at"], 1), "streams": streams[0]}
+            body = {**health["body"], "checked_s_ago": round(now - health["at"], 1), "streams": streams.held}
         return JSONResponse(body, status_code=200 if body["ok"] else 503)
 
     async def post_brief(request: Request) -> Response:
@@ -522,30 +663,39 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
     async def report_file(request: Request) -> Response:
         brief_id, name = request.path_params["id"], request.path_params["name"]
         if name in ("cancel", "retry"):
-            refused = problem(405, f"{name} is a POST", f"POST /briefs/{{id}}/{name} with Content-Type: application/json")
+            refused = problem(405, f"{name} is a POST",
+                              f"POST /briefs/{{id}}/{name} with Content-Type: application/json")
             refused.headers["Allow"] = "POST"
             return refused
         if name not in REPORT_FILES:
             return problem(404, f"no such file: {name[:100]!r}", f"ask for one of {', '.join(REPORT_FILES)}, "
                            "chart, events, cancel or retry")
-        path = _outdir(settings, brief_id) / name
+        outdir = _outdir(settings, brief_id)
         headers = {"Content-Security-Policy": REPORT_CSP, "X-Content-Type-Options": "nosniff"}
-        if not path.is_file() and name == "report.html":  # not asked for: made from report.json, as the file would be
-            html = await asyncio.to_thread(rendered_html, path.parent)
+        try:
+            opened = await asyncio.to_thread(open_regular, outdir, name)
+        except NotServed as exc:
+            return not_served(exc)
+        if opened is None and name == "report.html":  # not asked for: made from report.json, as the file would be
+            html = await asyncio.to_thread(rendered_html, outdir)
             if html is not None:
                 return Response(html, media_type=REPORT_FILES[name], headers=headers)
-        if not path.is_file():
+        if opened is None:
             return problem(404, f"no {name} for {brief_id!r} (yet)", "GET /briefs/{id} says its state")
-        return FileResponse(path, media_type=REPORT_FILES[name], headers=headers)
+        return OpenedFile(*opened, media_type=REPORT_FILES[name], headers=headers)
 
     async def chart(request: Request) -> Response:
         brief_id = request.path_params["id"]
         outdir = _outdir(settings, brief_id)
         for name, media in ((CHART_FILE, "image/svg+xml"), (PNG_FILE, "image/png")):  # the band
-            if (outdir / name).is_file():
-                return FileResponse(outdir / name, media_type=media,
-                                    headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-                                             "X-Content-Type-Options": "nosniff"})
+            try:
+                opened = await asyncio.to_thread(open_regular, outdir, name)
+            except NotServed as exc:
+                return not_served(exc)
+            if opened is not None:
+                return OpenedFile(*opened, media_type=media,
+                                  headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+                                           "X-Content-Type-Options": "nosniff"})
         return problem(404, f"no chart for {brief_id!r}", "estimate briefs get one when they finish")
 
     async def events(request: Request) -> Response:
@@ -556,12 +706,12 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
             return problem(400, f"seq must be a whole number, not {raw[:40]!r}", "GET /briefs/{id}/events?seq=1")
         if await asyncio.to_thread(brief_state, settings, brief_id) is None:
             return problem(404, f"no brief with id {brief_id!r}", "GET /briefs lists them")
-        if streams[0] >= MAX_STREAMS:
-            return JSONResponse({"error": f"{MAX_STREAMS} event streams are open already",
+        if not streams.take():  # no await from here to the response: the slot is this request's
+            return JSONResponse({"error": f"{streams.cap} event streams are open already",
                                  "fix": "try again in a few seconds, or close a stream"},
                                 status_code=503, headers={"Retry-After": "5"})
-        return StreamingResponse(follow_events(settings, reader, brief_id, int(raw), streams), media_type=NDJSON,
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return SlotStream(follow_events(settings, reader, brief_id, int(raw)), streams,
+                          headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     def queue_action(act: Callable[[Settings, str], Outcome]) -> Callable[[Request], Any]:
         """POST /briefs/{id}/cancel and /retry: daemon.actions' own answer, as the CLI prints it."""
@@ -655,7 +805,8 @@ class _Guard:
         if self.access.token is not None and path != "/":
             given = headers.get("authorization", "")
             scheme, _, token = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.access.token.encode()):
+            wrong = not hmac.compare_digest(token.strip().encode(), self.access.token.encode())
+            if scheme.lower() != "bearer" or wrong:
                 response = problem(401, "this briefd asks for a token" if not given else "wrong token",
                                    "send Authorization: Bearer <the serve_token>")
                 response.headers["WWW-Authenticate"] = 'Bearer realm="briefd"'
@@ -691,14 +842,160 @@ def bind(settings: Settings) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, settings.serve_port))
-        sock.listen(128)
+        sock.listen(LISTEN_BACKLOG)
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
-        what = "is in use (another briefd serve?)" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror or exc})"
-        raise ServeError(f"{host} port {settings.serve_port} {what}: set serve_port (--serve-port, BRIEFD_SERVE_PORT) "
-                         "to a free port, or stop what holds it", exit_code=3) from None
+        what = ("is in use (another briefd serve?)" if exc.errno == errno.EADDRINUSE
+                else f"cannot be used ({exc.strerror or exc})")
+        raise ServeError(f"{host} port {settings.serve_port} {what}: set serve_port (BRIEFD_SERVE_PORT, or "
+                         "serve_port in briefd.toml) to a free port, or stop what holds it", exit_code=3) from None
     return sock
+
+
+# --------------------------------------------------------------------------- the door: connections and their cost
+
+
+def connection_cap() -> int:
+    """How many connections the API holds at once: MAX_CONNECTIONS, or a quarter of the descriptor
+    limit when that is lower, so the research (store, pages, library, model calls) keeps the rest.
+    Read when the API starts, after the daemon has raised its soft limit to the hard one."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, soft // FD_SHARE))
+
+
+class RateLimit(logging.Filter):
+    """At most LOG_BURST records of one kind per LOG_WINDOW_S; the next one let through after a quiet
+    spell says how many were left out. An accept that fails for want of descriptors is logged by
+    asyncio at every try, with its traceback (482,520 of them in a minute, 213 MB of journal, in
+    issue 19 #1): the first few say it, the count says the rest. A kind is the logger, the message's
+    first line and the exception's type and words, so another failure is still told while one repeats."""
+
+    def __init__(self, burst: int = LOG_BURST, window_s: float = LOG_WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.burst, self.window_s, self.clock = burst, window_s, clock
+        self.kinds: dict[tuple[str, str, str], list[float]] = {}  # kind -> [window start, logged, left out]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = (record.name, str(record.msg).split("\n", 1)[0][:200], _exception_words(record))
+        now = self.clock()
+        seen = self.kinds.get(kind)
+        if seen is None or now - seen[0] >= self.window_s:
+            if len(self.kinds) >= LOG_KINDS and seen is None:
+                self.kinds.pop(next(iter(self.kinds)))  # the oldest kind: memory stays bounded
+            left_out = int(seen[2]) if seen is not None else 0
+            self.kinds[kind] = seen = [now, 0, 0]
+            if left_out:
+                record.msg = f"{record.getMessage()} ({left_out} more like it in the last minutes were not logged)"
+                record.args = None
+        if seen[1] >= self.burst:
+            seen[2] += 1
+            return False
+        seen[1] += 1
+        return True
+
+
+def _exception_words(record: logging.LogRecord) -> str:
+    exc = record.exc_info[1] if record.exc_info else None
+    return f"{type(exc).__name__}: {str(exc)[:200]}" if exc is not None else ""
+
+
+def limit_logging() -> None:
+    """RateLimit on the loggers a flood of connections writes to (once per process)."""
+    for name in RATE_LIMITED_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RateLimit) for f in logger.filters):
+            logger.addFilter(RateLimit())
+
+
+@dataclass
+class Door:
+    """One server's connections: the cap, and those waiting for a request head, oldest first."""
+
+    cap: int
+    waiting: dict["_DoorProtocol", None] = field(default_factory=dict)
+
+
+class _DoorProtocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with the two bounds it lacks (issue 19 #1, #7). uvicorn has no
+    header timeout, and its limit_concurrency is checked only once a request head has arrived, so
+    connections that never finish theirs each held a descriptor, and counted against that limit
+    until everyone got 503.
+
+    - A connection ready for a request (just made, or its last response sent) must deliver the
+      whole head within HEADER_DEADLINE_S, however it trickles, else it is closed.
+    - At most `door.cap` connections: past it, the one that has waited longest for its head is
+      closed to make room (a real client sends its head at once, so a flood of silent connections
+      cannot shut it out); when every connection is busy with a request, the new one is closed.
+    """
+
+    door: ClassVar[Door]
+    head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
+        super().connection_made(transport)
+        if len(self.connections) > self.door.cap and not self.make_room():
+            door_log.warning("HTTP API: %d connections are open, all busy with requests (its cap): a new one "
+                             "was closed", len(self.connections) - 1)
+            transport.close()
+            return
+        self.watch_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.unwatch_head()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        self.watch_head()
+
+    def watch_head(self) -> None:
+        """The head deadline runs while the connection waits for a request head (h11's IDLE), and only then."""
+        waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
+        if not waiting:
+            self.unwatch_head()
+        elif self.head_timer is None:
+            self.head_timer = self.loop.call_later(HEADER_DEADLINE_S, self.head_too_late)
+            self.door.waiting[self] = None
+
+    def unwatch_head(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+        self.door.waiting.pop(self, None)
+
+    def head_too_late(self) -> None:
+        self.head_timer = None
+        self.drop("HTTP API: closed a connection that sent no whole request head within %g s", HEADER_DEADLINE_S)
+
+    def make_room(self) -> bool:
+        """Close the connection that has waited longest for a request head; False when none waits."""
+        oldest = next(iter(self.door.waiting), None)
+        if oldest is None:
+            return False
+        oldest.drop("HTTP API: closed the connection that had waited longest for its request head: %d were open "
+                    "(the cap)", self.door.cap)
+        return True
+
+    def drop(self, message: str, *args: object) -> None:
+        """Close this connection, saying why (a kind of message each: RateLimit counts them apart)."""
+        self.unwatch_head()
+        if not self.transport.is_closing():
+            door_log.warning(message, *args)
+            self.transport.close()
+
+
+def door_protocol(door: Door) -> type[_DoorProtocol]:
+    """_DoorProtocol bound to one server's `door` (uvicorn makes the protocol from a class)."""
+
+    class Guarded(_DoorProtocol):
+        pass
+
+    Guarded.door = door
+    return Guarded
 
 
 class _QuietServer(uvicorn.Server):
@@ -719,8 +1016,13 @@ class _Server:
         self.sock = bind(settings)
         self.line = start_line(settings, access)
         self.app = build_app(settings, access)
+        self.door = Door(cap=connection_cap())
+        # limit_concurrency off: it counted connections still sending their heads, and answered 503 to
+        # everyone behind them (issue 19 #7); the door caps connections, and each runs one request at a time
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=2, server_header=False, limit_concurrency=MAX_CONNECTIONS)
+                                timeout_graceful_shutdown=2, server_header=False, limit_concurrency=None,
+                                http=door_protocol(self.door), ws="none", backlog=LISTEN_BACKLOG)
+        limit_logging()  # after uvicorn.Config, which configures its loggers
         self.server = _QuietServer(config)
 
     async def run(self) -> None:
@@ -733,13 +1035,22 @@ class _Server:
     def stop(self) -> None:
         self.server.should_exit = True
 
+    def announce(self, settings: Settings) -> None:
+        """The start line, and what the operator should fix: a token file others can read, a
+        descriptor limit so low that the API's share of it holds fewer than MAX_CONNECTIONS."""
+        log.info("%s", self.line)
+        if (warning := token_file_warning(settings)) is not None:
+            log.warning("%s", warning)
+        if self.door.cap < MAX_CONNECTIONS:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            log.warning("the descriptor limit is %d (ulimit -n): the HTTP API holds at most %d connections; "
+                        "raise it (LimitNOFILE= in the systemd unit, or ulimit -n)", soft, self.door.cap)
+
 
 def serve_forever(settings: Settings) -> int:
     """`briefd serve` alone: the API until SIGTERM/SIGINT; a brief dropped through it waits for `briefd run`."""
     server = _Server(settings)
-    log.info("%s", server.line)
-    if (warning := token_file_warning(settings)) is not None:
-        log.warning("%s", warning)
+    server.announce(settings)
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
@@ -757,9 +1068,7 @@ async def serving_inside(settings: Settings) -> AsyncIterator[None]:
     """The API on the daemon's own loop (`serve = true`), stopped when the daemon stops."""
     server = _Server(settings)
     task = asyncio.create_task(server.run(), name="briefd-serve")
-    log.info("%s", server.line)
-    if (warning := token_file_warning(settings)) is not None:
-        log.warning("%s", warning)
+    server.announce(settings)
     try:
         yield
     finally:
