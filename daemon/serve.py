@@ -82,6 +82,7 @@ MAX_CONNECTIONS = 256  # connections held at once at most (a descriptor each), a
 FD_SHARE = 4  # ... at most this fraction of the descriptor limit (1/4): the rest is the research's
 MIN_CONNECTIONS = 8  # however low the limit, the page and a script can still connect
 HEADER_DEADLINE_S = 10.0  # a connection that has not sent a whole request head by then is closed
+BODY_DEADLINE_S = 30.0  # ... nor its body this long after its head (a brief of 1 MiB at 35 KB/s)
 LISTEN_BACKLOG = 128  # kernel queue of connections not yet accepted (no descriptor of ours until accepted)
 LOG_BURST = 5  # records of one kind logged per LOG_WINDOW_S; the rest counted, said with the next one
 LOG_WINDOW_S = 60.0
@@ -920,20 +921,23 @@ class Door:
 
 
 class _DoorProtocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with the two bounds it lacks (issue 19 #1, #7). uvicorn has no
-    header timeout, and its limit_concurrency is checked only once a request head has arrived, so
-    connections that never finish theirs each held a descriptor, and counted against that limit
+    """uvicorn's HTTP/1.1 protocol with the bounds it lacks (issue 19 #1, #7). uvicorn has no header
+    or body timeout, and its limit_concurrency is checked only once a request head has arrived, so
+    connections that never finished theirs each held a descriptor, and counted against that limit
     until everyone got 503.
 
     - A connection ready for a request (just made, or its last response sent) must deliver the
-      whole head within HEADER_DEADLINE_S, however it trickles, else it is closed.
+      whole head within HEADER_DEADLINE_S, however it trickles, else it is closed; a body, once
+      its head is in, has BODY_DEADLINE_S.
     - At most `door.cap` connections: past it, the one that has waited longest for its head is
       closed to make room (a real client sends its head at once, so a flood of silent connections
       cannot shut it out); when every connection is busy with a request, the new one is closed.
     """
 
     door: ClassVar[Door]
-    head_timer: asyncio.TimerHandle | None = None
+    deadlines: ClassVar[dict[object, float]] = {h11.IDLE: HEADER_DEADLINE_S, h11.SEND_BODY: BODY_DEADLINE_S}
+    timer: asyncio.TimerHandle | None = None
+    watched: object = None  # the h11 state (their side) the timer runs for: IDLE (the head) or SEND_BODY
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
         super().connection_made(transport)
@@ -942,34 +946,42 @@ class _DoorProtocol(H11Protocol):
                              "was closed", len(self.connections) - 1)
             transport.close()
             return
-        self.watch_head()
+        self.watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self.unwatch_head()
+        self.unwatch()
 
     def handle_events(self) -> None:
         super().handle_events()
-        self.watch_head()
+        self.watch()
 
-    def watch_head(self) -> None:
-        """The head deadline runs while the connection waits for a request head (h11's IDLE), and only then."""
-        waiting = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
-        if not waiting:
-            self.unwatch_head()
-        elif self.head_timer is None:
-            self.head_timer = self.loop.call_later(HEADER_DEADLINE_S, self.head_too_late)
-            self.door.waiting[self] = None
+    def watch(self) -> None:
+        """A deadline while the other side owes a head (h11's IDLE) or a body (SEND_BODY), from the
+        moment it began to owe it; none while the request is being answered."""
+        state = None if self.transport.is_closing() else self.conn.their_state
+        if state is self.watched:
+            return
+        self.unwatch()
+        deadline = self.deadlines.get(state)
+        if deadline is not None:
+            self.watched = state
+            self.timer = self.loop.call_later(deadline, self.too_late)
+            if state is h11.IDLE:
+                self.door.waiting[self] = None
 
-    def unwatch_head(self) -> None:
-        if self.head_timer is not None:
-            self.head_timer.cancel()
-            self.head_timer = None
+    def unwatch(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.watched = None
         self.door.waiting.pop(self, None)
 
-    def head_too_late(self) -> None:
-        self.head_timer = None
-        self.drop("HTTP API: closed a connection that sent no whole request head within %g s", HEADER_DEADLINE_S)
+    def too_late(self) -> None:
+        if self.watched is h11.IDLE:
+            self.drop("HTTP API: closed a connection that sent no whole request head within %g s", HEADER_DEADLINE_S)
+        else:
+            self.drop("HTTP API: closed a connection that sent no whole request body within %g s", BODY_DEADLINE_S)
 
     def make_room(self) -> bool:
         """Close the connection that has waited longest for a request head; False when none waits."""
@@ -982,7 +994,7 @@ class _DoorProtocol(H11Protocol):
 
     def drop(self, message: str, *args: object) -> None:
         """Close this connection, saying why (a kind of message each: RateLimit counts them apart)."""
-        self.unwatch_head()
+        self.unwatch()
         if not self.transport.is_closing():
             door_log.warning(message, *args)
             self.transport.close()

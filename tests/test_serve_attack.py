@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from briefd.daemon.serve import (
+    BODY_DEADLINE_S,
     FD_SHARE,
     HEADER_DEADLINE_S,
     LOG_BURST,
@@ -187,6 +188,55 @@ def test_a_connection_that_finishes_its_head_in_time_is_answered(served: Served)
         time.sleep(HEADER_DEADLINE_S / 5)  # kept alive: the next request on it has its own deadline
         sock.sendall(f"GET /briefs HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n\r\n".encode())
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+
+
+def slow_body(port: int) -> socket.socket:
+    """A brief posted with its whole head and a few bytes of a body it never finishes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(f"POST /briefs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: 100000\r\n\r\n{{\"question\": \"".encode())
+    return sock
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_bodies_that_never_end_hold_the_api_no_longer_than_their_deadline(ws: Workspace) -> None:
+    """Connections busy with requests are not closed to make room: past the cap a new one is closed at
+    once (no descriptor kept), and a body that never ends is closed at its deadline, however it trickles."""
+    server = Served(ws, nofile=NOFILE)
+    cap = min(MAX_CONNECTIONS, NOFILE // FD_SHARE)
+    socks: dict[socket.socket, bool] = {}
+    try:
+        before = descriptors(server.proc.pid)
+        started = time.monotonic()
+        for _ in range(cap):
+            socks[slow_body(server.port)] = True
+        time.sleep(1)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
+            extra.sendall(f"GET /briefs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode())
+            try:
+                assert extra.recv(4096) == b"", "past the cap, with every connection busy, a new one is closed"
+            except ConnectionResetError:
+                pass
+        assert descriptors(server.proc.pid) <= before + cap + 16
+        while any(socks.values()) and time.monotonic() - started < BODY_DEADLINE_S + 30:
+            for sock, is_open in socks.items():  # a byte of body now and then: the deadline is on the whole
+                if is_open:
+                    try:
+                        sock.sendall(b"x")
+                    except OSError:
+                        socks[sock] = False
+            closed_by_server(socks)
+        assert sum(socks.values()) == 0, "bodies still open past their deadline"
+        assert time.monotonic() - started >= BODY_DEADLINE_S * 0.9
+        with server.client() as client:
+            assert client.get("/briefs").status_code == 200
+    finally:
+        for sock in socks:
+            sock.close()
+        server.stop()
+    assert f"sent no whole request body within {BODY_DEADLINE_S:g} s" in server.log.read_text()
+    assert not [p for p in ws.inbox.iterdir() if not p.name.startswith(".")], "nothing half-posted was written"
 
 
 ACCEPT_FAILS = """
