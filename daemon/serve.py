@@ -18,11 +18,12 @@ retry), `store.history` (list, search), the outbox files (reports, events, chart
 - Bodies are read up to the brief's own limit (brief.MAX_BRIEF_BYTES) and no further; ids go
   through report.safe_outdir as everywhere else.
 - The API must never take the research's descriptors, nor be taken by clients that say nothing
-  (issue 19 #1, #7): a connection has HEADER_DEADLINE_S to send a whole request head, and the
-  connections held are capped at a quarter of the descriptor limit (at most MAX_CONNECTIONS); past
-  the cap the connection that has waited longest without a request is closed for the new one, so a
-  flood of silent connections cannot shut out a client that asks (`_DoorProtocol`). What the flood
-  makes uvicorn and asyncio log is rate-limited (`RateLimit`).
+  (issue 19 #1, #7): a connection has HEADER_DEADLINE_S to send a whole request head (and
+  BODY_DEADLINE_S for its body), and the connections held are capped at a quarter of the
+  descriptor limit (at most MAX_CONNECTIONS); past the cap the connection that has waited longest
+  without a request is closed for the new one, so a flood of silent connections cannot shut out
+  a client that asks (`_DoorProtocol`). What the flood makes uvicorn and asyncio log is
+  rate-limited (`RateLimit`).
 - Files are served only when they are regular files reached without following a link (`open_regular`).
 """
 
