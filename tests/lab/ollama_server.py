@@ -28,7 +28,9 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   sent and task title (``chat_calls``), retries, ``duplicate_prompts`` (an
   answered request whose model+messages+format+options had been answered
   before: "never pay twice"), ``truncated_prompts``, ``loads`` per model (by
-  canonical name), outcomes, pending faults, and ``calls``: every request;
+  canonical name), outcomes, pending faults, ``use_extra_bufts`` (llama: False when the loaded
+  model's weights are in plain CPU buffers, tests.lab.drivers.plain_cpu_buffers; None with the
+  scripted driver or before a load), and ``calls``: every request;
 - ``POST /lab/fault`` ``{"kind": "status"|"delay"|"drop"|"empty"|"endless"|"answer",
   "count": 1, "status": 500, "seconds": 2.0, "model": optional, "after": 0, "message": ""}``:
   the next ``count`` inference calls (after letting ``after`` of them through) misbehave
@@ -254,6 +256,8 @@ class LabState:
             "duplicate_prompts": sum(1 for c in calls if c.get("duplicate")),
             "truncated_prompts": sum(1 for c in calls if c.get("truncated")),
             "loads": loads,
+            # llama: the loaded model's use_extra_bufts (False: weights in plain CPU buffers, safe with AMX)
+            "use_extra_bufts": getattr(self.driver, "use_extra_bufts", None),
             "outcomes": outcomes,
             "chaos": chaos,  # lab-chaos: kind -> answers it was applied to
             "chaos_config": {"seed": self.chaos.seed, "share": self.chaos.share,

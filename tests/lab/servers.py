@@ -14,6 +14,10 @@ so a test run killed with -9 leaves no servers behind. The signal follows the
 *thread* that started them: start the lab from a thread that outlives it (the
 main thread, as pytest fixtures are).
 
+A lab server that dies while the lab is in use is reported at once, with its exit signal and
+the end of its log (``LabWatch``): `make demo`, `make lab`, `make bench-real` and the test
+fixtures stop there, instead of briefd waiting out its patience and blaming the user's Ollama.
+
 Run the whole lab for a demo:
 
     python -m tests.lab.servers --workdir DIR [--searxng-port 8888]
@@ -32,11 +36,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence, TYPE_CHECKING
+from typing import Any, Sequence, TYPE_CHECKING
 
 import httpx
 
@@ -64,6 +68,31 @@ class LabError(RuntimeError):
     """A lab server did not start; the message carries the end of its log."""
 
 
+class LabServerDied(LabError):
+    """A lab server exited while the lab was in use; the message names its signal and ends with its log."""
+
+
+# How a lab server is named to a person, by its Proc name (the first match wins).
+ROLES = (("ollama", "the model server"), ("valkey", "SearXNG's Valkey"), ("searxng", "SearXNG"),
+         ("datasette", "the search index"), ("web", "the lab web"))
+LOG_TAIL_LINES = 40  # what a death report quotes of the server's log (a crash's trace, with its threads)
+
+
+def role_of(name: str) -> str:
+    """What the server is to a person: 'the model server' (ollama-llama), 'SearXNG' (searxng-2)."""
+    return next((text for key, text in ROLES if name.startswith(key) or name.endswith(key)), "the lab server")
+
+
+def exit_description(returncode: int) -> str:
+    """'died of SIGSEGV' for a signal (Popen's negative return code), 'exited with status 3' otherwise."""
+    if returncode < 0:
+        try:
+            return f"died of {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"died of signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago (the kernel picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -80,6 +109,7 @@ class Proc:
     log_path: Path
     popen: subprocess.Popen[bytes]
     started_at: float = field(default_factory=time.monotonic)
+    stopping: bool = False  # stop() was called: its exit is no death to report
 
     @property
     def pid(self) -> int:
@@ -95,6 +125,20 @@ class Proc:
         except OSError:
             return ""
         return data[-chars:].decode("utf-8", "replace")
+
+    def death(self) -> str | None:
+        """What to tell a person once this server has exited without stop(): None while it runs or once stopped.
+
+        'lab: the model server (ollama-llama, pid 812) died of SIGSEGV; its log (PATH) ends:' and the log's
+        last lines (the lab's Python servers run with faulthandler, so a crash leaves its traceback there).
+        """
+        code = self.popen.poll()
+        if code is None or self.stopping:
+            return None
+        lines = self.log_tail().rstrip().splitlines()[-LOG_TAIL_LINES:] or ["(empty)"]
+        tail = "\n".join(f"    {line}" for line in lines)
+        return (f"lab: {role_of(self.name)} ({self.name}, pid {self.pid}) {exit_description(code)}; "
+                f"its log ({self.log_path}) ends:\n{tail}")
 
     def wait_ready(
         self,
@@ -113,7 +157,7 @@ class Proc:
             while True:
                 if not self.alive:
                     raise LabError(
-                        f"{self.name} exited with {self.popen.returncode} before it was ready "
+                        f"{self.name} {exit_description(self.popen.returncode)} before it was ready "
                         f"({url}); log {self.log_path}:\n{self.log_tail()}"
                     )
                 try:
@@ -132,6 +176,7 @@ class Proc:
 
     def stop(self, grace: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after ``grace`` seconds. Returns the exit code."""
+        self.stopping = True
         if self.popen.poll() is None:
             self.popen.terminate()
             try:
@@ -161,6 +206,7 @@ def start_proc(
         full_env.pop(key, None)
     full_env["NO_PROXY"] = full_env["no_proxy"] = "127.0.0.1,localhost"
     full_env["PYTHONUNBUFFERED"] = "1"
+    full_env["PYTHONFAULTHANDLER"] = "1"  # a crash (SIGSEGV in llama.cpp) leaves its Python traceback in the log
     full_env.update(env or {})
     with open(log_path, "ab") as log:
         popen = subprocess.Popen(
@@ -170,8 +216,134 @@ def start_proc(
             stderr=subprocess.STDOUT,
             env=full_env,
             cwd=str(cwd or REPO_ROOT),
+            # Ctrl-C reaches only the script, which stops its servers; none dies first and is reported dead
+            start_new_session=True,
         )
     return Proc(name=name, argv=argv, log_path=log_path, popen=popen)
+
+
+WATCH_INTERVAL_S = 0.2  # how often the watch looks at the lab's servers
+INTERRUPT_SIGNAL = signal.SIGUSR1  # how it wakes the main thread: a real signal ends a blocking wait at once
+
+
+def report_to_stderr(text: str) -> None:
+    """A death as scripts report it (make demo, make lab, make bench-real): on stderr, at once."""
+    print(text, file=sys.stderr, flush=True)
+
+
+class LabWatch:
+    """Watches the lab's servers from a thread; the first that dies without stop() is reported at once.
+
+    Why: while the lab is in use the main thread is blocked in whatever uses it (`briefd run --once`
+    in subprocess.run, a test), and briefd sees a dead model server only as an outage: it waits out
+    once_patience_s, then tells the user to start Ollama. The watch instead ``report``s the death
+    (its signal and the end of its log: Proc.death) and, while its group is ``armed``, raises
+    LabServerDied in the main thread, woken by a real signal (INTERRUPT_SIGNAL, to the main thread
+    only) so that a blocking wait returns at once; subprocess.run then kills the briefd it started.
+    A death while its group is not armed (between two tests) is kept: the next ``armed`` of that
+    group raises it at once. Start it from the main thread (the signal handler is installed there;
+    from another thread it only reports).
+    """
+
+    def __init__(self, report: Callable[[str], None] | None = None, interval: float = WATCH_INTERVAL_S) -> None:
+        self.report = report
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._groups: dict[str, list[Proc]] = {}
+        self._deaths: dict[str, str] = {}  # group -> its first death
+        self._seen: set[int] = set()  # id() of the Procs already reported
+        self._armed: dict[str, int] = {}  # group -> how many armed() blocks hold it
+        self._pending: tuple[str, str] | None = None  # (group, death) the signal is raising
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._main: int | None = None
+        self._previous: Any = None
+
+    def add(self, group: str, *procs: Proc) -> None:
+        """Watch ``procs`` as ``group`` (a fixture's name, "lab" for a script's whole lab)."""
+        with self._lock:
+            self._groups.setdefault(group, []).extend(procs)
+
+    def death(self, groups: Iterable[str] | None = None) -> str | None:
+        """The first death the watch saw in ``groups`` (all when None), or None."""
+        with self._lock:
+            return next((text for group, text in self._deaths.items() if groups is None or group in groups), None)
+
+    @contextmanager
+    def armed(self, groups: Iterable[str] | None = None) -> Iterator[None]:
+        """While inside, a death in ``groups`` (all watched groups when None) raises LabServerDied here at once;
+        one that came before raises on entry."""
+        with self._lock:
+            chosen = list(self._groups) if groups is None else [g for g in groups if g in self._groups]
+        text = self.death(chosen)
+        if text is not None:
+            raise LabServerDied(text)
+        with self._lock:
+            for group in chosen:
+                self._armed[group] = self._armed.get(group, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for group in chosen:
+                    self._armed[group] -= 1
+                    if not self._armed[group]:
+                        del self._armed[group]
+
+    def start(self) -> LabWatch:
+        if threading.current_thread() is threading.main_thread():
+            self._main = threading.main_thread().ident
+            self._previous = signal.signal(INTERRUPT_SIGNAL, self._on_signal)
+        self._thread = threading.Thread(target=self._run, name="lab-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop watching; the thread is joined before the signal handler is put back, so no signal is left."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._main is not None:
+            signal.signal(INTERRUPT_SIGNAL, self._previous)
+            self._main = None
+
+    def __enter__(self) -> LabWatch:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+    def poll(self) -> None:
+        """Look at every watched server once; report and raise (when armed) each new death."""
+        with self._lock:
+            watched = [(group, proc) for group, procs in self._groups.items() for proc in procs]
+        for group, proc in watched:
+            text = proc.death() if id(proc) not in self._seen else None
+            if text is None:
+                continue
+            self._seen.add(id(proc))
+            with self._lock:
+                self._deaths.setdefault(group, text)
+                interrupt = group in self._armed and self._main is not None and self._pending is None
+                if interrupt:
+                    self._pending = (group, text)
+            if self.report is not None:
+                self.report(text)
+            if interrupt and self._main is not None:
+                signal.pthread_kill(self._main, INTERRUPT_SIGNAL)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+            live = pending is not None and pending[0] in self._armed
+        if pending is not None and live:
+            raise LabServerDied(pending[1])
+        if pending is None and callable(self._previous):
+            self._previous(signum, frame)  # not ours: another watch's (nested) signal
 
 
 def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama", port: int | None = None,
@@ -201,12 +373,19 @@ def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama
 def lab_with_model(root: Path, driver: str = "scripted", *, lab_dir: str = "lab", name: str = "ollama",
                    extra: Sequence[str] = ()) -> Iterator[tuple[SearchLab, str]]:
     """The search lab and one model server for a script (demo, benches): (the lab, the model's URL),
-    both stopped at the end, the lab also when the model server fails to start."""
+    both stopped at the end, the lab also when the model server fails to start.
+
+    All of them are watched (LabWatch): one that dies is reported on stderr at once, with its signal and
+    its log's end, and LabServerDied is raised in the block (a `briefd run` it was running is killed).
+    """
     lab = start_search_lab(root / lab_dir)
     try:
         ollama, url = start_ollama(root / "logs", driver, name=name, extra=extra)
         try:
-            yield lab, url
+            with LabWatch(report=report_to_stderr) as watch:
+                watch.add("lab", *lab.procs, ollama)
+                with watch.armed():
+                    yield lab, url
         finally:
             ollama.stop()
     finally:
@@ -388,12 +567,11 @@ def main(argv: list[str] | None = None) -> int:
                          env={"OLLAMA_HOST": url, "BRIEFD_MODEL": models[args.driver],
                               "BRIEFD_SEARXNG_URL": lab.searxng_url})
         print(json.dumps(shown), flush=True)
-        while not stop.is_set():
-            stop.wait(0.5)
-            dead = [proc.name for proc in procs if not proc.alive]
-            if dead:
-                print(f"lab server(s) exited: {', '.join(dead)}", file=sys.stderr, flush=True)
-                return 1
+        with LabWatch(report=report_to_stderr) as watch:  # a server that dies is reported at once, and ends the lab
+            watch.add("lab", *procs)
+            while not stop.wait(0.5):
+                if watch.death() is not None:
+                    return 1
     finally:
         for proc in procs[len(lab.procs):]:
             proc.stop()
