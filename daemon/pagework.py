@@ -379,4 +379,7 @@ def serve_child() -> None:
 
 
 if __name__ == "__main__":
-    serve_child()
+    try:
+        serve_child()
+    except BrokenPipeError:  # the daemon went (SIGKILL while this child started): no one to answer, nothing to say
+        os._exit(0)  # not sys.exit: flushing the answer pipe at exit would raise again

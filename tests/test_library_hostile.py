@@ -9,11 +9,15 @@ index, block it, leak what lies outside, or keep research waiting for a page-rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
+import signal
 import socket
+import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +29,7 @@ from briefd.daemon.library import DEBOUNCE_S, MAX_FOLDER_DEPTH, WATCH_CHECK_S, L
 from briefd.daemon.pagework import PageWorkers
 from briefd.store import Store
 from briefd.store.library import DUPLICATE, INDEXED, REFUSED, LibraryFiles
+from tests.conftest import BRIEFD
 from tests.test_library import BRIDGE, CountingReader, briefd, make_library, rows
 
 DEEP = 1_200
@@ -201,6 +206,45 @@ def test_a_watch_that_dies_or_cannot_start_leaves_the_library_on_rescans(
     assert len(said) == 1 and "max_user_watches" in said[0], said
 
 
+def test_the_daemon_starts_over_a_folder_chain_1200_deep_and_indexes_the_rest(tmp_path: Path) -> None:
+    """The whole daemon, as systemd starts it: before, exit 3 within a second, at every start."""
+    lib = make_library(tmp_path)
+    chain = deep_chain(lib / "trap")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_") and k != "OLLAMA_HOST"}
+    env.update(BRIEFD_INBOX=str(tmp_path / "inbox"), BRIEFD_OUTBOX=str(tmp_path / "outbox"),
+               BRIEFD_DB=str(tmp_path / "briefd.db"), BRIEFD_LIBRARY=str(lib), BRIEFD_EGRESS="none",
+               OLLAMA_HOST="http://127.0.0.1:9")  # no brief is dropped: no server is asked anything
+    daemon = subprocess.Popen([BRIEFD, "run"], env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wanted = {str(lib / "bread.txt"): INDEXED, str(lib / "reports" / "bridge.md"): INDEXED,
+              chain[MAX_FOLDER_DEPTH]: REFUSED}
+    try:
+        deadline, states = time.monotonic() + 90, dict[str, str]()
+        while time.monotonic() < deadline and daemon.poll() is None and states != states | wanted:
+            time.sleep(0.5)
+            states = library_states(tmp_path / "briefd.db")
+        alive = daemon.poll() is None
+        daemon.send_signal(signal.SIGTERM)
+        _, stderr = daemon.communicate(timeout=60)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.communicate(timeout=30)
+    assert alive, f"the daemon stopped (exit {daemon.returncode}): {stderr[-2000:]}"
+    assert daemon.returncode == 0 and "CRITICAL" not in stderr, stderr[-2000:]
+    assert {p: states.get(p) for p in wanted} == wanted, "the rest indexed, the first folder too deep refused"
+
+
+def library_states(db: Path) -> dict[str, str]:
+    """The daemon's library rows, read as `briefd library status` reads them (another process)."""
+    if not db.exists():
+        return {}
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+            return dict(conn.execute("SELECT path, state FROM library_files WHERE state != 'folder'").fetchall())
+    except sqlite3.OperationalError:  # not created yet
+        return {}
+
+
 def test_library_status_names_the_folder_too_deep(tmp_path: Path) -> None:
     lib = make_library(tmp_path)
     chain = deep_chain(lib / "trap")
@@ -313,3 +357,15 @@ def test_research_reads_a_page_promptly_while_slow_library_documents_hold_their_
     took, read, still = asyncio.run(scenario())
     assert read and still == 4, "the page was read while every slow document was still being read"
     assert took < deadline / 4, f"research waited {took:.1f} s for a child (the documents' deadline is {deadline:g} s)"
+
+
+def test_a_reading_child_whose_daemon_is_gone_exits_quietly() -> None:
+    """A daemon killed while its page-reading children start: each child's ready frame met a closed
+    pipe and printed a BrokenPipeError traceback into the journal (make soak --hostile-library)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    child = subprocess.Popen([sys.executable, "-m", "briefd.daemon.pagework"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert child.stdout is not None and child.stdin is not None
+    child.stdout.close()  # the daemon's end of the answers, gone before the child is ready
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 0 and b"Traceback" not in stderr, stderr.decode(errors="replace")[-2000:]
