@@ -129,6 +129,8 @@ class FolderWatch:
             os.write(self._wakeup[1], b"x")
         if self._thread is not None:
             self._thread.join(5)
+            if self._thread.is_alive():  # still adding a huge new tree: its descriptors are left to it, never
+                return                   # closed under it (a number reused meanwhile would be read as inotify)
         self._close()
 
     # ---- the set-up, and new folders ------------------------------------------------------

@@ -157,7 +157,7 @@ def test_a_folder_chain_moved_in_while_running_is_refused_and_the_watch_goes_on(
 
 def test_a_watch_that_dies_or_cannot_start_leaves_the_library_on_rescans(
         tmp_path: Path, store: Store, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The watch's thread ends (here its inotify descriptor is closed under it): said once, and
+    """The watch's thread ends (here its inotify descriptor is replaced under it): said once, and
     what it missed is seen by a rescan at once; a watch that cannot start (the inotify watch
     limit) is said once too, and the rescan keeps the library current."""
     lib = make_library(tmp_path)
@@ -168,7 +168,8 @@ def test_a_watch_that_dies_or_cannot_start_leaves_the_library_on_rescans(
         task = asyncio.create_task(library.run(stopping, rescan_s=3600))
         watched = await until(lambda: library.watch is not None and "bread.txt" in rows(store))
         assert library.watch is not None
-        os.close(library.watch._fd)  # its reads now fail: the thread ends
+        with open(os.devnull, "wb") as sink:  # its inotify descriptor swapped for one it cannot read: the thread ends
+            os.dup2(sink.fileno(), library.watch._fd)
         (lib / "missed.md").write_text("# Missed\n\nA note on bearing pads.\n")
         seen = await until(lambda: task.done() or find(store, "bearing pads", 5), timeout=WATCH_CHECK_S + 60)
         alive = not task.done()
