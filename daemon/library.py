@@ -11,15 +11,21 @@ How a file is judged (cheapest test first, so an unchanged library costs a walk 
 A file whose size or mtime moved while it was hashed or read is left `pending` and read
 on the next look. Refused, with the reason kept in `library_files` (`briefd library
 status` lists them): symbolic links that leave the library folders, symbolic link loops,
-files that cannot be read, files over MAX_FILE_BYTES (judged by their size: a sparse file
-is not read), documents the reader refuses. Files of other types are recorded as
-`skipped`; hidden files and folders are not looked at. Files that are gone are dropped
-with their passages (a duplicate inherits the document instead, when there is one).
+hard links whose file has names outside them, named pipes, sockets and device nodes (never
+opened: a FIFO's open waits for a writer), folders deeper than MAX_FOLDER_DEPTH (the folder
+is named; nothing below it is read), files that cannot be read, files over MAX_FILE_BYTES
+(judged by their size: a sparse file is not read), documents the reader refuses. Files of
+other types are recorded as `skipped`; hidden files and folders are not looked at. Files
+that are gone are dropped with their passages (a duplicate inherits the document instead,
+when there is one).
 
-Kept current by a watchdog observer on the folders (events debounced, handed to the event
-loop with call_soon_threadsafe, LAB.md) plus a full rescan every `rescan_s`, for shares
-without inotify and for events lost in between. Every file-system call runs in a thread;
-store calls run on the loop's thread (the connection is bound to it) and are short.
+Kept current by an inotify watch on the folders (daemon.folderwatch: bounded in depth like
+the walk; events debounced, handed to the event loop with call_soon_threadsafe, LAB.md) plus
+a full rescan every `rescan_s`, for shares without inotify and for events lost in between.
+The watch is a convenience, never a condition: one that cannot be set up (no inotify, its
+limits reached) or whose thread ends later is said once, and the rescan alone keeps the index.
+Every file-system call runs in a thread; store calls run on the loop's thread (the
+connection is bound to it) and are short.
 """
 
 from __future__ import annotations
@@ -34,20 +40,18 @@ import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..store import Store, diagnose
 from ..store.library import DUPLICATE, INDEXED, PENDING, REFUSED, SKIPPED, FileRow, LibraryFiles, PassageHit
 
 from .documents import FORMAT_TYPES, SUFFIXES
 from .extract import PageText
-from .pagework import PAGE_WORKERS, PageUnreadable, PageWorkers
+from .folderwatch import FolderWatch
+from .pagework import LIBRARY_WORKERS, PAGE_WORKERS, PageUnreadable, PageWorkers
 from .search import SNIPPET_MAX_CHARS, SearchHit
 from .sources import LIBRARY
 from .untrusted import clean
-
-if TYPE_CHECKING:  # watchdog is imported where an observer starts
-    from watchdog.observers.api import BaseObserver
 
 log = logging.getLogger("briefd")
 
@@ -67,8 +71,20 @@ DEBOUNCE_S = 1.0
 """Events are gathered this long before the paths they name are looked at: a file being
 written gives a burst of them, and a file still changing would only be left pending."""
 
-READ_CONCURRENCY = PAGE_WORKERS
-"""Documents read at once: as many as the page workers that read them."""
+READ_CONCURRENCY = LIBRARY_WORKERS
+"""Documents read at once: as many as the page workers lend the library (pagework keeps one for research)."""
+
+MAX_FOLDER_DEPTH = 64
+"""Folders below a library folder that are walked and watched. A filing tree is a few levels deep
+(year/client/project/drafts is 4); a chain of hundreds is made to hurt: every level is listed on
+every rescan and holds one of the user's inotify watches (fs.inotify.max_user_watches), and a
+recursive walk of it (Python 3.11's os.walk, which watchdog's set-up used) raised RecursionError
+past 1,000 levels and stopped the daemon. A deeper folder gets a refused row naming it (`briefd
+library status`); nothing below it is read, and its events are not heard."""
+
+WATCH_CHECK_S = 5.0
+"""Seconds between looks at the watch's thread: one that ended (its descriptor failed, a watch
+limit reached by a new folder) leaves the library on the rescan, said once."""
 
 UNREADABLE = "cannot be read"
 CHANGED_WHILE_READ = "changed while being read; it is read again on the next look"
@@ -103,6 +119,8 @@ class Found:
     real: str
     size: int
     mtime_ns: int
+    links: int = 1                      # st_nlink: names the file has (hard links), see `_other_names`
+    inode: tuple[int, int] = (0, 0)     # (st_dev, st_ino): the file itself, whatever its names
 
 
 @dataclass
@@ -174,10 +192,57 @@ def _classify(path: str, folder: str, roots: tuple[str, ...], into: Walk) -> Non
         into.folders_seen.append(Path(path))
         return
     into.present.add(path)
-    if stat.S_ISREG(st.st_mode) and document_type(Path(path)) is not None:
-        into.found.append(Found(path, folder, real, st.st_size, st.st_mtime_ns))
+    if not stat.S_ISREG(st.st_mode):  # never opened: a FIFO's open would wait for a writer
+        kind = _special_kind(st.st_mode)
+        into.refused.append((path, folder, f"{kind}, not a regular file: briefd reads only regular files "
+                                           f"and opens nothing else"))
+    elif document_type(Path(path)) is not None:
+        into.found.append(Found(path, folder, real, st.st_size, st.st_mtime_ns, st.st_nlink, (st.st_dev, st.st_ino)))
     else:
         into.skipped.append((path, folder, st.st_size, st.st_mtime_ns))
+
+
+def _special_kind(mode: int) -> str:
+    """What a directory entry that is neither a folder nor a regular file is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a special file"
+
+
+def _too_deep(folder: str) -> str:
+    return (f"a folder nested deeper than {MAX_FOLDER_DEPTH} folders below {_shown(folder)}: not looked into, "
+            f"its files are not read (move them higher up to have them read)")
+
+
+def _other_names(into: Walk) -> None:
+    """Refuse the files with names outside what the walk saw (hard links to a file elsewhere).
+
+    A hard link is the file itself under one more name: a link inside the library to a file outside
+    it would be read as if it were the library's, as a symbolic link leaving the folders would, and
+    the folders' own rule is that briefd reads only what lies in them. Unlike the inbox (which takes
+    and deletes files, and so refuses every name of a file with more than one), the library keeps
+    its copies: names of one file that all lie in the walked folders are one document and its
+    duplicates. So a file is refused when it has more names (st_nlink) than the walk found for it."""
+    names: dict[tuple[int, int], set[str]] = {}
+    for item in into.found:
+        names.setdefault(item.inode, set()).add(item.real)
+    kept: list[Found] = []
+    for item in into.found:
+        seen = len(names[item.inode])
+        if item.links <= seen:
+            kept.append(item)
+            continue
+        into.refused.append((item.path, item.folder, (
+            f"a hard link with names outside the library folders ({item.links - seen} of the file's {item.links}: "
+            f"in another folder, a hidden one, or one deeper than {MAX_FOLDER_DEPTH}): briefd reads only files "
+            f"that lie in the folders; copy the file in instead of linking it")))
+    into.found = kept
 
 
 def _roots(folders: Iterable[Path]) -> tuple[str, ...]:
@@ -197,9 +262,9 @@ def walk_folders(folders: Iterable[Path]) -> Walk:
         except OSError as exc:
             out.unavailable[name] = f"cannot be listed: {exc.strerror or exc}"
             continue
-        stack = [str(folder)]
+        stack = [(str(folder), 0)]  # (folder, its depth below the library folder): no recursion
         while stack:
-            current = stack.pop()
+            current, depth = stack.pop()
             try:
                 with os.scandir(current) as entries:
                     names = sorted(e.name for e in entries if not e.name.startswith("."))
@@ -209,8 +274,14 @@ def walk_folders(folders: Iterable[Path]) -> Walk:
                 continue
             for entry in names:
                 _classify(os.path.join(current, entry), name, roots, out)
-            stack.extend(str(p) for p in reversed(out.folders_seen))
+            for below in reversed(out.folders_seen):
+                if depth + 1 > MAX_FOLDER_DEPTH:
+                    out.present.add(str(below))
+                    out.refused.append((str(below), name, _too_deep(name)))
+                else:
+                    stack.append((str(below), depth + 1))
             out.folders_seen.clear()
+    _other_names(out)
     return out
 
 
@@ -222,13 +293,20 @@ def look_at(paths: Iterable[Path], folders: Iterable[Path]) -> tuple[Walk, list[
     out, gone, rescan = Walk(), [], False
     for path in paths:
         folder = next((f for f in folders if path.is_relative_to(f)), None)
-        if folder is None or any(part.startswith(".") for part in path.relative_to(folder).parts):
+        if folder is None:
             continue
+        parts = path.relative_to(folder).parts
+        if any(part.startswith(".") for part in parts) or len(parts) - 1 > MAX_FOLDER_DEPTH:
+            continue  # hidden, or in a folder too deep to be looked into (the rescan's row says so)
         if not os.path.lexists(path):
             gone.append(str(path))
             continue
         _classify(str(path), str(folder), roots, out)
         rescan = rescan or bool(out.folders_seen)
+    linked = [item for item in out.found if item.links > 1]
+    if linked:  # where a file's other names lie only a walk of every folder can tell (`_other_names`)
+        out.found = [item for item in out.found if item.links <= 1]
+        rescan = True
     return out, gone, rescan
 
 
@@ -288,7 +366,8 @@ def hash_file(found: Found, roots: tuple[str, ...]) -> Hashed | None:
     finally:
         os.close(fd)
     versions = {(found.size, found.mtime_ns), (before.st_size, before.st_mtime_ns), (after.st_size, after.st_mtime_ns)}
-    if len(versions) > 1 or n != after.st_size:
+    linked = after.st_nlink > found.links  # a name given since the walk: where it lies is the next walk's to say
+    if len(versions) > 1 or n != after.st_size or linked:
         return Hashed(None, after.st_size, after.st_mtime_ns, n, CHANGED_WHILE_READ, pending=True)
     return Hashed(digest.hexdigest(), after.st_size, after.st_mtime_ns, n, identity=(after.st_dev, after.st_ino))
 
@@ -347,6 +426,7 @@ class Library:
     bytes_read: int = 0      # since start: what the tests and `make bench` measure
     reader_calls: int = 0
     _dirty: set[Path] = field(default_factory=set)
+    watch: FolderWatch | None = None  # while `run` runs: the live watch (None: the rescan alone keeps it current)
     _rescan: bool = False
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -566,19 +646,27 @@ class Library:
     async def run(self, stopping: asyncio.Event, rescan_s: float = RESCAN_S, use_polling: bool = False) -> None:
         """Index the folders, then keep them current until `stopping` is set: the daemon's task.
 
-        With `use_polling` (shares without inotify) no observer is started and the rescan
+        With `use_polling` (shares without inotify) no watch is started and the rescan
         every `rescan_s` is the watch (watchdog's PollingObserver would stat the whole
-        library every second)."""
+        library every second). The watch (daemon.folderwatch) is bounded in depth like the walk;
+        one that cannot be set up, or whose thread dies later, is said once and leaves the library
+        on the rescan: the index never stops for its watch."""
         loop = asyncio.get_running_loop()
 
-        def deliver(path: Path | None) -> None:  # the observer's thread → this loop
+        def deliver(path: Path | None) -> None:  # the watch's thread → this loop
             loop.call_soon_threadsafe(self.rescan_soon if path is None else (lambda: self.notice(path)))
 
-        observer = None if use_polling else await asyncio.to_thread(start_observer, self.folders, deliver)
+        self.watch = None if use_polling else await self._start_watch(deliver, rescan_s)
         try:
             next_scan = loop.time()
             while not stopping.is_set():
                 self._wake.clear()  # before the work: an event that comes during it wakes the wait below
+                if self.watch is not None and not self.watch.alive():
+                    log.warning("library: the watch on the folders stopped (%s); they are kept current by a rescan "
+                                "every %g s from now (a restart of briefd watches them again)",
+                                clean(self.watch.failure or "its thread ended"), rescan_s)
+                    await asyncio.to_thread(self.watch.stop)
+                    self.watch, self._rescan = None, True  # what it missed is seen now
                 if loop.time() >= next_scan or self._rescan:
                     self._rescan = False
                     self._dirty.clear()
@@ -587,12 +675,23 @@ class Library:
                 elif self._dirty:
                     paths, self._dirty = self._dirty, set()
                     await self.guarded(self.check(paths))
-                if await _wait_either(self._wake, stopping, max(0.0, next_scan - loop.time())):
+                wait = max(0.0, next_scan - loop.time())
+                if await _wait_either(self._wake, stopping, wait if self.watch is None else min(wait, WATCH_CHECK_S)):
                     await _wait_either(stopping, stopping, DEBOUNCE_S)  # gather the burst
         finally:
-            if observer is not None:
-                observer.stop()
-                await asyncio.to_thread(observer.join, 5)
+            if self.watch is not None:
+                await asyncio.to_thread(self.watch.stop)
+                self.watch = None
+
+    async def _start_watch(self, deliver: Callable[[Path | None], None], rescan_s: float) -> FolderWatch | None:
+        """The watch on the folders, or None: a failure to set it up (no inotify, its limits
+        reached) is said once, never raised; the rescan every `rescan_s` keeps the library current."""
+        try:
+            return await asyncio.to_thread(FolderWatch.start, self.folders, deliver, MAX_FOLDER_DEPTH)
+        except Exception as exc:
+            log.warning("library: the folders cannot be watched (%s); they are kept current by a rescan every %g s",
+                        clean(str(exc)), rescan_s)
+            return None
 
     async def guarded(self, work: Awaitable[ScanCounts]) -> None:
         """A pass that fails is logged and tried again later; a store only the user can fix
@@ -620,45 +719,21 @@ async def _wait_either(first: asyncio.Event, second: asyncio.Event, timeout: flo
     return bool(done)
 
 
-def start_observer(folders: Iterable[Path], deliver: Callable[[Path | None], None]) -> BaseObserver:
-    """A recursive watchdog observer per folder; its handler only hands paths over (None:
-    a folder moved or went, which only a full scan sees whole). Blocking (inotify set-up)."""
-    from watchdog.events import FileSystemEvent, FileSystemEventHandler
-    from watchdog.observers import Observer
-
-    class Handler(FileSystemEventHandler):
-        def on_any_event(self, event: FileSystemEvent) -> None:
-            kind = event.event_type
-            if kind not in ("created", "modified", "closed", "moved", "deleted"):
-                return
-            if event.is_directory and kind in ("moved", "deleted", "created"):
-                deliver(None)
-                return
-            if event.is_directory:
-                return
-            deliver(Path(os.fsdecode(event.src_path)))
-            if kind == "moved":
-                deliver(Path(os.fsdecode(event.dest_path)))
-
-    observer = Observer()
-    for folder in folders:
-        if Path(folder).is_dir():
-            observer.schedule(Handler(), str(folder), recursive=True)
-    observer.daemon = True
-    observer.start()
-    return observer
-
-
 # --------------------------------------------------------------------------- readers
 
 
 @contextlib.asynccontextmanager
 async def open_reader() -> AsyncIterator[Reader]:
     """The reader `briefd library reindex` uses when no daemon runs: the daemon's own, the
-    page workers' child processes (a deadline, bounded memory), closed at the end."""
+    page workers' child processes (a deadline, bounded memory), closed at the end. No brief
+    runs beside the command, so its reads take research's share too (`PAGE_WORKERS` at once)."""
     workers = PageWorkers()
+
+    async def read(path: Path, name: str) -> PageText | None:
+        return await workers.read_file(path, name, background=False)
+
     try:
-        yield workers.read_file
+        yield read
     finally:
         await workers.close()
 
@@ -743,7 +818,7 @@ def status(store: Store | None, folders: Iterable[Path]) -> dict[str, Any]:
 
 async def _scan_once(folders: tuple[Path, ...], store: Store) -> ScanCounts:
     async with open_reader() as read:
-        return await Library(folders, store, read).scan()
+        return await Library(folders, store, read, concurrency=PAGE_WORKERS).scan()
 
 
 def reindex(store: Store, folders: tuple[Path, ...], db: Path) -> str:

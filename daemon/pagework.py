@@ -9,7 +9,9 @@ costs at most `PAGE_DEADLINE_S`, and SIGTERM never waits for a page.
 
 The children are plain `python -m briefd.daemon.pagework` processes (no fork of a
 threaded daemon), started on first use, reused, and at most `PAGE_WORKERS` at once:
-two keep a 2-core box's second core busy without doubling the memory for nothing.
+two keep a 2-core box's second core busy without doubling the memory for nothing. The
+library's documents may take all but one of them (`RESEARCH_RESERVED`): a brief's pages
+never wait behind the library's indexing.
 A child exits when its stdin closes, so none outlives the daemon.
 
 Protocol, both ways: frames of a 4-byte big-endian length and that many bytes. The
@@ -26,6 +28,7 @@ giving up on the page), never in the daemon, and the child is replaced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -60,6 +63,15 @@ after reading a 200 MB PDF, a million-page tree and a DOCX (VmPeak; 105 MB resid
 
 PAGE_WORKERS = 2
 """Child processes reading pages at once (about 75 MB each, idle or between pages: see `_memory_trimmer`)."""
+
+RESEARCH_RESERVED = 1
+"""Children only research may take. The library's documents each run up to `DOCUMENT_DEADLINE_S`
+(four hostile EPUBs held both children for 118 s, and a web brief waited behind them for a child:
+0.7 s became 118.5 s); research's pages are read while a brief waits for them, the library's
+whenever. So the library's reads queue for their own share and never take the last child."""
+
+LIBRARY_WORKERS = max(1, PAGE_WORKERS - RESEARCH_RESERVED)
+"""Children the library's reads (`read_file`, in the background) may take at once: the rest are research's."""
 
 START_TIMEOUT_S = 60.0
 """How long a new child may take to import its libraries before it is counted as broken."""
@@ -110,6 +122,19 @@ class PageWorkers:
     peak_rss_mb: float = 0.0
     """The highest peak RSS a child has reported (each answer carries its own): for the bench."""
     _slots: asyncio.Semaphore | None = None
+    _background: asyncio.Semaphore | None = None  # the library's share (`library_share`)
+    _research: asyncio.Semaphore | None = None    # research's: `size`, as before the library had a share
+
+    @property
+    def library_share(self) -> int:
+        """Children background reads may hold at once: all but `RESEARCH_RESERVED`, one at least."""
+        return max(1, self.size - RESEARCH_RESERVED)
+
+    @property
+    def capacity(self) -> int:
+        """Children at most: `size`, or one more where a pool of one would leave research none
+        (research still reads `size` pages at once at most; the extra child is the library's)."""
+        return max(self.size, self.library_share + RESEARCH_RESERVED)
 
     async def read(self, body: bytes, url: str, content_type: str) -> PageText | None:
         """`extract.read_page` in a child: a PageText, or None when the page has no readable text.
@@ -123,19 +148,28 @@ class PageWorkers:
         job = {"url": url, "content_type": content_type}
         return await self._run(job, body, self.document_deadline_s if document else self.deadline_s, "page")
 
-    async def read_file(self, path: Path, name: str, content_type: str = "") -> PageText | None:
+    async def read_file(self, path: Path, name: str, content_type: str = "", *,
+                        background: bool = True) -> PageText | None:
         """`documents.read_document` on a file, in a child that opens the file itself.
 
         None when the file has no text; PageRefused with the reason (naming `name`) when it
         cannot be read; PageUnreadable past `document_deadline_s` or when the child dies on it.
+        A file on disk is the library's, read in the `background` share (`library_share`
+        children at most), so that research always finds a child of its own.
         """
         job = {"path": str(path), "name": name, "content_type": content_type}
-        return await self._run(job, b"", self.document_deadline_s, "document")
+        return await self._run(job, b"", self.document_deadline_s, "document", background=background)
 
-    async def _run(self, job: dict[str, str], body: bytes, deadline_s: float, what: str) -> PageText | None:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(max(1, self.size))
-        async with self._slots:
+    async def _run(self, job: dict[str, str], body: bytes, deadline_s: float, what: str, *,
+                   background: bool = False) -> PageText | None:
+        if self._slots is None or self._background is None or self._research is None:
+            self._slots = asyncio.Semaphore(self.capacity)
+            self._background = asyncio.Semaphore(self.library_share)
+            self._research = asyncio.Semaphore(max(1, self.size))
+        async with contextlib.AsyncExitStack() as shares:
+            # its own share first, then a child's slot: a read never holds a slot while it queues
+            await shares.enter_async_context(self._background if background else self._research)
+            await shares.enter_async_context(self._slots)
             child = await self._take()
             self._busy.add(child)
             healthy = False
@@ -178,13 +212,13 @@ class PageWorkers:
         readers, which the model would otherwise sit through at a brief's first pages. The worker
         starts this with the daemon, so it overlaps the first plan. A child that cannot start is
         left to the first read, which says why."""
-        missing = max(0, self.size - len(self._idle) - len(self._busy))
+        missing = max(0, self.capacity - len(self._idle) - len(self._busy))
         started = await asyncio.gather(*(_start_child() for _ in range(missing)), return_exceptions=True)
         for child in started:
             if not isinstance(child, _Child):
                 if not isinstance(child, Exception):
                     raise child  # a cancel: the daemon is closing
-            elif len(self._idle) + len(self._busy) < self.size:
+            elif len(self._idle) + len(self._busy) < self.capacity:
                 self._idle.append(child)
             else:  # a read started a child of its own meanwhile: the pool stays at its size
                 await child.stop()
@@ -345,4 +379,7 @@ def serve_child() -> None:
 
 
 if __name__ == "__main__":
-    serve_child()
+    try:
+        serve_child()
+    except BrokenPipeError:  # the daemon went (SIGKILL while this child started): no one to answer, nothing to say
+        os._exit(0)  # not sys.exit: flushing the answer pipe at exit would raise again

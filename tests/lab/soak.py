@@ -10,7 +10,12 @@ it keeps dropping briefs of every kind plus hostile inputs into the inbox while 
   empty, <think>, wrong shape, refusals, HTTP 500s, slow answers);
 - with `--hostile`, also offers the lab web's hostile pages (compression bombs, pathological
   text, a 4 MB page of links) through a second SearXNG engine, and puts a proxy in front of
-  SearXNG that floods a share of answers with 200,000 results (tests/lab/hostile.py).
+  SearXNG that floods a share of answers with 200,000 results (tests/lab/hostile.py);
+- with `--hostile-library`, runs the daemon with a library folder and, while it runs, puts in
+  it what anyone who can write to the share can: chains of 1,200 nested folders (made in place
+  and moved in), named pipes, unix sockets, hard links to a file outside, slow documents (a PDF
+  claiming a million pages, a 20 MB PDF) and plain ones (`hostile_library_round`); it prints the
+  daemon's peak descriptors beside its peak RSS, and what `briefd library status` refused.
 Then it brings every service back, drains the queue with `briefd run --once` and checks
 every promise: each valid brief has exactly one report with status done and exactly one
 `complete` event; each bad input has an error.json with its bytes kept; no temp file is
@@ -22,9 +27,11 @@ exits 1 if any brief was lost. `--seed` replays a run's choices.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -36,7 +43,7 @@ from typing import Any
 
 import httpx
 
-from tests.lab import hostile, web
+from tests.lab import documents, hostile, web
 from tests.lab.corpus import TOPICS
 from tests.lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
 from tests.lab.servers import Proc, free_port, start_ollama, start_proc, start_search_lab
@@ -207,6 +214,113 @@ def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Ta
         log.close()
 
 
+@dataclass
+class HostileLibrary:
+    """The library folder `--hostile-library` keeps attacking, and the daemon's peak descriptors."""
+
+    folder: Path
+    outside: Path
+    made: dict[str, int] = field(default_factory=dict)
+    peak_fds: int = 0
+    listeners: list[socket.socket] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        return {"BRIEFD_LIBRARY": str(self.folder)}
+
+    def watch(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            self.peak_fds = max(self.peak_fds, len(os.listdir(f"/proc/{pid}/fd")))
+
+    def plant(self, rng: random.Random, n: int) -> None:
+        """One hostile thing (or a plain document, which must still be indexed) into the folder."""
+        kind = rng.choice(["deep", "deep-moved", "fifo", "socket", "hard-link", "slow-pdf", "big-pdf", "plain"])
+        self.made[kind] = self.made.get(kind, 0) + 1
+        here = self.folder / f"{kind}-{n}"
+        if kind in ("deep", "deep-moved"):
+            _deep_chain(self.outside / here.name if kind == "deep-moved" else here, 1_200)
+            if kind == "deep-moved":
+                os.rename(self.outside / here.name, here)
+        elif kind == "fifo":
+            os.mkfifo(here.with_suffix(".epub"))
+        elif kind == "socket":
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(here.with_suffix(".md")))
+            self.listeners.append(listener)
+        elif kind == "hard-link":
+            secret = self.outside / f"secret-{n}.md"
+            secret.write_text("The payroll password is hunter2.\n")
+            os.link(secret, here.with_suffix(".md"))
+        elif kind == "slow-pdf":
+            documents.write_million_page_pdf(here.with_suffix(".pdf"))
+        elif kind == "big-pdf":
+            documents.write_big_pdf(here.with_suffix(".pdf"), megabytes=20)
+        else:
+            here.with_suffix(".md").write_text(f"# Note {n}\n\nA plain note about bridge inspections, number {n}.\n")
+
+    def close(self) -> None:
+        for listener in self.listeners:
+            listener.close()
+
+
+def _deep_chain(top: Path, levels: int) -> None:
+    """`top`/d/d/.../d, built through descriptors (os.makedirs recurses, and stops near 1,000)."""
+    top.mkdir(parents=True)
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    finally:
+        os.close(fd)
+
+
+def hostile_library_round(ws: Workspace, rng: random.Random, tally: Tally, library: HostileLibrary) -> None:
+    """One daemon life over the library: hostile things planted while it runs, then a kill or a stop."""
+    log = open(ws.root / "daemon.log", "a")
+    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2", **library.env()), cwd=ws.root,
+                              stdout=log, stderr=log)
+    reaped = False
+    try:
+        until = time.monotonic() + rng.uniform(2.0, 8.0)
+        while time.monotonic() < until and daemon.poll() is None:
+            library.plant(rng, sum(library.made.values()))
+            for _ in range(10):
+                tally.watch(daemon.pid)
+                library.watch(daemon.pid)
+                time.sleep(0.05)
+        if rng.random() < 0.5:
+            os.kill(daemon.pid, signal.SIGKILL)
+            tally.kills += 1
+        else:
+            daemon.send_signal(signal.SIGTERM)
+            tally.terms += 1
+        tally.reaped(daemon, timeout=60)
+        reaped = True
+    finally:
+        if not reaped:
+            daemon.kill()
+            tally.reaped(daemon, timeout=60)
+        log.close()
+
+
+def library_refusals(ws: Workspace) -> tuple[dict[str, int], list[str]]:
+    """What the store's library rows refused, counted by the start of their reason (what `briefd
+    library status` lists), and the promises broken: nothing from outside the folder indexed."""
+    conn = sqlite3.connect(ws.db)
+    try:
+        counts: dict[str, int] = {}
+        for (reason,) in conn.execute("SELECT reason FROM library_files WHERE state = 'refused'"):
+            key = (reason or "").split(":")[0][:70]
+            counts[key] = counts.get(key, 0) + 1
+        leaked = conn.execute("SELECT count(*) FROM passages WHERE url LIKE 'file:%' AND text LIKE '%hunter2%'"
+                              ).fetchone()[0]
+    finally:
+        conn.close()
+    return counts, [f"(library: {leaked} passage(s) of a file outside the library indexed)"] if leaked else []
+
+
 def lost_briefs(ws: Workspace, tally: Tally) -> list[str]:
     """Every promise, checked: what does not hold names the brief it failed for."""
     lost: list[str] = []
@@ -245,12 +359,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work folder (printed at the end)")
     parser.add_argument("--hostile", action="store_true",
                         help="add the hostile web (bombs, pathological text) and 90 MB search answers")
+    parser.add_argument("--hostile-library", action="store_true",
+                        help="run with a library folder that deep folders, FIFOs, sockets, hard links and slow "
+                             "documents are put into while the daemon runs")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="briefd-soak-"))
     lab = start_search_lab(root / "lab")
     services = Services(root, lab.datasette_url, args.seed, hostile_web_url=lab.web_url if args.hostile else "")
     tally = Tally()
+    library = HostileLibrary(root / "library", root / "outside") if args.hostile_library else None
+    if library is not None:
+        library.folder.mkdir()
+        library.outside.mkdir()
     started = time.monotonic()
     try:
         services.start_ollama()
@@ -261,19 +382,28 @@ def main(argv: list[str] | None = None) -> int:
                        model="lab-chaos")
         while time.monotonic() - started < args.seconds:
             drop_some(ws, rng, tally, rng.randint(1, 3))
-            chaos_round(ws, services, rng, tally)
+            if library is not None:
+                hostile_library_round(ws, rng, tally, library)
+            else:
+                chaos_round(ws, services, rng, tally)
         drain_started = time.monotonic()
         with open(root / "daemon.log", "a") as log:
-            drain = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_WORKERS="2"), cwd=root,
-                                     stdout=log, stderr=log)
+            drain = subprocess.Popen([BRIEFD, "run", "--once"], cwd=root, stdout=log, stderr=log,
+                                     env=ws.env(BRIEFD_WORKERS="2", **(library.env() if library else {})))
             drained = tally.reaped(drain, timeout=1800)
         drain_s = time.monotonic() - drain_started
         lost = lost_briefs(ws, tally)
         finished = len(tally.accepted) - len([x for x in lost if x.startswith("brief-")])
+        refusals: dict[str, int] = {}
+        if library is not None:
+            refusals, leaks = library_refusals(ws)
+            lost += leaks
     finally:
         services.stop()
         lab.stop()
-    mode = ", hostile web" if args.hostile else ""
+        if library is not None:
+            library.close()
+    mode = (", hostile web" if args.hostile else "") + (", hostile library" if library else "")
     print(f"briefd soak: {time.monotonic() - started:.0f} s (seed {args.seed}{mode}; "
           f"{args.seconds:g} s of faults, then a {drain_s:.0f} s drain, exit {drained})")
     print(f"briefs accepted:   {len(tally.accepted)}")
@@ -283,9 +413,16 @@ def main(argv: list[str] | None = None) -> int:
           f"(ollama {tally.outages['ollama']}, searxng {tally.outages['searxng']})")
     print(f"bad inputs tried:  {len(tally.bad)}")
     print(f"daemon peak RSS:   {tally.peak_rss_kib / 1024:.0f} MB")
+    if library is not None:
+        print(f"daemon peak fds:   {library.peak_fds}")
+        print("library planted:   " + ", ".join(f"{k} {v}" for k, v in sorted(library.made.items())))
+        for reason, count in sorted(refusals.items()):
+            print(f"library refused:   {count} x {reason}")
     print(f"briefs lost:       {len(lost)}")
     for line in lost:
         print(f"  LOST {line}")
+    if library is not None and not args.keep:  # shutil.rmtree recurses, and the chains are 1,200 deep
+        subprocess.run(["rm", "-rf", "--one-file-system", str(library.folder), str(library.outside)], check=False)
     keep_or_remove(root, args.keep, "work folder")
     return 1 if lost or drained != 0 else 0
 
