@@ -65,12 +65,19 @@ def from_history(settings: Settings, read: Callable[[History], list[T]]) -> list
 def check_brief(settings: Settings, data: bytes, name: str) -> Brief:
     """The brief in `data` as the daemon will read it, or BriefError naming the field and the fix.
 
-    A follow-up of an earlier brief that has no done run is refused here as the daemon would
-    refuse it on intake (followup.check_follows), when the store can be read.
+    Whatever the daemon's inbox would refuse beyond the schema is refused here by the same rule, so
+    a door never answers "accepted" for a brief the daemon then rejects: a source these settings
+    cannot search (sources.refusal: `"library"` with no library, `"web"` under egress = none), and a
+    follow-up of an earlier brief that never finished done (followup.check_follows), when the store
+    can be read. A follow-up of a brief still queued or running is accepted: it queues behind it.
     """
     from .followup import check_follows
+    from .sources import refusal
 
     brief = parse_brief(data, name)
+    unavailable = refusal(brief, settings)
+    if unavailable is not None:
+        raise unavailable
     if brief.follows is None:
         return brief
     try:
@@ -86,6 +93,23 @@ def check_brief(settings: Settings, data: bytes, name: str) -> Brief:
     if refused is not None:
         raise refused
     return brief
+
+
+def unserved_inbox(settings: Settings) -> str | None:
+    """What to tell someone about to drop a brief into an inbox no daemon serves (None: one does, or
+    that cannot be told). Its lock (inbox.LOCK_NAME) is held by `briefd run` and `run --once` while
+    they run; without one the brief waits, which is right for cron's `run --once` and wrong for a
+    `briefd submit` run from a folder the daemon does not use (it made ./inbox there, silently)."""
+    from .files import lock_holder
+    from .inbox import LOCK_NAME
+
+    inbox = Path(settings.inbox).absolute()
+    if lock_holder(inbox / LOCK_NAME).held is not False:
+        return None
+    made = "" if inbox.is_dir() else " (it did not exist: it is made now)"
+    return (f"no daemon serves the inbox {inbox}{made}, so the brief waits there until briefd run (or cron's "
+            f"briefd run --once) starts with this inbox; briefd status says whether a daemon runs. If one runs "
+            f"elsewhere, submit with its inbox (--inbox, BRIEFD_INBOX) or from its folder")
 
 
 def drop_into_inbox(inbox: Path, name: str, data: bytes) -> Path:

@@ -310,7 +310,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     """Validate every file first; write nothing unless all are valid (daemon.actions: the API's door too)."""
-    from .actions import check_brief, drop_into_inbox
+    from .actions import check_brief, drop_into_inbox, unserved_inbox
     from .files import TooLarge, read_file_at_most
 
     prepared: list[tuple[Path, bytes]] = []
@@ -330,6 +330,8 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             return EXIT_USAGE
         prepared.append((path, data))
     inbox = Path(settings.inbox)
+    if (unserved := unserved_inbox(settings)) is not None:
+        print(f"briefd: warning: {unserved}", file=sys.stderr)  # still exit 0: run --once takes it later
     try:
         for path, data in prepared:
             print(drop_into_inbox(inbox, path.name, data))
