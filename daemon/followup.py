@@ -8,7 +8,7 @@ one: the plan prompt carries today's date, so the answer cache would never repla
 scheduled re-run whose sources did not change should cost no model call at all.
 
 Everything here is pure (plain data in, decisions out) except `check_follows`, the one store
-read the inbox and `briefd submit` share. The loop does the rest of the I/O (daemon/loop.py:
+read the inbox, `briefd submit` and the API share, and `check_follows_at_start`, the worker's. The loop does the rest of the I/O (daemon/loop.py:
 Research.earlier_plan, start_follow_up, follows_block).
 """
 
@@ -77,7 +77,21 @@ def follows_refusal(follows: str, latest_state: str | None, has_done_report: boo
 
 
 def check_follows(store: Runs, brief: Brief) -> BriefError | None:
-    """The store's answer for a brief's `follows` (None when it has none, or may follow it)."""
+    """The doors' answer for a brief's `follows` (briefd submit, POST /briefs, the inbox): None when it
+    has none or may follow it. A parent still queued or running is no refusal: the follow-up queues
+    behind it (store.claim_next takes it once the parent has finished) and `check_follows_at_start`
+    judges it then, so "submit both now" works without waiting by hand (issue 19 #17)."""
+    if brief.follows is None:
+        return None
+    latest = store.latest_run(brief.follows)
+    if latest is not None and latest.state in (QUEUED, RUNNING):
+        return None
+    return check_follows_at_start(store, brief)
+
+
+def check_follows_at_start(store: Runs, brief: Brief) -> BriefError | None:
+    """The daemon's answer when the follow-up's turn comes: only a parent run that finished done will do
+    (one that failed, was cancelled or rejected meanwhile leaves nothing to start from)."""
     if brief.follows is None:
         return None
     latest = store.latest_run(brief.follows)

@@ -1,0 +1,144 @@
+"""A follow-up of a brief still queued or running queues behind it (issue 19 #17).
+
+It was refused at every door ("wait until northgate is done"), so a parent and its follow-up could not
+be submitted together. Now the doors accept it, the store's queue does not hand it out while a run of
+its parent accepted before it is queued or running, and when its turn comes the daemon judges it as
+the doors used to: a parent that ended without a done run fails it, naming `follows` and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from briefd.daemon.actions import check_brief
+from briefd.daemon.brief import BriefError
+from briefd.daemon.settings import Settings
+from briefd.store import DONE, FAILED, RUNNING, Store
+from tests.conftest import researched
+from tests.lab.corpus import TOPICS
+from tests.lab.workspace import BRIEFD
+from tests.test_inbox_edges import Box, offline_env, run_once
+
+QUESTION = "How deep is the Kestrel River at the bridge?"
+KESTREL = {"question": TOPICS["kestrel"].question, "depth": "quick"}
+
+
+def brief(**fields: Any) -> bytes:
+    return json.dumps({"question": QUESTION, **fields}).encode()
+
+
+def _queued(store: Store, brief_id: str, follows: str | None = None) -> int:
+    data = {"question": QUESTION, "id": brief_id, **({"follows": follows} if follows else {})}
+    return store.add_brief(brief_id=brief_id, question=QUESTION, source_file=f"{brief_id}.json",
+                           received=json.dumps(data).encode(), brief_json=json.dumps(data),
+                           inbox_path=f"/nowhere/{brief_id}.json")
+
+
+def test_a_follow_up_is_not_taken_until_its_parent_has_finished(tmp_path: Path) -> None:
+    store = Store(tmp_path / "briefd.db")
+    try:
+        parent = _queued(store, "northgate")
+        child = _queued(store, "northgate-next", follows="northgate")
+        other = _queued(store, "other")
+        taken = store.claim_next()
+        assert taken is not None and taken.run_id == parent
+        assert store.get_brief(parent).state == RUNNING  # type: ignore[union-attr]
+        taken = store.claim_next()
+        assert taken is not None and taken.run_id == other, "the follow-up waits; the queue goes on"
+        store.finish(other, state=DONE, stop_reason="max_rounds")
+        assert store.claim_next() is None, "its parent is still running"
+        assert store.pending_work() == 2
+        store.finish(parent, state=DONE, stop_reason="max_rounds")
+        taken = store.claim_next()
+        assert taken is not None and taken.run_id == child
+    finally:
+        store.close()
+
+
+def test_briefs_following_each_others_later_runs_never_wait_for_ever(tmp_path: Path) -> None:
+    """a (done) <- b follows a; a asked again following b: b must not wait for the later a, nor a for ever."""
+    store = Store(tmp_path / "briefd.db")
+    try:
+        first = _queued(store, "a")
+        assert store.claim_next() is not None
+        store.finish(first, state=DONE, stop_reason="max_rounds")
+        b = _queued(store, "b", follows="a")
+        a_again = _queued(store, "a", follows="b")
+        order = []
+        while (taken := store.claim_next()) is not None:
+            order.append(taken.run_id)
+            store.finish(taken.run_id, state=DONE, stop_reason="max_rounds")
+        assert order == [b, a_again]
+    finally:
+        store.close()
+
+
+def test_run_once_does_not_wait_for_a_follow_up_behind_a_parent_it_set_aside(tmp_path: Path) -> None:
+    store = Store(tmp_path / "briefd.db")
+    try:
+        parent = _queued(store, "p")
+        _queued(store, "c", follows="p")
+        _queued(store, "g", follows="c")
+        assert store.pending_work() == 3
+        assert store.pending_work(skip=[parent]) == 0, "parked parent: its follow-ups, however deep, wait too"
+        assert store.claim_next(skip=[parent]) is None
+    finally:
+        store.close()
+
+
+def test_the_doors_accept_a_follow_up_of_a_brief_still_queued_or_running(tmp_path: Path) -> None:
+    configured = Settings(db=tmp_path / "briefd.db", inbox=tmp_path / "inbox")
+    store = Store(configured.db)
+    try:
+        parent = _queued(store, "northgate")
+        child = brief(follows="northgate")
+        assert check_brief(configured, child, "c.json").follows == "northgate", "queued: accepted"
+        store.claim_next()
+        assert check_brief(configured, child, "c.json").follows == "northgate", "running: accepted"
+        store.finish(parent, state=FAILED, stop_reason="error", error="the lab says so")
+        with pytest.raises(BriefError, match="which failed"):
+            check_brief(configured, child, "c.json")
+    finally:
+        store.close()
+    path = tmp_path / "c.json"
+    path.write_bytes(brief(follows="northgate"))
+    store = Store(configured.db)
+    try:
+        _queued(store, "northgate")
+    finally:
+        store.close()
+    result = subprocess.run([BRIEFD, "submit", str(path)], env=offline_env(tmp_path), cwd=tmp_path, text=True,
+                            capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "wait until" not in result.stderr
+
+
+def test_a_follow_up_whose_parent_failed_while_it_waited_fails_naming_follows(tmp_path: Path) -> None:
+    with Box(tmp_path) as box:
+        box.drop("northgate.json", brief(id="northgate"))
+        box.drop("northgate-next.json", brief(id="northgate-next", follows="northgate"))
+        taken = box.take()
+        assert [t.rejected for t in taken] == [False, False], "queued behind its parent, not refused"
+        parent = taken[0].run_id
+        assert box.store.claim_next() is not None
+        box.store.finish(parent, state=FAILED, stop_reason="error", error="the lab says so")
+    result = run_once(tmp_path)
+    report = json.loads((tmp_path / "outbox" / "northgate-next" / "report.json").read_text())
+    assert report["status"] == "failed", report
+    assert "follows names 'northgate', which failed" in report["error"] and "briefd retry northgate" in report["error"]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_follow_up_dropped_with_its_parent_starts_after_it_from_its_evidence(
+        tmp_path: Path, search_lab: Any, scripted_ollama: Any) -> None:
+    ws = researched(tmp_path, search_lab, scripted_ollama,
+                    {"kestrel": KESTREL, "kestrel-more": {**KESTREL, "follows": "kestrel", "focus": "repair cost"}})
+    parent, child = ws.report("kestrel"), ws.report("kestrel-more")
+    assert parent["status"] == DONE and child["status"] == DONE, (parent.get("error"), child.get("error"))
+    assert child["follows"]["id"] == "kestrel" and child["follows"]["finished_at"] == parent["finished_at"]
+    assert child["started_at"] >= parent["finished_at"], "it waited for its parent"
