@@ -9,19 +9,20 @@ the doors used to: a parent that ended without a done run fails it, naming `foll
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from briefd.daemon.actions import check_brief
+from briefd.daemon.actions import check_brief, drop_into_inbox
 from briefd.daemon.brief import BriefError
 from briefd.daemon.settings import Settings
 from briefd.store import DONE, FAILED, RUNNING, Store
-from tests.conftest import researched
 from tests.lab.corpus import TOPICS
-from tests.lab.workspace import BRIEFD
+from tests.lab.workspace import BRIEFD, Workspace
 from tests.test_inbox_edges import Box, offline_env, run_once
 
 QUESTION = "How deep is the Kestrel River at the bridge?"
@@ -121,12 +122,12 @@ def test_the_doors_accept_a_follow_up_of_a_brief_still_queued_or_running(tmp_pat
 def test_a_follow_up_whose_parent_failed_while_it_waited_fails_naming_follows(tmp_path: Path) -> None:
     with Box(tmp_path) as box:
         box.drop("northgate.json", brief(id="northgate"))
+        [parent] = box.take()
+        assert box.store.claim_next() is not None  # the parent is running
         box.drop("northgate-next.json", brief(id="northgate-next", follows="northgate"))
-        taken = box.take()
-        assert [t.rejected for t in taken] == [False, False], "queued behind its parent, not refused"
-        parent = taken[0].run_id
-        assert box.store.claim_next() is not None
-        box.store.finish(parent, state=FAILED, stop_reason="error", error="the lab says so")
+        [child] = box.take()
+        assert not child.rejected, "queued behind its running parent, not refused"
+        box.store.finish(parent.run_id, state=FAILED, stop_reason="error", error="the lab says so")
     result = run_once(tmp_path)
     report = json.loads((tmp_path / "outbox" / "northgate-next" / "report.json").read_text())
     assert report["status"] == "failed", report
@@ -134,10 +135,52 @@ def test_a_follow_up_whose_parent_failed_while_it_waited_fails_naming_follows(tm
     assert "Traceback" not in result.stderr
 
 
-def test_a_follow_up_dropped_with_its_parent_starts_after_it_from_its_evidence(
+def test_submit_takes_a_follow_up_with_its_parent_in_one_call_and_the_inbox_takes_the_parent_first(
+        tmp_path: Path) -> None:
+    """`briefd submit x.json x-more.json`: x-more follows x, which is in no store yet. Files written within
+    one tick of the kernel's coarse clock share an mtime, and the inbox then takes them by name:
+    "x-more.json" before "x.json", which would reject it ("no brief with that id was ever received")."""
+    folder = tmp_path / "briefs"
+    folder.mkdir()
+    paths = []
+    for name in ("a", "b", "c", "d", "e"):
+        (folder / f"{name}.json").write_bytes(brief(id=name))
+        (folder / f"{name}-more.json").write_bytes(brief(id=f"{name}-more", follows=name))
+        paths += [str(folder / f"{name}.json"), str(folder / f"{name}-more.json")]
+    with Box(tmp_path) as box:  # its store exists: the door reads it, and finds none of the parents there
+        result = subprocess.run([BRIEFD, "submit", *paths], env=offline_env(tmp_path), cwd=tmp_path, text=True,
+                                capture_output=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        taken = box.take()
+        assert [t.brief_id for t in taken if t.rejected] == [], [t.error for t in taken if t.rejected]
+        assert len(taken) == len(paths)
+
+
+def test_a_file_dropped_after_another_is_never_older_than_it_whatever_the_clock_says(tmp_path: Path) -> None:
+    """The coarse clock, made visible: the parent's mtime a second ahead of the clock (a tie is the same
+    case, one tick wide). The follow-up dropped after it must still sort after it in the inbox's order."""
+    inbox = tmp_path / "inbox"
+    parent = drop_into_inbox(inbox, "x.json", brief(id="x"))
+    ahead_ns = time.time_ns() + 1_000_000_000
+    os.utime(parent, ns=(ahead_ns, ahead_ns))
+    child = drop_into_inbox(inbox, "x-more.json", brief(id="x-more", follows="x"), after=parent)
+    assert child.stat().st_mtime_ns > parent.stat().st_mtime_ns
+    with Box(tmp_path) as box:
+        taken = box.take()
+    assert [(t.brief_id, t.rejected) for t in taken] == [("x", False), ("x-more", False)]
+
+
+def test_a_follow_up_submitted_with_its_parent_starts_after_it_from_its_evidence(
         tmp_path: Path, search_lab: Any, scripted_ollama: Any) -> None:
-    ws = researched(tmp_path, search_lab, scripted_ollama,
-                    {"kestrel": KESTREL, "kestrel-more": {**KESTREL, "follows": "kestrel", "focus": "repair cost"}})
+    (tmp_path / "ws").mkdir()
+    ws = Workspace(root=tmp_path / "ws", searxng_url=search_lab.searxng_url, ollama_url=scripted_ollama.url,
+                   model="lab-scripted")
+    parent_file, child_file = tmp_path / "kestrel.json", tmp_path / "kestrel-more.json"
+    parent_file.write_text(json.dumps(KESTREL))
+    child_file.write_text(json.dumps({**KESTREL, "follows": "kestrel", "focus": "repair cost"}))
+    submitted = ws.briefd("submit", str(parent_file), str(child_file))
+    assert submitted.returncode == 0, submitted.stderr
+    assert ws.briefd("run", "--once").returncode == 0
     parent, child = ws.report("kestrel"), ws.report("kestrel-more")
     assert parent["status"] == DONE and child["status"] == DONE, (parent.get("error"), child.get("error"))
     assert child["follows"]["id"] == "kestrel" and child["follows"]["finished_at"] == parent["finished_at"]
