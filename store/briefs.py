@@ -389,20 +389,17 @@ class Store:
     def pending_work(self, skip: Collection[int] = ()) -> int:
         """Runs queued or running, less those in `skip` (see claim_next) and the follow-ups queued behind
         one of them, however deep: `run --once` would otherwise wait for ever on a follow-up whose
-        parent it set aside."""
-        marks = ",".join("?" for _ in skip)
-        row = self.db.execute(
-            f"""
-            WITH RECURSIVE aside(run_id, brief_id) AS (
-                SELECT run_id, brief_id FROM briefs WHERE run_id IN ({marks})
-                UNION
-                SELECT b.run_id, b.brief_id FROM briefs AS b JOIN aside AS parent
-                  ON parent.brief_id = {_FOLLOWS} AND parent.run_id < b.run_id
-                WHERE b.state = 'queued')
-            SELECT count(*) FROM briefs WHERE state IN ('queued', 'running')
-              AND run_id NOT IN (SELECT run_id FROM aside)
-            """, list(skip)).fetchone()
-        return int(row[0])
+        parent it set aside. One pass in run order: a follow-up waits only on runs accepted before it."""
+        aside: set[str] = set()  # ids with a run set aside so far
+        pending = 0
+        for run_id, brief_id, state, follows in self.db.execute(
+                f"SELECT run_id, brief_id, state, {_FOLLOWS} FROM briefs AS b "
+                "WHERE state IN ('queued', 'running') ORDER BY run_id"):
+            if run_id in skip or (state == QUEUED and follows in aside):
+                aside.add(brief_id)
+            else:
+                pending += 1
+        return pending
 
     def reset_round(self, run_id: int, round_: int) -> None:
         """Clear what an interrupted attempt wrote for this round or later, before redoing it.
