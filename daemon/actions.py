@@ -9,9 +9,10 @@ returns as JSON, so the two can never answer the same request differently.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from .brief import Brief, parse_brief
@@ -62,16 +63,25 @@ def from_history(settings: Settings, read: Callable[[History], list[T]]) -> list
         store.close()
 
 
-def check_brief(settings: Settings, data: bytes, name: str) -> Brief:
+def check_brief(settings: Settings, data: bytes, name: str, ahead: Collection[str] = ()) -> Brief:
     """The brief in `data` as the daemon will read it, or BriefError naming the field and the fix.
 
-    A follow-up of an earlier brief that has no done run is refused here as the daemon would
-    refuse it on intake (followup.check_follows), when the store can be read.
+    Whatever the daemon's inbox would refuse beyond the schema is refused here by the same rule, so
+    a door never answers "accepted" for a brief the daemon then rejects: a source these settings
+    cannot search (sources.refusal: `"library"` with no library, `"web"` under egress = none), and a
+    follow-up of an earlier brief that never finished done (followup.check_follows), when the store
+    can be read. A follow-up of a brief still queued or running is accepted: it queues behind it;
+    so is one of a brief in `ahead`, the ids going into the inbox before it in the same request
+    (`briefd submit parent.json child.json`): the inbox takes files oldest first, the parent first.
     """
     from .followup import check_follows
+    from .sources import refusal
 
     brief = parse_brief(data, name)
-    if brief.follows is None:
+    unavailable = refusal(brief, settings)
+    if unavailable is not None:
+        raise unavailable
+    if brief.follows is None or brief.follows in ahead:
         return brief
     try:
         store = open_store(settings)
@@ -88,8 +98,30 @@ def check_brief(settings: Settings, data: bytes, name: str) -> Brief:
     return brief
 
 
-def drop_into_inbox(inbox: Path, name: str, data: bytes) -> Path:
+def unserved_inbox(settings: Settings) -> str | None:
+    """What to tell someone about to drop a brief into an inbox no daemon serves (None: one does, or
+    that cannot be told). Its lock (inbox.LOCK_NAME) is held by `briefd run` and `run --once` while
+    they run; without one the brief waits, which is right for cron's `run --once` and wrong for a
+    `briefd submit` run from a folder the daemon does not use (it made ./inbox there, silently)."""
+    from .files import lock_holder
+    from .inbox import LOCK_NAME
+
+    inbox = Path(settings.inbox).absolute()
+    if lock_holder(inbox / LOCK_NAME).held is not False:
+        return None
+    made = "" if inbox.is_dir() else " (it did not exist: it is made now)"
+    return (f"no daemon serves the inbox {inbox}{made}, so the brief waits there until briefd run (or cron's "
+            f"briefd run --once) starts with this inbox; briefd status says whether a daemon runs. If one runs "
+            f"elsewhere, submit with its inbox (--inbox, BRIEFD_INBOX) or from its folder")
+
+
+def drop_into_inbox(inbox: Path, name: str, data: bytes, after: Path | None = None) -> Path:
     """Write `data` into the inbox as `name` (or name-2, name-3 ... when taken), whole or not at all.
+
+    `after`: a file this request dropped just before, which the daemon must take first (a follow-up's
+    parent). The inbox takes the oldest file first, then by name, and two files written within one
+    tick of the kernel's coarse clock share their mtime ("kestrel-more.json" then sorts before
+    "kestrel.json"), so this file's mtime is set past that one's before it is renamed into place.
 
     The files module's atomic write: a temp name the daemon ignores, then a rename; with the mode
     any file gets (0644 under umask 022), so a daemon running as another user can read it.
@@ -107,9 +139,19 @@ def drop_into_inbox(inbox: Path, name: str, data: bytes) -> Path:
 
         def write(handle: BinaryIO) -> str:
             handle.write(data)
+            if after is not None:
+                handle.flush()  # no later write may stamp the mtime again
+                _stamp_after(handle.fileno(), after.stat().st_mtime_ns)
             return target.name
 
         return atomic_write_with(inbox, write, hint=target.name)
+
+
+def _stamp_after(fd: int, earlier_ns: int) -> None:
+    """The open file's mtime made later than `earlier_ns` when the clock has not moved past it yet."""
+    st = os.fstat(fd)
+    if st.st_mtime_ns <= earlier_ns:
+        os.utime(fd, ns=(st.st_atime_ns, earlier_ns + 1))
 
 
 def free_name(folder: Path, name: str) -> Path:

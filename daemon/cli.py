@@ -310,10 +310,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     """Validate every file first; write nothing unless all are valid (daemon.actions: the API's door too)."""
-    from .actions import check_brief, drop_into_inbox
+    from .actions import check_brief, drop_into_inbox, unserved_inbox
     from .files import TooLarge, read_file_at_most
 
     prepared: list[tuple[Path, bytes]] = []
+    ids: list[str] = []
     for path in args.files:
         try:
             data = read_file_at_most(path, MAX_BRIEF_BYTES)
@@ -324,15 +325,20 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             print(f"briefd: {path}: {too_large(exc.size)}", file=sys.stderr)
             return EXIT_USAGE
         try:
-            check_brief(settings, data, path.name)
+            brief = check_brief(settings, data, path.name, ahead=ids)  # a follow-up may name an earlier file's id
         except BriefError as exc:
             print(f"briefd: {path}: {exc}", file=sys.stderr)
             return EXIT_USAGE
         prepared.append((path, data))
+        ids.append(brief.id)
     inbox = Path(settings.inbox)
+    if (unserved := unserved_inbox(settings)) is not None:
+        print(f"briefd: warning: {unserved}", file=sys.stderr)  # still exit 0: run --once takes it later
     try:
+        dropped: Path | None = None
         for path, data in prepared:
-            print(drop_into_inbox(inbox, path.name, data))
+            dropped = drop_into_inbox(inbox, path.name, data, after=dropped)  # taken in this order
+            print(dropped)
     except OSError as exc:
         print(f"briefd: cannot write into the inbox {inbox}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

@@ -8,8 +8,9 @@ one: the plan prompt carries today's date, so the answer cache would never repla
 scheduled re-run whose sources did not change should cost no model call at all.
 
 Everything here is pure (plain data in, decisions out) except `check_follows`, the one store
-read the inbox and `briefd submit` share. The loop does the rest of the I/O (daemon/loop.py:
-Research.earlier_plan, start_follow_up, follows_block).
+read the inbox, `briefd submit` and the API share, and `check_follows_at_start`, the worker's.
+The loop does the rest of the I/O (daemon/loop.py: Research.earlier_plan, start_follow_up,
+follows_block).
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def follows_refusal(follows: str, latest_state: str | None, has_done_report: boo
 
     `latest_state` is the state of `follows`'s latest run (None: no brief has that id);
     `has_done_report` whether one of its runs finished `done` with its report kept. A follow-up
-    starts from a done run's evidence, so only such a run will do: one queued or running may
-    still fail, and a failed or cancelled one's evidence is partial."""
+    starts from a done run's evidence, so only such a run will do: a failed or cancelled one's
+    evidence is partial. (The doors let a parent still queued or running through: check_follows.)
+    Each fix says the follow-up may be submitted again at once, since it now waits for its parent."""
     if has_done_report:
         return None
     details = {"follows": follows, "state": latest_state}
@@ -69,15 +71,31 @@ def follows_refusal(follows: str, latest_state: str | None, has_done_report: boo
     if latest_state in (QUEUED, RUNNING):
         fix = f"wait until {follows} is done (briefd status), then submit this brief again"
     elif latest_state == REJECTED:
-        fix = f"correct {follows} as its error.json says and submit it again, then this follow-up once it is done"
+        fix = (f"correct {follows} as its error.json says and submit it again, then this follow-up: it waits until "
+               f"{follows} is done")
     else:
-        fix = f"run it again (briefd retry {follows}) and submit this follow-up once it is done"
+        fix = (f"run it again (briefd retry {follows}), then submit this follow-up again: it waits until "
+               f"{follows} is done")
     return BriefError(FIELD, f"follows names {follows!r}, which {what}: a follow-up starts from a brief that "
                              f"finished done; {fix}", details)
 
 
 def check_follows(store: Runs, brief: Brief) -> BriefError | None:
-    """The store's answer for a brief's `follows` (None when it has none, or may follow it)."""
+    """The doors' answer for a brief's `follows` (briefd submit, POST /briefs, the inbox): None when it
+    has none or may follow it. A parent still queued or running is no refusal: the follow-up queues
+    behind it (store.claim_next takes it once the parent has finished) and `check_follows_at_start`
+    judges it then, so "submit both now" works without waiting by hand (issue 19 #17)."""
+    if brief.follows is None:
+        return None
+    latest = store.latest_run(brief.follows)
+    if latest is not None and latest.state in (QUEUED, RUNNING):
+        return None
+    return check_follows_at_start(store, brief)
+
+
+def check_follows_at_start(store: Runs, brief: Brief) -> BriefError | None:
+    """The daemon's answer when the follow-up's turn comes: only a parent run that finished done will do
+    (one that failed, was cancelled or rejected meanwhile leaves nothing to start from)."""
     if brief.follows is None:
         return None
     latest = store.latest_run(brief.follows)

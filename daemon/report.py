@@ -411,23 +411,44 @@ def md_link(title: Any, url: Any) -> str:
     return f"[{label}]({_md_url(href)})"
 
 
-def _md_code_span(code: str) -> str:
+def _md_code_span(code: str, *, in_table: bool = False) -> str:
+    """`code` as one code span that shows it exactly: its backtick run one longer than any inside, and
+    padded with a space each side (CommonMark strips one), so a backtick at either end stays code.
+    In a table cell a `|` is written `\\|`: GFM splits a row at every unescaped pipe, code spans
+    included, and a split span would leave its text (a tag among it) outside any code.
+    The caller never puts a backtick beside the span (see `_joined_code`)."""
+    if in_table:
+        code = code.replace("|", "\\|")
     ticks = "`" * (max((len(run) for run in re.findall(r"`+", code)), default=0) + 1)
     return f"{ticks} {code} {ticks}"
 
 
-def _md_inline(pieces: Iterable[Inline], known: set[int], links: frozenset[str]) -> str:
-    out: list[str] = []
+def _joined_code(pieces: Iterable[Inline]) -> list[Inline]:
+    """The pieces with every run of adjacent code pieces made one. Two spans side by side put their
+    backtick runs together (`a` and ``b`` wrote "` a ``` b ``"): CommonMark reads the joined run
+    as one delimiter, the spans pair up differently, and what lay between them, a tag among it,
+    came out as raw HTML (issue 19 #4). One span holding both texts shows the same characters."""
+    out: list[Inline] = []
     for piece in pieces:
+        if piece.kind == "code" and out and out[-1].kind == "code":
+            out[-1] = Inline("code", out[-1].text + piece.text)
+        else:
+            out.append(piece)
+    return out
+
+
+def _md_inline(pieces: Iterable[Inline], known: set[int], links: frozenset[str], in_table: bool = False) -> str:
+    out: list[str] = []
+    for piece in _joined_code(pieces):
         if piece.kind == "code":
-            out.append(_md_code_span(fold(piece.text)))
+            out.append(_md_code_span(fold(piece.text), in_table=in_table))
         elif piece.kind == "cite":
             out.append(_md_cite(piece, known))
         elif piece.kind == "link":
             out.append(_md_summary_link(piece, links))
         elif piece.kind in ("strong", "em"):
             mark = "**" if piece.kind == "strong" else "*"
-            out.append(mark + _md_inline(piece.children, known, links) + mark)
+            out.append(mark + _md_inline(piece.children, known, links, in_table) + mark)
         else:
             out.append(md_inline(piece.text))
     return "".join(out)
@@ -462,7 +483,8 @@ def _md_summary(summary: str, known: set[int], links: frozenset[str]) -> str:
             level = _summary_heading_level(block.level)
             out.append("#" * level + " " + _md_inline(parse_inline(block.lines[0]), known, links))
         elif block.kind == "table":
-            cells = [tuple(_md_inline(parse_inline(cell), known, links) for cell in row) for row in block.rows]
+            cells = [tuple(_md_inline(parse_inline(cell), known, links, in_table=True) for cell in row)
+                     for row in block.rows]
             out += _md_table(cells[0], cells[1:])
         elif block.kind in ("bullets", "numbers"):
             for i, item in enumerate(block.lines, start=1):

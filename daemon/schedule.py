@@ -16,15 +16,23 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from croniter import croniter
+from croniter import CroniterBadDateError, CroniterError, croniter
 
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"\s*(?:(\d{1,9})\s*([smhdw])\s*)+")
 _PART = re.compile(r"(\d{1,9})\s*([smhdw])")
+# The one copy of the rule for how often a series may run (README "Questions asked again", the
+# schema's description and every message below say it from these two).
 MIN_EVERY_S = 3600  # a series asked more often than hourly would keep a small model busy for nothing
 MAX_EVERY_S = 366 * 86400
 DURATION_EXAMPLE = '"7d" (s, m, h, d, w; combined as "1d12h")'
 EVERY_EXAMPLE = '"7d", or a cron expression such as "0 6 * * 1" (06:00 UTC every Monday)'
+# croniter's own extensions to cron: `R` (a value drawn at random each time the expression is read:
+# briefd reads it at every turn, so "R R * * *" ran minutes apart) and `H` (a value hashed from an
+# id). A letter standing alone in a field is one of them; month and day names are three letters.
+_UNPREDICTABLE = re.compile(r"(?<![A-Za-z])[RH](?![A-Za-z])", re.IGNORECASE)
+_SAMPLE_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_SAMPLED_GAPS = 3  # the shortest of a few gaps: "0,30 * * * *" is every 30 minutes
 
 
 class ScheduleError(ValueError):
@@ -71,28 +79,50 @@ class Every:
 
 def parse_every(text: str) -> Every:
     """A brief's `every`: a duration of at least an hour, or a cron expression whose runs are at
-    least an hour apart (five fields, UTC)."""
+    least an hour apart (five fields, UTC), that fires at all and at the same times every time
+    it is read (no croniter `R` or `H` field)."""
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError(f"expected {EVERY_EXAMPLE}")
     text = text.strip()
     if _DURATION.fullmatch(text):
         seconds = parse_duration(text)
         if not MIN_EVERY_S <= seconds <= MAX_EVERY_S:
-            raise ScheduleError(f"expected an interval from 1h to 366d, got {text!r}")
+            raise ScheduleError(f"expected an interval from {format_duration(MIN_EVERY_S)} to "
+                                f"{format_duration(MAX_EVERY_S)}, got {text!r}")
         return Every(text=text, seconds=seconds)
+    if len(text.split()) == 5 and _UNPREDICTABLE.search(text):
+        raise ScheduleError(f"{text!r} has a random (R) or hashed (H) field, so its runs cannot be predicted "
+                            f"and may come minutes apart; write the minute and hour out, e.g. \"17 6 * * *\"")
     if len(text.split()) != 5 or not croniter.is_valid(text):
         raise ScheduleError(f"expected {EVERY_EXAMPLE}, got {text!r}")
     every = Every(text=text, cron=text)
-    first = every.next_after(datetime(2026, 1, 1, tzinfo=timezone.utc))
-    gaps = []
-    for _ in range(3):  # the shortest of a few gaps: "0,30 * * * *" is every 30 minutes
-        second = every.next_after(first)
-        gaps.append((second - first).total_seconds())
-        first = second
-    if min(gaps) < MIN_EVERY_S:
-        raise ScheduleError(f"expected runs at least an hour apart, got {text!r} "
-                            f"(every {format_duration(min(gaps))})")
+    shortest = _shortest_gap(every)
+    if shortest < MIN_EVERY_S:
+        raise ScheduleError(f"expected runs at least {format_duration(MIN_EVERY_S)} apart, got {text!r} "
+                            f"(every {format_duration(shortest)})")
     return every
+
+
+def _shortest_gap(every: Every) -> float:
+    """The shortest of the first few gaps between runs, in seconds. That is the shortest of all: with
+    one minute value every gap is whole hours, and with several the first two runs share an hour.
+
+    croniter answers a day that no month of the expression has (February 30th, April 31st) with
+    CroniterBadDateError, which is said here as the schedule never firing."""
+    try:
+        first = every.next_after(_SAMPLE_FROM)
+        gaps = []
+        for _ in range(_SAMPLED_GAPS):
+            second = every.next_after(first)
+            gaps.append((second - first).total_seconds())
+            first = second
+    except CroniterBadDateError:
+        raise ScheduleError(f"{every.text!r} never fires: no month it names has the day of the month it names "
+                            f"(there is no February 30th or April 31st); choose a day those months have, "
+                            f"e.g. \"0 6 28 2 *\"") from None
+    except CroniterError as exc:
+        raise ScheduleError(f"expected {EVERY_EXAMPLE}, got {every.text!r} ({exc})") from None
+    return min(gaps)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -44,6 +44,7 @@ from .chart_png import matplotlib_installed, write_chart
 from .events import EventLog
 from .egress import service_allowed
 from .fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
+from .followup import check_follows_at_start
 from .files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, store_lock_path, sweep_temp_files
 from .hosts import ModelHosts, model_hosts
 from .inbox import Inbox, acquire_lock, start_observer
@@ -595,6 +596,8 @@ class Daemon:
             else:
                 events.resync()
                 events.emit("signal", message="resumed from checkpoint", attempt=run.attempts)
+            if (refused := check_follows_at_start(self.store, brief)) is not None:
+                raise refused  # queued behind its parent, which then ended without a done run
             research = Research(svc, run.run_id, brief, run.started_at or utc_now(), events)
             report = await research.run()
             report["source_file"] = run.source_file

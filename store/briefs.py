@@ -119,6 +119,13 @@ class PassageRow:
     page: int | None = None  # the PDF page it is on (1-based); None for formats without pages
 
 
+# The id a queued run `b` follows (its normalised brief's `follows`; NULL for none, or a brief_json
+# that is not JSON), and whether an earlier run of that id is still queued or running: then `b` waits.
+_FOLLOWS = "(CASE WHEN json_valid(b.brief_json) THEN json_extract(b.brief_json, '$.follows') END)"
+_BEHIND_PARENT = (f"EXISTS (SELECT 1 FROM briefs AS parent WHERE parent.brief_id = {_FOLLOWS} "
+                  "AND parent.state IN ('queued', 'running') AND parent.run_id < b.run_id)")
+
+
 class Store:
     """One connection to briefd.db; see store/db.py for the why of its settings."""
 
@@ -204,6 +211,9 @@ class Store:
     def claim_next(self, skip: Collection[int] = ()) -> BriefRow | None:
         """Take the oldest queued brief whose id is not already running, in one statement.
 
+        A follow-up waits behind its parent: not taken while a run of the id it follows that was
+        accepted before it is queued or running (_BEHIND_PARENT). Only earlier runs count, so two
+        briefs following each other's later runs can never wait on each other for ever.
         `skip`: runs this daemon set aside (`run --once` gave up on their service: they stay
         queued for the next run)."""
         marks = ",".join("?" for _ in skip)
@@ -212,11 +222,12 @@ class Store:
             UPDATE briefs SET state = 'running', attempts = attempts + 1,
                    started_at = COALESCE(started_at, ?), waiting_for = NULL
             WHERE run_id = (
-                SELECT run_id FROM briefs
+                SELECT run_id FROM briefs AS b
                 WHERE state = 'queued'
                   AND (not_before IS NULL OR not_before <= ?)
                   AND brief_id NOT IN (SELECT brief_id FROM briefs WHERE state = 'running')
                   AND run_id NOT IN ({marks})
+                  AND NOT {_BEHIND_PARENT}
                 ORDER BY run_id LIMIT 1)
             RETURNING run_id
             """,
@@ -376,11 +387,19 @@ class Store:
             f"SELECT * FROM briefs WHERE state IN ({marks}) ORDER BY run_id", list(states))]
 
     def pending_work(self, skip: Collection[int] = ()) -> int:
-        """Runs queued or running, less those in `skip` (see claim_next)."""
-        marks = ",".join("?" for _ in skip)
-        row = self.db.execute("SELECT count(*) FROM briefs WHERE state IN ('queued', 'running') "
-                              f"AND run_id NOT IN ({marks})", list(skip)).fetchone()
-        return int(row[0])
+        """Runs queued or running, less those in `skip` (see claim_next) and the follow-ups queued behind
+        one of them, however deep: `run --once` would otherwise wait for ever on a follow-up whose
+        parent it set aside. One pass in run order: a follow-up waits only on runs accepted before it."""
+        aside: set[str] = set()  # ids with a run set aside so far
+        pending = 0
+        for run_id, brief_id, state, follows in self.db.execute(
+                f"SELECT run_id, brief_id, state, {_FOLLOWS} FROM briefs AS b "
+                "WHERE state IN ('queued', 'running') ORDER BY run_id"):
+            if run_id in skip or (state == QUEUED and follows in aside):
+                aside.add(brief_id)
+            else:
+                pending += 1
+        return pending
 
     def reset_round(self, run_id: int, round_: int) -> None:
         """Clear what an interrupted attempt wrote for this round or later, before redoing it.
