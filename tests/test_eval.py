@@ -4,6 +4,7 @@ end to end on briefs built to miss at each stage (tests/lab/eval_lab.py), throug
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -244,7 +245,8 @@ def test_an_eval_file_that_cannot_be_used_says_what_and_the_fix(data: dict[str, 
 def test_the_lab_eval_set_is_valid_and_kinds_are_derived() -> None:
     parsed = parse_eval_set(json.dumps(eval_lab.eval_set()))
     assert [c.id for c in parsed.cases] == [f"stage-{k}" for k in eval_lab.QUESTIONS]
-    assert {c.kind for c in parsed.cases} == {"plain"}
+    assert {c.id: c.kind for c in parsed.cases if c.kind != "plain"} == {"stage-estimate": "estimate",
+                                                                         "stage-contract": "contract"}
     contract = {"brief": {"id": "c", "question": "Is it over 20?", "hypothesis": {
         "claim": "It is over 20 places", "metric": "precision", "comparator": ">", "target": 20, "unit": "places"}},
         "expect": {"patterns": ["28 places"], "verdict": "supported"}}
@@ -282,11 +284,38 @@ def test_a_brief_built_to_miss_at_a_stage_is_found_lost_there(lab_eval: tuple[Wo
         assert result["kept_quote"] and not result["answer_line"]
 
 
+@pytest.mark.parametrize("case_id", eval_lab.MECHANICS)
+def test_an_estimate_and_a_contract_are_judged_on_the_report_own_range_and_verdict(
+        lab_eval: tuple[Workspace, dict[str, Any], Path], case_id: str) -> None:
+    ws, out, _ = lab_eval
+    result = next(c for c in out["cases"] if c["id"] == f"stage-{case_id}")
+    report = json.loads((ws.root / "work" / "outbox" / result["id"] / "report.json").read_text(encoding="utf-8"))
+    assert result["status"] == "done" and result["kept_quote"], result
+    if case_id == "estimate":
+        final, prior = report["estimate"]["final"], report["estimate"]["initial"]
+        assert result["range"] == [final["low"], final["high"]] and result["truth"] == 4200
+        assert result["truth_in_range"] is (final["low"] <= 4200 <= final["high"])
+        assert result["width_ratio"] == pytest.approx((final["high"] - final["low"]) / (prior["high"] - prior["low"]))
+        assert result["right"] is (result["truth_in_range"] and result["width_ratio"] < 1)
+    else:
+        assert result["verdict"] == report["verdict"]["value"] and result["expected_verdict"] == "supported"
+        assert result["right"] is result["verdict_right"] is (report["verdict"]["value"] == "supported")
+    assert (result["stage"] is None) is result["right"], result
+    if not result["right"]:  # the quote was kept: lost at the report, or a figure refused by a named rule
+        assert result["stage"] in ("reported", "refused") and result["detail"], result
+
+
 def test_the_totals_add_up_and_the_user_history_is_untouched(lab_eval: tuple[Workspace, dict[str, Any], Path]) -> None:
     ws, out, _ = lab_eval
     t = out["totals"]
-    assert t["cases"] == t["ran"] == len(eval_lab.QUESTIONS) and t["right"] == 1
-    assert t["lost_at"] == {stage: sum(s == stage for s in eval_lab.EXPECTED_STAGE.values()) for stage in STAGES}
+    assert t["cases"] == t["ran"] == len(eval_lab.QUESTIONS)
+    mechanics = {f"stage-{m}" for m in eval_lab.MECHANICS}
+    assert t["right"] == 1 + sum(c["right"] for c in out["cases"] if c["id"] in mechanics)
+    staged = [c for c in out["cases"] if c["id"].removeprefix("stage-") not in eval_lab.MECHANICS]
+    assert {stage: sum(c["stage"] == stage for c in staged) for stage in STAGES} == {
+        stage: sum(s == stage for s in eval_lab.EXPECTED_STAGE.values()) for stage in STAGES}
+    assert t["lost_at"] == {stage: sum(c["stage"] == stage for c in out["cases"]) for stage in STAGES}
+    assert (t["estimates"], t["contracts"]) == (1, 1)
     assert t["tokens"] > 0 and t["wall_seconds"] > 0
     assert out["store"] == str(ws.root / "work" / "briefd.db")
     assert not ws.db.exists() and not ws.outbox.exists(), "eval never writes the daemon's store or outbox"
@@ -302,7 +331,8 @@ def test_a_kept_store_is_judged_again_without_running_anything(lab_eval: tuple[W
                                                                                 for c in out["cases"]]
     assert scripted_ollama.stats() == calls, "judging a store asks the model nothing"
     shown = ws.briefd("eval", str(eval_file), "--from-store", out["store"])
-    assert shown.returncode == 0 and "lost at: search 1, read 1, extract 1" in shown.stdout, shown.stdout
+    assert shown.returncode == 0 and "lost at: search 1, read 1, extract 1, shown 1, chosen 1" in shown.stdout, \
+        shown.stdout
     assert "stage-refused: refused:" in shown.stdout
 
 
@@ -315,3 +345,32 @@ def test_a_missing_store_and_a_bad_file_exit_2_with_the_fix(tmp_path: Path) -> N
     bad.write_text(json.dumps({"briefs": [{"brief": {"id": "x", "question": "Q?"}, "expect": {"patern": []}}]}))
     result = ws.briefd("eval", str(bad))
     assert result.returncode == 2 and "unknown key 'patern'" in result.stderr
+
+
+@pytest.mark.slow
+def test_db_given_as_a_flag_keeps_the_runs_and_a_temporary_work_folder_goes(tmp_path: Path,
+                                                                            scripted_ollama: Any) -> None:
+    library = eval_lab.build_library(tmp_path / "library")
+    one = {**eval_lab.eval_set(), "briefs": eval_lab.eval_set()["briefs"][:1]}
+    eval_file = tmp_path / "one.json"
+    eval_file.write_text(json.dumps(one), encoding="utf-8")
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=scripted_ollama.url, model="lab-scripted")
+    env = {"BRIEFD_LIBRARY": str(library), "BRIEFD_EGRESS": "none"}
+    chosen = tmp_path / "chosen.db"
+    result = ws.briefd("eval", str(eval_file), "--json", "--db", str(chosen), **env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    assert out["store"] == str(chosen) and out["work"] is None and out["cases"][0]["stage"] is None
+    again = ws.briefd("eval", str(eval_file), "--json", "--from-store", str(chosen))
+    assert json.loads(again.stdout)["cases"][0]["run_id"] == out["cases"][0]["run_id"]
+    temporary = ws.briefd("eval", str(eval_file), "--json", **env)
+    assert temporary.returncode == 0, temporary.stderr[-3000:]
+    store = Path(json.loads(temporary.stdout)["store"])
+    assert store.name == "briefd.db" and not store.parent.exists(), "the temporary work folder is removed"
+    kept = ws.briefd("eval", str(eval_file), "--keep", **env)
+    folder = kept.stdout.rsplit("work folder kept: ", 1)[1].split(" ", 1)[0]
+    try:
+        assert (Path(folder) / "briefd.db").is_file()
+        assert (Path(folder) / "outbox" / "stage-found" / "report.json").is_file()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -72,6 +72,11 @@ DOCUMENTS: dict[str, tuple[str, str]] = {
                 "# Pellham canal lock\n\n"
                 "Is the Pellham canal lock lift really 4.5 metres?\n\n"
                 "Boaters ask this often.\n"),
+    "estimate": ("brisk-orchard-annual-report.md",
+                 "# Brisk Orchard annual report\n\n"
+                 "The Brisk Orchard cider press produced 4,200 litres of cider in 2024.\n"),
+    "contract": ("dunmore-ferry.md",
+                 "# Dunmore ferry\n\nThe Dunmore ferry carries 12 cars on each crossing of the Dunmore strait.\n"),
     "reported": ("hollin-watermill.md",
                  "# Hollin watermill\n\n"
                  "The Hollin watermill wheel was rebuilt in oak after the flood, and it now turns at 9 "
@@ -87,6 +92,8 @@ QUESTIONS: dict[str, str] = {
     "chosen": "When did the Garnet Hill observatory dome open?",
     "refused": "How high is the Pellham canal lock lift?",
     "reported": "How fast does the Hollin watermill wheel turn?",
+    "estimate": "How many litres of cider did the Brisk Orchard cider press produce in 2024?",
+    "contract": "Does the Dunmore ferry carry more than 10 cars on each crossing?",
 }
 
 PATTERNS: dict[str, str] = {
@@ -98,6 +105,8 @@ PATTERNS: dict[str, str] = {
     "chosen": r"spring of 1931",
     "refused": r"4\.5 metres",
     "reported": r"9 revolutions a minute",
+    "estimate": r"4,200 litres",
+    "contract": r"12 cars",
 }
 
 # what each case must be found lost at (None: found); the refused case's rule, as decide words it
@@ -105,8 +114,18 @@ EXPECTED_STAGE: dict[str, str | None] = {
     "found": None, "search": "search", "read": "read", "extract": "extract", "shown": "shown",
     "chosen": "chosen", "refused": "refused", "reported": "reported",
 }
+# an estimate and a contract through the same run, for the range and verdict columns: where they end is the
+# rules' business (tests/test_eval.py holds eval to the report's own range and verdict), not pinned here
+MECHANICS = ("estimate", "contract")
 BRIEF_EXTRAS: dict[str, dict[str, Any]] = {
     "read": {"budget": {"pages": 1}},  # the decoy is read first and the budget is spent
+    "estimate": {"estimate": {"unit": "litres", "low": 100, "high": 100000}},
+    "contract": {"hypothesis": {"claim": "The Dunmore ferry carries more than 10 cars on each crossing",
+                                "metric": "cars per crossing", "comparator": ">", "target": 10, "unit": "cars"}},
+}
+EXPECT_EXTRAS: dict[str, dict[str, Any]] = {
+    "estimate": {"number": {"value": 4200, "unit": "litres"}},
+    "contract": {"verdict": "supported"},
 }
 
 
@@ -124,7 +143,7 @@ def eval_set(name: str = "eval-lab-stages") -> dict[str, Any]:
     for case_id, question in QUESTIONS.items():
         brief: dict[str, Any] = {"id": f"stage-{case_id}", "question": question, "depth": "quick",
                                  "sources": ["library"], "max_rounds": 1, **BRIEF_EXTRAS.get(case_id, {})}
-        cases.append({"brief": brief, "expect": {"patterns": [PATTERNS[case_id]]},
+        cases.append({"brief": brief, "expect": {"patterns": [PATTERNS[case_id]], **EXPECT_EXTRAS.get(case_id, {})},
                       "where": [DOCUMENTS[case_id][0]], "verified": DOCUMENTS[case_id][1]})
     return {"name": name, "briefs": cases}
 
