@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from ..store.evaluation import ResultRow, RunTrace
+from ..store.evaluation import QuoteRow, Refusal, ResultRow, RunTrace
 from .brief import Brief, BriefError, parse_brief
 from .citations import cited_numbers
 
@@ -389,12 +389,31 @@ def reached(case: Case, trace: RunTrace, right: bool) -> dict[str, bool]:
     in_text = {url for url, text in trace.texts.items() if matches(p, text)}
     read = bool(in_text) or any(r.url in trace.read for r in answer_results(case, trace))
     shown = any(matches(p, q.text) for q in trace.shown)
-    chosen = any(matches(p, q.text) for q in trace.chosen) or any(matches(p, r.quote) for r in trace.refused)
+    chosen = (any(matches(p, q.text) for q in trace.chosen)
+              or any(matches(p, refused_quote(r, trace.shown)) for r in trace.refused))
     kept = any(matches(p, q.quote) for q in trace.kept)
     raw = [returned, read, bool(in_text), shown, chosen, kept]
     for i in range(len(raw) - 2, -1, -1):
         raw[i] = raw[i] or raw[i + 1]
     return dict(zip(STAGES, [*raw, right]))
+
+
+QUOTE_CUT = 200  # daemon/loop.py's evidence_skipped events carry a refused quote's first 200 characters
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
+def refused_quote(refusal: Refusal, shown: Iterable[QuoteRow]) -> str:
+    """A refused quote as the model chose it. The loop's event keeps its first QUOTE_CUT characters, so a cut
+    one is completed from the passage it was shown in, to the end of that sentence: an answer later in a long
+    sentence is then still seen as chosen (and refused), not as never chosen."""
+    if len(refusal.quote) < QUOTE_CUT:
+        return refusal.quote
+    for passage in shown:
+        at = passage.text.find(refusal.quote) if passage.url == refusal.url else -1
+        if at >= 0:
+            end = _SENTENCE_END.search(passage.text, at + len(refusal.quote))
+            return passage.text[at:end.end() if end else len(passage.text)]
+    return refusal.quote
 
 
 def answer_results(case: Case, trace: RunTrace) -> list[ResultRow]:
@@ -447,8 +466,11 @@ def _shown(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
     if why:
         return Miss("shown", None, f"{urls[0]} states the answer but was distrusted ({why}): never shown")
     note = "" if trace.prompts_recorded else " (this run's prompts did not record their passages)"
+    others = sum(q.url == urls[0] for q in trace.shown) if urls else 0
+    why = (f"{others} other passage(s) of it were shown: the one stating it ranked below the prompt's room or "
+           f"shares no word with the question or an open gap" if others else "no passage of it was shown")
     return Miss("shown", None, f"{urls[0] if urls else 'a page'} states the answer but no evidence prompt "
-                               f"showed the model a passage stating it{note}")
+                               f"showed the model a passage stating it; {why}{note}")
 
 
 def _chosen(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
@@ -458,7 +480,7 @@ def _chosen(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
 
 def _refused(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
     for refusal in trace.refused:
-        if matches(case.patterns, refusal.quote):
+        if matches(case.patterns, refused_quote(refusal, trace.shown)):
             return Miss("refused", refusal.rule, f"the model chose {refusal.quote[:120]!r} ({refusal.url}); "
                                                  f"dropped by the rule: {refusal.rule}")
     chosen = next(q for q in trace.chosen if matches(case.patterns, q.text))
@@ -470,7 +492,7 @@ def _refused(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
 def _reported(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
     if case.kind != "plain":  # a figure the rules refused to read in a kept quote
         for refusal in trace.refused:
-            if refusal.rule.startswith("number") and matches(case.patterns, refusal.quote):
+            if refusal.rule.startswith("number") and matches(case.patterns, refused_quote(refusal, trace.shown)):
                 return Miss("refused", refusal.rule, f"the quote {refusal.quote[:120]!r} was kept, but its figure "
                                                      f"was not read: {refusal.rule}")
     if case.kind == "estimate":

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from briefd.daemon.evaluate import (
+    QUOTE_CUT,
     STAGES,
     Case,
     EvalFileError,
@@ -126,6 +127,20 @@ def test_the_first_stage_that_lost_the_answer_is_named(given: dict[str, Any], st
     assert (result.stage, result.rule) == (stage, rule), result.detail
     lost = STAGES.index(stage) if stage else len(STAGES)
     assert [result.reached[s] for s in STAGES] == [i < lost for i in range(len(STAGES))]
+
+
+def test_a_refused_quote_cut_in_its_event_is_completed_from_the_passage_it_was_shown_in() -> None:
+    long = ("The setting controls how many client sessions the server accepts at once, counting those reserved "
+            "for superusers and replication and for the background workers of extensions loaded at start-up, "
+            "and it can only be set when the server starts; the default is 100 "
+            "connections. Later text.")
+    cut = long[:QUOTE_CUT]
+    assert "default is 100" not in cut, "the answer lies beyond the cut"
+    given = dict(READ, texts={URL: long}, shown=(QuoteRow(URL, long),), refused=(Refusal(URL, cut, "a rule"),))
+    result = judge_case(PLAIN, trace(**given))
+    assert (result.stage, result.rule) == ("refused", "a rule")
+    elsewhere = dict(given, shown=(QuoteRow("https://other.example/", long), QuoteRow(URL, long)))
+    assert judge_case(PLAIN, trace(**elsewhere)).stage == "refused"
 
 
 def test_a_read_miss_says_the_rank_and_why_it_was_not_read() -> None:
