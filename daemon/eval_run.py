@@ -39,7 +39,8 @@ from typing import Any
 
 from ..store import QUEUED, RUNNING, Store
 from ..store.evaluation import last_run_id, rejection, run_trace, runs_by_brief
-from .evaluate import FORMAT_VERSION, STAGES, CaseResult, EvalSet, judge_case, not_run, parse_eval_set, totals
+from .evaluate import (FORMAT_VERSION, STAGES, CaseResult, EvalSet, judge_case, not_run, parse_eval_set, percent,
+                       totals)
 from .files import atomic_write_bytes
 from .settings import Settings
 from .untrusted import fold
@@ -150,7 +151,7 @@ def _range_cell(case: dict[str, Any]) -> str:
     if case["range"] is None:
         return f"none (truth {case['truth']:g})"
     low, high = case["range"]
-    width = f" {case['width_ratio']:.0%}" if case["width_ratio"] is not None else ""
+    width = f" {percent(case['width_ratio'])}" if case["width_ratio"] is not None else ""
     mark = "in" if case["truth_in_range"] else "OUT"
     return f"{low:g}–{high:g}{width} {mark}"
 

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from ..store.evaluation import QuoteRow, Refusal, ResultRow, RunTrace
+from ..store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from .brief import Brief, BriefError, parse_brief
 from .citations import cited_numbers
 
@@ -246,6 +246,11 @@ def width_ratio(final: tuple[float, float], prior: tuple[float, float]) -> float
     """The final range's width as a share of the prior's (1.0: unchanged; None: the prior is a point)."""
     prior_width = prior[1] - prior[0]
     return (final[1] - final[0]) / prior_width if prior_width > 0 else None
+
+
+def percent(ratio: float) -> str:
+    """A width share in words: whole percent, but a collapse to a point keeps its digits (0.02%, not 0%)."""
+    return f"{ratio:.0%}" if ratio == 0 or ratio >= 0.01 else f"{ratio:.2%}"
 
 
 def invented_citations(summary: str, sources: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -497,14 +502,22 @@ def _reported(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
                                                      f"was not read: {refusal.rule}")
     if case.kind == "estimate":
         ended = f"{result.range[0]:g}–{result.range[1]:g}" if result.range else "no range"
-        width = f", {result.width_ratio:.0%} of the prior's width" if result.width_ratio is not None else ""
-        return Miss("reported", None, f"kept in a quote, but the range ended {ended}{width} "
+        width = f", {percent(result.width_ratio)} of the prior's width" if result.width_ratio is not None else ""
+        read = sorted({_figure(q) for q in trace.kept if matches(case.patterns, q.quote) and q.low is not None})
+        figures = f"the figure read from it: {', '.join(read)}" if read else "no figure was read from it"
+        return Miss("reported", None, f"kept in a quote ({figures}), but the range ended {ended}{width} "
                                       f"(truth {result.truth:g})")
     if case.kind == "contract":
         rule = trace.report.get("verdict", {}).get("rule") if isinstance(trace.report.get("verdict"), dict) else ""
         return Miss("reported", None, f"kept in a quote, but the verdict is {result.verdict or 'none'} "
                                       f"(expected {case.verdict}){': ' + str(rule) if rule else ''}")
     return Miss("reported", None, "kept in a quote, but neither the answer line nor the summary states it")
+
+
+def _figure(quote: KeptQuote) -> str:
+    if quote.high is None or quote.high == quote.low:
+        return f"{quote.low:g}"
+    return f"{quote.low:g}–{quote.high:g}"
 
 
 _EXPLAIN = {"search": _search, "read": _read, "extract": _extract, "shown": _shown, "chosen": _chosen,

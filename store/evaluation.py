@@ -63,6 +63,8 @@ class KeptQuote:
     url: str
     quote: str
     verbatim: bool
+    low: float | None = None      # the figure code read from it (estimates), if any
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -208,4 +210,4 @@ def _kept(store: Store, row: dict[str, Any]) -> KeptQuote:
     if not verbatim:
         verbatim = bool(quote) and any(quote in str(r[0]) for r in store.db.execute(
             "SELECT text FROM passages WHERE url = ?", [url]).fetchall())
-    return KeptQuote(url, quote, verbatim)
+    return KeptQuote(url, quote, verbatim, row.get("low"), row.get("high"))

@@ -22,6 +22,7 @@ from briefd.daemon.evaluate import (
     judge_case,
     matches,
     parse_eval_set,
+    percent,
     totals,
     url_matches,
     width_ratio,
@@ -71,6 +72,11 @@ def test_the_truth_is_inside_a_range_ends_included(final: tuple[float, float], t
 def test_a_range_width_is_a_share_of_the_prior(final: tuple[float, float], prior: tuple[float, float],
                                                ratio: float | None) -> None:
     assert width_ratio(final, prior) == ratio
+
+
+@pytest.mark.parametrize(("ratio", "shown"), [(1.0, "100%"), (0.25, "25%"), (0.0002, "0.02%"), (0.0, "0%")])
+def test_a_width_share_keeps_a_collapse_visible(ratio: float, shown: str) -> None:
+    assert percent(ratio) == shown
 
 
 def test_an_invented_citation_is_one_no_source_resolves() -> None:
@@ -173,8 +179,13 @@ def estimate_report(low: float, high: float) -> dict[str, Any]:
 ])
 def test_an_estimate_is_right_when_a_narrowed_range_holds_the_truth(low: float, high: float, right: bool,
                                                                    stage: str | None) -> None:
-    result = judge_case(ESTIMATE, trace(**dict(KEPT, report=estimate_report(low, high))))
+    read = (KeptQuote(URL, ANSWER, True, 100.0, 100.0),)
+    result = judge_case(ESTIMATE, trace(**dict(KEPT, kept=read, report=estimate_report(low, high))))
     assert (result.right, result.stage) == (right, stage)
+    if stage:
+        assert "the figure read from it: 100)" in result.detail, result.detail
+    unread = judge_case(ESTIMATE, trace(**dict(KEPT, report=estimate_report(low, high))))
+    assert unread.stage == stage and (not stage or "no figure was read from it" in unread.detail)
     assert result.truth_in_range is (low <= 100 <= high)
     assert result.width_ratio == pytest.approx((high - low) / 4990)
 
