@@ -400,3 +400,22 @@ def test_db_given_as_a_flag_keeps_the_runs_and_a_temporary_work_folder_goes(tmp_
         assert (Path(folder) / "outbox" / "stage-found" / "report.json").is_file()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_web_briefs_are_attributed_from_searxng_results_and_fetched_pages(tmp_path: Path, search_lab: Any,
+                                                                         scripted_ollama: Any) -> None:
+    eval_file = tmp_path / "web.json"
+    eval_file.write_text(json.dumps(eval_lab.web_eval_set()), encoding="utf-8")
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=scripted_ollama.url,
+                   model="lab-scripted")
+    result = ws.briefd("eval", str(eval_file), "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    cases = {c["id"]: c for c in json.loads(result.stdout)["cases"]}
+    found = cases["web-kestrel"]
+    # the corpus states it on pages search returns and the lab web serves: it reached the model's prompt
+    assert all(found["reached"][s] for s in ("search", "read", "extract", "shown")), found
+    assert found["stage"] in (None, "chosen", "refused", "reported"), found
+    assert found["quotes_verbatim"] == found["quotes"] > 0 and found["invented_citations"] == []
+    missing = cases["web-missing"]
+    assert missing["stage"] == "read" and "lakeside-lead-results-pdf" in missing["detail"], missing
+    assert "its fetch failed: HTTP 404" in missing["detail"], missing

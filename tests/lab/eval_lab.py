@@ -20,6 +20,7 @@ lose the answer at one known stage:
                only a quote's first clause, so the quote is kept and the summary lacks it
 
 The library is served under egress = none with no SearXNG: only the model server is contacted.
+`web_eval_set` adds two web briefs on the lab corpus (real SearXNG, the lab web): results and fetches.
 """
 
 from __future__ import annotations
@@ -151,3 +152,19 @@ def eval_set(name: str = "eval-lab-stages") -> dict[str, Any]:
 def write_eval_set(path: Path) -> Path:
     path.write_text(json.dumps(eval_set(), indent=2), encoding="utf-8")
     return path
+
+
+def web_eval_set() -> dict[str, Any]:
+    """Two web briefs on the lab corpus (real SearXNG, the lab web): one whose answer pages are read, and
+    one whose answer document is returned by search but answers 404 (tests/lab/corpus.py's
+    lakeside-lead-results-pdf), lost at `read` with the fetch's error."""
+    kestrel = {"id": "web-kestrel", "question": "Why was the Kestrel River bridge closed in 2025?", "depth": "quick",
+               "max_rounds": 1, "sources": ["web"]}
+    lakeside = {"id": "web-missing", "question": "Did the Lakeside water plant upgrade cut lead levels below 5 ppb?",
+                "depth": "quick", "max_rounds": 1, "sources": ["web"]}
+    return {"name": "eval-lab-web", "briefs": [
+        {"brief": kestrel, "expect": {"patterns": [r"\b(?:7|seven) of (?:the )?(?:bridge's )?32\b"]},
+         "where": ["kestrel"]},
+        {"brief": lakeside, "expect": {"patterns": [r"quarterly lead results table"]},
+         "where": ["lakeside-lead-results-pdf"]},
+    ]}
