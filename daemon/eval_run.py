@@ -121,6 +121,7 @@ def judged(eval_set: EvalSet, db: Path, work: Path | None, model: str, exit_code
     try:
         runs = runs_by_brief(store, [c.id for c in eval_set.cases], after)
         results: list[CaseResult] = []
+        models: list[str] = []  # the model each run's report names (a store judged later: not the setting's)
         for case in eval_set.cases:
             run_id = runs.get(case.id)
             if run_id is None:
@@ -129,12 +130,14 @@ def judged(eval_set: EvalSet, db: Path, work: Path | None, model: str, exit_code
                                        "no run in the store (still queued: a service stayed down)"))
             else:
                 trace = run_trace(store, run_id)
+                models.append(str(trace.report.get("model") or ""))
                 unfinished = trace.state in (QUEUED, RUNNING)
                 results.append(not_run(case, "still queued: a service stayed down (the log above says which)")
                                if unfinished else judge_case(case, trace))
     finally:
         store.close()
-    return {"format": FORMAT_VERSION, "name": eval_set.name, "model": model, "store": str(db),
+    named = ", ".join(m for m in dict.fromkeys(models) if m)
+    return {"format": FORMAT_VERSION, "name": eval_set.name, "model": named or model, "store": str(db),
             "work": str(work) if work else None, "exit": exit_code,
             "cases": [r.as_dict() for r in results], "totals": totals(results)}
 

@@ -374,6 +374,8 @@ def judge_case(case: Case, trace: RunTrace) -> CaseResult:
     miss = first_miss(case, trace, result)
     if miss is not None:
         result.stage, result.rule, result.detail = miss.stage, miss.rule, miss.detail
+        # a kept quote whose figure a rule would not read: the answer did not get past that rule
+        result.reached[miss.stage] = False
     return result
 
 

@@ -194,6 +194,7 @@ def test_an_estimate_whose_figure_a_rule_refused_names_the_rule() -> None:
     refusal = Refusal(URL, ANSWER, "number not stated as the quantity")
     result = judge_case(ESTIMATE, trace(**dict(KEPT, refused=(refusal,), report=estimate_report(10, 5000))))
     assert (result.stage, result.rule) == ("refused", "number not stated as the quantity")
+    assert result.kept_quote and [s for s in STAGES if not result.reached[s]] == ["refused", "reported"]
 
 
 CONTRACT = Case(id="c", brief={}, kind="contract", patterns=(r"28 places",), verdict="supported")
@@ -351,8 +352,9 @@ def test_a_kept_store_is_judged_again_without_running_anything(lab_eval: tuple[W
                                                                scripted_ollama: Any) -> None:
     ws, out, eval_file = lab_eval
     calls = scripted_ollama.stats()
-    again = ws.briefd("eval", str(eval_file), "--from-store", out["store"], "--json")
+    again = ws.briefd("eval", str(eval_file), "--from-store", out["store"], "--json", "--model", "another:1b")
     assert again.returncode == 0, again.stderr[-2000:]
+    assert out["model"] == json.loads(again.stdout)["model"] == "lab-scripted", "the model the runs used"
     assert [(c["id"], c["stage"]) for c in json.loads(again.stdout)["cases"]] == [(c["id"], c["stage"])
                                                                                 for c in out["cases"]]
     assert scripted_ollama.stats() == calls, "judging a store asks the model nothing"
