@@ -421,3 +421,19 @@ def test_web_briefs_are_attributed_from_searxng_results_and_fetched_pages(tmp_pa
     missing = cases["web-missing"]
     assert missing["stage"] == "read" and "lakeside-lead-results-pdf" in missing["detail"], missing
     assert "its fetch failed: HTTP 404" in missing["detail"], missing
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_briefs_a_service_down_kept_from_running_are_listed_not_run_and_exit_3(tmp_path: Path) -> None:
+    library = eval_lab.build_library(tmp_path / "library")
+    eval_file = tmp_path / "two.json"
+    eval_file.write_text(json.dumps({**eval_lab.eval_set(), "briefs": eval_lab.eval_set()["briefs"][:2]}))
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=CLOSED_PORT, model="lab-scripted")
+    result = ws.briefd("eval", str(eval_file), "--json", BRIEFD_LIBRARY=str(library), BRIEFD_EGRESS="none",
+                       BRIEFD_ONCE_PATIENCE_S="2")
+    assert result.returncode == 3, result.stderr[-3000:]
+    out = json.loads(result.stdout)
+    assert [c["status"] for c in out["cases"]] == ["not run", "not run"] and out["totals"]["not_run"] == 2
+    assert all("a service stayed down" in c["detail"] for c in out["cases"])
+    assert "ollama" in result.stderr.lower(), "the log says which service"
