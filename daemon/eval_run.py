@@ -20,7 +20,9 @@ For scripts and `make bench`: `evaluate_file(settings, path, ...)` returns the r
                 "reached" ({stage: bool}), "stage" (the first stage that lost the answer, or null),
                 "rule" (the rule that refused it, stage "refused"), "detail" (why, in words)}],
      "totals": {"cases", "ran", "not_run", "right", "kept_quote", "answer_line", "shown", "estimates",
-                "truth_in_range", "contracts", "verdicts_right", "quotes", "quotes_verbatim",
+                "truth_in_range", "narrow_wrong" (estimates narrower than a tenth of the prior without the
+                truth), "contracts", "verdicts_right", "contracts_kept" (the answer in a kept quote),
+                "verdicts_kept_right", "quotes", "quotes_verbatim",
                 "invented_citations", "tokens", "wall_seconds", "lost_at" ({stage: count})}}
 
 Stages, in order: search, read, extract, shown, chosen, refused, reported (daemon/evaluate.py says what each
@@ -189,8 +191,9 @@ def table(result: dict[str, Any]) -> str:
                   + (f", {t['not_run']} not run" if t["not_run"] else ""),
               f"  right {t['right']}/{n}; answer in a kept quote {t['kept_quote']}/{n}; in the answer line or "
               f"summary {t['answer_line']}/{n}; shown to the model {t['shown']}/{n}",
-              f"  estimates: truth in the final range {t['truth_in_range']}/{t['estimates']}; contracts: verdict "
-              f"right {t['verdicts_right']}/{t['contracts']}",
+              f"  estimates: truth in the final range {t['truth_in_range']}/{t['estimates']}, narrower than a "
+              f"tenth of the prior without it {t['narrow_wrong']}; contracts: verdict right {t['verdicts_right']}/"
+              f"{t['contracts']}, right where the answer was kept {t['verdicts_kept_right']}/{t['contracts_kept']}",
               f"  quotes verbatim {t['quotes_verbatim']}/{t['quotes']}; invented citations {t['invented_citations']}; "
               f"tokens {t['tokens']}; wall {t['wall_seconds']:.1f} s",
               "  lost at: " + ", ".join(f"{stage} {t['lost_at'][stage]}" for stage in STAGES)]

@@ -405,6 +405,8 @@ def reached(case: Case, trace: RunTrace, right: bool) -> dict[str, bool]:
     return dict(zip(STAGES, [*raw, right]))
 
 
+NARROW = 0.1  # an estimate ending narrower than this share of its prior claims a precise answer
+
 QUOTE_CUT = 200  # daemon/loop.py's evidence_skipped events carry a refused quote's first 200 characters
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
@@ -538,7 +540,13 @@ def totals(results: list[CaseResult]) -> dict[str, Any]:
         "kept_quote": sum(r.kept_quote for r in results), "answer_line": sum(r.answer_line for r in results),
         "shown": sum(r.reached.get("shown", False) for r in results),
         "estimates": len(estimates), "truth_in_range": sum(bool(r.truth_in_range) for r in estimates),
+        # issue 21's bars: an estimate collapsed below a tenth of its prior's width without the truth inside,
+        # and the verdicts whose deciding quote was kept (each of them must be right)
+        "narrow_wrong": sum(r.width_ratio is not None and r.width_ratio < NARROW and not r.truth_in_range
+                            for r in estimates),
         "contracts": len(contracts), "verdicts_right": sum(bool(r.verdict_right) for r in contracts),
+        "contracts_kept": sum(r.kept_quote for r in contracts),
+        "verdicts_kept_right": sum(r.kept_quote and bool(r.verdict_right) for r in contracts),
         "quotes": sum(r.quotes for r in results), "quotes_verbatim": sum(r.quotes_verbatim for r in results),
         "invented_citations": sum(len(r.invented_citations) for r in results),
         "tokens": sum(r.tokens for r in results), "wall_seconds": round(sum(r.wall_seconds for r in results), 2),

@@ -217,6 +217,22 @@ def test_a_contract_is_right_when_the_verdict_is_the_expected_one(got: str | Non
         assert "one source at 0.6" in result.detail
 
 
+def test_totals_count_the_collapses_without_the_truth_and_the_kept_verdicts() -> None:
+    def estimate(low: float, high: float, kept: bool = True) -> Any:
+        given = KEPT if kept else {}
+        return judge_case(ESTIMATE, trace(**dict(given, report=estimate_report(low, high))))
+
+    def contract(value: str, kept: bool = True) -> Any:
+        report = {"status": "done", "summary": "", "sources": [], "usage": {}, "verdict": {"value": value}}
+        quote = "The precision defaults to 28 places."
+        return judge_case(CONTRACT, trace(kept=(KeptQuote(URL, quote, True),) if kept else (), report=report))
+
+    t = totals([estimate(5, 6), estimate(99, 101), estimate(200, 1200), estimate(5, 6, kept=False),
+                contract("supported"), contract("inconclusive"), contract("refuted", kept=False)])
+    assert t["narrow_wrong"] == 2, "5-6 twice; 99-101 holds the truth; 200-1200 is not that narrow"
+    assert (t["contracts_kept"], t["verdicts_kept_right"], t["verdicts_right"]) == (2, 1, 1)
+
+
 def test_totals_count_each_column_and_each_stage() -> None:
     results = [judge_case(PLAIN, trace(**REPORTED)), judge_case(PLAIN, trace()),
                judge_case(PLAIN, trace(**dict(KEPT, kept=(KeptQuote(URL, ANSWER, False),))))]
