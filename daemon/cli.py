@@ -64,6 +64,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "search": ("briefd search gusset plates", "briefd search load rating --limit 5 --json"),
     "check": ("briefd check", "briefd check --searxng-url http://search.lan:8888 --model qwen2.5:7b"),
     "schema": ("briefd schema > brief.schema.json",),
+    "eval": ("briefd eval docs.json", "briefd eval docs.json --json --model gemma3:270m > gemma.json",
+             "briefd eval docs.json --work eval-runs        # keep the runs, to judge them again",
+             "briefd eval docs.json --from-store eval-runs/briefd.db"),
     "serve": ("briefd serve                                  # http://127.0.0.1:8765/: loopback, no token",
               "briefd serve --config /etc/briefd/briefd.toml   # serve_host and serve_token_file set there",
               "briefd serve --inbox /srv/briefd/inbox --outbox /srv/briefd/outbox --db /srv/briefd/briefd.db"),
@@ -104,6 +107,11 @@ def _setting_arguments(parser: argparse.ArgumentParser | Any, shown: bool) -> No
                         if shown else argparse.SUPPRESS)
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="debug logging (the log_level setting, set to debug)" if shown else argparse.SUPPRESS)
+
+
+def _paragraphs(text: str) -> str:
+    """A long --help description wrapped to the terminal's 78 columns, paragraph by paragraph."""
+    return "\n\n".join(textwrap.fill(part, width=78) for part in text.split("\n\n"))
 
 
 def _quiet_settings() -> argparse.ArgumentParser:
@@ -171,6 +179,27 @@ def build_parser() -> argparse.ArgumentParser:
                    description=f"Print datasette metadata for the store (--db) on stdout. Open the store with "
                                f"it (datasette is in the lab extra, or `pip install datasette`):\n\n"
                                f"  {DATASETTE_COMMAND}")
+    evaluation = sub.add_parser(
+        "eval", **command_help("eval"), help="run an eval set's briefs and measure their answers, stage by stage",
+        description=_paragraphs(
+                    "Run the briefs of FILE (each with what a right answer is: text patterns, a number with its "
+                    "unit, a verdict) as `briefd run --once` would, with the same settings (model, SearXNG, "
+                    "library, archives, egress), and print per brief and in total: the answer in a kept quote, in "
+                    "the answer line, the truth in the final range and its width, the verdict, quotes verbatim, "
+                    "invented citations, tokens and wall time; and for each miss the first stage that lost it "
+                    "(search, read, extract, shown, chosen, refused with the rule, reported).\n\n"
+                    "The briefs run in a work folder of their own (an inbox, an outbox, a fresh store), never the "
+                    "daemon's: removed afterwards unless --keep or --work. --db given as a flag records the runs in "
+                    "that store instead (its library index and caches are used; a store named by the environment "
+                    "or briefd.toml is not). --from-store judges the latest run of each brief in a store without "
+                    "running anything."))
+    evaluation.add_argument("file", type=Path, metavar="FILE", help="the eval set (JSON: {name, briefs: [...]})")
+    evaluation.add_argument("--json", action="store_true", help="machine-readable output (its shape: README)")
+    evaluation.add_argument("--work", type=Path, metavar="DIR",
+                            help="run in this folder (inbox, outbox, briefd.db) and keep it")
+    evaluation.add_argument("--keep", action="store_true", help="keep the temporary work folder and say where")
+    evaluation.add_argument("--from-store", dest="from_store", type=Path, metavar="DB",
+                            help="judge the runs already in this store; run nothing")
     library = sub.add_parser("library", **command_help("library"), help="the local library: status, search, reindex")
     actions = library.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("status", **command_help("library status"),
@@ -230,7 +259,7 @@ def command(argv: Sequence[str] | None = None) -> int:
         "run": cmd_run, "submit": cmd_submit, "status": cmd_status, "show": cmd_show,
         "retry": cmd_retry, "cancel": cmd_cancel, "check": cmd_check, "library": cmd_library,
         "list": cmd_list, "search": cmd_search, "serve": cmd_serve, "datasette": cmd_datasette,
-        "config": cmd_config,
+        "config": cmd_config, "eval": cmd_eval,
     }[args.command]
     try:
         return handler(settings, args)
@@ -295,6 +324,34 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
             print(f"briefd: cannot use {exc.filename or 'a required path'}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_UNAVAILABLE
         raise
+
+
+def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
+    """`briefd eval FILE`: the eval set's briefs run and judged (daemon/eval_run.py); exit 2 for a file that
+    cannot be used, 3 when a service stayed down (the briefs it held are listed as not run)."""
+    from .evaluate import EvalFileError
+    from .eval_run import evaluate_file, table
+    from .files import Locked
+
+    if args.from_store is not None and not args.from_store.is_file():
+        print(f"briefd: no store at {args.from_store}: name the briefd.db an earlier eval kept (--keep)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if not getattr(args, "verbose", False):  # the daemon's event lines (-v shows them); warnings stay
+        logging.getLogger("briefd").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
+    try:
+        result = evaluate_file(settings, args.file, work=args.work, keep=args.keep, from_store=args.from_store)
+    except Locked as exc:  # a daemon already runs on the store --db names
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except OSError as exc:
+        print(f"briefd: cannot read {exc.filename or args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except EvalFileError as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else table(result))
+    return EXIT_OK if result["exit"] == EXIT_OK else EXIT_UNAVAILABLE
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:

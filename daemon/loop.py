@@ -1008,9 +1008,12 @@ class Research:
         # the schema allows no more items than the prompt has sentences: the answer's budget follows
         schema = planner.evidence_schema(self.kind, len(prompt.refs))
         self.batches_read += 1
-        # which pages this call reads: what tells why a prompt differs from an earlier run's (make bench)
+        # which pages this call reads: what tells why a prompt differs from an earlier run's (make bench);
+        # and which passages it shows the model (the prompt itself is not kept): `briefd eval` tells
+        # from them whether an answer sentence was ever in front of the model (daemon/evaluate.py)
         self.events.emit("signal", message="reading", round=round_no,
-                         urls=list(dict.fromkeys(p.url for p in passages if p.id in prompt.used_passages)))
+                         urls=list(dict.fromkeys(p.url for p in passages if p.id in prompt.used_passages)),
+                         passages=list(prompt.used_passages))
         answer = await self.ask("evidence", prompt.text, schema, planner.coerce_evidence,
                                 lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
         self.integrate(round_no, prompt, answer, gaps)
