@@ -3,8 +3,8 @@
 Why it looks like this:
 - libzim runs in a child process of its own (`python -m briefd.daemon.archives`), never in
   the daemon. Fuzzing showed why (tests/test_archive_fuzz.py): of damaged copies of a valid
-  archive, about one in 50 makes a libzim search abort the whole process (SIGABRT, "terminate
-  called after throwing an instance of 'std::out_of_range'"), and python-libzim keeps the GIL
+  archive, about one in a hundred makes a libzim search abort the whole process (SIGABRT,
+  "terminate called after throwing an instance of 'std::out_of_range'"), and python-libzim keeps the GIL
   during its calls, so a slow call stalls the event loop even from a thread. A child that
   crashes, or passes `READER_DEADLINE_S`, is killed and replaced; the archive it was working
   on is set aside (named, with the fix, logged once) and the others keep answering.

@@ -757,9 +757,9 @@ class _ServicesContext:
     """Build the HTTP and model clients once, close them at the end.
 
     Everything started is closed through one exit stack, so a step that fails after others
-    started (an archive libzim throws on, a client that cannot be built) closes what was
-    started before the error leaves: the page-reading children and their warm-up task
-    left behind kept a failed daemon alive past SIGTERM (issue 19 #3)."""
+    started closes what was started before the error leaves: the page-reading children and
+    their warm-up task, left behind when opening the archives raised, kept a daemon that
+    took no brief alive past SIGTERM (issue 19 #3)."""
 
     def __init__(self, settings: Settings, store: Store, outages: OutageLog) -> None:
         self.settings = settings
