@@ -57,10 +57,22 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_zim(folder / "good.zim", articles, redirects=[Redirect("r0", "Redirect", "a1")])
 
 
-def reader_children() -> list[psutil.Process]:
-    """This process's archive reader children (`python -m briefd.daemon.archives`)."""
-    return [child for child in psutil.Process().children(recursive=True)
-            if "briefd.daemon.archives" in " ".join(child.cmdline())]
+def reader_children(but: frozenset[int] = frozenset()) -> list[psutil.Process]:
+    """This process's live archive reader children (`python -m briefd.daemon.archives`), but those in `but`
+    (started by shelves of other tests that the garbage collector has not closed yet)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if (child.pid not in but and child.status() != psutil.STATUS_ZOMBIE
+                    and "briefd.daemon.archives" in " ".join(child.cmdline())):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue  # ended while looked at
+    return found
+
+
+def readers_now() -> frozenset[int]:
+    return frozenset(child.pid for child in reader_children())
 
 
 # ---------------------------------------------------------------------------- fuzzing
@@ -125,6 +137,7 @@ def test_an_exception_libzim_raises_that_is_not_a_runtime_error_is_the_archive_s
 def test_an_archive_the_reader_hangs_on_is_given_up_at_the_deadline(good: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.zim"
     os.mkfifo(fifo)
+    others = readers_now()
     started = time.monotonic()
     with Archives.open([fifo, good], deadline_s=2.0) as shelf:
         assert time.monotonic() - started < 60
@@ -133,10 +146,10 @@ def test_an_archive_the_reader_hangs_on_is_given_up_at_the_deadline(good: Path, 
         assert problem.file == fifo and "took over 2 s" in (problem.problem or "") and problem.fix == FIX_DAMAGED
         assert asyncio.run(shelf.search("otters", 3))
         assert asyncio.run(shelf.read("zim://good.zim/a1")).title == "Article 1 otter"
-    assert reader_children() == []
+    assert reader_children(but=others) == []
 
 
-def _abort_reader_when_blocked_on(fifo: Path) -> int:
+def _abort_reader_when_blocked_on(fifo: Path, others: frozenset[int]) -> int:
     """Wait until a reader child is blocked opening `fifo`, keep it blocked (a writer that writes
     nothing), and abort it as libzim's uncaught C++ exceptions do. Returns the child's pid."""
     deadline = time.monotonic() + 60
@@ -146,7 +159,7 @@ def _abort_reader_when_blocked_on(fifo: Path) -> int:
         except OSError:
             time.sleep(0.05)
             continue
-        [child] = reader_children()
+        [child] = reader_children(but=others)
         time.sleep(0.2)  # libzim now waits for the file's header, which never comes
         child.send_signal(signal.SIGABRT)
         os.close(writer)
@@ -157,7 +170,7 @@ def _abort_reader_when_blocked_on(fifo: Path) -> int:
 def test_an_archive_the_reader_crashes_on_is_set_aside_and_the_others_answer(good: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "crash.zim"
     os.mkfifo(fifo)
-    aborter = threading.Thread(target=_abort_reader_when_blocked_on, args=(fifo,), daemon=True)
+    aborter = threading.Thread(target=_abort_reader_when_blocked_on, args=(fifo, readers_now()), daemon=True)
     aborter.start()
     with Archives.open([good, fifo]) as shelf:
         aborter.join(timeout=5)
@@ -174,8 +187,9 @@ def test_an_archive_that_crashes_a_search_is_set_aside_once_and_logged_once(
     with the fix in the log once; the next searches go on with the others, with no new warning."""
     twin = tmp_path / "twin.zim"
     twin.write_bytes(good.read_bytes())
+    others = readers_now()
     with Archives.open([good, twin]) as shelf, caplog.at_level(logging.WARNING, logger="briefd"):
-        [child] = reader_children()
+        [child] = reader_children(but=others)
         child.send_signal(signal.SIGSTOP)  # stopped mid-way; aborted once the search is waiting on it
         searching = threading.Thread(target=lambda: asyncio.run(shelf.search("otters", 5)))
         searching.start()
@@ -194,10 +208,11 @@ def test_briefd_check_reports_a_damaged_archive_as_a_failed_check_with_the_fix(g
     broken = unsorted_dirents(good, tmp_path / "unsorted.zim")
     settings = Settings(archives=(broken, good), inbox=tmp_path / "inbox", outbox=tmp_path / "outbox",
                         db=tmp_path / "briefd.db", egress="none")
+    others = readers_now()
     checks = [c for c in asyncio.run(run_checks(settings)) if c[1].startswith("archive ")]
     assert [(ok, fix) for ok, _, fix in checks] == [(True, None), (False, FIX_DAMAGED)]
     assert str(broken) in checks[1][1] and "damaged" in checks[1][1]
-    assert reader_children() == []
+    assert reader_children(but=others) == []  # check closed the reader it started
     ws = Workspace(root=tmp_path, searxng_url="http://127.0.0.1:9", ollama_url="http://127.0.0.1:9", model="m")
     said = ws.briefd("check", timeout=120, BRIEFD_ARCHIVES=os.pathsep.join([str(broken), str(good)]),
                      BRIEFD_EGRESS="none")
