@@ -1,11 +1,20 @@
 """Offline archives (Kiwix ZIM files) as a source: search them, read their articles.
 
 Why it looks like this:
-- Each configured archive is opened once and kept: libzim's `Archive` builds caches on
-  open (dirents, clusters), and opening a 100 GB Wikipedia again per query would pay for
+- libzim runs in a child process of its own (`python -m briefd.daemon.archives`), never in
+  the daemon. Fuzzing showed why (tests/test_archive_fuzz.py): of damaged copies of a valid
+  archive, about one in a hundred makes a libzim search abort the whole process (SIGABRT,
+  "terminate called after throwing an instance of 'std::out_of_range'"), and python-libzim keeps the GIL
+  during its calls, so a slow call stalls the event loop even from a thread. A child that
+  crashes, or passes `READER_DEADLINE_S`, is killed and replaced; the archive it was working
+  on is set aside (named, with the fix, logged once) and the others keep answering.
+- Each configured archive is opened once per child and kept: libzim's `Archive` builds caches
+  on open (dirents, clusters), and opening a 100 GB Wikipedia again per query would pay for
   them again. One that cannot be opened (missing, damaged, not a ZIM file at all, two
   archives with the same file name) becomes a problem naming the file and the fix; the
-  others still answer.
+  others still answer. Any exception libzim raises is that archive's problem: a damaged
+  file can make it raise UnicodeDecodeError (its message quotes the file's bytes), not only
+  RuntimeError.
 - An archive is named by its file name in URLs (`zim://<file name>/<entry path>`) and by
   its Title metadata in citations. A URL only ever *names* an archive: `read` looks the
   name up among the configured ones and never opens a path taken from a URL, so a search
@@ -13,32 +22,44 @@ Why it looks like this:
 - Search is full-text (libzim's Xapian index) when the archive has the index, else by
   title (its title index), with a notice saying so: a title search misses articles that
   only mention the query, and the user should know why an archive answered thinly.
-- libzim's reader is blocking C++: every call runs in a worker thread
-  (`asyncio.to_thread`). python-libzim 3.13 keeps the GIL during reader calls, so this
-  keeps the loop free between calls, not during one (each is milliseconds). libzim's
-  `Archive` is thread-safe but its searchers are not (openzim/libzim#673), so each
-  archive's searches take its own lock.
+- A snippet reads an article only when it is at most SNIPPET_MAX_ARTICLE_BYTES (its size is
+  known without decompressing it): libzim materialises a whole blob to give any part of it,
+  and a 119 KB archive can hold a 600 MB article of repeated text.
 - `read` gives the entry's bytes and mimetype; extraction is the caller's, through the
   same path as web pages (daemon.pagework). Size and redirect limits are the fetch
   limits' (the caller passes settings.fetch_max_bytes / fetch_max_redirects), and
   non-text entries (images, fonts, scripts' binaries) are refused by mimetype.
+
+Protocol with the child: frames of a 4-byte big-endian length and that many bytes. The
+child sends a ready frame, then answers each JSON request frame with one JSON frame, and
+a body frame after it when the answer says `"body": true` (an article's bytes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import os
 import re
+import resource
+import signal
+import struct
+import subprocess
+import sys
 import threading
-from collections.abc import Iterable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any, TypeVar
 from urllib.parse import quote, unquote
 
 import lxml.html
 
 # libzim ships .pyi stubs but no py.typed marker, so mypy will not read them unless told to
 # (`follow_untyped_imports` for libzim in pyproject's [tool.mypy.overrides]).
-from libzim.reader import Archive, Entry
+from libzim.reader import Archive, Entry, Item
 from libzim.search import Query, Searcher
 from libzim.suggestion import SuggestionSearcher
 
@@ -49,6 +70,9 @@ from .settings import Settings
 from .decide import content_words
 from .sources import ARCHIVE_SCHEME, ARCHIVES, DocumentUnavailable, fuse, rrf
 from .untrusted import clean
+
+log = logging.getLogger("briefd")
+T = TypeVar("T")
 
 SCHEME = ARCHIVE_SCHEME
 SOURCE = ARCHIVES
@@ -67,11 +91,36 @@ SNIPPET_CHARS = 400
 SNIPPET_SCAN_BYTES = 64 * 1024
 """Only the start of an article is parsed for its snippet: a 2 MB article costs no more than a small one."""
 
+SNIPPET_MAX_ARTICLE_BYTES = 4 << 20
+"""The largest article a snippet is made from. libzim gives any slice of an article only by
+materialising all of it (`item.content[:n]` of a 600 MB article took 640 MB and 0.7 s), so a
+larger one gets no snippet; its size is read without decompressing it. Wikipedia's longest
+articles are about 2 MB of HTML."""
+
+READER_DEADLINE_S = 60.0
+"""Wall-clock time one request to the archive reader may take: opening an archive, one archive's
+search (nine Xapian queries), reading one article. Each takes milliseconds on a warm cache and
+under a few seconds on a cold disk; past this libzim is taken to be looping on a damaged file:
+the child is killed and the archive set aside."""
+
+START_DEADLINE_S = 60.0
+"""How long a new reader child may take to import its libraries (under a second when idle)."""
+
+MAX_REQUEST_BYTES = 1 << 20
+MAX_ANSWER_BYTES = 4 << 20
+"""The largest request and JSON answer (a search's hits, bounded by MAX_HITS_PER_QUERY); an
+article's body frame is bounded by the read's own `max_bytes`."""
+
 FIX_PATH = "fix the path in the `archives` setting, or remove it"
 FIX_DAMAGED = ("download the archive again (a partly downloaded file looks like this), "
                "or check it with `zimcheck` from zim-tools")
 FIX_NOT_ZIM = "point the `archives` setting at Kiwix .zim files only"
 FIX_SAME_NAME = "rename one of them: archives are named by their file name in citations and URLs"
+FIX_READER = "run `python -m briefd.daemon.archives < /dev/null` to see why the archive reader cannot start"
+
+_LENGTH = struct.Struct(">I")
+_READY = b"ready"
+
 
 
 class ArchiveError(DocumentUnavailable):
@@ -143,7 +192,7 @@ def citation_title(article_title: str, archive_name: str) -> str:
     return f"{article_title} ({archive_name})"[:MAX_TITLE_CHARS]
 
 
-# ---------------------------------------------------------------------------- opening
+# ---------------------------------------------------------------------------- opening (in the child)
 
 
 @dataclass(frozen=True)
@@ -165,6 +214,11 @@ class ArchiveHealth:
         index = "full-text index" if self.fulltext else "no full-text index (searched by title only)"
         return f"archive {self.name} ({self.file}): {self.articles} articles, {self.entries} entries, {index}"
 
+    def as_dict(self) -> dict[str, Any]:
+        """For the reader's answer (the parent knows the file it asked about)."""
+        return {"name": self.name, "ok": self.ok, "articles": self.articles, "entries": self.entries,
+                "fulltext": self.fulltext, "problem": self.problem, "fix": self.fix}
+
 
 @dataclass
 class _Opened:
@@ -173,12 +227,13 @@ class _Opened:
     name: str  # for citations
     archive: Archive
     fulltext: bool
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    articles: int
+    entries: int
     searcher: Searcher | SuggestionSearcher | None = None
 
     def health(self) -> ArchiveHealth:
-        return ArchiveHealth(file=self.file, name=self.name, ok=True, articles=self.archive.article_count,
-                             entries=self.archive.entry_count, fulltext=self.fulltext)
+        return ArchiveHealth(file=self.file, name=self.name, ok=True, articles=self.articles,
+                             entries=self.entries, fulltext=self.fulltext)
 
 
 def _problem(file: Path, problem: str, fix: str) -> ArchiveHealth:
@@ -199,24 +254,33 @@ def _why_unopenable(file: Path, error: Exception) -> ArchiveHealth:
                         "let briefd's user read it (file permissions)")
     if head != ZIM_MAGIC:
         return _problem(file, "is not a ZIM file (it does not start with the ZIM signature)", FIX_NOT_ZIM)
-    return _problem(file, f"is damaged or incomplete (libzim: {clean(error)[:300]})", FIX_DAMAGED)
+    return _problem(file, f"is damaged or incomplete ({_libzim_said(error)})", FIX_DAMAGED)
+
+
+def _libzim_said(error: BaseException) -> str:
+    return f"libzim: {type(error).__name__}: {clean(error)[:300]}"
 
 
 def _archive_name(archive: Archive, file: Path) -> str:
     try:
         title = clean(archive.get_metadata("Title").decode("utf-8", errors="replace"))
-    except (KeyError, RuntimeError):
+    except Exception:  # noqa: BLE001 - no Title, or a damaged one: the file name serves
         title = ""
     return " ".join(title.split())[:MAX_TITLE_CHARS] or file.name
 
 
 def _open_one(file: Path) -> _Opened | ArchiveHealth:
+    """Open an archive and read what `briefd check` shows; any exception is this file's problem.
+
+    libzim raises RuntimeError for most files it refuses, and UnicodeDecodeError when its
+    message quotes bytes of the damaged file (one of 60 randomly damaged copies did)."""
     try:
         archive = Archive(file)
-    except (RuntimeError, OSError) as exc:  # libzim raises RuntimeError for every file it refuses
+        return _Opened(file=file, key=file.name, name=_archive_name(archive, file), archive=archive,
+                       fulltext=archive.has_fulltext_index, articles=archive.article_count,
+                       entries=archive.entry_count)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
         return _why_unopenable(file, exc)
-    return _Opened(file=file, key=file.name, name=_archive_name(archive, file), archive=archive,
-                   fulltext=archive.has_fulltext_index)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -235,6 +299,37 @@ class ArchiveEntry:
     @property
     def citation_title(self) -> str:
         return citation_title(self.title, self.archive)
+
+
+def _read_entry(opened: _Opened, path: str, max_bytes: int, max_redirects: int) -> ArchiveEntry:
+    where = f"{opened.name}: {clean(path)[:200]!r}"
+    try:
+        entry = _follow(opened.archive.get_entry_by_path(path), max_redirects, where)
+        item = entry.get_item()
+        if item.size > max_bytes:  # the size is read without decompressing the article
+            raise EntryRefused(f"{where}: {too_large(max_bytes)}")
+        if not is_readable_type(item.mimetype):
+            raise EntryRefused(f"{where}: not text ({clean(item.mimetype)[:100]}): nothing to read")
+        body = bytes(item.content)
+        found = ArchiveEntry(url=archive_url(opened.key, entry.path), body=body, mimetype=item.mimetype,
+                             title=clean(entry.title or entry.path)[:MAX_TITLE_CHARS], archive=opened.name)
+    except ArchiveError:
+        raise
+    except KeyError as exc:
+        raise EntryRefused(f"{where}: no such entry in the archive") from exc
+    except Exception as exc:  # noqa: BLE001 - any libzim failure on a damaged entry (RuntimeError, UnicodeDecodeError)
+        raise EntryRefused(f"{where}: unreadable ({_libzim_said(exc)}); {FIX_DAMAGED}") from exc
+    return found
+
+
+def _follow(entry: Entry, max_redirects: int, where: str) -> Entry:
+    for _ in range(max_redirects):
+        if not entry.is_redirect:
+            return entry
+        entry = entry.get_redirect_entry()
+    if entry.is_redirect:
+        raise EntryRefused(f"{where}: more than {max_redirects} redirects")
+    return entry
 
 
 # ---------------------------------------------------------------------------- snippets
@@ -262,6 +357,14 @@ def snippet(html: bytes, query: str) -> str:
     return clean(_cut(chosen, SNIPPET_CHARS))
 
 
+def item_snippet(item: Item, query: str) -> str:
+    """An article's snippet, or "" when it is not text or larger than SNIPPET_MAX_ARTICLE_BYTES:
+    `item.size` costs nothing, `item.content` decompresses the whole article."""
+    if item.size > SNIPPET_MAX_ARTICLE_BYTES or not is_readable_type(item.mimetype):
+        return ""
+    return snippet(bytes(item.content[:SNIPPET_SCAN_BYTES]), query)
+
+
 def _cut(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -273,47 +376,289 @@ def _query_text(query: str) -> str:
     return " ".join(clean(query).split())[:MAX_QUERY_CHARS]
 
 
-# ---------------------------------------------------------------------------- the source
+# ---------------------------------------------------------------------------- searching (in the child)
+
+
+def _search_one(opened: _Opened, text: str, limit: int) -> list[SearchHit]:
+    return [hit for path in _paths(opened, text, limit) if (hit := _hit(opened, path, text)) is not None]
+
+
+def _paths(opened: _Opened, text: str, limit: int) -> list[str]:
+    """The best paths for free text: the whole text, and each of its first content words alone,
+    merged by rank fusion (sources.rrf).
+
+    libzim's query parser ANDs the words ("OR" is read as a word), so a question asked in
+    plain language ("Why was the bridge closed in 2025?") finds only articles holding every
+    word, often none: asking word by word and fusing is an OR that still puts the articles
+    matching the most words, and the whole phrase, first. A search costs about a millisecond.
+    """
+    asks = [text, *content_words(text)[:MAX_QUERY_TERMS]]
+    if opened.fulltext:
+        if not isinstance(opened.searcher, Searcher):
+            opened.searcher = Searcher(opened.archive)
+        searcher = opened.searcher
+        lists = [list(searcher.search(Query().set_query(ask)).getResults(0, limit)) for ask in asks]
+    else:
+        if not isinstance(opened.searcher, SuggestionSearcher):
+            opened.searcher = SuggestionSearcher(opened.archive)
+        suggester = opened.searcher
+        lists = [list(suggester.suggest(ask).getResults(0, limit)) for ask in asks]
+    return [path for path, _, _ in rrf(lists)][:limit]
+
+
+def _hit(opened: _Opened, path: str, query: str) -> SearchHit | None:
+    try:
+        entry = opened.archive.get_entry_by_path(path)
+        content = item_snippet(entry.get_item(), query)  # follows redirects (libzim bounds the chain)
+        title = clean(entry.title or path)[:MAX_TITLE_CHARS]
+    except Exception:  # noqa: BLE001 - an index pointing at a missing or damaged entry: skip it
+        return None
+    return SearchHit(url=archive_url(opened.key, path), title=title, content=content[:SNIPPET_MAX_CHARS],
+                     engine=f"{SCHEME}:{opened.name}", source=SOURCE)
+
+
+# ---------------------------------------------------------------------------- the child
+
+
+def _send(stream: IO[bytes], *frames: bytes) -> None:
+    stream.write(b"".join(_LENGTH.pack(len(frame)) + frame for frame in frames))
+    stream.flush()
+
+
+def _receive(stream: IO[bytes], limit: int) -> bytes | None:
+    """One frame, or None at the end of the stream or for a frame over `limit` bytes."""
+    head = stream.read(_LENGTH.size)
+    if len(head) != _LENGTH.size:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    if length > limit:
+        return None
+    data = stream.read(length)
+    return data if len(data) == length else None
+
+
+def _answer(shelf: dict[str, _Opened], request: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    """One request's answer (and body), in the child. Exceptions from libzim are answered, not raised."""
+    file = Path(request["file"])
+    if request["op"] == "open":
+        opened = _open_one(file)
+        if isinstance(opened, ArchiveHealth):
+            return {"health": opened.as_dict()}, None
+        shelf[str(file)] = opened
+        return {"health": opened.health().as_dict()}, None
+    found = shelf.get(str(file))
+    if found is None:
+        return {"error": "not opened in this reader"}, None
+    if request["op"] == "search":
+        try:
+            return {"hits": [h.as_dict() for h in _search_one(found, request["text"], request["limit"])]}, None
+        except Exception as exc:  # noqa: BLE001 - a damaged index: this archive answers nothing, the others do
+            return {"error": _libzim_said(exc)}, None
+    try:
+        entry = _read_entry(found, request["path"], request["max_bytes"], request["max_redirects"])
+    except ArchiveError as exc:
+        return {"refused": str(exc)}, None
+    return {"body": True, "url": entry.url, "mimetype": entry.mimetype, "title": entry.title,
+            "archive": entry.archive}, entry.body
+
+
+def serve_child() -> None:
+    """The reader child's loop: answer requests from stdin until it closes.
+
+    Anything a library prints goes to stderr: fd 1 is pointed there, and the frames go to a
+    private copy of the original stdout."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    source = sys.stdin.buffer
+    shelf: dict[str, _Opened] = {}
+    _send(out, _READY)
+    while (frame := _receive(source, MAX_REQUEST_BYTES)) is not None:
+        answer, body = _answer(shelf, json.loads(frame))
+        answer["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+        _send(out, json.dumps(answer).encode(), *(() if body is None else (body,)))
+
+
+# ---------------------------------------------------------------------------- the daemon's side
+
+
+class ReaderUnavailable(ArchiveError):
+    """The archive reader cannot start, or is closed (briefd is stopping): no archive's fault."""
+
+
+class _ReaderDied(Exception):
+    """The reader child ended during a request (a crash in libzim, or killed at the deadline):
+    the archive the request was about is to blame."""
+
+
+@dataclass(eq=False)
+class _Reader:
+    """The child process running libzim; one request at a time (Archives holds the lock)."""
+
+    deadline_s: float
+    process: subprocess.Popen[bytes] | None = None
+    closed: bool = False
+    timed_out: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)  # held by Archives for each request
+    peak_rss_mb: float = 0.0
+    """The child's peak RSS as its last answer gave it (for the tests and the bench)."""
+
+    def ensure(self) -> bool:
+        """Start a child unless one is alive; True when one was started (it has no archive open)."""
+        if self.closed:
+            raise ReaderUnavailable("the archives are closed (briefd is stopping)")
+        if self.process is not None and self.process.poll() is None:
+            return False
+        self._stop()  # one killed while idle (the OOM killer) is replaced
+        root = str(Path(__file__).resolve().parent.parent)  # where `daemon` is importable from
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+        self.process = subprocess.Popen([sys.executable, "-m", "briefd.daemon.archives"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, env=env)
+        ready = self._within(START_DEADLINE_S, lambda out: _receive(out, len(_READY)))
+        if ready != _READY:
+            why = self._why_ended(START_DEADLINE_S)
+            self._stop()
+            raise ReaderUnavailable(f"the archive reader did not start ({why}); {FIX_READER}")
+        return True
+
+    def ask(self, request: dict[str, Any], body_limit: int = 0) -> tuple[dict[str, Any], bytes | None]:
+        """The child's answer to one request (and the body frame it announced), within `deadline_s`."""
+        process = self.process
+        assert process is not None and process.stdin is not None
+        try:
+            _send(process.stdin, json.dumps(request).encode())
+        except OSError:
+            pass  # it died: the read below says how
+        got = self._within(self.deadline_s, lambda out: _answer_from(out, body_limit))
+        if got is None:
+            why = self._why_ended(self.deadline_s)
+            self._stop()
+            if self.closed:
+                raise ReaderUnavailable("the archives are closed (briefd is stopping)")
+            raise _ReaderDied(why)
+        self.peak_rss_mb = float(got[0].get("peak_rss_mb", 0.0))
+        return got
+
+    def _within(self, deadline_s: float, read: Callable[[IO[bytes]], T | None]) -> T | None:
+        """`read(stdout)`, with the child killed at the deadline (the read then sees the end of the pipe)."""
+        process = self.process
+        assert process is not None and process.stdout is not None
+        self.timed_out = False
+
+        def too_late() -> None:
+            self.timed_out = True
+            process.kill()
+
+        timer = threading.Timer(deadline_s, too_late)
+        timer.daemon = True
+        timer.start()
+        try:
+            return read(process.stdout)
+        except (OSError, ValueError):  # a closed pipe, a frame that is not JSON: the child is broken
+            return None
+        finally:
+            timer.cancel()
+
+    def _why_ended(self, deadline_s: float) -> str:
+        process = self.process
+        if process is None:
+            return "it was stopped"
+        try:
+            code = process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "it sent a malformed answer"
+        if self.timed_out:
+            return f"it took over {deadline_s:g} s and was stopped"
+        if code < 0:
+            return f"libzim crashed ({signal.Signals(-code).name})"
+        return f"it exited with status {code}"
+
+    def _stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass  # a broken pipe to a dead child
+
+    def close(self) -> None:
+        """Stop the child now; a request waiting on it ends with ReaderUnavailable."""
+        self.closed = True
+        if self.lock.acquire(blocking=False):
+            try:
+                self._stop()
+            finally:
+                self.lock.release()
+        elif (process := self.process) is not None:
+            process.kill()  # the requesting thread sees the end of the pipe and cleans up
+
+
+def _answer_from(stdout: IO[bytes], body_limit: int) -> tuple[dict[str, Any], bytes | None] | None:
+    frame = _receive(stdout, MAX_ANSWER_BYTES)
+    if frame is None:
+        return None
+    answer: dict[str, Any] = json.loads(frame)
+    if not answer.get("body"):
+        return answer, None
+    body = _receive(stdout, body_limit)
+    return None if body is None else (answer, body)
 
 
 class Archives:
-    """The configured archives, opened once: search them, read their entries, say how they are."""
+    """The configured archives, opened once in the reader child: search them, read their entries,
+    say how they are. Blocking calls (`open`, `close`) belong in a thread from async code."""
 
-    def __init__(self, opened: list[_Opened], problems: list[ArchiveHealth]) -> None:
-        self._opened = {o.key: o for o in opened}
-        self._problems = problems
+    def __init__(self, deadline_s: float = READER_DEADLINE_S) -> None:
+        self._reader = _Reader(deadline_s)
+        self._opened: dict[str, ArchiveHealth] = {}  # by file name (what URLs name)
+        self._problems: list[ArchiveHealth] = []
         self._notices: list[str] = []
         self._taken = 0  # notices already handed to a caller by take_notes
-        for problem in problems:
-            self._note(problem.line())
-        for o in opened:
-            if not o.fulltext:
-                self._note(f"archive {o.name} ({o.key}) has no full-text index: searched by title only")
+        weakref.finalize(self, self._reader.close)  # no child outlives the object
 
     @classmethod
-    def open(cls, files: Iterable[Path]) -> Archives:
-        """Open every file (blocking: a few ms each; call it in a thread from async code)."""
-        opened: list[_Opened] = []
-        problems: list[ArchiveHealth] = []
+    def open(cls, files: Iterable[Path], *, deadline_s: float = READER_DEADLINE_S) -> Archives:
+        """Open every file in a new reader child (blocking: the child starts in about a second)."""
+        shelf = cls(deadline_s)
         for file in files:
-            result = _open_one(Path(file))
-            if isinstance(result, ArchiveHealth):
-                problems.append(result)
-            elif result.key in {o.key for o in opened}:
-                problems.append(_problem(result.file, f"has the same file name as another archive ({result.key})",
-                                         FIX_SAME_NAME))
-            else:
-                opened.append(result)
-        return cls(opened, problems)
+            shelf._add(Path(file))
+        for problem in shelf._problems:
+            shelf._note(problem.line())
+        for health in shelf._opened.values():
+            if not health.fulltext:
+                shelf._note(f"archive {health.name} ({health.file.name}) has no full-text index: "
+                            "searched by title only")
+        return shelf
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Archives:
         return cls.open(settings.archives)
 
+    def close(self) -> None:
+        """Stop the reader child (also done when the object is collected)."""
+        self._reader.close()
+
+    def __enter__(self) -> Archives:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def names(self) -> list[str]:
-        """The file names URLs use, of the archives that opened."""
+        """The file names URLs use, of the archives that opened and were not set aside."""
         return list(self._opened)
+
+    @property
+    def reader_peak_rss_mb(self) -> float:
+        """The reader child's peak RSS at its last answer (a restarted child starts again from its own)."""
+        return self._reader.peak_rss_mb
 
     def take_notes(self) -> list[str]:
         """The notices not handed out before (sources.Searcher): each reaches the events once."""
@@ -323,69 +668,94 @@ class Archives:
 
     def health(self) -> list[ArchiveHealth]:
         """For `briefd check`: every configured archive, in the order given (problems after)."""
-        return [o.health() for o in self._opened.values()] + list(self._problems)
+        return list(self._opened.values()) + list(self._problems)
 
-    def _note(self, text: str) -> None:
-        if text not in self._notices:
-            self._notices.append(text)
+    def _note(self, text: str) -> bool:
+        if text in self._notices:
+            return False
+        self._notices.append(text)
+        return True
+
+    def _warn(self, text: str) -> None:
+        """A problem found while the daemon runs: noted for the brief's events, and logged once."""
+        if self._note(text):
+            log.warning("%s", text)
+
+    # ------------------------------------------------------------------ the child
+
+    def _ask(self, request: dict[str, Any], body_limit: int = 0) -> tuple[dict[str, Any], bytes | None]:
+        """One request, after reopening every archive in a child that was (re)started."""
+        with self._reader.lock:  # one request at a time, and a restarted child reopens first
+            while self._reader.ensure():
+                self._reopen()
+            return self._reader.ask(request, body_limit)
+
+    def _reopen(self) -> None:
+        """A new child has nothing open: open the archives again; one that kills it is set aside."""
+        for health in list(self._opened.values()):
+            try:
+                answer, _ = self._reader.ask({"op": "open", "file": str(health.file)})
+            except _ReaderDied as exc:
+                self._set_aside(health, f"stopped the archive reader when opened again ({exc})")
+                return  # ensure() starts another child for the rest
+            if not answer["health"]["ok"]:
+                self._set_aside(health, f"can no longer be opened ({answer['health']['problem']})")
+
+    def _set_aside(self, health: ArchiveHealth, problem: str) -> None:
+        """An archive that crashed or hung the reader is not asked again until briefd restarts:
+        it would do so again, and each time costs a new child."""
+        self._opened.pop(health.file.name, None)
+        self._problems.append(_problem(health.file, f"{problem}; set aside until briefd restarts", FIX_DAMAGED))
+        self._warn(f"archive {health.name} ({health.file}): {problem}; set aside until briefd restarts; {FIX_DAMAGED}")
+
+    def _add(self, file: Path) -> None:
+        try:
+            answer, _ = self._ask({"op": "open", "file": str(file)})
+        except _ReaderDied as exc:
+            self._problems.append(_problem(file, f"is damaged: it stopped the archive reader when opened ({exc})",
+                                           FIX_DAMAGED))
+            return
+        except ReaderUnavailable as exc:
+            self._problems.append(_problem(file, f"could not be opened: {exc}", FIX_READER))
+            return
+        health = ArchiveHealth(file=file, **answer["health"])
+        if not health.ok:
+            self._problems.append(health)
+        elif file.name in self._opened:
+            self._problems.append(_problem(file, f"has the same file name as another archive ({file.name})",
+                                           FIX_SAME_NAME))
+        else:
+            self._opened[file.name] = health
 
     # ------------------------------------------------------------------ search
 
     async def search(self, query: str, limit: int) -> list[SearchHit]:
-        """Up to `limit` (at most MAX_HITS_PER_QUERY) hits from all archives, merged by rank fusion (each archive's first, then
-        each one's second...). Any query text is safe: it is cleaned, cut, and handed to libzim's
-        query parser, which treats what it cannot parse as words."""
+        """Up to `limit` (at most MAX_HITS_PER_QUERY) hits from all archives, merged by rank fusion
+        (each archive's first, then each one's second...). Any query text is safe: it is cleaned,
+        cut, and handed to libzim's query parser, which treats what it cannot parse as words."""
         text, limit = _query_text(query), min(limit, MAX_HITS_PER_QUERY)
         if not text or limit <= 0 or not self._opened:
             return []
-        ranked = await asyncio.gather(*(asyncio.to_thread(self._search_one, o, text, limit)
-                                        for o in self._opened.values()))
+        ranked = await asyncio.to_thread(self._search_all, text, limit)
         return fuse(ranked)[:limit]
 
-    def _search_one(self, opened: _Opened, text: str, limit: int) -> list[SearchHit]:
+    def _search_all(self, text: str, limit: int) -> list[list[SearchHit]]:
+        return [self._search_archive(health, text, limit) for health in list(self._opened.values())]
+
+    def _search_archive(self, health: ArchiveHealth, text: str, limit: int) -> list[SearchHit]:
+        """One archive's hits; a failure is this archive's alone (named, with the fix, logged once)."""
         try:
-            with opened.lock:
-                paths = self._paths(opened, text, limit)
-                return [hit for path in paths if (hit := self._hit(opened, path, text)) is not None]
-        except RuntimeError as exc:  # a damaged index: this archive answers nothing, the others do
-            self._note(f"archive {opened.name} ({opened.file}) failed a search (libzim: {clean(exc)[:300]}); "
-                       f"{FIX_DAMAGED}")
+            answer, _ = self._ask({"op": "search", "file": str(health.file), "text": text, "limit": limit})
+        except _ReaderDied as exc:
+            self._set_aside(health, f"stopped the archive reader while searching ({exc})")
             return []
-
-    @staticmethod
-    def _paths(opened: _Opened, text: str, limit: int) -> list[str]:
-        """The best paths for free text: the whole text, and each of its first content words alone,
-        merged by rank fusion (sources.rrf).
-
-        libzim's query parser ANDs the words ("OR" is read as a word), so a question asked in
-        plain language ("Why was the bridge closed in 2025?") finds only articles holding every
-        word, often none: asking word by word and fusing is an OR that still puts the articles
-        matching the most words, and the whole phrase, first. A search costs about a millisecond.
-        """
-        asks = [text, *content_words(text)[:MAX_QUERY_TERMS]]
-        if opened.fulltext:
-            if not isinstance(opened.searcher, Searcher):
-                opened.searcher = Searcher(opened.archive)
-            searcher = opened.searcher
-            lists = [list(searcher.search(Query().set_query(ask)).getResults(0, limit)) for ask in asks]
-        else:
-            if not isinstance(opened.searcher, SuggestionSearcher):
-                opened.searcher = SuggestionSearcher(opened.archive)
-            suggester = opened.searcher
-            lists = [list(suggester.suggest(ask).getResults(0, limit)) for ask in asks]
-        return [path for path, _, _ in rrf(lists)][:limit]
-
-    @staticmethod
-    def _hit(opened: _Opened, path: str, query: str) -> SearchHit | None:
-        try:
-            entry = opened.archive.get_entry_by_path(path)
-            item = entry.get_item()  # follows redirects (libzim bounds the chain)
-            content = snippet(bytes(item.content[:SNIPPET_SCAN_BYTES]), query) if is_readable_type(item.mimetype) else ""
-        except (KeyError, RuntimeError):
-            return None  # an index pointing at a missing or unreadable entry: skip it
-        title = clean(entry.title or path)[:MAX_TITLE_CHARS]
-        return SearchHit(url=archive_url(opened.key, path), title=title, content=content[:SNIPPET_MAX_CHARS],
-                         engine=f"{SCHEME}:{opened.name}", source=SOURCE)
+        except ReaderUnavailable as exc:
+            self._warn(str(exc))
+            return []
+        if "error" in answer:
+            self._warn(f"archive {health.name} ({health.file}) failed a search ({answer['error']}); {FIX_DAMAGED}")
+            return []
+        return [SearchHit(**hit) for hit in answer["hits"]]
 
     # ------------------------------------------------------------------ read
 
@@ -393,39 +763,31 @@ class Archives:
                    max_redirects: int = Settings.fetch_max_redirects) -> ArchiveEntry:
         """The entry a `zim://` URL names, after at most `max_redirects` redirect entries.
 
-        Raises BadArchiveUrl (malformed, or an archive that is not configured) or EntryRefused
-        (missing, larger than `max_bytes`, not text, too many redirects, unreadable)."""
+        Raises BadArchiveUrl (malformed, or an archive that is not configured), EntryRefused
+        (missing, larger than `max_bytes`, not text, too many redirects, unreadable) or
+        ReaderUnavailable."""
         ref = parse_url(url)
-        opened = self._opened.get(ref.archive)
-        if opened is None:
-            raise BadArchiveUrl(f"{clean(url)[:200]!r} names an archive that is not configured ({clean(ref.archive)!r}); "
-                                f"configured: {', '.join(self._opened) or 'none'}")
-        return await asyncio.to_thread(_read_entry, opened, ref.path, max_bytes, max_redirects)
+        health = self._opened.get(ref.archive)
+        if health is None:
+            raise BadArchiveUrl(f"{clean(url)[:200]!r} names an archive that is not configured "
+                                f"({clean(ref.archive)!r}); configured: {', '.join(self._opened) or 'none'}")
+        return await asyncio.to_thread(self._read, health, ref.path, max_bytes, max_redirects)
+
+    def _read(self, health: ArchiveHealth, path: str, max_bytes: int, max_redirects: int) -> ArchiveEntry:
+        request = {"op": "read", "file": str(health.file), "path": path, "max_bytes": max_bytes,
+                   "max_redirects": max_redirects}
+        try:
+            answer, body = self._ask(request, body_limit=max_bytes)
+        except _ReaderDied as exc:
+            self._set_aside(health, f"stopped the archive reader while reading {clean(path)[:200]!r} ({exc})")
+            raise EntryRefused(f"{health.name}: {clean(path)[:200]!r}: unreadable ({exc}); {FIX_DAMAGED}") from None
+        if "refused" in answer:
+            raise EntryRefused(answer["refused"])
+        if "error" in answer or body is None:
+            raise EntryRefused(f"{health.name}: {clean(path)[:200]!r}: unreadable ({answer.get('error')})")
+        return ArchiveEntry(url=answer["url"], body=body, mimetype=answer["mimetype"], title=answer["title"],
+                            archive=answer["archive"])
 
 
-def _read_entry(opened: _Opened, path: str, max_bytes: int, max_redirects: int) -> ArchiveEntry:
-    where = f"{opened.name}: {clean(path)[:200]!r}"
-    try:
-        entry = _follow(opened.archive.get_entry_by_path(path), max_redirects, where)
-        item = entry.get_item()
-        if item.size > max_bytes:
-            raise EntryRefused(f"{where}: {too_large(max_bytes)}")
-        if not is_readable_type(item.mimetype):
-            raise EntryRefused(f"{where}: not text ({clean(item.mimetype)[:100]}): nothing to read")
-        body = bytes(item.content)
-    except KeyError as exc:
-        raise EntryRefused(f"{where}: no such entry in the archive") from exc
-    except RuntimeError as exc:
-        raise EntryRefused(f"{where}: unreadable (libzim: {clean(exc)[:300]}); {FIX_DAMAGED}") from exc
-    return ArchiveEntry(url=archive_url(opened.key, entry.path), body=body, mimetype=item.mimetype,
-                        title=clean(entry.title or entry.path)[:MAX_TITLE_CHARS], archive=opened.name)
-
-
-def _follow(entry: Entry, max_redirects: int, where: str) -> Entry:
-    for _ in range(max_redirects):
-        if not entry.is_redirect:
-            return entry
-        entry = entry.get_redirect_entry()
-    if entry.is_redirect:
-        raise EntryRefused(f"{where}: more than {max_redirects} redirects")
-    return entry
+if __name__ == "__main__":
+    serve_child()

@@ -38,8 +38,11 @@ async def run_checks(settings: Settings, *, create_store: bool = True) -> list[C
                                             models), None))
     results += await asyncio.to_thread(_local_checks, settings, create_store)
     if settings.archives:
-        shelf = await asyncio.to_thread(Archives.from_settings, settings)
-        results += [(h.ok, h.line() if h.ok else f"archive {h.file}: {h.problem}", h.fix) for h in shelf.health()]
+        shelf = await asyncio.to_thread(Archives.from_settings, settings)  # libzim runs in the shelf's child
+        try:
+            results += [(h.ok, h.line() if h.ok else f"archive {h.file}: {h.problem}", h.fix) for h in shelf.health()]
+        finally:
+            shelf.close()
     return results
 
 

@@ -757,28 +757,46 @@ class Daemon:
 
 
 class _ServicesContext:
-    """Build the HTTP and model clients once, close them at the end."""
+    """Build the HTTP and model clients once, close them at the end.
+
+    Everything started is closed through one exit stack, so a step that fails after others
+    started closes what was started before the error leaves: the page-reading children and
+    their warm-up task, left behind when opening the archives raised, kept a daemon that
+    took no brief alive past SIGTERM (issue 19 #3)."""
 
     def __init__(self, settings: Settings, store: Store, outages: OutageLog) -> None:
         self.settings = settings
         self.store = store
         self.outages = outages
+        self.started = contextlib.AsyncExitStack()
 
     async def __aenter__(self) -> Services:
+        async with contextlib.AsyncExitStack() as started:
+            services = await self.start(started)
+            self.started = started.pop_all()  # kept open until __aexit__
+        return services
+
+    async def start(self, started: contextlib.AsyncExitStack) -> Services:
         settings = self.settings
         limits = fetch_limits(settings)
         # trust_env=False: a proxy from the environment would search past the egress transport.
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(settings.search_timeout_s), trust_env=False,
                                       transport=service_transport(settings, settings.searxng_url, model=False))
+        started.push_async_callback(self.http.aclose)
         self.fetch_client = make_fetch_client(limits)
+        started.push_async_callback(self.fetch_client.aclose)
         model = model_config(settings)
         # One client per model server, each through its own egress transport (its host allowed).
         self.hosts = ModelHosts.build(model, model_hosts(settings), lambda cfg: make_llm_client(
             cfg, service_transport(settings, cfg.host, model=True)))
         self.llm_client = next(iter(self.hosts.clients.values()))
         self.pages = PageWorkers()
+        started.push_async_callback(self.pages.close)
         self.warming = asyncio.create_task(self.pages.warm())  # while the first brief is planned
+        started.push_async_callback(self.cancelled, self.warming)  # before the children close
         shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
+        if shelf is not None:
+            started.callback(shelf.close)  # its reader child: a kill and a reap, milliseconds
         for notice in shelf.take_notes() if shelf is not None else []:
             log.warning("%s", notice)  # an archive that cannot be opened: the others still serve
         return Services(settings=settings, store=self.store, http=self.http,
@@ -789,11 +807,13 @@ class _ServicesContext:
                         library=LibrarySource(self.store) if settings.library else None)
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.http.aclose()
-        await self.fetch_client.aclose()
-        self.warming.cancel()
-        await asyncio.gather(self.warming, return_exceptions=True)
-        await self.pages.close()
+        await self.started.aclose()
+
+    @staticmethod
+    async def cancelled(task: "asyncio.Task[Any]") -> None:
+        """Cancel a task and wait until it has ended (its own error, if any, is not the closer's)."""
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def serve(settings: Settings, once: bool = False) -> int:

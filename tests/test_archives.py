@@ -9,8 +9,12 @@ can make briefd open a file that is not a configured archive.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +52,7 @@ from tests.lab.zim import (
 )
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -336,3 +341,32 @@ def test_a_question_in_plain_language_finds_every_article_on_its_subject(corpus:
     kestrel = [h for h in hits if parse_url(h.url).path.startswith("kestrel-")]
     assert len(kestrel) >= 8, [h.url for h in hits]
     assert len({h.url for h in hits}) == len(hits)
+
+
+# ---------------------------------------------------------------------------- a huge article (issue 19 #6)
+
+HUGE_ARTICLE_MB = 300
+"""Measured: the writer builds it in about a second into a 60 KB file (its own RSS grows by the
+article's size, in a subprocess); before the fix one search grew the searching process by 308 MB
+and stalled its event loop 0.9 s; after, 0 MB in either process and 0.01 s."""
+
+
+@pytest.mark.slow
+def test_a_huge_article_costs_a_search_no_more_than_a_small_one(tmp_path: Path) -> None:
+    """A tiny archive holding one article of hundreds of MB of repeated text: a search that finds it
+    grows neither the searching process nor the archive reader past a small bound, keeps the event
+    loop turning, and gives the huge article no snippet (the small one still has its own)."""
+    zim = tmp_path / "huge.zim"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "tests.lab.zim", "huge", str(zim), str(HUGE_ARTICLE_MB)], check=True,
+                   cwd=ROOT, env=env, timeout=300)
+    assert zim.stat().st_size < 10 << 20  # the archive itself is small: only its article is huge
+    measured = subprocess.run([sys.executable, "-m", "tests.lab.zim", "cost", str(zim), "otter"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    cost = json.loads(measured.stdout)
+    snippets = {parse_url(hit["url"]).path: hit["content"] for hit in cost["hits"]}
+    assert snippets == {"huge": "", "small": "A small otter article."}
+    assert cost["rss_growth_mb"] < 64, cost  # the daemon's side: before, it materialised the article
+    assert cost["reader_rss_growth_mb"] < 64, cost  # the reader's side: the size is read, not the article
+    assert cost["longest_stall_s"] < 0.5, cost

@@ -9,6 +9,12 @@ index, plus redirects and non-HTML items for the hostile cases); `build_corpus_z
 writes the lab corpus's readable pages (tests/lab/corpus.py), so a brief can find the
 same facts offline that the lab web serves.
 
+The hostile archives of issue 19: `damaged_copies` (bytes overwritten at seeded offsets past
+the header, truncations), `build_huge_zim` (a tiny archive holding one article of hundreds of
+MB, streamed to the writer). `python -m tests.lab.zim probe|cost ...` runs briefd's own
+Archives on them in a process of its own, so a crash or a hang there is a finding the test
+sees, not one that takes the test down (tests/test_archive_fuzz.py).
+
 The writer prints progress lines to the process's stdout from C++ (not through
 sys.stdout, and whatever `config_verbose` says): `quiet=True` points file descriptor 1 at
 /dev/null for the build.
@@ -16,14 +22,24 @@ sys.stdout, and whatever `config_verbose` says): `quiet=True` points file descri
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import contextlib
+import json
 import os
+import random
+import resource
+import struct
 import sys
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from libzim.writer import Creator, Hint, Item, StringProvider  # type: ignore[attr-defined]
+from libzim.writer import Blob, ContentProvider, Creator, Hint, Item, StringProvider  # type: ignore[attr-defined]
+
+from briefd.daemon.archives import ArchiveError, Archives, archive_url
 
 from tests.lab.corpus import ARTICLE_KINDS, PAGES, Page
 from tests.lab.web import render_article
@@ -59,6 +75,7 @@ class _Item(Item):  # type: ignore[misc]
     def __init__(self, article: Article) -> None:
         super().__init__()
         self.article = article
+        self.provider: type[ContentProvider] | None = None  # streamed content instead of article.content
 
     def get_path(self) -> str:
         return self.article.path
@@ -69,8 +86,8 @@ class _Item(Item):  # type: ignore[misc]
     def get_mimetype(self) -> str:
         return self.article.mimetype
 
-    def get_contentprovider(self) -> StringProvider:
-        return StringProvider(self.article.content)
+    def get_contentprovider(self) -> ContentProvider:
+        return StringProvider(self.article.content) if self.provider is None else self.provider()
 
     def get_hints(self) -> dict[Hint, int]:
         return {Hint.FRONT_ARTICLE: self.article.is_front}
@@ -141,3 +158,187 @@ def corpus_redirects() -> list[Redirect]:
 def build_corpus_zim(path: Path, *, fulltext: bool = True, title: str = CORPUS_TITLE) -> Path:
     """An archive of the lab corpus's readable pages (with its moved pages as redirects)."""
     return build_zim(path, corpus_articles(), fulltext=fulltext, title=title, redirects=corpus_redirects())
+
+
+# ---------------------------------------------------------------------------- hostile archives
+
+ZIM_HEADER_BYTES = 80
+"""A ZIM file's fixed header: damage past it, as a partial download or a bad disk sector does."""
+
+
+def damaged_copies(source: Path, folder: Path, *, seed: int, overwrites: int = 0, scattered: int = 0,
+                   truncations: int = 0, span: int = 50) -> list[Path]:
+    """Damaged copies of `source` in `folder`, the same for the same seed.
+
+    `overwrites`: `span` random bytes at one random offset past the header (issue 19's probe);
+    `scattered`: one to eight runs of 1-16 random bytes; `truncations`: cut at a random length."""
+    data = source.read_bytes()
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    made: list[Path] = []
+    for kind, count in (("over", overwrites), ("scattered", scattered), ("cut", truncations)):
+        for n in range(count):
+            copy = bytearray(data)
+            if kind == "cut":
+                copy = copy[:rng.randrange(ZIM_HEADER_BYTES, len(copy))]
+            if kind == "scattered":
+                runs = [rng.randint(1, 16) for _ in range(rng.randint(1, 8))]
+            else:
+                runs = [span] if kind == "over" else []
+            for width in runs:
+                at = rng.randrange(ZIM_HEADER_BYTES, len(copy) - width)
+                copy[at:at + width] = rng.randbytes(width)
+            path = folder / f"{kind}-{seed}-{n}.zim"
+            path.write_bytes(bytes(copy))
+            made.append(path)
+    return made
+
+
+def unsorted_dirents(source: Path, dest: Path) -> Path:
+    """A copy of `source` whose first entry's path is overwritten with 0xFF bytes: its dirent table is
+    out of order, and libzim refuses it with a message quoting those bytes, which python-libzim
+    raises as UnicodeDecodeError instead of RuntimeError (the case one of issue 19's 60 random
+    copies hit)."""
+    data = bytearray(source.read_bytes())
+    entries, = struct.unpack_from("<I", data, 24)
+    url_pointers, = struct.unpack_from("<Q", data, 32)
+    assert entries >= 2, "two entries at least: the first must sort after the second"
+    dirent, = struct.unpack_from("<Q", data, url_pointers)
+    mimetype, = struct.unpack_from("<H", data, dirent)
+    start = dirent + (12 if mimetype == 0xFFFF else 16)  # a redirect's dirent is 4 bytes shorter
+    end = data.index(0, start)
+    data[start:end] = b"\xff" * (end - start)
+    dest.write_bytes(bytes(data))
+    return dest
+
+
+_LINE = ("<p>" + "the quick brown otter crossed the kestrel bridge again " * 18 + "</p>\n").encode()
+
+
+class _Repeated(ContentProvider):
+    """An article of `size` bytes of one repeated paragraph, fed to the writer a block at a time:
+    the test's process never holds it (StringProvider would need all of it in memory)."""
+
+    size = 0
+    _HEAD = b"<html><head><title>Huge</title></head><body>"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines = max(0, self.size - len(self._HEAD)) // len(_LINE)
+
+    def get_size(self) -> int:
+        return len(self._HEAD) + self.lines * len(_LINE)
+
+    def gen_blob(self) -> Generator[Blob, None, None]:
+        yield Blob(self._HEAD)
+        left = self.lines
+        while left:
+            step = min(left, 1000)
+            yield Blob(_LINE * step)
+            left -= step
+
+
+def build_huge_zim(path: Path, article_bytes: int) -> Path:
+    """A title-indexed archive of a small article ("small") and one of `article_bytes` ("huge"),
+    both titled with "otter". Repeated text compresses to almost nothing: 300 MB make a file of
+    about 100 KB in about a second (the writer's own memory grows by the article's size)."""
+    provider = type("_Sized", (_Repeated,), {"size": article_bytes})
+    articles = [Article("small", "Otter (small)", "<html><body><p>A small otter article.</p></body></html>"),
+                Article("huge", "Otter (huge)", "")]
+    path.unlink(missing_ok=True)
+    with _stdout_silenced(True), Creator(path).config_indexing(False, LANGUAGE) as creator:
+        creator.set_mainpath("small")
+        creator.add_metadata("Title", "Huge")
+        for article in articles:
+            item = _Item(article)
+            item.provider = provider if article.path == "huge" else None
+            creator.add_item(item)
+    return path
+
+
+# ---------------------------------------------------------------------------- probes (run as subprocesses)
+
+PROBE_QUERIES = ("otter river", "Kestrel bridge closed", "article", "\u202e\x00 ((", "zzzz")
+PROBE_PATHS = ("a0", "a1", "a5", "r0", "missing", "A/a0")
+
+
+def probe(files: list[Path], deadline_s: float) -> dict[str, Any]:
+    """Open, search and read `files` as the daemon does; every exception that is not an
+    ArchiveError is recorded as unexpected (the daemon would have lost the search or the start)."""
+    unexpected: list[str] = []
+    shelf = Archives.open(files, deadline_s=deadline_s)
+    with shelf:
+        searches: list[list[str]] = []
+        for query in PROBE_QUERIES:
+            try:
+                searches.append([hit.url for hit in asyncio.run(shelf.search(query, 50))])
+            except Exception as exc:  # noqa: BLE001 - the finding this probe looks for
+                unexpected.append(f"search {query!r}: {type(exc).__name__}: {exc}")
+        urls = sorted({url for urls in searches for url in urls}
+                      | {archive_url(name, path) for name in shelf.names for path in PROBE_PATHS})
+        reads = refused = 0
+        for url in urls:
+            try:
+                asyncio.run(shelf.read(url))
+                reads += 1
+            except ArchiveError:
+                refused += 1
+            except Exception as exc:  # noqa: BLE001 - the finding this probe looks for
+                unexpected.append(f"read {url}: {type(exc).__name__}: {exc}")
+        return {"names": shelf.names, "searches": searches, "reads": reads, "refused": refused,
+                "health": [{"file": str(h.file), "ok": h.ok, "problem": h.problem, "fix": h.fix, "line": h.line()}
+                           for h in shelf.health()],
+                "notes": shelf.take_notes(), "unexpected": unexpected}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+
+
+async def _search_watched(shelf: Archives, query: str) -> tuple[list[dict[str, Any]], float]:
+    """The hits, and the longest the event loop went without running a 10 ms ticker meanwhile."""
+    longest = 0.0
+    searching = asyncio.ensure_future(shelf.search(query, 10))
+    last = time.monotonic()
+    while not searching.done():
+        await asyncio.sleep(0.01)
+        now = time.monotonic()
+        longest, last = max(longest, now - last), now
+    return [hit.as_dict() for hit in await searching], longest
+
+
+def search_cost(zim: Path, query: str) -> dict[str, Any]:
+    """What one search costs the process running briefd, and the archive reader: peak RSS growth, and
+    the event loop's longest stall. Measured after a first search warmed both (imports, caches)."""
+    with Archives.open([zim]) as shelf:
+        asyncio.run(shelf.search("small", 1))
+        before, child_before = _peak_rss_mb(), shelf.reader_peak_rss_mb
+        hits, stall = asyncio.run(_search_watched(shelf, query))
+        return {"hits": hits, "rss_growth_mb": _peak_rss_mb() - before,
+                "reader_rss_growth_mb": shelf.reader_peak_rss_mb - child_before, "longest_stall_s": stall}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.lab.zim", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    probing = commands.add_parser("probe", help="open, search and read archives; print what happened as JSON")
+    probing.add_argument("--deadline", type=float, default=10.0, help="the archive reader's deadline (s)")
+    probing.add_argument("files", nargs="+", type=Path)
+    huge = commands.add_parser("huge", help="build an archive holding one huge article")
+    huge.add_argument("file", type=Path)
+    huge.add_argument("megabytes", type=int)
+    cost = commands.add_parser("cost", help="measure one search's memory and event-loop stall as JSON")
+    cost.add_argument("file", type=Path)
+    cost.add_argument("query")
+    args = parser.parse_args(argv)
+    if args.command == "probe":
+        print(json.dumps(probe(args.files, args.deadline)))
+    elif args.command == "huge":
+        build_huge_zim(args.file, args.megabytes << 20)
+    else:
+        print(json.dumps(search_cost(args.file, args.query)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
