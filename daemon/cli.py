@@ -452,7 +452,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     print("  ".join(f"{state}: {n}" for state, n in counts.items()))
     for run in data["running"]:
         state = f"running ({run['note']})" if run["note"] else "running"
-        line = f"{state} {run['id']} (run {run['run']}): round {run['round']}, {run['phase']}"
+        line = f"{state} {run['id']} (run {run['run_number']}): round {run['round']}, {run['phase']}"
         if run["next_action"]:
             line += f"; next: {run['next_action']} ({run['why']})"
         left = {k: v for k, v in (run.get("remaining") or {}).items() if v is not None}
@@ -466,7 +466,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         print(line)
     for run in data["queued"]:
         waits = f"; WAITING for {run['waiting_for']}" if run["waiting_for"] else ""
-        print(f"queued  {run['id']} (run {run['run']}) since {run['accepted_at']}{waits}")
+        print(f"queued  {run['id']} (run {run['run_number']}) since {run['accepted_at']}{waits}")
     for each in data["series"]:
         print(series_line(each))
     _print_not_briefs(data["inbox_not_briefs"])

@@ -21,6 +21,9 @@ Rules (RELIABILITY.md):
 - One daemon per inbox: an flock the kernel releases when the process dies (files.hold_lock;
   the store has one too, daemon/worker.py).
 - One file that can't be handled is logged and left in place; it never stops the others.
+- The daemon's own shortage (EMFILE, ENFILE, ENOMEM: an API flood took every descriptor) is no file's
+  fault: a scan that fails is logged once a minute (supervise.RepeatLog) and tried again next turn, and
+  a file whose open fails with it stays tracked, never refused, and is taken once the shortage passes.
 - An entry that will never be taken (notes.txt, a folder) is left where it is, with one notice in the
   log per entry (not one per scan) and a line in `briefd status`; dotfiles and partial files
   (`*.tmp`, `*.part`, `*~`) stay silent, as a writer may be busy with them.
@@ -82,6 +85,7 @@ from .files import ProcessLock, hold_lock, read_at_most
 from .followup import check_follows
 from .report import write_rejection
 from .series import record_accepted
+from .supervise import RepeatLog
 from .untrusted import log_text
 
 if TYPE_CHECKING:  # watchdog is imported where an observer starts, not for every CLI command
@@ -110,6 +114,16 @@ HARD_LINK_RECEIVED = b""
 def is_hard_link(st: os.stat_result) -> bool:
     """A regular file with another name somewhere: never read from the inbox (module docstring)."""
     return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+
+
+# The daemon's own shortage, not the file's fault (an API flood took every descriptor: issue 19 #1): a file
+# that meets one is neither refused nor left with a notice; it stays tracked and is taken once it passes.
+SHORTAGE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+def shortage(exc: BaseException) -> bool:
+    """Is `exc` the daemon running short (descriptors, memory), which passes, rather than the file's problem?"""
+    return isinstance(exc, OSError) and exc.errno in SHORTAGE_ERRNOS
 
 
 # Partly written files (CONTRACT.md): never taken, and not worth a word while a writer is busy with them.
@@ -237,6 +251,8 @@ class Inbox:
     refused: dict[Path, tuple[_Version, str]] = field(default_factory=dict)
     store_problem: str | None = None  # the store failure last logged by take_ready (said once)
     strays: set[str] = field(default_factory=set)  # entries that are not briefs, noticed once each (scan)
+    # The inbox that cannot be looked at (EMFILE under a flood, a share gone): said once per minute, not per turn
+    errors: RepeatLog = field(default_factory=RepeatLog)
 
     def reconcile(self) -> int:
         """Finish what a crash interrupted: a recorded brief whose file is still in the inbox."""
@@ -254,13 +270,21 @@ class Inbox:
             self.store.mark_inbox_removed(run_id)
         return cleaned
 
-    def scan(self) -> None:
-        """Notice every candidate in the folder (start-up, timer, and when events may be lost)."""
+    def scan(self) -> bool:
+        """Notice every candidate in the folder (start-up, timer, and when events may be lost); False when
+        the folder could not be read, which is logged (once per minute while it lasts) and tried again
+        by the caller's next turn: intake outlives any OSError (issue 19 #1: EMFILE killed the watcher)."""
         try:
             entries = list(os.scandir(self.folder))
         except FileNotFoundError:
             self.folder.mkdir(parents=True, exist_ok=True)
-            return
+            return True
+        except OSError as exc:
+            self.errors.error("inbox scan", f"the inbox {log_text(self.folder)} cannot be read: "
+                                            f"{log_text(exc.strerror or exc)}; briefs in it wait and are taken "
+                                            f"once it can be ({self._fix(exc)})")
+            return False
+        self.errors.cleared("inbox scan", f"the inbox {log_text(self.folder)} can be read again")
         strays: set[str] = set()
         for entry in entries:
             path = Path(entry.path)
@@ -271,6 +295,15 @@ class Inbox:
         for shown in sorted(strays - self.strays):
             log.info("%s", log_text(stray_notice(shown)))
         self.strays = strays  # one gone and put back is noticed again
+        return True
+
+    @staticmethod
+    def _fix(exc: OSError) -> str:
+        """What ends an inbox that cannot be read, by its error."""
+        if shortage(exc):
+            return ("the daemon is out of descriptors or memory: it passes when connections close; raise "
+                    "LimitNOFILE= in the unit if it recurs")
+        return "check that the inbox folder exists and that briefd's user can read it"
 
     def notice(self, path: Path, complete: bool = False) -> None:
         """A watcher event or a scan saw `path`; `complete` for closed/moved events."""
@@ -319,6 +352,13 @@ class Inbox:
             try:
                 result = self.accept(path, seen)
             except Exception as exc:  # a bug or a surprise must not stop the other files or the daemon
+                if isinstance(exc, OSError) and shortage(exc):  # the daemon's, not the file's: taken once it passes
+                    if seen is not None:
+                        self.tracked[path] = seen
+                    self.notice(path)
+                    self.errors.error("inbox take", f"{log_text(path.name)} and the files after it wait: "
+                                                    f"{log_text(exc)} ({self._fix(exc)})")
+                    break
                 problem = diagnose(exc, self.store.path)
                 if problem is not None:  # the store's fault, not the file's: it stays tracked, tried again
                     self.notice(path)
@@ -332,6 +372,7 @@ class Inbox:
                                   f"it stays in the inbox and is tried again when it changes or briefd restarts")
                 continue
             self.store_problem = None
+            self.errors.cleared("inbox take", "files in the inbox can be taken again")
             if result is not None:
                 out.append(result)
                 if self.on_accept:
@@ -437,6 +478,8 @@ class Inbox:
             written = write_rejection(self.outbox, brief_id, name, str(err), details, data, source=source,
                                       aside=self._outdir_busy(brief_id))
         except (OSError, ValueError) as exc:
+            if shortage(exc):
+                raise
             self._leave(path, f"its rejection ({err}) could not be written to the outbox: {exc}; it stays "
                               f"in the inbox and is tried again when it changes or briefd restarts", st)
             return None
@@ -484,6 +527,8 @@ class Inbox:
         try:
             write_rejection(self.outbox, brief_id, name, error, details, None, aside=self._outdir_busy(brief_id))
         except (OSError, ValueError) as exc:
+            if shortage(exc):
+                raise
             self._leave(path, f"it is {what} and its rejection could not be written to the "
                               f"outbox: {exc}", st)
             return None
@@ -495,6 +540,8 @@ class Inbox:
         return Accepted(run_id, brief_id, rejected=True, error=error)
 
     def _leave_unreadable(self, path: Path, st: os.stat_result, exc: OSError) -> None:
+        if shortage(exc):
+            raise exc  # the daemon's shortage: take_ready keeps the file tracked, never refused for it
         code = errno.errorcode.get(exc.errno or 0, "unknown")
         fix = ("make it readable by the user briefd runs as (for example chmod a+r)"
                if exc.errno in (errno.EACCES, errno.EPERM) else "check the file and the disk under it")

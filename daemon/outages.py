@@ -7,14 +7,24 @@ since when it has been down in this process and which fix was said: the first fa
 WARNING (with the fix when only the user can end it), a new fix for a service already down is
 news and said again, and the first success afterwards is one INFO line saying how long it
 lasted. `run --once` reads `down_for` to decide when to give up (daemon.worker).
+
+`Prober` (issue 19 #15): a brief that met an outage waits its backoff on the queue (up to 5 min), so
+it went on up to 5 minutes after the service was back. While a service is down the daemon knocks on
+its cheapest door every PROBE_EVERY_S (Ollama's GET /api/version, SearXNG's GET /healthz), and the
+first answer after a failed knock resumes its waiting briefs at once (Store.resume_waiting).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+
+import httpx
+
+from .retry import transient_status
 
 log = logging.getLogger("briefd")
 
@@ -69,3 +79,47 @@ class OutageLog:
     def summary(self) -> str:
         """For systemd's STATUS line: "waiting for ollama, searxng" (empty when all are up)."""
         return f"waiting for {', '.join(sorted(self.down))}" if self.down else ""
+
+
+PROBE_EVERY_S = 2.0    # while a service is down, its probe runs this often (one cheap GET per server)
+PROBE_TIMEOUT_S = 2.0  # a probe that takes longer is a failed knock
+PROBE_PATHS = {"ollama": "/api/version", "searxng": "/healthz"}  # each service's cheapest answer
+
+
+async def answers(client: httpx.AsyncClient, url: str) -> bool:
+    """Does something answer at `url` with a status that is not a service's passing trouble
+    (retry.transient_status: a proxy's 502 in front of a stopped server is no answer)?"""
+    try:
+        resp = await client.get(url, timeout=PROBE_TIMEOUT_S)
+    except httpx.HTTPError:
+        return False
+    return not transient_status(resp.status_code)
+
+
+@dataclass
+class Prober:
+    """Which down services answer their probe again.
+
+    `targets`: per service, the client and URL of each of its servers (every model host). A service is
+    back when a probe that failed is followed by one that answers: a service whose probe answers while
+    its real calls fail (a model server answering /api/version but HTTP 500 to every chat) never had
+    a failed knock, so its briefs keep their backoff rather than being resumed into the same failure."""
+
+    targets: dict[str, list[tuple[httpx.AsyncClient, str]]]
+    unreachable: set[str] = field(default_factory=set)  # services whose last probe failed
+
+    async def back(self, down: Collection[str]) -> list[str]:
+        """Probe each service of `down` that has a probe; the ones that answer after a failed knock."""
+        self.unreachable &= set(down)  # an outage that ended forgets its failed knocks
+        back: list[str] = []
+        for service in down:
+            servers = self.targets.get(service)
+            if not servers:
+                continue
+            if any(await asyncio.gather(*(answers(client, url) for client, url in servers))):
+                if service in self.unreachable:
+                    back.append(service)
+                self.unreachable.discard(service)
+            else:
+                self.unreachable.add(service)
+        return back

@@ -21,9 +21,15 @@ def daemon_data(settings: Settings) -> dict[str, Any]:
     return {"running": state.held, "pid": state.pid, "lock": str(state.path)}
 
 
-def progress_of(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """What a running brief's checkpoint says about its progress (the fields `briefd status` shows)."""
-    return {"round": checkpoint.get("round", 0), "phase": checkpoint.get("phase", "plan"),
+def progress_of(checkpoint: dict[str, Any], events_round: int | None = None) -> dict[str, Any]:
+    """What a running brief's checkpoint says about its progress (the fields `briefd status` shows).
+
+    `round` is the round its events are in (Store.events_round, when the caller has it), else the
+    round the checkpoint has under way, else the rounds it finished: the checkpoint's own `round`
+    counts finished rounds, so it said "round 1" while the brief searched in round 2 (issue 19 #16)."""
+    started = (checkpoint.get("current_round") or {}).get("round")
+    under_way = max(checkpoint.get("round", 0), started or 0)
+    return {"round": under_way if events_round is None else events_round, "phase": checkpoint.get("phase", "plan"),
             "next_action": checkpoint.get("next_action"), "why": checkpoint.get("why"),
             "estimate": (checkpoint.get("estimate_history") or [None])[-1],
             "remaining": checkpoint.get("remaining", {}),
@@ -49,14 +55,16 @@ def status_data(settings: Settings) -> dict[str, Any]:
         for row in store.briefs_in_state(RUNNING):
             cp = store.load_checkpoint(row.run_id) or {}
             running.append({
-                "id": row.brief_id, "run": row.run_id, **progress_of(cp),
+                "id": row.brief_id, "run": row.run_id, "run_number": store.run_number(row.run_id),
+                **progress_of(cp, store.events_round(row.run_id)),
                 "waiting_for": row.waiting_for, "started_at": row.started_at, "attempts": row.attempts,
                 "plan_relevance": cp.get("plan_relevance"),
                 "asked": cp.get("asked", []), "visited": len(cp.get("visited", [])),
                 "bad_urls": len(cp.get("bad", {})), "evaluator_failures": cp.get("evaluator_failures", 0),
                 "daemon_running": daemon["running"], "note": ORPHANED if daemon["running"] is False else None,
             })
-        queued = [{"id": r.brief_id, "run": r.run_id, "accepted_at": r.accepted_at,
+        queued = [{"id": r.brief_id, "run": r.run_id, "run_number": store.run_number(r.run_id),
+                   "accepted_at": r.accepted_at,
                    "waiting_for": r.waiting_for}
                   for r in store.briefs_in_state(QUEUED)]
         return {"counts": store.counts_by_state(), "running": running, "queued": queued,

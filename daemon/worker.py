@@ -15,12 +15,17 @@ the reason and the fix, and never costs a brief an attempt: a restart resumes it
 Unattended operation (issue 13): one start-up line; each outage said once (daemon.outages);
 systemd's notify protocol when $NOTIFY_SOCKET is set (daemon.sdnotify); the `on_finish`
 command when a brief ends (daemon.onfinish).
+
+Supervision (issue 19 #1): every long-lived task runs under daemon.supervise, each with its `Policy`
+(below: what its death does, and why); the soft limit on open files is raised at start; a down
+service is probed while briefs wait for it, and its answer resumes them at once (outages.Prober).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -28,7 +33,7 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -48,9 +53,9 @@ from .followup import check_follows_at_start
 from .files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, store_lock_path, sweep_temp_files
 from .hosts import ModelHosts, model_hosts
 from .inbox import Inbox, acquire_lock, start_observer
-from .llm import ModelConfig, ModelMissing, ServiceDown, make_client as make_llm_client
+from .llm import ModelConfig, ModelMissing, ServiceDown, base_url, make_client as make_llm_client
 from .loop import Cancelled, Outage, Research, Services, seconds_since
-from .outages import OutageLog
+from .outages import PROBE_EVERY_S, PROBE_PATHS, PROBE_TIMEOUT_S, OutageLog, Prober
 from .policy import policy_for
 from .pagework import PageWorkers
 from .report import (REPORT_KEYS, archive_previous, archived_run, blank_report, history_row,
@@ -58,6 +63,7 @@ from .report import (REPORT_KEYS, archive_previous, archived_run, blank_report, 
 from .retry import out_of_patience, queue_delay
 from .sdnotify import Notifier
 from .settings import Settings
+from .supervise import Policy, quiet_loop_errors, raise_open_files_limit, supervise
 
 log = logging.getLogger("briefd")
 
@@ -70,6 +76,19 @@ LOCK_LOG_S = 60.0            # while waiting, say so again this often
 STATUS_EVERY_S = 5.0         # under systemd: the queue line (STATUS=) is refreshed this often
 
 T = TypeVar("T")
+
+# What each long-lived task's death does (daemon.supervise), and why. Restarted ones that die more than
+# `restarts` times within supervise.RESTART_WINDOW_S stop the daemon (exit 3): systemd starts a fresh one.
+INTAKE = Policy(5, "intake is how briefs arrive: it is restarted, and one that keeps dying stops the daemon "
+                   "(exit 3) for systemd to start a fresh one, rather than leave briefs untaken")
+WORKER = Policy(5, "a worker holds nothing but its loop (its brief is checkpointed): restarted like intake")
+TELLER = Policy(5, "without it systemd's watchdog would kill the daemon WatchdogSec= later with no reason said")
+LIBRARY = Policy(None, "the library is one source among several: research goes on with its index as it was, "
+                       "and stopping would make every start a restart loop")
+PROBER = Policy(None, "the probe only shortens waits: without it briefs wait out their backoff")
+API = Policy(0, "the HTTP API's socket closes with its server; a restart by systemd binds it again, and "
+                "every brief resumes from its checkpoint")
+SERVE_TASK = "briefd-serve"  # the name daemon.serve.serving_inside gives the HTTP API's task
 
 
 
@@ -247,7 +266,7 @@ class Daemon:
         # waiting for it, and the outage's own fix (kept here: the service may come back before the run ends)
         self.notifier = Notifier.from_env()  # systemd (Type=notify); a no-op outside it
         self.hooks: set[asyncio.Task[int | None]] = set()  # on_finish commands still running
-        self.fatal: str | None = None  # why the daemon had to stop (the store failed), if it did
+        self.fatal: str | None = None  # why the daemon had to stop (the store failed, a task died), if it did
         self.series_looked: float | None = None  # when due series were last looked for (monotonic)
 
     async def serve(self) -> int:
@@ -259,6 +278,8 @@ class Daemon:
         """
         settings = self.settings
         observer = None
+        log.info("%s", raise_open_files_limit())  # before the API's first connection can take one
+        quiet_loop_errors(asyncio.get_running_loop())  # asyncio's reports, such as accept's EMFILE: once a minute
         with contextlib.ExitStack() as held:
             held.enter_context(acquire_store_lock(settings.db))  # before anything reads or re-queues
             held.enter_context(acquire_lock(settings.inbox))
@@ -289,21 +310,23 @@ class Daemon:
                     observer = start_observer(self.inbox, settings.use_polling, deliver)
                 self.inbox.scan()
                 async with self.api(), self.services() as svc:
+                    self.watch_api()
                     indexer = await self.start_library(svc)
-                    watcher = asyncio.create_task(self.watch_inbox())
-                    workers = [asyncio.create_task(self.worker(svc)) for _ in range(max(1, settings.workers))]
-                    teller = asyncio.create_task(self.tell_systemd()) if self.notifier.enabled else None
+                    watcher = self.supervised("the inbox watcher", self.watch_inbox, INTAKE)
+                    workers = [self.supervised(f"worker {n}", lambda: self.worker(svc), WORKER)
+                               for n in range(1, max(1, settings.workers) + 1)]
+                    teller = (self.supervised("the systemd notifier", self.tell_systemd, TELLER)
+                              if self.notifier.enabled else None)
+                    prober = self.supervised("the outage probe", lambda: self.probe_outages(svc), PROBER)
                     try:
                         await asyncio.gather(*workers)
                     finally:  # before the clients close under them (a fetch failing then would be marked bad)
                         await self.cut_trailing(svc)
                         await self.hooks_done()
-                    watcher.cancel()
-                    if teller is not None:
-                        teller.cancel()
-                    if indexer is not None:
-                        indexer.cancel()
-                        await asyncio.gather(indexer, return_exceptions=True)
+                    background = [task for task in (watcher, teller, prober, indexer) if task is not None]
+                    for task in background:
+                        task.cancel()
+                    await asyncio.gather(*background, return_exceptions=True)
                 self.notifier.stopping(self.queue_status())
                 if self.gave_up and not self.fatal:
                     self.say_gave_up()
@@ -312,6 +335,39 @@ class Daemon:
                 if observer is not None:
                     observer.stop()
                     observer.join(timeout=5)
+
+    def supervised(self, name: str, run: Callable[[], Awaitable[None]], policy: Policy) -> asyncio.Task[None]:
+        """`run` as a task under daemon.supervise: its death is logged by `name` and restarts it, or stops
+        the daemon (exit 3) by `policy`; a store that cannot be written always stops it (as a worker's does)."""
+        return asyncio.create_task(supervise(name, run, policy, stopping=self.stopping, fatal=self.die,
+                                             restartable=self.restartable), name=f"briefd: {name}")
+
+    def restartable(self, exc: Exception) -> bool:
+        """Is a task that died of `exc` worth restarting? Not when the store failed (only a lock is waited for)."""
+        problem = diagnose(exc, self.settings.db)
+        return problem is None or problem.locked
+
+    def die(self, reason: str) -> None:
+        """A task the daemon cannot go on without died: stop, and exit 3 with `reason` (the first one said)."""
+        if self.fatal is None:
+            self.fatal = reason
+            log.critical("%s; stopping (exit 3): a restart resumes every brief from its checkpoint", reason)
+        self.stop()
+
+    def watch_api(self) -> None:
+        """The HTTP API's task (serve = true) is daemon.serve's: its end while the daemon runs stops the daemon."""
+        task = next((t for t in asyncio.all_tasks() if t.get_name() == SERVE_TASK), None)
+        if task is not None:
+            task.add_done_callback(self.api_ended)
+
+    def api_ended(self, task: "asyncio.Task[Any]") -> None:
+        if task.cancelled() or self.stopping.is_set():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("the HTTP API died: %s: %s", type(exc).__name__, exc, exc_info=exc)  # the trace
+        death = f"the HTTP API died: {type(exc).__name__}: {exc}" if exc else "the HTTP API stopped by itself"
+        self.die(f"{death}; {API.why}")
 
     def api(self) -> contextlib.AbstractAsyncContextManager[None]:
         """The HTTP API on this loop when `serve` is set (daemon.serve); not under --once, which ends with its briefs."""
@@ -414,18 +470,8 @@ class Daemon:
         if self.once:
             await library.guarded(library.scan())  # a pass that fails is logged; the briefs still run
             return None
-        task = asyncio.create_task(library.run(self.stopping, rescan_s=RESCAN_S,
-                                               use_polling=self.settings.use_polling))
-
-        def ended(done: "asyncio.Task[None]") -> None:
-            if done.cancelled() or done.exception() is None:
-                return
-            self.fatal = self.fatal or f"the library index could not be kept: {done.exception()}"
-            log.critical("%s; stopping (exit 3)", self.fatal)
-            self.stop()
-
-        task.add_done_callback(ended)
-        return task
+        return self.supervised("the library index", lambda: library.run(
+            self.stopping, rescan_s=RESCAN_S, use_polling=self.settings.use_polling), LIBRARY)
 
     def services(self) -> "_ServicesContext":
         return _ServicesContext(self.settings, self.store, self.outages)
@@ -478,9 +524,17 @@ class Daemon:
         if not argv:
             return
         task = asyncio.create_task(onfinish.run(argv, onfinish.Ended(brief_id, status, outdir),
-                                                self.settings.on_finish_timeout_s))
+                                                self.settings.on_finish_timeout_s), name=f"on_finish {brief_id}")
         self.hooks.add(task)
-        task.add_done_callback(self.hooks.discard)
+        task.add_done_callback(self.hook_ended)
+
+    def hook_ended(self, task: "asyncio.Task[int | None]") -> None:
+        """An on_finish task's death is logged, never restarted (the brief has ended: a second run of the
+        command would tell twice) and never stops the daemon (onfinish: it is judged by its own exit)."""
+        self.hooks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("%s died: %s: %s; it is not run again (the brief's report is written)", task.get_name(),
+                      type(exc).__name__, exc, exc_info=exc)
 
     async def hooks_done(self) -> None:
         """The daemon ends after the on_finish commands it started (each bounded by its time limit)."""
@@ -493,11 +547,43 @@ class Daemon:
         loop = asyncio.get_running_loop()
         while not self.stopping.is_set():
             now = loop.time()
-            if now - last_scan >= self.settings.poll_seconds:
-                self.inbox.scan()
-                last_scan = now
+            if now - last_scan >= self.settings.poll_seconds and self.inbox.scan():
+                last_scan = now  # a scan that failed (Inbox.scan said why) is tried again next turn
             self.take_files()
             await asyncio.sleep(0.2)
+
+    async def probe_outages(self, svc: Services) -> None:
+        """While a service is down (not misconfigured: a fix only the user can make is not probed), knock
+        on it every PROBE_EVERY_S; when it answers after a failed knock, its waiting briefs resume now
+        rather than at their retry time (up to retry.QUEUE's 5 minutes later: issue 19 #15)."""
+        async with contextlib.AsyncExitStack() as clients:
+            prober = Prober(self.probe_targets(svc, clients))
+            while not self.stopping.is_set():
+                down = [service for service in self.outages.down if self.outages.fix(service) is None]
+                for service in await prober.back(down) if down else []:
+                    resume = functools.partial(self.store.resume_waiting, service)
+                    resumed = await self.patiently(resume, f"resuming the briefs waiting for {service}")
+                    if resumed:
+                        log.info("%s answers again: %d waiting brief(s) resume now, not at their retry time",
+                                 service, resumed)
+                        self.work.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), PROBE_EVERY_S)
+
+    def probe_targets(self, svc: Services,
+                      clients: contextlib.AsyncExitStack) -> dict[str, list[tuple[httpx.AsyncClient, str]]]:
+        """Each service's probe: every model host's /api/version through its own egress transport, and
+        SearXNG's /healthz through the search client (not under egress = none: it is never contacted)."""
+        settings = self.settings
+        targets: dict[str, list[tuple[httpx.AsyncClient, str]]] = {"ollama": []}
+        for host in model_hosts(settings):
+            http = httpx.AsyncClient(timeout=PROBE_TIMEOUT_S, trust_env=False,
+                                     transport=service_transport(settings, host, model=True))
+            clients.push_async_callback(http.aclose)  # closed with the probe task
+            targets["ollama"].append((http, base_url(host).rstrip("/") + PROBE_PATHS["ollama"]))
+        if settings.egress != "none":
+            targets["searxng"] = [(svc.http, settings.searxng_url.rstrip("/") + PROBE_PATHS["searxng"])]
+        return targets
 
     def take_files(self) -> None:
         """Take what is ready in the inbox; a store locked by another process leaves the files

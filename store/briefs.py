@@ -327,6 +327,32 @@ class Store:
                               "AND not_before IS NOT NULL").fetchone()
         return row[0] if row else None
 
+    def resume_waiting(self, service: str) -> int:
+        """Briefs queued for `service` (waiting_for "<service>: ...", worker.wait_or_fail) may be claimed
+        now, not at their retry time: it answers again. Their outage count and patience are kept (a
+        brief that meets the outage again waits longer); returns how many were waiting."""
+        prefix, now = f"{service}: ", utc_now()
+        cur = self.db.execute(
+            "UPDATE briefs SET not_before = ? WHERE state = 'queued' AND not_before > ? "
+            "AND substr(waiting_for, 1, ?) = ?", [now, now, len(prefix), prefix])
+        return cur.rowcount
+
+    def run_number(self, run_id: int) -> int:
+        """Which run of its brief `run_id` is (1 for its first): run ids count every brief's runs, and
+        `briefd status` says the brief's own (a rejected file under the same id is no run of it)."""
+        row = self.db.execute(
+            "SELECT COUNT(*) FROM briefs WHERE brief_id = (SELECT brief_id FROM briefs WHERE run_id = ?) "
+            "AND run_id <= ? AND state != ?", [run_id, run_id, REJECTED]).fetchone()
+        return int(row[0]) if row else 0
+
+    def events_round(self, run_id: int) -> int | None:
+        """The round a run's events are in: its latest `round_started` (None before its first round).
+        The checkpoint says the rounds finished, and is saved only after a round's search."""
+        row = self.db.execute(
+            "SELECT json_extract(data, '$.round') FROM events WHERE run_id = ? AND type = 'round_started' "
+            "ORDER BY seq DESC LIMIT 1", [run_id]).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
     def requeue(self, run_id: int) -> None:
         self.db.execute(
             "UPDATE briefs SET state = 'queued', waiting_for = NULL WHERE run_id = ?", [run_id])
