@@ -414,11 +414,13 @@ def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
     store = open_store(settings)
     row = None
     running: dict[str, Any] | None = None
+    events_round: int | None = None
     if store is not None:
         try:
             row = store.latest_run(brief_id)
             if row is not None and row.state == "running":
                 running = store.load_checkpoint(row.run_id)
+                events_round = store.events_round(row.run_id)
         finally:
             store.close()
     report = _read_json(outdir, "report.json")
@@ -446,7 +448,7 @@ def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
             body["report"] = None  # the files are an earlier run's: this run has none yet
             body["previous_report"] = report
     if running:
-        body["progress"] = progress_of(running)
+        body["progress"] = progress_of(running, events_round)  # the round briefd status shows
     if error is not None and row is not None and row.state == "rejected":
         body["error"] = error
     return body

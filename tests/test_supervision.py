@@ -26,6 +26,7 @@ from briefd.daemon import onfinish, supervise, worker
 from briefd.daemon.cli import main
 from briefd.daemon.inbox import Inbox
 from briefd.daemon.retry import Backoff
+from briefd.daemon.serve import brief_state
 from briefd.daemon.settings import Settings, load_settings
 from briefd.daemon.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
 from briefd.store import Store
@@ -410,7 +411,7 @@ def test_status_numbers_a_briefs_own_runs_and_says_the_round_its_events_are_in(
         store.add_rejection(brief_id="lakeside", source_file="lakeside.json", received=b"{", error="not JSON",
                             details={}, inbox_path="/nowhere/lakeside.json")  # a rejected file: no run of it
         first = add_run(store, "lakeside")
-        add_run(store, "lakeside")  # its next run, queued behind it
+        second = add_run(store, "lakeside")  # its next run, queued behind it
         store.db.execute("UPDATE briefs SET state = 'done' WHERE brief_id = 'kestrel'")
         claimed = store.claim_next()
         assert claimed is not None and claimed.run_id == first and first > 1
@@ -429,3 +430,10 @@ def test_status_numbers_a_briefs_own_runs_and_says_the_round_its_events_are_in(
     data = json.loads(capsys.readouterr().out)
     [running] = data["running"]
     assert (running["run"], running["run_number"], running["round"]) == (first, 1, 2)
+    store = Store(settings.db)
+    try:  # GET /briefs/{id} shows the latest run: with the queued one gone, that is the running one
+        store.db.execute("DELETE FROM briefs WHERE run_id = ?", [second])
+    finally:
+        store.close()
+    detail = brief_state(settings, "lakeside")  # GET /briefs/lakeside: the same round as briefd status
+    assert detail is not None and detail["progress"]["round"] == 2, detail
