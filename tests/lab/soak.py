@@ -15,7 +15,13 @@ it keeps dropping briefs of every kind plus hostile inputs into the inbox while 
   it what anyone who can write to the share can: chains of 1,200 nested folders (made in place
   and moved in), named pipes, unix sockets, hard links to a file outside, slow documents (a PDF
   claiming a million pages, a 20 MB PDF) and plain ones (`hostile_library_round`); it prints the
-  daemon's peak descriptors beside its peak RSS, and what `briefd library status` refused.
+  daemon's peak descriptors beside its peak RSS, and what `briefd library status` refused;
+- with `--api-flood`, runs one daemon life with its HTTP API on (`serve = true`) under a descriptor
+  limit of `--nofile` (1,024, soft and hard) while 1,100 connections send a request line and then
+  one header every few seconds, never the blank line, plus slow-body POSTs, for `--seconds`; a
+  normal client polls GET /status meanwhile, briefs are dropped before, during and after, and those
+  dropped after must be taken by the flooded daemon itself (`api_flood_round`); it prints the
+  answers and the slowest, the daemon's peak descriptors and the lines it logged.
 Then it brings every service back, drains the queue with `briefd run --once` and checks
 every promise: each valid brief has exactly one report with status done and exactly one
 `complete` event; each bad input has an error.json with its bytes kept; no temp file is
@@ -30,12 +36,14 @@ import argparse
 import contextlib
 import os
 import random
+import resource
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +51,7 @@ from typing import Any
 
 import httpx
 
+from briefd.daemon.serve import HEADER_DEADLINE_S
 from tests.lab import documents, hostile, web
 from tests.lab.corpus import TOPICS
 from tests.lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
@@ -70,6 +79,15 @@ BAD: list[bytes] = [
     b'{"question": "\\ud800 lone surrogate"}',
     b'["a list, not an object"]',
 ]
+
+# --api-flood (issue 19 #1): what the daemon's HTTP API is held against
+FLOOD_CONNECTIONS = 1_100  # held at once: more than the daemon's 1,024 descriptors, no more
+FLOOD_SLOW_POSTS = 5  # of them, POST /briefs that send their body a byte at a time
+FLOOD_TRICKLE_S = HEADER_DEADLINE_S / 3  # one header (or body byte) per connection this often, never the end
+FLOOD_REOPEN_PER_TICK = 100  # connections the daemon closed that are opened again at each trickle
+FLOOD_NOFILE = 1_024  # the daemon's descriptor limit (soft and hard): the usual soft limit
+FLOOD_CLIENT_TIMEOUT_S = 10.0  # the normal client's patience for GET /status
+FLOOD_AFTER_PATIENCE_S = 60.0  # a brief dropped after the flood must be taken by the running daemon by then
 
 
 @dataclass
@@ -305,6 +323,215 @@ def hostile_library_round(ws: Workspace, rng: random.Random, tally: Tally, libra
         log.close()
 
 
+@dataclass
+class Trickler:
+    """One flood connection: a request line, then one header every FLOOD_TRICKLE_S, never the blank
+    line (or, for a slow POST, a whole head and then one body byte at a time)."""
+
+    sock: socket.socket
+    first: bytes  # sent as soon as the connection is made
+    post: bool
+    sent_first: bool = False
+    closed: bool = False
+
+    def nudge(self, n: int) -> None:
+        """The next trickle; a connection the daemon closed (or never accepted) is marked closed."""
+        try:
+            if not self.sent_first:
+                self.sock.send(self.first)
+                self.sent_first = True
+            else:
+                self.sock.send(b"{" if self.post else f"X-Flood-{n}: {n}\r\n".encode())
+        except BlockingIOError:
+            pass  # still connecting (the daemon's accept queue is full): try again next time
+        except OSError:
+            self.closed = True
+            self.sock.close()
+
+
+@dataclass
+class ApiFlood:
+    """What `--api-flood` holds against the daemon's HTTP API, and what a normal client saw meanwhile."""
+
+    port: int
+    nofile: int
+    connections: int = FLOOD_CONNECTIONS
+    tricklers: list[Trickler] = field(default_factory=list)
+    opened: int = 0
+    answers: dict[str, int] = field(default_factory=dict)
+    slowest_s: float = 0.0
+    peak_fds: int = 0
+    idle_fds: int = 0  # before the flood: what the research itself holds
+    taken_during: int = 0
+    after: list[str] = field(default_factory=list)
+    log_lines: int = 0
+
+    def env(self) -> dict[str, str]:
+        return {"BRIEFD_SERVE": "true", "BRIEFD_SERVE_PORT": str(self.port)}
+
+    def limit(self) -> None:
+        """In the daemon's child only, before exec: soft and hard limit both, so the daemon cannot raise
+        its soft limit past the flood (it lifts soft to hard at start; a host whose hard limit is this)."""
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+    def watch(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            self.peak_fds = max(self.peak_fds, len(os.listdir(f"/proc/{pid}/fd")))
+
+    def open_one(self, post: bool) -> Trickler:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", self.port))  # EINPROGRESS, or at once on loopback
+        host = f"Host: 127.0.0.1:{self.port}\r\n"
+        first = (f"POST /briefs HTTP/1.1\r\n{host}Content-Type: application/json\r\nContent-Length: 65536\r\n\r\n"
+                 if post else f"GET /status HTTP/1.1\r\n{host}")
+        self.opened += 1
+        return Trickler(sock, first.encode(), post)
+
+    def keep_up(self, n: int) -> None:
+        """Reopen some of what the daemon closed (an attacker keeps trying; FLOOD_REOPEN_PER_TICK bounds the
+        churn, and the loopback ports it costs), then trickle once on every connection."""
+        if not self.tricklers:
+            self.tricklers = [self.open_one(post=i < FLOOD_SLOW_POSTS) for i in range(self.connections)]
+        budget = FLOOD_REOPEN_PER_TICK
+        for i, trickler in enumerate(self.tricklers):
+            if trickler.closed and budget:
+                self.tricklers[i] = self.open_one(trickler.post)
+                budget -= 1
+        for trickler in self.tricklers:
+            trickler.nudge(n)
+
+    def close(self) -> None:
+        for trickler in self.tricklers:
+            trickler.sock.close()
+        self.tricklers = []
+
+    def poll(self, base: str, stop: threading.Event) -> None:
+        """The normal client: GET /status twice a second while the flood lasts, each answer and its time kept."""
+        with httpx.Client(base_url=base, timeout=FLOOD_CLIENT_TIMEOUT_S, trust_env=False) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    key = str(client.get("/status", headers={"Connection": "close"}).status_code)
+                except httpx.HTTPError as exc:
+                    key = type(exc).__name__
+                self.slowest_s = max(self.slowest_s, time.monotonic() - started)
+                self.answers[key] = self.answers.get(key, 0) + 1
+                stop.wait(0.5)
+
+
+def _taken(ws: Workspace, name: str) -> bool:
+    """Whether the running daemon has taken `name` from the inbox into its store."""
+    conn = sqlite3.connect(f"file:{ws.db}?mode=ro", uri=True, timeout=10)
+    try:
+        return bool(conn.execute("SELECT count(*) FROM briefs WHERE brief_id = ?", [name]).fetchone()[0])
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def _drop_one(ws: Workspace, rng: random.Random, tally: Tally, when: str) -> str:
+    name = f"brief-{len(tally.accepted) + len(tally.bad)}-{when}"
+    ws.drop(f"{name}.json", dict(rng.choice(VALID), context=f"soak brief dropped {when} the flood"))
+    tally.accepted.append(name)
+    return name
+
+
+def api_flood_round(ws: Workspace, rng: random.Random, tally: Tally, flood: ApiFlood, seconds: float) -> None:
+    """One daemon life under an API flood for `seconds`: briefs dropped before (by the caller), during and
+    after it, a normal client polling meanwhile; the daemon must take the briefs dropped after the flood
+    itself (issue 19 #1: its inbox watcher had died on EMFILE), before it is stopped with SIGTERM."""
+    log_path = ws.root / "daemon.log"
+    log = open(log_path, "a")
+    lines_before = _lines(log_path)
+    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2", **flood.env()), cwd=ws.root,
+                              stdout=log, stderr=log, preexec_fn=flood.limit)
+    base = f"http://127.0.0.1:{flood.port}"
+    stop = threading.Event()
+    poller = threading.Thread(target=flood.poll, args=(base, stop), daemon=True)
+    reaped = False
+    try:
+        _wait_ready(base, daemon)
+        flood.idle_fds = len(os.listdir(f"/proc/{daemon.pid}/fd"))
+        started, n, next_brief = time.monotonic(), 0, time.monotonic() + 5
+        poller.start()
+        while time.monotonic() - started < seconds and daemon.poll() is None:
+            flood.keep_up(n)
+            n += 1
+            if time.monotonic() > next_brief:
+                _drop_one(ws, rng, tally, "during")
+                next_brief = time.monotonic() + rng.uniform(5, 15)
+            until = time.monotonic() + FLOOD_TRICKLE_S
+            while time.monotonic() < until:
+                tally.watch(daemon.pid)
+                flood.watch(daemon.pid)
+                time.sleep(0.1)
+        stop.set()
+        poller.join(FLOOD_CLIENT_TIMEOUT_S + 5)
+        flood.taken_during = sum(_taken(ws, name) for name in tally.accepted)
+        flood.close()
+        flood.after = [_drop_one(ws, rng, tally, "after") for _ in range(2)]
+        deadline = time.monotonic() + FLOOD_AFTER_PATIENCE_S
+        while time.monotonic() < deadline and not all(_taken(ws, name) for name in flood.after):
+            tally.watch(daemon.pid)
+            flood.watch(daemon.pid)
+            time.sleep(0.2)
+        flood.after = [name for name in flood.after if not _taken(ws, name)]  # not taken by the running daemon
+        daemon.send_signal(signal.SIGTERM)
+        tally.terms += 1
+        tally.reaped(daemon, timeout=60)
+        reaped = True
+    finally:
+        stop.set()
+        flood.close()
+        if not reaped:
+            daemon.kill()
+            tally.reaped(daemon, timeout=60)
+        log.close()
+        flood.log_lines = _lines(log_path) - lines_before
+
+
+def _wait_ready(base: str, daemon: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and daemon.poll() is None:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/status", timeout=2, trust_env=False).status_code == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"briefd run did not answer GET {base}/status within 60 s (exit {daemon.poll()}): "
+                       "see daemon.log in the work folder (--keep)")
+
+
+def _lines(path: Path) -> int:
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        return sum(1 for _ in f)
+    return 0
+
+
+def _afford_flood(parser: argparse.ArgumentParser) -> None:
+    """This script holds the flood's connections itself: its own soft descriptor limit raised to fit them."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = FLOOD_CONNECTIONS + 256  # the lab's servers' pipes and the normal client besides
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            parser.error(f"--api-flood holds {FLOOD_CONNECTIONS:,} connections, and this shell's hard descriptor "
+                         f"limit is {hard}: raise it to {wanted} or more (ulimit -Hn, or LimitNOFILE=)")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def print_flood(flood: ApiFlood) -> None:
+    """The flood's figures: what the normal client got, and what the daemon spent."""
+    answers = ", ".join(f"{count} x {key}" for key, count in sorted(flood.answers.items()))
+    print(f"API flood:         {flood.connections:,} connections held, one header each every {FLOOD_TRICKLE_S:.1f} s "
+          f"({FLOOD_SLOW_POSTS} slow POSTs), {flood.opened:,} opened in all; the daemon's limit {flood.nofile}")
+    print(f"normal requests:   {answers or 'none'} (GET /status during the flood); slowest {flood.slowest_s:.2f} s")
+    print(f"taken when flooded: {flood.taken_during} brief(s) by the end of the flood; after it, "
+          f"{'all taken' if not flood.after else f'{len(flood.after)} NOT taken'} by the running daemon")
+    print(f"daemon peak fds:   {flood.peak_fds} (limit {flood.nofile}; {flood.idle_fds} before the flood)")
+    print(f"daemon log:        {flood.log_lines} lines in the flooded daemon's life")
+
+
 def library_refusals(ws: Workspace) -> tuple[dict[str, int], list[str]]:
     """What the store's library rows refused, counted by the start of their reason (what `briefd
     library status` lists), and the promises broken: nothing from outside the folder indexed."""
@@ -362,7 +589,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hostile-library", action="store_true",
                         help="run with a library folder that deep folders, FIFOs, sockets, hard links and slow "
                              "documents are put into while the daemon runs")
+    parser.add_argument("--api-flood", action="store_true",
+                        help=f"run the daemon with its HTTP API under {FLOOD_CONNECTIONS:,} connections that never "
+                             "finish their request head, and slow POSTs, for --seconds; briefs dropped before, during "
+                             "and after it must all be taken")
+    parser.add_argument("--nofile", type=int, default=FLOOD_NOFILE,
+                        help="the daemon's descriptor limit (soft and hard) under --api-flood")
     args = parser.parse_args(argv)
+    if args.api_flood and args.hostile_library:
+        parser.error("--api-flood and --hostile-library are separate soaks: run one, then the other")
+    flood = ApiFlood(free_port(), args.nofile) if args.api_flood else None
+    if flood is not None:
+        _afford_flood(parser)
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="briefd-soak-"))
     lab = start_search_lab(root / "lab")
@@ -384,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
             drop_some(ws, rng, tally, rng.randint(1, 3))
             if library is not None:
                 hostile_library_round(ws, rng, tally, library)
+            elif flood is not None:
+                api_flood_round(ws, rng, tally, flood, args.seconds)
             else:
                 chaos_round(ws, services, rng, tally)
         drain_started = time.monotonic()
@@ -398,12 +638,16 @@ def main(argv: list[str] | None = None) -> int:
         if library is not None:
             refusals, leaks = library_refusals(ws)
             lost += leaks
+        if flood is not None:
+            lost += [f"(flood) {name}: dropped after the flood, not taken by the running daemon within "
+                     f"{FLOOD_AFTER_PATIENCE_S:g} s" for name in flood.after]
     finally:
         services.stop()
         lab.stop()
         if library is not None:
             library.close()
-    mode = (", hostile web" if args.hostile else "") + (", hostile library" if library else "")
+    mode = (", hostile web" if args.hostile else "") + (", hostile library" if library else "") + (
+        ", API flood" if flood else "")
     print(f"briefd soak: {time.monotonic() - started:.0f} s (seed {args.seed}{mode}; "
           f"{args.seconds:g} s of faults, then a {drain_s:.0f} s drain, exit {drained})")
     print(f"briefs accepted:   {len(tally.accepted)}")
@@ -418,6 +662,8 @@ def main(argv: list[str] | None = None) -> int:
         print("library planted:   " + ", ".join(f"{k} {v}" for k, v in sorted(library.made.items())))
         for reason, count in sorted(refusals.items()):
             print(f"library refused:   {count} x {reason}")
+    if flood is not None:
+        print_flood(flood)
     print(f"briefs lost:       {len(lost)}")
     for line in lost:
         print(f"  LOST {line}")
