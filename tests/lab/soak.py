@@ -523,8 +523,9 @@ def _afford_flood(parser: argparse.ArgumentParser) -> None:
 def print_flood(flood: ApiFlood) -> None:
     """The flood's figures: what the normal client got, and what the daemon spent."""
     answers = ", ".join(f"{count} x {key}" for key, count in sorted(flood.answers.items()))
-    print(f"API flood:         {flood.connections:,} connections held, one header each every {FLOOD_TRICKLE_S:.1f} s "
-          f"({FLOOD_SLOW_POSTS} slow POSTs), {flood.opened:,} opened in all; the daemon's limit {flood.nofile}")
+    print(f"API flood:         {flood.connections:,} connections kept open, one header each every "
+          f"{FLOOD_TRICKLE_S:.1f} s ({FLOOD_SLOW_POSTS} slow POSTs), {flood.opened:,} opened in all; "
+          f"the daemon's limit {flood.nofile}")
     print(f"normal requests:   {answers or 'none'} (GET /status during the flood); slowest {flood.slowest_s:.2f} s")
     print(f"taken when flooded: {flood.taken_during} brief(s) by the end of the flood; after it, "
           f"{'all taken' if not flood.after else f'{len(flood.after)} NOT taken'} by the running daemon")
