@@ -232,7 +232,7 @@ def _migration_5(db: sqlite_utils.Database) -> None:
         },
         pk="path",
     )
-    # every request a brief made, by host (daemon/egress.py), written as they happen: a round
+    # every request a brief made, by host (daemon/sources/egress.py), written as they happen: a round
     # redone after a crash takes its pages from the cache, so counts kept only at checkpoints
     # would lose the hosts it had contacted
     db.table("egress_counts").create({"run_id": int, "counts": str}, pk="run_id")

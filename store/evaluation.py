@@ -1,4 +1,4 @@
-"""What the store recorded of one run, read for `briefd eval` (daemon/evaluate.py judges it).
+"""What the store recorded of one run, read for `briefd eval` (daemon/rules/evaluate.py judges it).
 
 briefd keeps every search result, page, passage, prompt's passages, quote and refusal of a run; this
 module reads them back as plain typed records, so that the judging stays a pure function of data and
@@ -23,7 +23,7 @@ from typing import Any
 
 from .briefs import Store
 
-READING = "reading"          # the loop's signal before an evidence call (daemon/loop.py read_batch)
+READING = "reading"          # the loop's signal before an evidence call (daemon/research/loop.py read_batch)
 DISTRUSTED = "page distrusted"
 
 

@@ -1,8 +1,8 @@
 """Series: a brief with `every` asked again on its schedule (issue 12), kept in the store so that
 the schedule survives restarts.
 
-SQL only. When a run is due is the daemon's to compute (daemon/series.py, with
-daemon/schedule.py's reading of `every`): it hands the moments in, in the store's one timestamp
+SQL only. When a run is due is the daemon's to compute (daemon/intake/series.py, with
+daemon/core/schedule.py's reading of `every`): it hands the moments in, in the store's one timestamp
 format, and this module never reads a clock of its own (`now` is always a parameter, so tests
 pass a simulated one).
 

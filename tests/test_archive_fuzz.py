@@ -24,11 +24,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from briefd.daemon.archives import FIX_DAMAGED, FIX_NOT_ZIM, Archives
-from briefd.daemon.checks import run_checks
-from briefd.daemon.outages import OutageLog
-from briefd.daemon.settings import Settings
-from briefd.daemon.worker import _ServicesContext
+from briefd.daemon.sources.archives import FIX_DAMAGED, FIX_NOT_ZIM, Archives
+from briefd.daemon.ops.checks import run_checks
+from briefd.daemon.core.outages import OutageLog
+from briefd.daemon.core.settings import Settings
+from briefd.daemon.ops.worker import _ServicesContext
 from briefd.store import Store
 from tests.lab.workspace import BRIEFD, Workspace
 from tests.lab.zim import (
@@ -58,13 +58,13 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def reader_children(but: frozenset[int] = frozenset()) -> list[psutil.Process]:
-    """This process's live archive reader children (`python -m briefd.daemon.archives`), but those in `but`
+    """This process's live archive reader children (`python -m briefd.daemon.sources.archives`), but those in `but`
     (started by shelves of other tests that the garbage collector has not closed yet)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
             if (child.pid not in but and child.status() != psutil.STATUS_ZOMBIE
-                    and "briefd.daemon.archives" in " ".join(child.cmdline())):
+                    and "briefd.daemon.sources.archives" in " ".join(child.cmdline())):
                 found.append(child)
         except psutil.NoSuchProcess:
             continue  # ended while looked at
@@ -225,7 +225,7 @@ def test_briefd_check_reports_a_damaged_archive_as_a_failed_check_with_the_fix(g
 
 def pagework_children() -> list[psutil.Process]:
     return [child for child in psutil.Process().children(recursive=True)
-            if "briefd.daemon.pagework" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE]
+            if "briefd.daemon.sources.pagework" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE]
 
 
 def test_services_that_fail_to_start_close_what_they_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

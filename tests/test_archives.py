@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.archives import (
+from briefd.daemon.sources.archives import (
     FIX_DAMAGED,
     FIX_NOT_ZIM,
     FIX_PATH,
@@ -36,10 +36,10 @@ from briefd.daemon.archives import (
     is_archive_url,
     parse_url,
 )
-from briefd.daemon.extract import read_page
-from briefd.daemon.fetch import too_large
-from briefd.daemon.search import MAX_HITS_PER_QUERY
-from briefd.daemon.settings import Settings
+from briefd.daemon.sources.extract import read_page
+from briefd.daemon.sources.fetch import too_large
+from briefd.daemon.sources.search import MAX_HITS_PER_QUERY
+from briefd.daemon.core.settings import Settings
 from tests.lab.corpus import PAGES_BY_SLUG
 from tests.lab.web import png_bytes
 from tests.lab.zim import (

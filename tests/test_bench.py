@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from briefd.daemon.brief import DEPTH_PRESETS, parse_brief
+from briefd.daemon.core.brief import DEPTH_PRESETS, parse_brief
 from tests.lab import bench_real, queue_bench
 from tests.lab.bench import BRIEFS as LAB_BRIEFS
 

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.brief import (
+from briefd.daemon.core.brief import (
     BUDGET_MINIMUMS,
     CONTEXT_MAX_CHARS,
     DEPTH_PRESETS,
@@ -42,7 +42,7 @@ from briefd.daemon.brief import (
     load_schema,
     parse_brief,
 )
-from briefd.daemon.judge import COMPARATORS
+from briefd.daemon.rules.judge import COMPARATORS
 
 SCHEMA = load_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -125,13 +125,13 @@ def test_schema_examples_are_valid_briefs() -> None:
 
 
 def test_schema_is_packaged_data_and_load_schema_returns_a_fresh_copy() -> None:
-    packaged = resources.files("briefd.daemon").joinpath("brief.schema.json")
+    packaged = resources.files("briefd.daemon.core").joinpath("brief.schema.json")
     assert json.loads(packaged.read_text(encoding="utf-8")) == load_schema()
     first = load_schema()
     first["title"] = "changed by a caller"
     assert load_schema()["title"] == "briefd brief"
     pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
-    patterns = pyproject["tool"]["setuptools"]["package-data"]["briefd.daemon"]
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["briefd.daemon.core"]
     assert any(fnmatch.fnmatch("brief.schema.json", pattern) for pattern in patterns)  # installed with the code
 
 

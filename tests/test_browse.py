@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from datasette.app import Datasette
 
-from briefd.daemon.cli import main
-from briefd.daemon.llm import CallRecord
-from briefd.daemon.report import history_row
+from briefd.daemon.ops.cli import main
+from briefd.daemon.model.llm import CallRecord
+from briefd.daemon.report.report import history_row
 from briefd.store import Store
 from briefd.store.browse import COLUMNS, FACETS, FTS_TABLES, HIDDEN, LABELS, NEWEST_FIRST, QUERIES, TABLES, metadata_for
 from briefd.store.db import DONE, FAILED, utc_now

@@ -14,7 +14,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from briefd.daemon.report import (
+from briefd.daemon.report.report import (
     REPORT_KEYS,
     USAGE_KEYS,
     blank_report,
@@ -154,7 +154,7 @@ def test_a_brief_waiting_for_the_model_after_a_round_is_cancelled_with_its_resea
 
 
 def test_a_queued_brief_cancelled_before_it_started_gets_a_full_report(tmp_path: Path) -> None:
-    from briefd.daemon.inbox import Inbox
+    from briefd.daemon.intake.inbox import Inbox
 
     ws = offline_workspace(tmp_path)
     ws.drop("later.json", {"question": "Why was the Kestrel River bridge closed in 2025?",

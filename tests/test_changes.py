@@ -1,6 +1,6 @@
 """What changed since the previous run of the same id (issue 12 part 5): report.json's `changes`
-(daemon/changes.py), the "What changed since <date>" section report.md and report.html open
-with (daemon/report.py), and the real daemon submitting one id twice on the lab."""
+(daemon/report/changes.py), the "What changed since <date>" section report.md and report.html open
+with (daemon/report/report.py), and the real daemon submitting one id twice on the lab."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any, Callable
 import pytest
 from markdown_it import MarkdownIt
 
-from briefd.daemon.changes import what_changed
-from briefd.daemon.report import (
+from briefd.daemon.report.changes import what_changed
+from briefd.daemon.report.report import (
     CHANGES_SHOWN,
     NOTHING_CHANGED,
     archive_previous,

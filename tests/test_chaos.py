@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.citations import cited_numbers
+from briefd.daemon.rules.citations import cited_numbers
 from tests.conftest import Workspace, serve_ollama
 from tests.lab.drivers import CHAOS_CONTENT_KINDS, CHAOS_KINDS
 from tests.lab.servers import SearchLab

@@ -1,9 +1,9 @@
-"""chart.png (daemon/chart_png.py, the png extra) is total: any estimate gives a PNG or the reason there is none.
+"""chart.png (daemon/report/chart_png.py, the png extra) is total: any estimate gives a PNG or the reason there is none.
 
 Issue 8 #6: a band from -1e308 to 1e308 made matplotlib fail ("arange: cannot compute length")
 and the brief end `failed`. Evidence can move a range anywhere a page's numbers reach, so
 validation alone cannot keep the chart's numbers sane: the chart must never raise. Issue 13:
-chart.svg (daemon/charts.py) is the chart every brief gets; chart.png is drawn beside it only
+chart.svg (daemon/report/charts.py) is the chart every brief gets; chart.png is drawn beside it only
 where matplotlib is installed, and report.json's `chart` note says which were written and why not.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
-from briefd.daemon.chart_png import NO_MATPLOTLIB, PNG_FILE, render_chart, write_chart
-from briefd.daemon.charts import CHART_FILE, RANGE_COLOUR, TARGET_COLOUR
-from briefd.daemon.report import blank_report, render_html, render_markdown
+from briefd.daemon.core.brief import ESTIMATE_MAX_ABS, estimate_min_width
+from briefd.daemon.report.chart_png import NO_MATPLOTLIB, PNG_FILE, render_chart, write_chart
+from briefd.daemon.report.charts import CHART_FILE, RANGE_COLOUR, TARGET_COLOUR
+from briefd.daemon.report.report import blank_report, render_html, render_markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -79,7 +79,7 @@ def test_valid_ranges_at_the_edges_of_validation_are_drawn(low: float, high: flo
 
 
 def test_without_matplotlib_the_note_says_how_to_get_chart_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from briefd.daemon import chart_png
+    from briefd.daemon.report import chart_png
 
     monkeypatch.setattr(chart_png, "matplotlib_installed", lambda: False)
     note = write_chart(tmp_path, estimate(100, 2000, [(410, 520)]), "q")

@@ -1,4 +1,4 @@
-"""The SVG charts (daemon/charts.py): what a reader sees, from report.json alone, for any report.
+"""The SVG charts (daemon/report/charts.py): what a reader sees, from report.json alone, for any report.
 
 Issue 13 #6 and #7: briefd draws its charts itself (matplotlib was about 170 MB of the
 install for one chart), and seed 5's evidence charts (by source and tier, by relevance) sit
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.brief import ESTIMATE_MAX_ABS, estimate_min_width
-from briefd.daemon.charts import (
+from briefd.daemon.core.brief import ESTIMATE_MAX_ABS, estimate_min_width
+from briefd.daemon.report.charts import (
     CHART_FILE,
     MAX_SOURCE_ROWS,
     RELEVANCE_FILE,
@@ -32,8 +32,8 @@ from briefd.daemon.charts import (
     report_charts,
     tick_label,
 )
-from briefd.daemon.judge import CREDIBLE, TIERS
-from briefd.daemon.report import render_html, render_markdown, write_report
+from briefd.daemon.rules.judge import CREDIBLE, TIERS
+from briefd.daemon.report.report import render_html, render_markdown, write_report
 from tests.test_untrusted import hostile_reports
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -295,7 +295,7 @@ def test_evidence_without_tier_or_confidence_is_counted_as_such() -> None:
 
 
 def test_no_evidence_draws_a_chart_that_says_so() -> None:
-    from briefd.daemon.charts import relevance_svg, sources_svg
+    from briefd.daemon.report.charts import relevance_svg, sources_svg
 
     for svg in (sources_svg([]), relevance_svg([])):
         root = ET.fromstring(svg)
@@ -354,7 +354,7 @@ def test_write_report_draws_each_chart_once_and_reads_each_quote_once(tmp_path: 
     """report.md, report.html and the chart files come from one drawing: the charts are drawn once
     and inlined as drawn, and each quote's relevance (the costly part) is computed once, not once
     per file plus once for report.md's image lines."""
-    from briefd.daemon import charts as charts_module
+    from briefd.daemon.report import charts as charts_module
 
     counted = {"band": 0, "relevance": 0}
     band, relevance = charts_module.band_svg, charts_module.relevance

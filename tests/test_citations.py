@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.citations import Source, cited_numbers, find_citations, number_sources, renumber
+from briefd.daemon.rules.citations import Source, cited_numbers, find_citations, number_sources, renumber
 
 
 def src(n: int) -> Source:

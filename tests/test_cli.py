@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from briefd.daemon.brief import MAX_BRIEF_BYTES
-from briefd.daemon.settings import DEFAULT_MODEL, settings_table
+from briefd.daemon.core.brief import MAX_BRIEF_BYTES
+from briefd.daemon.core.settings import DEFAULT_MODEL, settings_table
 from tests.conftest import BRIEFD, Workspace
 
 
@@ -180,7 +180,7 @@ def test_cancel_and_retry(workspace: Workspace) -> None:
     # accept without running: the model host is unreachable, so take it and stop
     status = workspace.briefd("cancel", "later")
     assert status.returncode == 2, "not accepted yet: nothing to cancel"
-    from briefd.daemon.inbox import Inbox
+    from briefd.daemon.intake.inbox import Inbox
     from briefd.store import Store
 
     store = Store(workspace.db)

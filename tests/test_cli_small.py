@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon import cli, settings as settings_module
-from briefd.daemon.cli import EXAMPLES, EXIT_PIPE_CLOSED, build_parser
-from briefd.daemon.inbox import Inbox
-from briefd.daemon.settings import (
+from briefd.daemon.ops import cli
+
+from briefd.daemon.core import settings as settings_module
+from briefd.daemon.ops.cli import EXAMPLES, EXIT_PIPE_CLOSED, build_parser
+from briefd.daemon.intake.inbox import Inbox
+from briefd.daemon.core.settings import (
     OTHER_VARIABLES,
     Settings,
     effective_settings,
@@ -249,7 +251,7 @@ def test_every_briefd_variable_the_code_reads_is_a_setting_or_in_the_one_list() 
     anywhere (daemon/, store/, the lab, a test's os.environ) and missing from both would be warned about."""
     known = {row["env"] for row in settings_table()} | set(OTHER_VARIABLES)
     found: dict[str, str] = {}
-    sources = [*ROOT.glob("daemon/*.py"), *ROOT.glob("store/*.py"), *ROOT.glob("tests/lab/**/*.py")]
+    sources = [*ROOT.glob("daemon/**/*.py"), *ROOT.glob("store/*.py"), *ROOT.glob("tests/lab/**/*.py")]
     for path in sources:
         for name in re.findall(r"BRIEFD_[A-Z0-9_]*[A-Z0-9]", path.read_text(encoding="utf-8")):
             found.setdefault(name, str(path.relative_to(ROOT)))

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon import judge
-from briefd.daemon.brief import Hypothesis, parse_brief
-from briefd.daemon.judge import (
+from briefd.daemon.rules import judge
+from briefd.daemon.core.brief import Hypothesis, parse_brief
+from briefd.daemon.rules.judge import (
     ADVISORY,
     DETERMINISTIC,
     EVIDENCE_LEVEL_MEANING,
@@ -28,8 +28,8 @@ from briefd.daemon.judge import (
     Quoted,
     Stance,
 )
-from briefd.daemon.report import render_html, render_markdown
-from briefd.daemon.settings import SettingsError, load_settings, settings_table
+from briefd.daemon.report.report import render_html, render_markdown
+from briefd.daemon.core.settings import SettingsError, load_settings, settings_table
 from tests.conftest import CONTRACT, needs_contract
 
 LEAD = Contract(comparator="<", target=5.0, unit="ppb", metric="90th-percentile lead level")
@@ -174,7 +174,7 @@ def test_the_brief_carries_the_contract_only_when_complete() -> None:
 
 
 def test_briefd_schema_documents_the_contract() -> None:
-    out = subprocess.run([sys.executable, "-m", "briefd.daemon.cli", "schema"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "briefd.daemon.ops.cli", "schema"], capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     hypothesis = json.loads(out.stdout)["properties"]["hypothesis"]

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from briefd.daemon import judge
-from briefd.daemon.judge import (
+from briefd.daemon.rules import judge
+from briefd.daemon.rules.judge import (
     ADVISORY,
     DETERMINISTIC,
     EVIDENCE_LEVEL_MEANING,

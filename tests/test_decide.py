@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from briefd.daemon import decide
-from briefd.daemon.decide import Gap, Limits, LoopState, Usage
-from briefd.daemon.extract import split_sentences
+from briefd.daemon.rules import decide
+from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
+from briefd.daemon.sources.extract import split_sentences
 from tests.lab.corpus import ARTICLE_KINDS, INJECTION_TEXT, PAGES, PAGES_BY_SLUG
 
 

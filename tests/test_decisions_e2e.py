@@ -3,7 +3,7 @@
 The scripted model is a dumb but honest reader: it reads the first money amount of a sentence
 in the brief's unit, labels the source's tier from its title and address, and a stance from
 contrary words. The corpus has agreeing, disagreeing, lying and injecting pages; the rules
-(daemon/judge.py), not the model, must land on the consensus.
+(daemon/rules/judge.py), not the model, must land on the consensus.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from briefd.daemon.charts import CHART_FILE, report_charts
+from briefd.daemon.report.charts import CHART_FILE, report_charts
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon import files
-from briefd.daemon.settings import load_settings
-from briefd.daemon.worker import Daemon
+from briefd.daemon.core import files
+from briefd.daemon.core.settings import load_settings
+from briefd.daemon.ops.worker import Daemon
 from tests.conftest import Workspace
 from tests.lab.corpus import TOPICS
 

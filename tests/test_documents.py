@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.documents import (
+from briefd.daemon.sources.documents import (
     MAX_PDF_PAGES,
     MAX_ZIP_BYTES,
     MAX_ZIP_MEMBERS,
@@ -24,8 +24,8 @@ from briefd.daemon.documents import (
     DocumentRefused,
     read_document,
 )
-from briefd.daemon.extract import PageText, read_page, split_sentences
-from briefd.daemon.pagework import (
+from briefd.daemon.sources.extract import PageText, read_page, split_sentences
+from briefd.daemon.sources.pagework import (
     CHILD_MEMORY_BYTES,
     DOCUMENT_DEADLINE_S,
     PageRefused,
@@ -383,7 +383,7 @@ def test_a_reason_quoting_the_file_is_cleaned(tmp_path: Path) -> None:
 
 def test_a_slow_pdf_gives_the_pages_read_in_time_and_says_so(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from briefd.daemon import documents
+    from briefd.daemon.sources import documents
 
     monkeypatch.setattr(documents, "MAX_PDF_SECONDS", 0.0)  # every page after the first is late
     page = read_document(None, lab.write_pdf(tmp_path / "slow.pdf", PAGES), "slow.pdf")

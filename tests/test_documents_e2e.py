@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.library import RESCAN_S
+from briefd.daemon.sources.library import RESCAN_S
 from tests.conftest import researched
 from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
 from tests.lab.library import (

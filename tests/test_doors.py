@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.actions import check_brief
-from briefd.daemon.brief import BriefError, parse_brief
-from briefd.daemon.inbox import acquire_lock
-from briefd.daemon.schedule import MIN_EVERY_S, ScheduleError, parse_every
-from briefd.daemon.settings import Settings
-from briefd.daemon.sources import refusal
+from briefd.daemon.ops.actions import check_brief
+from briefd.daemon.core.brief import BriefError, parse_brief
+from briefd.daemon.intake.inbox import acquire_lock
+from briefd.daemon.core.schedule import MIN_EVERY_S, ScheduleError, parse_every
+from briefd.daemon.core.settings import Settings
+from briefd.daemon.sources.sources import refusal
 from tests.conftest import wait_for
 from tests.lab.workspace import BRIEFD
 from tests.test_inbox_edges import Box, error_json, offline_env

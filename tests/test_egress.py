@@ -22,12 +22,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from briefd.daemon import egress
-from briefd.daemon.egress import NONE_REASON, egress_reason, service_allowed
-from briefd.daemon.fetch import FetchLimits, FetchResult, check_url, fetch_page, make_client, resolve_vetted
-from briefd.daemon.llm import ModelConfig, make_client as make_llm_client
-from briefd.daemon.settings import Settings
-from briefd.daemon.worker import fetch_limits, service_transport
+from briefd.daemon.sources import egress
+from briefd.daemon.sources.egress import NONE_REASON, egress_reason, service_allowed
+from briefd.daemon.sources.fetch import FetchLimits, FetchResult, check_url, fetch_page, make_client, resolve_vetted
+from briefd.daemon.model.llm import ModelConfig, make_client as make_llm_client
+from briefd.daemon.core.settings import Settings
+from briefd.daemon.ops.worker import fetch_limits, service_transport
 
 GUARD = Path(__file__).parent / "lab" / "socket_guard"
 PAGE = b"<html><body><p>Steel output rose 4.5% in 2025.</p></body></html>"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.evaluate import (
+from briefd.daemon.rules.evaluate import (
     QUOTE_CUT,
     STAGES,
     Case,
@@ -27,7 +27,7 @@ from briefd.daemon.evaluate import (
     url_matches,
     width_ratio,
 )
-from briefd.daemon.eval_run import table
+from briefd.daemon.ops.eval_run import table
 from briefd.store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from tests.lab import eval_lab
 from tests.lab.workspace import Workspace

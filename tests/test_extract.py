@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.extract import MAX_TEXT_CHARS, Passage, extract_page, split_passages, split_sentences
+from briefd.daemon.sources.extract import MAX_TEXT_CHARS, Passage, extract_page, split_passages, split_sentences
 
 ARTICLE = """<!DOCTYPE html>
 <html lang="en">
@@ -307,7 +307,7 @@ _REF_WORD_BEFORE = re.compile(r"([^\s(\[\"'“‘«]*)$")
 
 
 def _reference_is_boundary(line: str, match: re.Match[str]) -> bool:
-    from briefd.daemon.extract import _NEVER_END, _NUMBER_ABBREVS
+    from briefd.daemon.sources.extract import _NEVER_END, _NUMBER_ABBREVS
 
     rest = line[match.end():].lstrip()
     if not rest:
@@ -333,7 +333,7 @@ def _reference_is_boundary(line: str, match: re.Match[str]) -> bool:
 
 
 def reference_split_sentences(text: str) -> list[tuple[int, int]]:
-    from briefd.daemon.extract import _strip_span
+    from briefd.daemon.sources.extract import _strip_span
 
     spans: list[tuple[int, int]] = []
     line_start = 0
@@ -376,7 +376,7 @@ PATHOLOGICAL_TEXT = {
 @pytest.mark.parametrize("expression", PATHOLOGICAL_TEXT.values(), ids=PATHOLOGICAL_TEXT.keys())
 def test_pathological_text_is_split_in_linear_time(expression: str) -> None:
     """Counted in a subprocess with a cap the quadratic splitter needs 1.5-3x more than (not a speed test)."""
-    code = (f"from briefd.daemon.extract import split_passages\ntext = {expression}\n"
+    code = (f"from briefd.daemon.sources.extract import split_passages\ntext = {expression}\n"
             f"passages = split_passages(text)\nassert passages and passages[-1].end <= len(text)\n")
     try:
         subprocess.run([sys.executable, "-c", code], check=True, timeout=20)
@@ -386,7 +386,7 @@ def test_pathological_text_is_split_in_linear_time(expression: str) -> None:
 
 def test_a_page_of_short_unwrapped_lines_is_shaped_in_linear_time() -> None:
     """1.5 million short lines of plain text: joining them by growing a string was quadratic (minutes)."""
-    code = ("from briefd.daemon.extract import extract_page\n"
+    code = ("from briefd.daemon.sources.extract import extract_page\n"
             "page = extract_page(b'word\\n' * 1_000_000, 'http://x.test/', 'text/plain')\n"
             "assert page is not None and page.text.startswith('word word')\n")
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from briefd.daemon.fetch import (
+from briefd.daemon.sources.fetch import (
     DECODE_PIECE_BYTES,
     BoundedDecoder,
     FetchLimits,
@@ -482,7 +482,7 @@ then fails with MemoryError instead of taking gigabytes from the machine."""
 
 MEASURE_FETCH = r"""
 import asyncio, json, resource, sys
-from briefd.daemon.fetch import FetchLimits, fetch_page, make_client
+from briefd.daemon.sources.fetch import FetchLimits, fetch_page, make_client
 
 warm_url, url, limit, headroom = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 with open("/proc/self/status") as status:

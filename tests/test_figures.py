@@ -1,5 +1,5 @@
 """Figures in the brief's unit, the true reason for each one discarded, and ranges that one
-source cannot collapse (daemon/judge.py; issue 9, finding 3 and its B rules).
+source cannot collapse (daemon/rules/judge.py; issue 9, finding 3 and its B rules).
 
 Tables of cases, then properties. The lab end-to-end twin is tests/test_units_e2e.py.
 """
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from briefd.daemon import judge
-from briefd.daemon.judge import Reading
+from briefd.daemon.rules import judge
+from briefd.daemon.rules.judge import Reading
 
 # ----------------------------------------------------------------- one quantity, another scale
 

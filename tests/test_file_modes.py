@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.chart_png import PNG_FILE
-from briefd.daemon.charts import CHART_FILE
+from briefd.daemon.report.chart_png import PNG_FILE
+from briefd.daemon.report.charts import CHART_FILE
 from tests.conftest import BRIEFD, OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
 

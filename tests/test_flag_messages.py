@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.cli import build_parser
+from briefd.daemon.ops.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = sorted([*ROOT.joinpath("daemon").glob("*.py"), *ROOT.joinpath("store").glob("*.py")])
+SOURCES = sorted([*ROOT.joinpath("daemon").rglob("*.py"), *ROOT.joinpath("store").glob("*.py")])
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 # `briefd <command> words...`: the words up to the end of the command as written (a code span's
 # backtick, a quote, a shell operator or comment, a closing bracket, the end of the line)
@@ -103,7 +103,7 @@ def test_every_flag_a_message_names_exists(path: Path) -> None:
 
 def test_the_walk_sees_the_product_s_messages() -> None:
     """The walk reads f-strings whole: a flag after a field (`briefd show {id} --events`) is checked."""
-    cli = ROOT / "daemon" / "cli.py"
+    cli = ROOT / "daemon" / "ops" / "cli.py"
     walked = [text for _, text in texts(cli)]
     assert any("`briefd show X --events`" in text for text in walked)
     assert len(SOURCES) > 30

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.actions import check_brief, drop_into_inbox
-from briefd.daemon.brief import BriefError
-from briefd.daemon.settings import Settings
+from briefd.daemon.ops.actions import check_brief, drop_into_inbox
+from briefd.daemon.core.brief import BriefError
+from briefd.daemon.core.settings import Settings
 from briefd.store import DONE, FAILED, RUNNING, Store
 from tests.lab.corpus import TOPICS
 from tests.lab.workspace import BRIEFD, Workspace

@@ -4,7 +4,7 @@ earlier one; a follow-up of a brief that never finished done is rejected with th
 asked again with the same question, context and focus takes its last plan instead of asking
 the model for one.
 
-The pure parts of daemon/followup.py first (with a real store where the decision reads one),
+The pure parts of daemon/research/followup.py first (with a real store where the decision reads one),
 then the real daemon on the lab: parents run first, follow-ups and a re-run in later passes of
 `briefd run --once` over the same store, as a user would drop them.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon import judge
-from briefd.daemon.brief import parse_brief
-from briefd.daemon.followup import (
+from briefd.daemon.rules import judge
+from briefd.daemon.core.brief import parse_brief
+from briefd.daemon.research.followup import (
     FIELD,
     carried_evidence,
     check_follows,
@@ -31,7 +31,7 @@ from briefd.daemon.followup import (
     same_brief,
     units_match,
 )
-from briefd.daemon.report import USAGE_KEYS, history_row, render_html, render_markdown, valid_link
+from briefd.daemon.report.report import USAGE_KEYS, history_row, render_html, render_markdown, valid_link
 from briefd.store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, Store
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
@@ -319,7 +319,7 @@ def _events(ws: Workspace, run_id: int) -> list[dict[str, Any]]:
 def test_a_follow_up_resumed_before_its_plan_was_saved_carries_the_evidence_once(tmp_path: Path) -> None:
     """A crash between carrying the parent's evidence and the first checkpoint: the resumed run
     carries it again, and still holds each item once."""
-    from briefd.daemon.decide import LoopState
+    from briefd.daemon.rules.decide import LoopState
     from tests.test_sources import _research
 
     research = _research(tmp_path, ["web"])

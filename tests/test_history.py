@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.cli import EXIT_OK, EXIT_USAGE, main
-from briefd.daemon.report import answer_text
+from briefd.daemon.ops.cli import EXIT_OK, EXIT_USAGE, main
+from briefd.daemon.report.report import answer_text
 from briefd.store import CANCELLED, DONE, FAILED, REJECTED
 from briefd.store.briefs import Store
 from briefd.store.db import iso_utc
@@ -338,8 +338,8 @@ def test_a_failed_estimate_brief_is_listed_as_an_estimate(store: Store) -> None:
 
 def test_a_queued_brief_cancelled_is_listed_and_its_question_found(tmp_path: Path) -> None:
     """`briefd cancel` of a queued brief saves its reports row with its end (one transaction)."""
-    from briefd.daemon.settings import Settings
-    from briefd.daemon.worker import cancel_brief
+    from briefd.daemon.core.settings import Settings
+    from briefd.daemon.ops.worker import cancel_brief
 
     store = Store(tmp_path / "briefd.db")
     run_id = store.add_brief(brief_id="ferry", question="When does the Kestrel ferry resume?", source_file="f.json",

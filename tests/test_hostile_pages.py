@@ -21,15 +21,15 @@ from typing import Any, Self
 import httpx
 import pytest
 
-from briefd.daemon.brief import parse_brief
-from briefd.daemon.events import EventLog
-from briefd.daemon.extract import MAX_TRAFILATURA_ELEMENTS
-from briefd.daemon.fetch import FetchLimits, make_client
-from briefd.daemon.llm import ModelConfig
-from briefd.daemon.llm import make_client as make_llm_client
-from briefd.daemon.loop import Research, Services
-from briefd.daemon.pagework import PageWorkers
-from briefd.daemon.settings import Settings
+from briefd.daemon.core.brief import parse_brief
+from briefd.daemon.core.events import EventLog
+from briefd.daemon.sources.extract import MAX_TRAFILATURA_ELEMENTS
+from briefd.daemon.sources.fetch import FetchLimits, make_client
+from briefd.daemon.model.llm import ModelConfig
+from briefd.daemon.model.llm import make_client as make_llm_client
+from briefd.daemon.research.loop import Research, Services
+from briefd.daemon.sources.pagework import PageWorkers
+from briefd.daemon.core.settings import Settings
 from briefd.store import Store
 
 MAX_LOOP_LAG_S = 1.0

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 
-from briefd.daemon.search import MAX_HITS_PER_QUERY
+from briefd.daemon.sources.search import MAX_HITS_PER_QUERY
 from tests.conftest import OllamaLab
 from tests.lab import web
 from tests.lab.corpus import TOPICS
@@ -40,7 +40,7 @@ def peak_kb():
         if line.startswith("VmHWM:"):
             return line.split()[1]
 atexit.register(lambda: open(report, "w").write(peak_kb()))
-from briefd.daemon.cli import main
+from briefd.daemon.ops.cli import main
 sys.exit(main(sys.argv[3:]))
 """
 

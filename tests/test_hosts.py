@@ -1,6 +1,6 @@
 """Several model servers (`ollama_hosts`): the routing rule, and briefs spread over two lab servers.
 
-The rule (daemon/hosts.py `HostPool`) is pure: a fake clock and a fixed jitter drive it. The lab
+The rule (daemon/model/hosts.py `HostPool`) is pure: a fake clock and a fixed jitter drive it. The lab
 part runs real briefs (`briefd run --once`) against two scripted lab Ollama servers, each counting
 the calls it answered, and against one live server beside one that was never started.
 """
@@ -14,10 +14,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from briefd.daemon.hosts import FAILOVER_ATTEMPTS, OUT, HostPool, ModelHosts, model_hosts
-from briefd.daemon.llm import ModelConfig, ModelMissing, ServiceDown, make_client
-from briefd.daemon.retry import backoff_delay
-from briefd.daemon.settings import SettingsError, load_settings
+from briefd.daemon.model.hosts import FAILOVER_ATTEMPTS, OUT, HostPool, ModelHosts, model_hosts
+from briefd.daemon.model.llm import ModelConfig, ModelMissing, ServiceDown, make_client
+from briefd.daemon.core.retry import backoff_delay
+from briefd.daemon.core.settings import SettingsError, load_settings
 from tests.conftest import OllamaLab, Workspace, serve_ollama
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import SearchLab, free_port
@@ -206,7 +206,7 @@ def test_a_server_without_the_model_is_out_and_the_log_says_how_to_pull_it(
 
 
 def test_failover_keeps_two_tries_so_a_poisoned_request_is_still_told_from_an_outage() -> None:
-    from briefd.daemon.llm import PROBE_AFTER_REFUSALS
+    from briefd.daemon.model.llm import PROBE_AFTER_REFUSALS
     assert FAILOVER_ATTEMPTS >= PROBE_AFTER_REFUSALS
 
 

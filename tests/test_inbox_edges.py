@@ -30,11 +30,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.brief import MAX_BRIEF_BYTES, id_from_filename
-from briefd.daemon.files import atomic_write_text
-from briefd.daemon.inbox import TAKE_PER_CALL, Accepted, Inbox
-from briefd.daemon.report import valid_id
-from briefd.daemon.untrusted import clean
+from briefd.daemon.core.brief import MAX_BRIEF_BYTES, id_from_filename
+from briefd.daemon.core.files import atomic_write_text
+from briefd.daemon.intake.inbox import TAKE_PER_CALL, Accepted, Inbox
+from briefd.daemon.report.report import valid_id
+from briefd.daemon.core.untrusted import clean
 from briefd.store import QUEUED, REJECTED, Store
 from tests.lab.workspace import BRIEFD, Workspace
 
@@ -324,7 +324,7 @@ def test_the_same_broken_name_twice_through_briefd_keeps_both_errors(tmp_path: P
 
 @pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_symlinks_are_rejected_and_never_followed(tmp_path: Path) -> None:
-    """Decision (daemon/inbox.py): a link is rejected whatever it points to; the target is never
+    """Decision (daemon/intake/inbox.py): a link is rejected whatever it points to; the target is never
     opened, so nothing outside the inbox is copied into the outbox; the target is untouched."""
     b = Box(tmp_path)
     b.close()
@@ -366,7 +366,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(box: Box, tmp_path: P
             os.symlink(secret, path)
         return real_open(p, flags, *args, **kwargs)
 
-    monkeypatch.setattr("briefd.daemon.inbox.os.open", swap_then_open)
+    monkeypatch.setattr("briefd.daemon.intake.inbox.os.open", swap_then_open)
     box.inbox.notice(path, complete=True)
     assert box.inbox.take_ready() == [] and swapped, "not read through the link"
     monkeypatch.undo()
@@ -417,7 +417,7 @@ def test_a_hard_link_made_after_the_check_is_not_read(box: Box, tmp_path: Path,
             os.link(path, tmp_path / "elsewhere.json")
         return real_open(p, flags, *args, **kwargs)
 
-    monkeypatch.setattr("briefd.daemon.inbox.os.open", link_then_open)
+    monkeypatch.setattr("briefd.daemon.intake.inbox.os.open", link_then_open)
     box.inbox.notice(path, complete=True)
     [taken] = box.inbox.take_ready()
     assert linked and taken.rejected and "hard link" in (taken.error or "")
@@ -483,7 +483,7 @@ def test_an_unreadable_file_stays_with_a_notice_and_is_taken_once_readable(
             raise PermissionError(13, "Permission denied", str(p))
         return real_open(p, flags, *args, **kwargs)
 
-    monkeypatch.setattr("briefd.daemon.inbox.os.open", refuse)
+    monkeypatch.setattr("briefd.daemon.intake.inbox.os.open", refuse)
     assert box.take() == [] and box.take() == []
     assert box.left() == ["locked.json"]
     error = error_json(box.outbox / "locked")

@@ -13,9 +13,9 @@ import sqlite3
 
 import pytest
 
-from briefd.daemon import decide
-from briefd.daemon.citations import cited_numbers
-from briefd.daemon.report import REPORT_KEYS
+from briefd.daemon.rules import decide
+from briefd.daemon.rules.citations import cited_numbers
+from briefd.daemon.report.report import REPORT_KEYS
 from tests.conftest import OllamaLab, Workspace
 from tests.lab.corpus import TOPICS
 

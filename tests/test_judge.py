@@ -1,4 +1,4 @@
-"""The decision core for estimates and verdicts (daemon/judge.py): tables of cases and properties."""
+"""The decision core for estimates and verdicts (daemon/rules/judge.py): tables of cases and properties."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon import judge
-from briefd.daemon.judge import Reading, Stance
+from briefd.daemon.rules import judge
+from briefd.daemon.rules.judge import Reading, Stance
 
 # ----------------------------------------------------------------- amounts
 

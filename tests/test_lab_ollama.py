@@ -25,10 +25,12 @@ import jsonschema
 import ollama
 import pytest
 
-from briefd.daemon import llm, planner
-from briefd.daemon.decide import Gap
-from briefd.daemon.llm import ModelConfig, request_options
-from briefd.daemon.planner import (
+from briefd.daemon.model import llm
+
+from briefd.daemon.research import planner
+from briefd.daemon.rules.decide import Gap
+from briefd.daemon.model.llm import ModelConfig, request_options
+from briefd.daemon.research.planner import (
     EVIDENCE_SCHEMA,
     PLAN_SCHEMA,
     SYNTHESIS_SCHEMA,
@@ -44,8 +46,8 @@ pytestmark = pytest.mark.lab
 ROOT = Path(__file__).resolve().parent.parent
 
 # ----------------------------------------------------------------------------- what briefd sends
-# The schemas, system message, options, prompts and retry message are briefd's own (daemon/planner.py,
-# daemon/llm.py), never copies: a lab that answers them answers what briefd really sends.
+# The schemas, system message, options, prompts and retry message are briefd's own (daemon/research/planner.py,
+# daemon/model/llm.py), never copies: a lab that answers them answers what briefd really sends.
 
 SYSTEM = SYSTEM_RESEARCHER
 MODEL = ModelConfig(host="http://127.0.0.1:11434", model="lab-scripted")  # briefd's defaults; host set per call
@@ -117,7 +119,7 @@ def messages(user: str) -> list[dict[str, str]]:
 
 
 def retry_messages(user: str, bad: str, why: str = "it was not valid JSON") -> list[dict[str, str]]:
-    """The retry briefd sends after an unusable answer (daemon/llm.py)."""
+    """The retry briefd sends after an unusable answer (daemon/model/llm.py)."""
     return llm._retry_messages(MODEL, messages(user), bad, why)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.settings import Settings
+from briefd.daemon.core.settings import Settings
 from tests.conftest import wait_for
 from tests.lab.servers import REPO_ROOT, LabServerDied, LabWatch, Proc, start_proc
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.extract import PageText
-from briefd.daemon.library import (
+from briefd.daemon.sources.extract import PageText
+from briefd.daemon.sources.library import (
     CHANGED_WHILE_READ, MAX_FILE_BYTES, UNREADABLE, Library, find, search,
 )
-from briefd.daemon.documents import DocumentRefused, read_document
-from briefd.daemon.pagework import PageRefused, PageUnreadable
+from briefd.daemon.sources.documents import DocumentRefused, read_document
+from briefd.daemon.sources.pagework import PageRefused, PageUnreadable
 from briefd.store import Store
 from briefd.store.library import DUPLICATE, INDEXED, PENDING, REFUSED, LibraryFiles
 from tests.conftest import BRIEFD
@@ -285,7 +285,7 @@ def test_cli_library_status_search_reindex(tmp_path: Path) -> None:
 
 def test_cli_reindex_beside_a_running_daemon_only_marks_the_files(tmp_path: Path) -> None:
     """A daemon holds the store's lock: reindex tells the store, the daemon's next scan reads."""
-    from briefd.daemon.worker import acquire_store_lock
+    from briefd.daemon.ops.worker import acquire_store_lock
 
     lib = make_library(tmp_path)
     assert briefd("library", "reindex", cwd=tmp_path, library=lib).returncode == 0

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.folderwatch import FolderWatch
-from briefd.daemon.library import DEBOUNCE_S, MAX_FOLDER_DEPTH, WATCH_CHECK_S, Library, find
-from briefd.daemon.pagework import PageWorkers
+from briefd.daemon.sources.folderwatch import FolderWatch
+from briefd.daemon.sources.library import DEBOUNCE_S, MAX_FOLDER_DEPTH, WATCH_CHECK_S, Library, find
+from briefd.daemon.sources.pagework import PageWorkers
 from briefd.store import Store
 from briefd.store.library import DUPLICATE, INDEXED, REFUSED, LibraryFiles
 from tests.conftest import BRIEFD
@@ -364,7 +364,7 @@ def test_a_reading_child_whose_daemon_is_gone_exits_quietly() -> None:
     """A daemon killed while its page-reading children start: each child's ready frame met a closed
     pipe and printed a BrokenPipeError traceback into the journal (make soak --hostile-library)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    child = subprocess.Popen([sys.executable, "-m", "briefd.daemon.pagework"], stdin=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-m", "briefd.daemon.sources.pagework"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert child.stdout is not None and child.stdin is not None
     child.stdout.close()  # the daemon's end of the answers, gone before the child is ready

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from briefd.daemon.llm import (
+from briefd.daemon.model.llm import (
     PROBE_AFTER_REFUSALS,
     PROBE_PURPOSE,
     RETRY_PREFIX,
@@ -362,7 +362,7 @@ def test_an_answer_that_is_wrong_but_not_cut_off_is_retried_with_the_same_schema
 def test_a_runaway_answer_costs_no_more_than_its_purposes_budget(scripted_ollama: Any) -> None:
     """The lab server's endless fault ignores the schema, as a server without a grammar would:
     the array is cut at the call's budget, not at the 1,024-token setting."""
-    from briefd.daemon import planner
+    from briefd.daemon.research import planner
 
     lab = scripted_ollama
     lab.reset()
@@ -768,8 +768,8 @@ def test_an_answer_about_given_text_is_keyed_without_the_date_a_plan_with_it() -
     """Issue 12: a brief asked again another day of the year about unchanged text replays its
     evidence and synthesis answers; another year, or a plan (whose queries may aim at this month),
     is asked again."""
-    from briefd.daemon.llm import DATE_FREE_PURPOSES, cache_messages, prompt_key
-    from briefd.daemon.planner import evidence_prompt, plan_prompt
+    from briefd.daemon.model.llm import DATE_FREE_PURPOSES, cache_messages, prompt_key
+    from briefd.daemon.research.planner import evidence_prompt, plan_prompt
 
     cfg = ModelConfig(host="x", model="m")
     fits = lambda text: True  # noqa: E731 - every prompt fits here

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon import judge
-from briefd.daemon.brief import parse_brief
-from briefd.daemon.events import EventLog
-from briefd.daemon.loop import Research
-from briefd.daemon.outages import OutageLog
-from briefd.daemon.report import render_markdown
-from briefd.daemon.settings import load_settings
-from briefd.daemon.worker import _ServicesContext
+from briefd.daemon.rules import judge
+from briefd.daemon.core.brief import parse_brief
+from briefd.daemon.core.events import EventLog
+from briefd.daemon.research.loop import Research
+from briefd.daemon.core.outages import OutageLog
+from briefd.daemon.report.report import render_markdown
+from briefd.daemon.core.settings import load_settings
+from briefd.daemon.ops.worker import _ServicesContext
 from briefd.store import Store, utc_now
 from tests.conftest import Workspace
 from tests.lab.corpus import TOPICS

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from briefd.daemon.outages import PROBE_EVERY_S, PROBE_PATHS, Prober
-from briefd.daemon.retry import QUEUE
+from briefd.daemon.core.outages import PROBE_EVERY_S, PROBE_PATHS, Prober
+from briefd.daemon.core.retry import QUEUE
 from briefd.store import utc_now
 from tests.conftest import BRIEFD, Workspace, wait_for
 from tests.lab.corpus import TOPICS

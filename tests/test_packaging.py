@@ -50,6 +50,8 @@ def test_the_package_is_the_checkout_s_folders_and_the_wheel_names_only_briefd()
     assert Path(briefd.daemon.__file__).resolve() == (REPO_ROOT / "daemon" / "__init__.py").resolve()
     assert Path(briefd.store.__file__).resolve() == (REPO_ROOT / "store" / "__init__.py").resolve()
     setuptools = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    assert setuptools["packages"] == ["briefd", "briefd.daemon", "briefd.store"]
+    folders = sorted(p.parent.name for p in (REPO_ROOT / "daemon").glob("*/__init__.py"))
+    assert sorted(setuptools["packages"]) == sorted(["briefd", "briefd.daemon", "briefd.store",
+                                                     *(f"briefd.daemon.{name}" for name in folders)])
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["scripts"]["briefd"].startswith("briefd.daemon.")

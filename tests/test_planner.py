@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from briefd.daemon import planner
-from briefd.daemon.decide import Gap
+from briefd.daemon.research import planner
+from briefd.daemon.rules.decide import Gap
 
 PAGE = ("The audit office said the overrun reached $430 million. Engineers blamed the soft clay. "
         "Dr. Lee disagreed, e.g. citing U.S. data.\n\nA second paragraph follows here. It has two sentences.")

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.llm import PROBE_AFTER_REFUSALS, ModelConfig
-from briefd.daemon.loop import POISONED_MESSAGE
-from briefd.daemon.report import USAGE_KEYS
+from briefd.daemon.model.llm import PROBE_AFTER_REFUSALS, ModelConfig
+from briefd.daemon.research.loop import POISONED_MESSAGE
+from briefd.daemon.report.report import USAGE_KEYS
 from tests.conftest import BRIEFD, OllamaLab, Workspace, serve_ollama
 from tests.lab.servers import SearchLab
 from tests.test_integration import GOOD_BRIEFS

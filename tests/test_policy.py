@@ -1,4 +1,4 @@
-"""The policy of each kind of brief (daemon/policy.py): tables of cases, as for judge and decide.
+"""The policy of each kind of brief (daemon/research/policy.py): tables of cases, as for judge and decide.
 
 Issue 9: one stop rule (decide.stop_reason, in decide.STOP_ORDER) fed by each kind's policy;
 `target_reached` only when the range itself meets the target with two credible sources; and
@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon import decide, judge
-from briefd.daemon.brief import Brief, validate_brief
-from briefd.daemon.decide import Gap, Limits, LoopState, Usage
-from briefd.daemon.judge import Reading, Stance
-from briefd.daemon.policy import EstimatePolicy, Facts, HypothesisPolicy, Policy, policy_for
+from briefd.daemon.rules import decide
+
+from briefd.daemon.rules import judge
+from briefd.daemon.core.brief import Brief, validate_brief
+from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
+from briefd.daemon.rules.judge import Reading, Stance
+from briefd.daemon.research.policy import EstimatePolicy, Facts, HypothesisPolicy, Policy, policy_for
 
 QUESTION = "How much did the Northgate rail tunnel overrun its budget?"
 BAND = {"unit": "USD million", "low": 100, "high": 2000, "target_low": 400, "target_high": 460}
@@ -211,7 +213,7 @@ def test_the_estimate_block_keeps_the_target_as_given() -> None:
 
 def test_policies_never_import_the_loop() -> None:
     """The arrows run one way: loop -> policy -> judge/decide (DESIGN.md)."""
-    source = (Path(__file__).parents[1] / "daemon" / "policy.py").read_text(encoding="utf-8")
+    source = (Path(__file__).parents[1] / "daemon" / "research" / "policy.py").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(from|import)\s+(daemon\.|\.)?(loop|worker)\b", source, re.MULTILINE)
 
 

@@ -14,12 +14,12 @@ from typing import Iterator
 
 import pytest
 
-from briefd.daemon import planner
-from briefd.daemon.brief import DEPTH_PRESETS
-from briefd.daemon.decide import PLAN_RELEVANCE_MIN
-from briefd.daemon.llm import output_budget
-from briefd.daemon.settings import load_settings
-from briefd.daemon.worker import model_config
+from briefd.daemon.research import planner
+from briefd.daemon.core.brief import DEPTH_PRESETS
+from briefd.daemon.rules.decide import PLAN_RELEVANCE_MIN
+from briefd.daemon.model.llm import output_budget
+from briefd.daemon.core.settings import load_settings
+from briefd.daemon.ops.worker import model_config
 from tests.conftest import OllamaLab, SearchLab, researched, serve_ollama
 from tests.lab.corpus import TOPICS
 from tests.lab.workspace import Workspace

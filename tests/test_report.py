@@ -14,9 +14,9 @@ from urllib.parse import unquote
 import pytest
 from markdown_it import MarkdownIt
 
-from briefd.daemon.charts import CHART_NAMES, report_charts
-from briefd.daemon.citations import cited_numbers
-from briefd.daemon.report import (
+from briefd.daemon.report.charts import CHART_NAMES, report_charts
+from briefd.daemon.rules.citations import cited_numbers
+from briefd.daemon.report.report import (
     ALSO_USED,
     REPORT_KEYS,
     archive_previous,
@@ -289,7 +289,7 @@ def parse(html_text: str) -> Page:
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "h4",
                 "h5", "h6", "p", "div", "span", "strong", "em", "code", "pre", "a", "ul", "ol", "li",
                 "blockquote", "figure", "figcaption", "table", "thead", "tbody", "tr", "th", "td",
-                "svg", "rect", "line", "path", "text"}  # the charts briefd draws (daemon/charts.py)
+                "svg", "rect", "line", "path", "text"}  # the charts briefd draws (daemon/report/charts.py)
 ALLOWED_ATTRS = {"lang", "charset", "http-equiv", "content", "name", "href", "rel", "target", "id", "class",
                  # the charts' presentation attributes: no event handler, no link, no style sheet
                  "xmlns", "viewbox", "width", "height", "role", "aria-label", "font-family", "font-size",

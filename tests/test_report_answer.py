@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from markdown_it import MarkdownIt
 
-from briefd.daemon.chart_png import PNG_FILE, write_chart
-from briefd.daemon.charts import CHART_FILE, ChartLayout, chart_layout, report_charts
-from briefd.daemon.report import (
+from briefd.daemon.report.chart_png import PNG_FILE, write_chart
+from briefd.daemon.report.charts import CHART_FILE, ChartLayout, chart_layout, report_charts
+from briefd.daemon.report.report import (
     CSP,
     EVIDENCE_LEVEL_WORDS,
     NOT_READ_NOTE,

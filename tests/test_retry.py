@@ -1,4 +1,4 @@
-"""The one retry policy (daemon/retry.py): which failures are waited out, how long, when to give up.
+"""The one retry policy (daemon/core/retry.py): which failures are waited out, how long, when to give up.
 
 Issue 9 found three copies of it (`llm._chat`, `loop.with_retries`, `worker.wait_or_fail`)
 that disagreed: the queue's jitter was applied after its cap, so a "5 min" wait could last
@@ -21,10 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from briefd.daemon import llm, retry, search
-from briefd.daemon.brief import SearchOptions
-from briefd.daemon.retry import IN_CALL, IN_CALL_ATTEMPTS, QUEUE, Backoff, Transient
-from briefd.daemon.settings import Settings
+from briefd.daemon.model import llm
+
+from briefd.daemon.core import retry
+
+from briefd.daemon.sources import search
+from briefd.daemon.core.brief import SearchOptions
+from briefd.daemon.core.retry import IN_CALL, IN_CALL_ATTEMPTS, QUEUE, Backoff, Transient
+from briefd.daemon.core.settings import Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TOP = 1.0 - 1e-12  # the largest draw random.random() can return, near enough

@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from briefd.daemon.fetch import (MAX_ETAG_CHARS, FetchLimits, FetchResult, Validators, clean_etag, clean_last_modified,
+from briefd.daemon.sources.fetch import (MAX_ETAG_CHARS, FetchLimits, FetchResult, Validators, clean_etag, clean_last_modified,
                           fetch_page, make_client)
-from briefd.daemon.report import USAGE_KEYS
+from briefd.daemon.report.report import USAGE_KEYS
 from briefd.store import Store
 from tests.conftest import OllamaLab, researched
 from tests.lab import web

@@ -1,4 +1,4 @@
-"""daemon/schedule.py: the one reading of "7d" and of a cron expression (pure, table tests)."""
+"""daemon/core/schedule.py: the one reading of "7d" and of a cron expression (pure, table tests)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from briefd.daemon.schedule import MIN_EVERY_S, ScheduleError, format_duration, parse_duration, parse_every, parse_iso
+from briefd.daemon.core.schedule import MIN_EVERY_S, ScheduleError, format_duration, parse_duration, parse_every, parse_iso
 
 UTC = timezone.utc
 

@@ -1,7 +1,7 @@
 """Questions asked again (issue 12, part 4): a brief with `every` runs on its schedule, the
 schedule kept in the store across restarts, one catch-up run after downtime, never a burst.
 
-The unit tests drive store/schedules.py through daemon/series.py on a real store file with a
+The unit tests drive store/schedules.py through daemon/intake/series.py on a real store file with a
 simulated clock (every moment is passed in). The lab tests run the real daemon; there the clock
 cannot be moved, so time passes the other way round: the series' stored times are moved back by
 as much as the clock would have moved on (`pass_days`). The scheduler compares only those times
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon import series
-from briefd.daemon.brief import Brief, parse_brief
-from briefd.daemon.schedule import parse_iso
+from briefd.daemon.intake import series
+from briefd.daemon.core.brief import Brief, parse_brief
+from briefd.daemon.core.schedule import parse_iso
 from briefd.store import CANCELLED, DONE, QUEUED, Store
 from briefd.store.db import iso_utc
 from briefd.store.schedules import Schedules

@@ -1,4 +1,4 @@
-"""daemon/search.py against the real SearXNG of the lab."""
+"""daemon/sources/search.py against the real SearXNG of the lab."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from briefd.daemon import search
-from briefd.daemon.brief import SearchOptions
-from briefd.daemon.extract import MAX_TITLE_CHARS
+from briefd.daemon.sources import search
+from briefd.daemon.core.brief import SearchOptions
+from briefd.daemon.sources.extract import MAX_TITLE_CHARS
 from tests.lab import web
 from tests.lab.corpus import TOPICS
 
@@ -131,9 +131,9 @@ def flood(hostile_web: str) -> str:
 MEASURE_SEARCH = r"""
 import asyncio, json, resource, sys
 import httpx
-from briefd.daemon import search
-from briefd.daemon.brief import SearchOptions
-from briefd.daemon.extract import MAX_TITLE_CHARS
+from briefd.daemon.sources import search
+from briefd.daemon.core.brief import SearchOptions
+from briefd.daemon.sources.extract import MAX_TITLE_CHARS
 
 base_url, headroom = sys.argv[1], int(sys.argv[2])
 with open("/proc/self/status") as status:

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from briefd.daemon.serve import (
+from briefd.daemon.ops.serve import (
     BODY_DEADLINE_S,
     FD_SHARE,
     HEADER_DEADLINE_S,
@@ -241,8 +241,8 @@ def test_bodies_that_never_end_hold_the_api_no_longer_than_their_deadline(ws: Wo
 
 ACCEPT_FAILS = """
 import asyncio, logging, os, sys
-from briefd.daemon.serve import serving_inside
-from briefd.daemon.settings import load_settings
+from briefd.daemon.ops.serve import serving_inside
+from briefd.daemon.core.settings import load_settings
 
 async def main() -> None:
     async with serving_inside(load_settings({}, os.environ, None)):

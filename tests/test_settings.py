@@ -13,8 +13,8 @@ from typing import Any, Iterator
 import ollama
 import pytest
 
-from briefd.daemon.schedule import parse_duration
-from briefd.daemon.settings import (
+from briefd.daemon.core.schedule import parse_duration
+from briefd.daemon.core.settings import (
     DEFAULT_MODEL,
     NOT_SETTINGS,
     Settings,
@@ -397,8 +397,8 @@ def test_the_readme_settings_table_is_the_table_in_code() -> None:
     flag, environment name and default the code uses, and nothing the code does not have."""
     expected = settings_markdown().splitlines()
     assert readme_settings_rows() == expected, (
-        "README.md's settings table differs from daemon/settings.py; replace it with the output of\n"
-        "  python -c 'from briefd.daemon.settings import settings_markdown; print(settings_markdown())'")
+        "README.md's settings table differs from daemon/core/settings.py; replace it with the output of\n"
+        "  python -c 'from briefd.daemon.core.settings import settings_markdown; print(settings_markdown())'")
 
 
 def test_a_setting_missing_from_the_readme_is_caught() -> None:

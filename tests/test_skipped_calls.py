@@ -49,7 +49,7 @@ def test_a_batch_with_one_passage_about_the_question_is_read(tmp_path: Path, scr
 
 def test_a_rounds_snippets_are_read_in_as_few_calls_as_the_prompt_allows(tmp_path: Path, scripted_ollama) -> None:
     """Twelve snippets fit one prompt of a 2,048-token window: one evidence call, not two (8 + 4)."""
-    from briefd.daemon.search import SearchHit
+    from briefd.daemon.sources.search import SearchHit
 
     research = _research(tmp_path, ["web"], scripted_ollama.url)
     research.limits = dataclasses.replace(research.limits, pages_per_round=6)

@@ -1,4 +1,4 @@
-"""Choosing where a brief looks (`sources`) and merging what each place found (daemon/sources.py).
+"""Choosing where a brief looks (`sources`) and merging what each place found (daemon/sources/sources.py).
 
 A brief that asks for a source this daemon does not have is refused at the inbox with the
 fix; hits from several queries and sources come back as one list by reciprocal rank fusion.
@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from briefd.daemon.brief import SOURCE_KINDS, BriefError, parse_brief
-from briefd.daemon.inbox import Inbox
-from briefd.daemon.search import SearchHit
-from briefd.daemon.settings import Settings
-from briefd.daemon.sources import RRF_K, chosen, configured, fuse, fuse_scored, kind_of_url, refusal
+from briefd.daemon.core.brief import SOURCE_KINDS, BriefError, parse_brief
+from briefd.daemon.intake.inbox import Inbox
+from briefd.daemon.sources.search import SearchHit
+from briefd.daemon.core.settings import Settings
+from briefd.daemon.sources.sources import RRF_K, chosen, configured, fuse, fuse_scored, kind_of_url, refusal
 from briefd.store import Store
 
 from .test_inbox_edges import error_json
 
 if TYPE_CHECKING:
-    from briefd.daemon.loop import Research
+    from briefd.daemon.research.loop import Research
 
 WEB_ONLY = Settings()
 EVERYTHING = Settings(library=(Path("/srv/library"),), archives=(Path("/srv/zim/wiki.zim"),))
@@ -150,10 +150,10 @@ def test_urls_say_which_source_they_belong_to() -> None:
 def _research(tmp_path: Path, sources: list[str], model_url: str = "http://127.0.0.1:9") -> "Research":
     import httpx
 
-    from briefd.daemon.events import EventLog
-    from briefd.daemon.fetch import FetchLimits, make_client
-    from briefd.daemon.llm import ModelConfig, make_client as make_llm_client
-    from briefd.daemon.loop import Research, Services
+    from briefd.daemon.core.events import EventLog
+    from briefd.daemon.sources.fetch import FetchLimits, make_client
+    from briefd.daemon.model.llm import ModelConfig, make_client as make_llm_client
+    from briefd.daemon.research.loop import Research, Services
 
     settings = Settings(db=tmp_path / "briefd.db", outbox=tmp_path / "outbox", library=(tmp_path / "lib",))
     store = Store(settings.db)

@@ -12,11 +12,11 @@ import re
 
 import pytest
 
-from briefd.daemon import decide
-from briefd.daemon.chart_png import PNG_FILE
-from briefd.daemon.charts import CHART_FILE, CHART_NAMES
-from briefd.daemon.citations import cited_numbers
-from briefd.daemon.report import ALSO_USED, EVIDENCE_LEVEL_WORDS, NOT_READ_NOTE, range_text
+from briefd.daemon.rules import decide
+from briefd.daemon.report.chart_png import PNG_FILE
+from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
+from briefd.daemon.rules.citations import cited_numbers
+from briefd.daemon.report.report import ALSO_USED, EVIDENCE_LEVEL_WORDS, NOT_READ_NOTE, range_text
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import PAGES, TOPICS, Page
 from tests.test_report_answer import VIEWER, first_lines, visible, words

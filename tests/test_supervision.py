@@ -22,13 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon import onfinish, supervise, worker
-from briefd.daemon.cli import main
-from briefd.daemon.inbox import Inbox
-from briefd.daemon.retry import Backoff
-from briefd.daemon.serve import brief_state
-from briefd.daemon.settings import Settings, load_settings
-from briefd.daemon.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
+from briefd.daemon.ops import onfinish
+
+from briefd.daemon.ops import supervise
+
+from briefd.daemon.ops import worker
+from briefd.daemon.ops.cli import main
+from briefd.daemon.intake.inbox import Inbox
+from briefd.daemon.core.retry import Backoff
+from briefd.daemon.ops.serve import brief_state
+from briefd.daemon.core.settings import Settings, load_settings
+from briefd.daemon.ops.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
 from briefd.store import Store
 from tests.conftest import wait_for
 from tests.lab.servers import free_port
@@ -284,7 +288,7 @@ def test_an_http_api_that_dies_stops_the_daemon_with_exit_3_naming_it(
     """`serve = true`: the API's server task raises a moment after it started. The daemon stops with exit 3
     and says the HTTP API died (API: its socket is gone with it; systemd's restart binds it again).
     Before, the task ended unseen and the daemon ran on with no API."""
-    from briefd.daemon import serve
+    from briefd.daemon.ops import serve
 
     async def breaks(self: object) -> None:
         await asyncio.sleep(0.3)
@@ -374,7 +378,7 @@ def test_the_soft_open_files_limit_is_raised_to_the_hard_one_at_start(tmp_path: 
                             timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"open files: soft limit raised from 256 to {wanted}" in result.stderr, result.stderr[-2000:]
-    probe = "import resource; from briefd.daemon.supervise import raise_open_files_limit as r; " \
+    probe = "import resource; from briefd.daemon.ops.supervise import raise_open_files_limit as r; " \
             "print(r()); print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT,
                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))

@@ -21,14 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon import onfinish, worker
-from briefd.daemon.events import EventLog
-from briefd.daemon.files import LOCK_TRY_PAUSE_S, hold_lock, lock_holder, store_lock_path
-from briefd.daemon.loop import Outage
-from briefd.daemon.outages import OutageLog
-from briefd.daemon.sdnotify import Notifier, socket_address, watchdog_interval
-from briefd.daemon.settings import Settings, SettingsError, load_settings, settings_table
-from briefd.daemon.worker import queue_line, restart_fix, startup_line
+from briefd.daemon.ops import onfinish
+
+from briefd.daemon.ops import worker
+from briefd.daemon.core.events import EventLog
+from briefd.daemon.core.files import LOCK_TRY_PAUSE_S, hold_lock, lock_holder, store_lock_path
+from briefd.daemon.research.loop import Outage
+from briefd.daemon.core.outages import OutageLog
+from briefd.daemon.ops.sdnotify import Notifier, socket_address, watchdog_interval
+from briefd.daemon.core.settings import Settings, SettingsError, load_settings, settings_table
+from briefd.daemon.ops.worker import queue_line, restart_fix, startup_line
 from briefd.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +91,7 @@ def test_a_string_on_finish_in_toml_names_the_line_and_shows_an_array(cwd: Path)
 
 
 def test_run_has_the_once_patience_flag(cwd: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from briefd.daemon.cli import build_parser, load
+    from briefd.daemon.ops.cli import build_parser, load
 
     args = build_parser().parse_args(["run", "--once", "--once-patience-s", "9"])
     assert load(args).once_patience_s == 9

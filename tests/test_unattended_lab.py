@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.status import ORPHANED
-from briefd.daemon.sdnotify import socket_address
+from briefd.daemon.ops.status import ORPHANED
+from briefd.daemon.ops.sdnotify import socket_address
 from tests.conftest import BRIEFD, Workspace
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import free_port, start_ollama

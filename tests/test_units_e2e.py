@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from briefd.daemon import judge
+from briefd.daemon.rules import judge
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 

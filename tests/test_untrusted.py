@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from briefd.daemon.charts import report_charts
-from briefd.daemon.report import render_html, render_markdown, safe_http_url, write_report
-from briefd.daemon.untrusted import clean, md_escape, terminal_text
+from briefd.daemon.report.charts import report_charts
+from briefd.daemon.report.report import render_html, render_markdown, safe_http_url, write_report
+from briefd.daemon.core.untrusted import clean, md_escape, terminal_text
 from tests.conftest import BRIEFD
 from tests.test_report import ALLOWED_ATTRS, ALLOWED_TAGS
 

@@ -118,7 +118,7 @@ def demo(root: Path, driver: str) -> int:
 
 def used_sources(report: dict, events_path: Path) -> str:
     """Which sources the brief searched, what it read from each, and the evidence and sources each gave."""
-    from briefd.daemon.sources import kind_of_url
+    from briefd.daemon.sources.sources import kind_of_url
 
     read: dict[str, int] = {}
     for line in events_path.read_text(encoding="utf-8").splitlines():

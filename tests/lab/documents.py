@@ -498,7 +498,7 @@ def write_big_pdf(path: Path, megabytes: int, pages: int = 400) -> tuple[Path, i
 
 def measure_big_pdf(directory: Path, megabytes: int = 200) -> dict[str, float]:
     """Read a `megabytes` MB PDF through the page workers; time per page and the child's peak RSS."""
-    from briefd.daemon.pagework import (
+    from briefd.daemon.sources.pagework import (
         PageWorkers,  # the daemon's import: only the bench needs it here
     )
 

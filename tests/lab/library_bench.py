@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from briefd.daemon.library import Library, search
-from briefd.daemon.pagework import PageWorkers
+from briefd.daemon.sources.library import Library, search
+from briefd.daemon.sources.pagework import PageWorkers
 from briefd.store import Store
 from briefd.store.library import INDEXED, LibraryFiles
 from tests.lab.documents import measure_big_pdf, write_library

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from briefd.daemon.inbox import Inbox
+from briefd.daemon.intake.inbox import Inbox
 from briefd.store.briefs import Store
 
 SIZES = (10, 100, 1_000)

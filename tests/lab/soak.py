@@ -51,7 +51,7 @@ from typing import Any
 
 import httpx
 
-from briefd.daemon.serve import HEADER_DEADLINE_S
+from briefd.daemon.ops.serve import HEADER_DEADLINE_S
 from tests.lab import documents, hostile, web
 from tests.lab.corpus import TOPICS
 from tests.lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng

@@ -1,0 +1,1 @@
+"""The vocabulary every layer shares: briefs, settings, files, events, untrusted text, retries."""

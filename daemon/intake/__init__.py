@@ -1,0 +1,1 @@
+"""How briefs come in: the inbox and schedules (series)."""

@@ -1,0 +1,1 @@
+"""Talking to the model server (Ollama's API) and the hosts behind it."""

@@ -1,0 +1,1222 @@
+"""Every model call briefd makes, and how its answer is read.
+
+Why it looks like this:
+- A small local model's answer is data we cannot trust to be well formed: it may
+  be wrapped in prose or code fences, preceded by a <think> block, cut off at
+  `num_predict`, or carry trailing commas. `parse_json_answer` repairs what can be
+  repaired *without guessing* (a truncated answer is closed only where Python's
+  own decoder says the text is a valid prefix) and otherwise says precisely what
+  is wrong, because that reason goes back to the model in the one retry.
+- The call wrapper owns the whole policy of DESIGN.md's invariant: explicit
+  `num_ctx`/`num_predict`/`temperature`/`seed`, `think=False`, a JSON schema in
+  `format`, a timeout on the client, token counts from the response, repair,
+  one retry with the reason, then the caller's fallback. Bad output never
+  raises; only an unreachable service (`ServiceDown`, the brief waits) or a
+  model that is not pulled (`ModelMissing`, the user must act) do.
+- An HTTP 500 is either an outage or a poisoned request: Ollama answers 500
+  ("llama runner process has terminated") both when its runner is down and when
+  one prompt crashes the runner every time, while it answers every other prompt.
+  Waiting cannot cure the second, so a request refused with 500 a second time is
+  judged by a health probe: the same model, the same `num_ctx` (no reload), a
+  one-word prompt and one token to generate. The probe needs the runner to load
+  and generate, which `/api/version` or `/api/tags` would not prove (they answer
+  while every inference crashes). The probe answers → the request is poisoned:
+  the caller's fallback, outcome "poisoned", no more asking. It fails too → an
+  outage, waited out as before.
+- Answers are cached by a hash of the exact request, so a restart replays
+  finished calls instead of paying for them again.
+
+Facts about the `ollama` client 0.6.x this relies on (read from its source):
+- Its default timeout is none: `make_client` always passes one.
+- Without streaming a refused connection is the builtin `ConnectionError`;
+  timeouts and dropped connections are raw `httpx` errors; HTTP errors are
+  `ResponseError` with `.status_code`. A JSON error body that is not an object
+  makes `ResponseError.__init__` itself raise `AttributeError`, and a 200 whose
+  body is not a chat response raises `ValueError`/`TypeError`: all are treated
+  as the service misbehaving (transient), never as bad model output.
+- Message keys with falsy values are dropped before sending, so an empty
+  assistant message would reach the server without `content`: the retry sends a
+  placeholder instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Generic, Literal, Protocol, TypeVar
+
+import httpx
+import ollama
+
+from ..core import retry
+from ..core.retry import (
+    IN_CALL,
+    IN_CALL_ATTEMPTS,
+    Backoff,
+    OnWait,
+    Transient,
+    call_with_retries,
+    transient_status,
+)
+from ..core.untrusted import clean_json
+
+T = TypeVar("T")
+
+__all__ = [
+    "AnswerCache",
+    "AnswerError",
+    "LONG_TEXT_CHARS",
+    "OUTPUT_FLOOR_TOKENS",
+    "Shorter",
+    "CallRecord",
+    "CallResult",
+    "HealthProbe",
+    "ModelConfig",
+    "ModelMissing",
+    "PROBE_AFTER_REFUSALS",
+    "PROBE_PURPOSE",
+    "ProbeResult",
+    "RETRY_PREFIX",
+    "ServiceDown",
+    "backoff_delay",
+    "answer_token_bound",
+    "base_url",
+    "call_json",
+    "estimate_tokens",
+    "fits",
+    "health_probe",
+    "make_client",
+    "output_budget",
+    "parse_json_answer",
+    "parse_json_answer_ex",
+    "probe",
+    "probe_options",
+    "prompt_budget",
+    "prompt_key",
+    "request_options",
+    "shorter_schema",
+]
+
+# ---- configuration ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One model, one context size: Ollama reloads the model whenever `num_ctx` changes."""
+
+    host: str
+    model: str
+    num_ctx: int = 8192
+    num_predict: int = 1024
+    timeout_s: float = 300.0
+    temperature: float = 0.2
+    seed: int = 42
+    transport_attempts: int = IN_CALL_ATTEMPTS  # the retry policy's (retry.py); tests shrink the waits
+    backoff_base_s: float = IN_CALL.base_s
+    backoff_cap_s: float = IN_CALL.cap_s
+    keep_alive: str | float | None = None  # None: the server's default (5 minutes)
+
+    def __post_init__(self) -> None:
+        # A blank model makes the client raise a pydantic error we would mistake for a bad response.
+        if not self.model.strip():
+            raise ValueError("ModelConfig.model must name a model, e.g. 'gemma3:270m'")
+        if self.num_predict <= 0 or self.num_ctx <= self.num_predict + PROMPT_MARGIN_TOKENS:
+            raise ValueError(
+                f"num_ctx ({self.num_ctx}) must exceed num_predict ({self.num_predict}) "
+                f"+ {PROMPT_MARGIN_TOKENS} tokens of margin, and num_predict must be positive"
+            )
+        if self.transport_attempts < 1:
+            raise ValueError("transport_attempts must be at least 1")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive: the client would otherwise wait forever")
+        Backoff(self.backoff_base_s, self.backoff_cap_s)  # a schedule that cannot work is refused here, not mid-call
+
+    @property
+    def backoff(self) -> Backoff:
+        """This model's waits between transport attempts, as the one retry policy's schedule."""
+        return Backoff(base_s=self.backoff_base_s, cap_s=self.backoff_cap_s)
+
+
+def make_client(cfg: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> ollama.AsyncClient:
+    """The client every call goes through. The library's default timeout is none (waits forever).
+
+    Connecting gets its own short limit: a dead host should be noticed in seconds, while a
+    slow model on a busy machine may legitimately take minutes to answer. `transport` is
+    the daemon's egress transport (checked at connect, counted per brief); with it,
+    trust_env=False, as a proxy from the environment would carry calls past it.
+    ollama.AsyncClient hands extra keyword arguments to its httpx.AsyncClient.
+    """
+    timeout = httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0))
+    if transport is None:
+        return ollama.AsyncClient(host=cfg.host, timeout=timeout)
+    return ollama.AsyncClient(host=cfg.host, timeout=timeout, transport=transport, trust_env=False)
+
+
+def request_options(cfg: ModelConfig, num_predict: int | None = None) -> dict[str, Any]:
+    """The `options` of every chat request: always explicit, never the model's defaults.
+
+    `num_predict`: this call's output budget (`output_budget`); None: the setting, the ceiling.
+    """
+    return {
+        "num_ctx": cfg.num_ctx,
+        "num_predict": cfg.num_predict if num_predict is None else min(num_predict, cfg.num_predict),
+        "temperature": cfg.temperature,
+        "seed": cfg.seed,
+    }
+
+
+# ---- token sizing ----------------------------------------------------------------------------------
+
+# The chat template's role markers and special tokens, plus slack for our estimate being wrong
+# in the optimistic direction on unusual text.
+PROMPT_MARGIN_TOKENS = 256
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token count: about 3 characters a token (English runs nearer 4)."""
+    return math.ceil(len(text) / 3)
+
+
+def prompt_budget(cfg: ModelConfig) -> int:
+    """Tokens the system + user messages may use so that the answer still has `num_predict`."""
+    return cfg.num_ctx - cfg.num_predict - PROMPT_MARGIN_TOKENS
+
+
+def fits(cfg: ModelConfig, system: str, user: str) -> bool:
+    """Whether a prompt fits the budget: Ollama would cut a longer one silently."""
+    return estimate_tokens(system) + estimate_tokens(user) <= prompt_budget(cfg)
+
+
+# ---- output budgets (pure) -------------------------------------------------------------------------
+# Why: every call used to be allowed `num_predict` (1,024) tokens whatever it asked for, and a small
+# model fills an array until it is cut off, which then costs a retry. A schema that bounds every array
+# (maxItems) and string (maxLength) bounds the answer, since a grammar-constrained server (Ollama's
+# `format`) cannot write past it. The largest answer the schema allows, counted as conservatively as
+# `estimate_tokens` counts a prompt, is the call's `num_predict`: never more than the setting, which
+# stays the ceiling, and never less than OUTPUT_FLOOR_TOKENS. A schema that bounds nothing gets the
+# ceiling, as before. The sizes themselves live with the schemas (planner.py), so a prompt, its schema
+# and its budget cannot disagree.
+
+OUTPUT_FLOOR_TOKENS = 32      # braces, keys and whitespace of the smallest valid answer, with room to spare
+NUMBER_TOKENS = 12            # a JSON number: a tokenizer may spend a token a digit (Gemma's does)
+LITERAL_TOKENS = 2            # true, false, null
+SEPARATOR_TOKENS = 2          # a comma or colon, and the newline and indent a model may put after it
+LONG_TEXT_CHARS = 1000        # a string this long may be asked shorter; shorter ones are ids and labels
+# Prose the model writes (a string of PROSE_CHARS or more: the synthesis's summary) may take more tokens
+# than estimate_tokens' 3 characters a token: Gemma 3 270M wrote Markdown with citations at about 2.8,
+# and a summary held to 400 characters by its grammar was cut off at a budget counted at 3. Counted at
+# 2 a token, such an answer is not cut off by its own budget (the grammar still bounds it; only a model
+# that writes to the bound spends it). Shorter strings (ids, labels, one-line summaries) keep 3.
+PROSE_CHARS = 400
+PROSE_CHARS_PER_TOKEN = 2
+
+
+def answer_token_bound(schema: Any) -> int | None:
+    """The most tokens a JSON value valid under `schema` can take, or None when the schema leaves
+    it unbounded (an array without maxItems, a string without maxLength, an unknown type).
+
+    Optional properties are counted as present: the bound is for the largest answer.
+    """
+    if not isinstance(schema, dict):
+        return None
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return max(estimate_tokens(json.dumps(v)) for v in schema["enum"]) + 1
+    if "const" in schema:
+        return estimate_tokens(json.dumps(schema["const"])) + 1
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return _most([answer_token_bound(s) for s in schema[key]])
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return _most([_type_bound(schema, k) for k in kinds]) if kinds else None
+
+
+def _most(bounds: list[int | None]) -> int | None:
+    return None if not bounds or any(b is None for b in bounds) else max(b for b in bounds if b is not None)
+
+
+def _type_bound(schema: dict[str, Any], kind: Any) -> int | None:
+    if kind == "string":
+        most = schema.get("maxLength")
+        if not isinstance(most, int):
+            return None
+        return (math.ceil((most + 2) / PROSE_CHARS_PER_TOKEN) if most >= PROSE_CHARS
+                else estimate_tokens("x" * (most + 2))) + 1
+    if kind in ("number", "integer"):
+        return NUMBER_TOKENS
+    if kind in ("boolean", "null"):
+        return LITERAL_TOKENS
+    if kind == "array":
+        most, item = schema.get("maxItems"), answer_token_bound(schema.get("items", {}))
+        if not isinstance(most, int):
+            return None
+        if most == 0:
+            return 2
+        return None if item is None else 2 + most * (item + SEPARATOR_TOKENS)
+    if kind == "object":
+        # a missing additionalProperties is false to a grammar-constrained server (llama.cpp's converter)
+        props = schema.get("properties")
+        if not isinstance(props, dict) or schema.get("additionalProperties", False) is not False:
+            return None
+        values = [answer_token_bound(v) for v in props.values()]
+        if any(v is None for v in values):
+            return None
+        keys = sum(estimate_tokens(json.dumps(k) + ": ") + SEPARATOR_TOKENS for k in props)
+        return 2 + keys + sum(v for v in values if v is not None)
+    return None
+
+
+def output_budget(cfg: ModelConfig, schema: dict[str, Any]) -> int:
+    """The `num_predict` of a call answering `schema`: its largest valid answer, floored, under the ceiling."""
+    bound = answer_token_bound(schema)
+    if bound is None:
+        return cfg.num_predict
+    return min(cfg.num_predict, max(OUTPUT_FLOOR_TOKENS, bound))
+
+
+@dataclass(frozen=True)
+class Shorter:
+    """The schema for the retry of a cut-off answer, and what it asks for ("at most 3 items")."""
+
+    schema: dict[str, Any]
+    asks: list[str]
+
+
+def shorter_schema(schema: dict[str, Any]) -> Shorter | None:
+    """A tighter schema for the retry of an answer that was cut off, or None when no valid answer
+    can be shorter (asking again for the same thing would be cut off again: the fallback instead).
+
+    The answer's own arrays (not those inside their items: three sentence ids make one quote) get
+    half their maxItems, never below minItems or 1; a long text (LONG_TEXT_CHARS or more) gets half
+    its maxLength. An array or text with no bound can always be shorter: the retry asks for that in
+    words, the schema cannot say how much.
+    """
+    tight: dict[str, Any] = json.loads(json.dumps(schema))  # a deep copy
+    asks: list[str] = []
+    _tighten(tight, "items", asks)
+    return Shorter(tight, asks) if asks else None
+
+
+def _tighten(node: Any, name: str, asks: list[str]) -> None:
+    if not isinstance(node, dict):
+        return
+    kind = node.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if "array" in kinds:
+        floor = max(1, node.get("minItems", 0) if isinstance(node.get("minItems"), int) else 0)
+        most = node.get("maxItems")
+        if not isinstance(most, int):
+            asks.append(f"fewer {name}")
+        elif most > floor:
+            node["maxItems"] = max(floor, most // 2)
+            asks.append(f"at most {node['maxItems']} {name}")
+    elif "string" in kinds and "enum" not in node:
+        most = node.get("maxLength")
+        if not isinstance(most, int):
+            asks.append(f"a shorter {name}")
+        elif most >= LONG_TEXT_CHARS:
+            node["maxLength"] = most // 2
+            asks.append(f"a {name} of at most {node['maxLength']} characters")
+    elif "object" in kinds or isinstance(node.get("properties"), dict):
+        for key, child in (node.get("properties") or {}).items():
+            _tighten(child, key, asks)
+
+
+# ---- JSON repair (pure) ----------------------------------------------------------------------------
+
+
+class AnswerError(ValueError):
+    """The answer holds no usable JSON; `reason` is short enough to quote back to the model."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# Repair names, as reported by parse_json_answer_ex and counted in CallResult.repairs.
+REPAIR_THINK = "think"
+REPAIR_FENCE = "fence"
+REPAIR_PROSE = "prose"
+REPAIR_TRAILING_COMMA = "trailing_comma"
+REPAIR_TRUNCATED = "truncated"
+
+MAX_ANSWER_CHARS = 1_000_000  # far past any num_predict; bounds the work on a hostile input
+_MAX_SCAN_TOKENS = 200_000  # total bracket/string tokens examined while looking for candidates
+_MAX_TRUNCATED_TRIES = 16
+_MAX_CUTS_TRIED = 64
+
+_THINK_BLOCK = re.compile(r"^\s*<(think|thinking)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"^\s*<(think|thinking)>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(?:think|thinking)>", re.IGNORECASE)
+# A JSON string (group 1 set when it is terminated) or one bracket. Strings are matched whole so
+# that braces inside them never count; an unterminated string runs to the end of the text.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(")?|[{}\[\]]', re.DOTALL)
+_OPENER = re.compile(r"[{\[]")
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*")
+# A string, closed or cut off at the end (so ",]" inside a cut-off string is never taken for a
+# trailing comma), or a comma before a closer.
+_TRAILING_COMMA = re.compile(r'("(?:[^"\\]|\\.)*(?:"|\\?\Z))|,(\s*[}\]])', re.DOTALL)
+_PARTIAL_TOKEN = re.compile(r"[A-Za-z0-9.+\-]*\s*")
+_CLOSER = {"{": "}", "[": "]"}
+_JSONISH = re.compile(r'\{\s*["}]|\[\s*(?:["\-0-9{\[\]]|true\b|false\b|null\b)')
+
+
+class _NonFinite(Exception):
+    """NaN or Infinity in an answer: Python's json accepts them, JSON does not."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 parses to inf without ever calling parse_constant
+        raise _NonFinite(text)
+    return value
+
+
+def _loads(text: str) -> Any:
+    # strict=False lets raw control characters (a literal newline) through inside strings:
+    # harmless, and small models do write them.
+    return json.loads(text, strict=False, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _remove_trailing_commas(text: str) -> str:
+    return _TRAILING_COMMA.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+
+
+def _kind(value: Any) -> str:
+    return {str: "a string", bool: "a boolean", type(None): "null", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__)
+
+
+@dataclass
+class _Attempts:
+    """What went wrong with the candidates tried so far, to explain a failure precisely."""
+
+    non_finite: str | None = None
+    truncated: str | None = None
+    invalid: str | None = None
+    invalid_len: int = -1
+    scalar: str | None = None
+
+    def note_invalid(self, reason: str, length: int) -> None:
+        if length > self.invalid_len:
+            self.invalid, self.invalid_len = reason, length
+
+    def reason(self, had_think: bool) -> str:
+        if self.non_finite:
+            return f"the answer contains {self.non_finite}, which is not valid JSON (use null or a number)"
+        if self.truncated:
+            return self.truncated
+        if self.invalid:
+            return self.invalid
+        if self.scalar:
+            return self.scalar
+        if had_think:
+            return "the answer is a <think> block with no JSON object after it"
+        return "no JSON object or array found in the answer"
+
+
+def _unparseable(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "the JSON is nested too deeply"
+    return _one_line(f"unparseable JSON: {exc}", 200)
+
+
+def _decode_error(exc: json.JSONDecodeError) -> str:
+    return f"invalid JSON: {exc.msg} at character {exc.pos}"
+
+
+def _parse_whole(text: str, why: _Attempts) -> tuple[Any, list[str]] | None:
+    """`text` as it stands, or with trailing commas removed; None (noting why) when neither parses."""
+    try:
+        return _loads(text), []
+    except _NonFinite as exc:
+        why.non_finite = str(exc)
+        return None
+    except json.JSONDecodeError as exc:
+        first_error = exc
+    except (RecursionError, ValueError) as exc:  # too deeply nested; an integer past 4,300 digits
+        why.note_invalid(_unparseable(exc), len(text))
+        return None
+    cleaned = _remove_trailing_commas(text)
+    if cleaned != text:
+        try:
+            return _loads(cleaned), [REPAIR_TRAILING_COMMA]
+        except _NonFinite as exc:
+            why.non_finite = str(exc)
+            return None
+        except json.JSONDecodeError:
+            pass
+        except (RecursionError, ValueError) as exc:
+            why.note_invalid(_unparseable(exc), len(text))
+            return None
+    why.note_invalid(_decode_error(first_error), len(text))
+    return None
+
+
+@dataclass
+class _Scan:
+    end: int | None  # index after the matching closer (or the mismatched one), None when the text ends first
+    mismatched: bool = False
+    tokens: int = 0
+
+
+def _scan(text: str, start: int) -> _Scan:
+    """Follow brackets from the opener at `start`, skipping over strings."""
+    stack: list[str] = []
+    tokens = 0
+    for m in _TOKEN.finditer(text, start):
+        tokens += 1
+        tok = m.group(0)
+        if tok[0] == '"':
+            if m.group(1) is None:
+                return _Scan(None, tokens=tokens)
+            continue
+        if tok in "{[":
+            stack.append(tok)
+            continue
+        if not stack or _CLOSER[stack[-1]] != tok:
+            return _Scan(m.end(), mismatched=True, tokens=tokens)
+        stack.pop()
+        if not stack:
+            return _Scan(m.end(), tokens=tokens)
+    return _Scan(None, tokens=tokens)
+
+
+_EMPTY_PREFIX = object()  # a valid JSON prefix that closes to nothing: the answer, but useless
+
+
+def _close_truncated(span: str, why: _Attempts) -> tuple[Any, list[str]] | object | None:
+    """Close an answer that was cut off, if what remains is a sensible prefix.
+
+    Sensible means Python's decoder read everything up to the last, unfinished token
+    (a string, number or literal that was being written, or a dangling comma, colon or
+    key). An error earlier in the text is a malformed answer, not a truncated one, and
+    is reported as such rather than silently cut away. The unfinished token is dropped,
+    never closed: a string cut mid-word ("…a 14-k") would otherwise be published as if
+    whole, so a summary that was cut leaves nothing and is asked for again, shorter.
+    """
+    repairs: list[str] = []
+    text = span
+    cleaned = _remove_trailing_commas(text)
+    if cleaned != text:
+        text, repairs = cleaned, [REPAIR_TRAILING_COMMA]
+    try:
+        _loads(text)
+        return None  # cannot happen for a span that never closes; be safe
+    except _NonFinite as exc:
+        why.non_finite = str(exc)
+        return None
+    except json.JSONDecodeError as exc:
+        error = exc
+    except (RecursionError, ValueError) as exc:
+        why.note_invalid(_unparseable(exc), len(text))
+        return None
+    body = text.rstrip()
+    at_end = error.pos >= len(body) or _PARTIAL_TOKEN.fullmatch(text, error.pos) is not None
+    in_string = error.msg.startswith("Unterminated string")
+    if not (at_end or in_string):
+        why.note_invalid(_decode_error(error), len(text))
+        return None
+
+    # Walk the text once, remembering places where a cut leaves a valid prefix once closed.
+    stack: list[str] = []
+    cuts: list[tuple[int, str]] = []  # (cut index, closers to append)
+    inside = False
+    escaped = False
+    for i, ch in enumerate(text):
+        if inside:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                inside = False
+                cuts.append((i + 1, "".join(_CLOSER[b] for b in reversed(stack))))
+            continue
+        if ch == '"':
+            inside = True
+        elif ch in "{[":
+            stack.append(ch)
+            if len(stack) == 1:  # only the outermost: a nested {} or [] would stand for a lost item
+                cuts.append((i + 1, _CLOSER[ch]))
+        elif ch in "}]":
+            if stack:
+                stack.pop()
+            cuts.append((i + 1, "".join(_CLOSER[b] for b in reversed(stack))))
+        elif ch == ",":
+            cuts.append((i, "".join(_CLOSER[b] for b in reversed(stack))))
+
+    closers = "".join(_CLOSER[b] for b in reversed(stack))
+    tries: list[str] = [] if inside else [body.rstrip(",").rstrip() + closers]
+    for index, cut_closers in reversed(cuts[-_MAX_CUTS_TRIED:]):
+        tries.append(text[:index].rstrip().rstrip(",").rstrip() + cut_closers)
+
+    for candidate in tries:
+        try:
+            value = _loads(candidate)
+            empty = not _has_leaf(value)
+        except (json.JSONDecodeError, _NonFinite, RecursionError, ValueError):
+            continue
+        if empty:
+            # `{"items": [` closes to valid JSON that says nothing: not a sensible prefix.
+            why.truncated = "the answer was cut off before its first complete value"
+            return _EMPTY_PREFIX
+        return value, repairs + [REPAIR_TRUNCATED]
+    why.truncated = "the answer was cut off and what remains cannot be closed into valid JSON"
+    return None
+
+
+def _has_leaf(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_leaf(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_leaf(v) for v in value)
+    return True
+
+
+def _strip_leading_think(text: str) -> tuple[str, bool]:
+    """Remove leading reasoning: whole <think>…</think> blocks, then an unclosed leading <think> tag."""
+    stripped = False
+    while m := _THINK_BLOCK.match(text):
+        text, stripped = text[m.end():], True
+    if m := _THINK_OPEN.match(text):
+        text, stripped = text[m.end():], True
+    return text, stripped
+
+
+def _outside_repairs(text: str, start: int, end: int) -> list[str]:
+    """Name what surrounded the JSON: code fences, other prose, or both."""
+    outside = text[:start] + " " + text[end:]
+    repairs: list[str] = []
+    if _FENCE.search(outside):
+        repairs.append(REPAIR_FENCE)
+        outside = _FENCE.sub(" ", outside)
+    if outside.strip():
+        repairs.append(REPAIR_PROSE)
+    return repairs
+
+
+@dataclass
+class _Found:
+    start: int
+    end: int  # for a closed truncated answer: the end of the text
+    value: Any
+    repairs: list[str]  # trailing_comma / truncated
+
+
+def _search(text: str, why: _Attempts) -> _Found | None:
+    """The longest JSON object or array in `text` that parses (after repair), or None.
+
+    Every `{`/`[` is a possible start, since we cannot know where strings are in the
+    prose around the JSON; starts inside a found candidate are skipped, and a candidate
+    closed after truncation runs to the end of the text, so it ends the search.
+    """
+    best: _Found | None = None
+    skip_until = 0  # openers before this lie inside a candidate already judged
+    budget = _MAX_SCAN_TOKENS
+    truncated_tries = 0
+    for opener in _OPENER.finditer(text):
+        start = opener.start()
+        if start < skip_until:
+            continue
+        if budget <= 0:
+            break
+        # A candidate that starts the way JSON does and still fails is a malformed answer: the
+        # pieces inside it are fragments, not answers. One that starts like prose ("{curly") is
+        # prose, and the JSON may be inside or after it.
+        jsonish = _JSONISH.match(text, start) is not None
+        scan = _scan(text, start)
+        budget -= scan.tokens
+        if scan.mismatched:
+            if jsonish:
+                why.note_invalid("invalid JSON: a closing bracket does not match its opening one",
+                                 (scan.end or start) - start)
+                skip_until = scan.end or start
+            continue
+        if scan.end is not None:
+            parsed = _parse_whole(text[start:scan.end], why)
+            if parsed is not None:
+                if best is None or scan.end - start > best.end - best.start:
+                    best = _Found(start, scan.end, parsed[0], parsed[1])
+                skip_until = scan.end
+            elif jsonish:
+                skip_until = scan.end
+            continue
+        if truncated_tries >= _MAX_TRUNCATED_TRIES:
+            continue
+        truncated_tries += 1
+        closed = _close_truncated(text[start:], why)
+        if isinstance(closed, tuple):
+            if best is None or len(text) - start > best.end - best.start:
+                best = _Found(start, len(text.rstrip()), closed[0], closed[1])
+            break  # it runs to the end of the text: every later opener lies inside it
+        if closed is _EMPTY_PREFIX or jsonish:
+            break
+    return best
+
+
+def parse_json_answer_ex(text: str) -> tuple[Any, list[str]]:
+    """Parse a model's answer into a JSON object or array, repairing what can be repaired.
+
+    Returns the value and the repairs applied, in the order applied (names: "think",
+    "fence", "prose", "trailing_comma", "truncated"); an empty list means the answer
+    was clean. Raises AnswerError with a short reason otherwise. Pure: no I/O.
+
+    A clean answer is parsed as it stands first, so text that merely *looks* like
+    damage inside a JSON string (a fence in Markdown, a </think>) is never touched.
+    """
+    if text is None or not text.strip():
+        raise AnswerError("the answer is empty")
+    if len(text) > MAX_ANSWER_CHARS:
+        raise AnswerError(f"the answer is too long ({len(text)} characters)")
+    why = _Attempts()
+    text = text.lstrip("\ufeff")
+
+    # The whole text's own decode error is no explanation when the JSON sits inside prose,
+    # so only its NaN verdict is kept; the candidates below say what is wrong.
+    whole_why = _Attempts()
+    whole = _parse_whole(text.strip(), whole_why)
+    why.non_finite = whole_why.non_finite
+    if whole is not None:
+        value, repairs = whole
+        if isinstance(value, (dict, list)):
+            return value, repairs
+        why.scalar = f"the answer is {_kind(value)}, not a JSON object"
+
+    text, had_think = _strip_leading_think(text)
+    if had_think and not text.strip():
+        raise AnswerError("the answer is only a <think> block, with no JSON after it")
+    found = _search(text, why)
+
+    # An orphan </think> (the chat template opened the block in the prompt) ends reasoning that
+    # may hold JSON-looking fragments. But a </think> inside the answer's own strings is data.
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        orphan = closes[-1]
+        if found is None or found.end <= orphan.start():
+            after = text[orphan.end():]
+            found_after = _search(after, why) if after.strip() else None
+            if found_after is not None:
+                text, found, had_think = after, found_after, True
+        elif found.start >= orphan.end():
+            cut = orphan.end()
+            text, found.start, found.end, had_think = text[cut:], found.start - cut, found.end - cut, True
+
+    if found is None:
+        raise AnswerError(why.reason(had_think))
+    repairs = [REPAIR_THINK] if had_think else []
+    return found.value, repairs + _outside_repairs(text, found.start, found.end) + found.repairs
+
+
+def parse_json_answer(text: str) -> Any:
+    """`parse_json_answer_ex` without the list of repairs."""
+    return parse_json_answer_ex(text)[0]
+
+
+# ---- the call --------------------------------------------------------------------------------------
+
+Outcome = Literal["ok", "repaired", "retried", "fallback", "cached", "error", "poisoned", "probe"]
+
+RETRY_PREFIX = "Your previous answer could not be used:"
+_EMPTY_ANSWER_PLACEHOLDER = "(empty answer)"
+_MAX_REASON_CHARS = 300
+
+
+class AnswerCache(Protocol):
+    """Where finished answers are kept by prompt hash (the store implements it)."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None: ...
+
+
+@dataclass
+class CallRecord:
+    """One attempt at a model call (or one cache hit), as the store's model_calls table keeps it."""
+
+    purpose: str
+    model: str
+    prompt_hash: str
+    started_at: str
+    seconds: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    outcome: Outcome
+    answer: str
+    error: str | None = None
+    truncated_prompt: bool = False
+    truncated_answer: bool = False
+    attempt: int = 1
+    num_predict: int | None = None  # the output budget this attempt was sent (None: no request was answered)
+
+
+@dataclass
+class CallResult(Generic[T]):
+    """What `call_json` settled on, and what it cost."""
+
+    value: T
+    outcome: Literal["ok", "repaired", "retried", "fallback", "cached", "poisoned"]
+    records: list[CallRecord] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    repairs: list[str] = field(default_factory=list)
+    retry_skipped: bool = False  # cut off, and not asked again (no shorter answer, or the caller said so)
+
+
+class ServiceDown(Exception):
+    """Ollama stayed unreachable (or kept answering 5xx) through every transport attempt.
+
+    The brief should wait and try again later; it has not failed.
+    """
+
+    def __init__(self, host: str, reason: str) -> None:
+        super().__init__(f"Ollama at {host} is unavailable: {reason}")
+        self.host = host
+        self.reason = reason
+
+
+class ModelMissing(Exception):
+    """Ollama answered 404 for the model: it is not pulled. Only the user can fix that."""
+
+    def __init__(self, model: str, host: str, detail: str = "") -> None:
+        self.model = model
+        self.host = host
+        self.detail = detail
+        self.fix = f"run: ollama pull {model}"
+        said = f" ({detail})" if detail else ""
+        super().__init__(f"model {model!r} is not available on Ollama at {host}{said}; {self.fix}")
+
+
+class _Rejected(Exception):
+    """A 4xx other than 404: the request itself is refused, so asking again will not help."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"Ollama refused the request: HTTP {status}: {detail}")
+        self.status = status
+
+
+class _Unusable(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class HealthProbe:
+    """What the health probe found: `response` is set when the model answered it (healthy)."""
+
+    response: ollama.ChatResponse | None
+    started_at: str
+    seconds: float
+    reason: str = ""  # why it failed, when it did
+
+    @property
+    def healthy(self) -> bool:
+        return self.response is not None
+
+
+class _Poisoned(Exception):
+    """This request got HTTP 500 every time while the health probe was answered: asking again will not help."""
+
+    def __init__(self, reason: str, probe: HealthProbe) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.probe = probe
+
+
+# Answers about given text (an evidence batch's passages, the synthesis of given quotes) hardly
+# depend on the day they are asked: their cache key keeps only the year of the prompt's date
+# line, so a brief asked again another day of the year, about text that did not change, replays
+# them instead of paying for the same answer (issue 12: a scheduled re-run whose sources did not
+# change makes no model call). The year stays: a page's "last year" is read against it. A plan's
+# key keeps the whole date: its queries may aim at this month.
+TODAY_PREFIX = "TODAY: "
+DATE_FREE_PURPOSES = ("evidence", "synthesis")
+
+
+def cache_messages(purpose: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The messages as the answer cache keys them: the user prompt's date line (planner's header,
+    TODAY_PREFIX) cut to its year where the answer does not depend on the day."""
+    if purpose not in DATE_FREE_PURPOSES:
+        return messages
+    return [{**m, "content": _year_only(m["content"])} if m.get("role") == "user" else m for m in messages]
+
+
+def _year_only(prompt: str) -> str:
+    lines = prompt.split("\n")
+    for n, line in enumerate(lines[:3]):  # the header: QUESTION, then TODAY
+        if line.startswith(TODAY_PREFIX):
+            lines[n] = line[:len(TODAY_PREFIX) + 4]
+            break
+    return "\n".join(lines)
+
+
+def prompt_key(cfg: ModelConfig, messages: list[dict[str, str]], schema: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of (model, messages, format, options): the cache key."""
+    payload = {"model": cfg.model, "messages": messages, "format": schema, "options": request_options(cfg)}
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def backoff_delay(cfg: ModelConfig, failures: int, rand: Callable[[], float] = random.random) -> float:
+    """Seconds to wait after `failures` failed tries of a model call: the retry policy's schedule
+    (`retry.backoff_delay`) with this model's base and cap."""
+    return retry.backoff_delay(cfg.backoff, failures, rand)
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _one_line(text: str, limit: int = _MAX_REASON_CHARS) -> str:
+    text = " ".join(str(text).split()).rstrip(".")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _transport_reason(exc: BaseException) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out ({type(exc).__name__})"
+    if isinstance(exc, ConnectionError):
+        return "connection refused or failed"
+    return _one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+# A request refused with this status this many times is judged by a health probe: the first
+# 500 may be a runner that crashed for another reason and restarts; the second, on the very same
+# request, is the one retry DESIGN.md allows before a fallback.
+RUNNER_FAILED_STATUS = 500
+PROBE_AFTER_REFUSALS = 2
+PROBE_PURPOSE = "health_probe"
+PROBE_PROMPT = "Reply with the single word OK."
+
+
+def probe_options(cfg: ModelConfig) -> dict[str, Any]:
+    """`request_options` with one token to generate: the same `num_ctx`, so the probe never reloads the model."""
+    return {**request_options(cfg), "num_predict": 1}
+
+
+async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthProbe:
+    """Can the model answer anything right now? A one-word prompt, one token, the same model and context.
+
+    Any failure (an HTTP error, no connection, a timeout, an unreadable answer) is "no": an
+    outage. Only an answer says the runner loads and generates, so a request it keeps
+    refusing is refused for what it asks, not because the server is down.
+    """
+    started_at, t0 = _utc_now(), time.monotonic()
+    try:
+        response = await client.chat(
+            model=cfg.model, messages=[{"role": "user", "content": PROBE_PROMPT}], options=probe_options(cfg),
+            think=False, stream=False, keep_alive=cfg.keep_alive,
+        )
+    except ollama.ResponseError as exc:
+        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3),
+                           _one_line(f"HTTP {exc.status_code}: {exc.error}"))
+    except (ConnectionError, httpx.HTTPError) as exc:
+        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3), _transport_reason(exc))
+    except (ValueError, TypeError, AttributeError) as exc:
+        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3),
+                           _one_line(f"unreadable response ({type(exc).__name__}: {exc})", 200))
+    return HealthProbe(response, started_at, round(time.monotonic() - t0, 3))
+
+
+async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dict[str, str]],
+                schema: dict[str, Any], on_wait: OnWait | None,
+                num_predict: int | None = None) -> tuple[ollama.ChatResponse, str, float]:
+    """One model attempt; transport failures are waited out by the retry policy, up to `transport_attempts`.
+
+    At the second HTTP 500 for this request a health probe decides: answered → `_Poisoned` (this
+    request crashes the model; the caller falls back), not answered → the outage is waited out.
+    """
+    refusals = 0
+    probe_failed = ""  # said with every later reason: the user learns that the whole server is down
+
+    async def attempt() -> tuple[ollama.ChatResponse, str, float]:
+        nonlocal refusals, probe_failed
+        started_at, t0 = _utc_now(), time.monotonic()
+        try:
+            response = await client.chat(
+                model=cfg.model, messages=messages, format=schema, options=request_options(cfg, num_predict),
+                think=False, stream=False, keep_alive=cfg.keep_alive,
+            )
+            return response, started_at, round(time.monotonic() - t0, 3)
+        except ollama.ResponseError as exc:
+            if exc.status_code == 404:
+                raise ModelMissing(cfg.model, cfg.host, _one_line(exc.error)) from None
+            if not transient_status(exc.status_code):
+                raise _Rejected(exc.status_code, _one_line(exc.error)) from None
+            reason = _one_line(f"HTTP {exc.status_code}: {exc.error}")
+            if exc.status_code == RUNNER_FAILED_STATUS:
+                refusals += 1
+                if refusals == PROBE_AFTER_REFUSALS:  # once per request: an outage is then waited out
+                    probe = await health_probe(client, cfg)
+                    if probe.healthy:
+                        raise _Poisoned(
+                            f"Ollama refused this request {refusals} times ({reason}) but answers others "
+                            f"(a health probe succeeded): the request itself crashes the model",
+                            probe) from None
+                    probe_failed = f"; a health probe failed too ({probe.reason})"
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise ServiceDown(cfg.host, f"bad Ollama address: {exc}") from None
+        except (ConnectionError, httpx.TransportError) as exc:
+            reason = _transport_reason(exc)
+        except (ValueError, TypeError, AttributeError) as exc:
+            # A 200 that is not a chat response, or an error body the client cannot read.
+            reason = _one_line(f"unreadable response ({type(exc).__name__}: {exc})", 200)
+        raise Transient(reason + probe_failed)
+
+    try:
+        return await call_with_retries(attempt, service="ollama", on_wait=on_wait,
+                                       attempts=cfg.transport_attempts, schedule=cfg.backoff)
+    except Transient as exc:
+        raise ServiceDown(cfg.host, f"{exc} (after {cfg.transport_attempts} attempts)") from None
+
+
+def _use(answer: str, coerce: Callable[[Any], T]) -> tuple[T, list[str]]:
+    try:
+        parsed, repairs = parse_json_answer_ex(answer)
+    except AnswerError as exc:
+        raise _Unusable(exc.reason) from None
+    try:
+        return coerce(clean_json(parsed)), repairs  # the model's door: every string cleaned (untrusted.py)
+    except KeyError as exc:
+        raise _Unusable(f"the JSON lacks the required field {exc.args[0]!r}" if exc.args else "a field is missing") from None
+    except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise _Unusable(_one_line(f"the JSON does not match the schema: {exc}" if str(exc)
+                                  else f"the JSON does not match the schema ({type(exc).__name__})")) from None
+
+
+def _probe_record(cfg: ModelConfig, probe: HealthProbe) -> CallRecord:
+    """The answered health probe as a model call: it is not free, so usage counts it."""
+    response = probe.response
+    return CallRecord(purpose=PROBE_PURPOSE, model=cfg.model, prompt_hash="", started_at=probe.started_at,
+                      seconds=probe.seconds, prompt_tokens=response.prompt_eval_count if response else None,
+                      completion_tokens=response.eval_count if response else None, outcome="probe",
+                      answer=(response.message.content or "") if response else "")
+
+
+def _retry_messages(cfg: ModelConfig, messages: list[dict[str, str]], bad: str, reason: str) -> list[dict[str, str]]:
+    """The first request, the bad answer (clipped to what the window can hold), and the reason."""
+    follow_up = f"{RETRY_PREFIX} {_one_line(reason)}. Reply with only a JSON object that matches the schema."
+    room = prompt_budget(cfg) - sum(estimate_tokens(m["content"]) for m in messages) - estimate_tokens(follow_up)
+    limit = max(room * 3, 600)
+    shown = bad.strip() or _EMPTY_ANSWER_PLACEHOLDER
+    if len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    return [*messages, {"role": "assistant", "content": shown}, {"role": "user", "content": follow_up}]
+
+
+async def call_json(
+    client: ollama.AsyncClient,
+    cfg: ModelConfig,
+    *,
+    purpose: str,
+    system: str,
+    user: str,
+    schema: dict[str, Any],
+    coerce: Callable[[Any], T],
+    fallback: Callable[[], T],
+    cache: AnswerCache | None = None,
+    record: Callable[[CallRecord], None] | None = None,
+    on_wait: OnWait | None = None,
+    retry_cut: bool = True,
+) -> CallResult[T]:
+    """Ask the model for JSON matching `schema` and turn it into a T, whatever the model does.
+
+    `retry_cut=False`: an answer cut off at its budget is not asked again (the caller has a
+    fallback at least as good as a shorter answer would be: the synthesis's quotes).
+
+    Cache hit → "cached". Otherwise one chat, whose `num_predict` is the schema's output budget
+    (`output_budget`); a usable answer (after repair) → "ok" or "repaired"; else one retry quoting
+    the reason → "retried"; else `fallback()` → "fallback". An answer cut off at its budget is
+    retried only when a shorter answer can exist (`shorter_schema`): the retry asks for fewer items
+    in words and sends the tighter schema (and its smaller budget); when none can, the fallback at once. A request Ollama keeps refusing with HTTP 500 while its health probe is
+    answered → `fallback()` as "poisoned" (the probe is recorded as a "probe" call: it cost
+    model time). Raises only ServiceDown (Ollama unreachable after every transport attempt,
+    the probe included) and ModelMissing (404). Every attempt is passed to `record`.
+    """
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    key = prompt_key(cfg, cache_messages(purpose, messages), schema)
+    records: list[CallRecord] = []
+
+    def emit(rec: CallRecord) -> None:
+        records.append(rec)
+        if record is not None:
+            record(rec)
+
+    def result(value: T, outcome: Any, repairs: list[str], retry_skipped: bool = False) -> CallResult[T]:
+        return CallResult(
+            value=value, outcome=outcome, records=records, repairs=repairs, retry_skipped=retry_skipped,
+            prompt_tokens=sum(r.prompt_tokens or 0 for r in records),
+            completion_tokens=sum(r.completion_tokens or 0 for r in records),
+        )
+
+    if cache is not None:
+        stored = cache.get(key)
+        if stored is not None:
+            try:
+                value, repairs = _use(stored, coerce)
+            except _Unusable:
+                pass  # an entry today's coerce rejects (briefd was upgraded): ask the model again
+            else:
+                emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
+                                seconds=0.0, prompt_tokens=0, completion_tokens=0, outcome="cached",
+                                answer=stored))
+                return result(value, "cached", repairs)
+
+    over_budget = not fits(cfg, system, user)
+    attempt_messages, attempt_schema = messages, schema
+    for attempt in (1, 2):
+        budget = output_budget(cfg, attempt_schema)
+        try:
+            response, started_at, seconds = await _chat(client, cfg, attempt_messages, attempt_schema, on_wait,
+                                                        budget)
+        except _Rejected as exc:
+            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
+                            seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="fallback",
+                            answer="", error=str(exc), truncated_prompt=over_budget, attempt=attempt))
+            return result(fallback(), "fallback", [])
+        except _Poisoned as exc:
+            emit(_probe_record(cfg, exc.probe))
+            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
+                            seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="poisoned",
+                            answer="", error=exc.reason, truncated_prompt=over_budget, attempt=attempt))
+            return result(fallback(), "poisoned", [])
+        answer = response.message.content or ""
+        prompt_tokens, completion_tokens = response.prompt_eval_count, response.eval_count
+        truncated_answer = response.done_reason == "length"
+        server_cut = prompt_tokens is not None and prompt_tokens >= cfg.num_ctx - cfg.num_predict
+        rec = CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=started_at,
+                         seconds=seconds, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                         outcome="ok", answer=answer, truncated_prompt=over_budget or server_cut,
+                         truncated_answer=truncated_answer, attempt=attempt, num_predict=budget)
+        try:
+            value, repairs = _use(answer, coerce)
+        except _Unusable as exc:
+            reason = exc.reason
+            shorter = shorter_schema(attempt_schema) if truncated_answer and retry_cut else None
+            if truncated_answer and shorter is None:
+                why = "no shorter answer can exist" if retry_cut else "a shorter answer would not be better"
+                rec.outcome, rec.error = "fallback", f"it was cut off at the {budget}-token limit ({reason}) and {why}"
+                emit(rec)
+                return result(fallback(), "fallback", [], retry_skipped=True)
+            if shorter is not None:
+                reason = (f"it was cut off at the {budget}-token limit ({reason}); "
+                          f"give a shorter answer with {', '.join(shorter.asks)}")
+                attempt_schema = shorter.schema
+            elif not answer.strip() and response.message.thinking:
+                reason = "it was empty: the model spent its output on thinking"
+            rec.outcome, rec.error = ("error" if attempt == 1 else "fallback"), reason
+            emit(rec)
+            attempt_messages = _retry_messages(cfg, messages, answer, reason)
+            continue
+        rec.outcome = "retried" if attempt == 2 else ("repaired" if repairs else "ok")
+        emit(rec)
+        final = result(value, rec.outcome, repairs)
+        if cache is not None:
+            cache.put(key, answer, final.prompt_tokens, final.completion_tokens)
+        return final
+    return result(fallback(), "fallback", [])
+
+
+# ---- briefd check ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ProbeResult:
+    """What `briefd check` says about Ollama."""
+
+    host: str
+    model: str
+    reachable: bool
+    version: str | None
+    model_pulled: bool
+    models: list[str]
+    message: str
+    fix: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and self.model_pulled
+
+
+def base_url(host: str) -> str:
+    """The URL the ollama client will really use for `host` (OLLAMA_HOST semantics).
+
+    Borrowed from the client so that `briefd check` probes the same place the calls go:
+    note that "http://host" without a port means port 80 there, not 11434.
+    """
+    try:
+        from ollama._client import _parse_host
+    except ImportError:  # a future client moved it: the common cases by hand
+        host = host or "127.0.0.1:11434"
+        if "://" not in host:
+            host = "http://" + host
+        return host.rstrip("/")
+    return _parse_host(host)
+
+
+def _model_names(tags: Any) -> list[str]:
+    entries = tags.get("models") if isinstance(tags, dict) else None
+    names: list[str] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict):
+            for k in ("name", "model"):
+                if isinstance(entry.get(k), str) and entry[k] not in names:
+                    names.append(entry[k])
+    return names
+
+
+def _same_model(wanted: str, listed: str) -> bool:
+    def norm(name: str) -> str:
+        return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+    return norm(wanted) == norm(listed)
+
+
+async def probe(host: str, model: str, timeout_s: float) -> ProbeResult:
+    """Is Ollama reachable at `host`, which version, and is `model` pulled? Says what to fix."""
+    url = base_url(host)
+    start_fix = "start Ollama (`ollama serve`), or point OLLAMA_HOST / --ollama-host at it"
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=timeout_s) as http:
+            resp = await http.get("/api/version")
+            if resp.status_code != 200:
+                return ProbeResult(url, model, False, None, False, [],
+                                   f"something answers at {url}, but not like Ollama "
+                                   f"(GET /api/version gave HTTP {resp.status_code})", start_fix)
+            try:
+                version = resp.json().get("version")
+            except (ValueError, AttributeError):
+                version = None
+            if not isinstance(version, str):
+                return ProbeResult(url, model, False, None, False, [],
+                                   f"something answers at {url}, but /api/version is not Ollama's", start_fix)
+            tags_resp = await http.get("/api/tags")
+            try:
+                tags = tags_resp.json() if tags_resp.status_code == 200 else None
+            except ValueError:
+                tags = None
+    except httpx.HTTPError as exc:
+        return ProbeResult(url, model, False, None, False, [],
+                           f"Ollama at {url} is unreachable: {_transport_reason(exc)}", start_fix)
+    if tags is None:
+        return ProbeResult(url, model, True, version, False, [],
+                           f"Ollama {version} at {url} did not list its models (GET /api/tags gave "
+                           f"HTTP {tags_resp.status_code})", "check the Ollama server's log")
+    names = _model_names(tags)
+    if any(_same_model(model, name) for name in names):
+        return ProbeResult(url, model, True, version, True, names,
+                           f"Ollama {version} at {url}; model {model!r} is pulled")
+    listed = ", ".join(names) if names else "none"
+    return ProbeResult(url, model, True, version, False, names,
+                       f"Ollama {version} at {url} does not have model {model!r} (pulled: {listed})",
+                       f"run: ollama pull {model}")

@@ -1,0 +1,74 @@
+"""What `briefd status` and the HTTP API's `GET /status` and `GET /briefs/{id}` say of the daemon and of
+the briefs it works on: read from the store and the daemon's lock, for both doors, in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .actions import open_store
+from ..core.settings import Settings
+
+ORPHANED = "daemon not running: will resume when it starts"
+
+
+def daemon_data(settings: Settings) -> dict[str, Any]:
+    """Whether a daemon holds the store (files.lock_holder): `running` (None: cannot tell), its pid
+    (or the last daemon's, when none runs), the lock file."""
+    from ..core.files import lock_holder, store_lock_path
+
+    state = lock_holder(store_lock_path(settings.db))
+    return {"running": state.held, "pid": state.pid, "lock": str(state.path)}
+
+
+def progress_of(checkpoint: dict[str, Any], events_round: int | None = None) -> dict[str, Any]:
+    """What a running brief's checkpoint says about its progress (the fields `briefd status` shows).
+
+    `round` is the round its events are in (Store.events_round, when the caller has it), else the
+    round the checkpoint has under way, else the rounds it finished: the checkpoint's own `round`
+    counts finished rounds, so it said "round 1" while the brief searched in round 2 (issue 19 #16)."""
+    started = (checkpoint.get("current_round") or {}).get("round")
+    under_way = max(checkpoint.get("round", 0), started or 0)
+    return {"round": under_way if events_round is None else events_round, "phase": checkpoint.get("phase", "plan"),
+            "next_action": checkpoint.get("next_action"), "why": checkpoint.get("why"),
+            "estimate": (checkpoint.get("estimate_history") or [None])[-1],
+            "remaining": checkpoint.get("remaining", {}),
+            "open_gaps": [g["text"] for g in checkpoint.get("gaps", []) if g.get("answered_round") is None]}
+
+
+def status_data(settings: Settings) -> dict[str, Any]:
+    """`briefd status --json` and `GET /status`: the daemon, the queue, each running brief's progress."""
+    from ..intake.inbox import not_briefs
+
+    daemon = daemon_data(settings)
+    strays = not_briefs(Path(settings.inbox))  # files and folders in the inbox that will never be taken
+    store = open_store(settings)
+    if store is None:
+        return {"counts": {}, "running": [], "queued": [], "series": [], "database": str(settings.db),
+                "exists": False, "daemon": daemon, "inbox_not_briefs": strays}
+    try:
+        from ...store import QUEUED, RUNNING
+
+        from ..intake import series
+
+        running = []
+        for row in store.briefs_in_state(RUNNING):
+            cp = store.load_checkpoint(row.run_id) or {}
+            running.append({
+                "id": row.brief_id, "run": row.run_id, "run_number": store.run_number(row.run_id),
+                **progress_of(cp, store.events_round(row.run_id)),
+                "waiting_for": row.waiting_for, "started_at": row.started_at, "attempts": row.attempts,
+                "plan_relevance": cp.get("plan_relevance"),
+                "asked": cp.get("asked", []), "visited": len(cp.get("visited", [])),
+                "bad_urls": len(cp.get("bad", {})), "evaluator_failures": cp.get("evaluator_failures", 0),
+                "daemon_running": daemon["running"], "note": ORPHANED if daemon["running"] is False else None,
+            })
+        queued = [{"id": r.brief_id, "run": r.run_id, "run_number": store.run_number(r.run_id),
+                   "accepted_at": r.accepted_at,
+                   "waiting_for": r.waiting_for}
+                  for r in store.briefs_in_state(QUEUED)]
+        return {"counts": store.counts_by_state(), "running": running, "queued": queued,
+                "series": series.active(store), "database": str(settings.db), "exists": True, "daemon": daemon,
+                "inbox_not_briefs": strays}
+    finally:
+        store.close()

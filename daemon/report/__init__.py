@@ -1,0 +1,1 @@
+"""What a person reads: report files, charts, what changed since the last run."""

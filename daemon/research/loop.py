@@ -1,0 +1,1509 @@
+"""The research loop: the story of one brief, top to bottom.
+
+plan → rounds of (search → pick URLs → fetch while the model reads → evidence →
+integrate → checkpoint) → synthesis → report. Decisions are pure functions:
+which queries and URLs and the one stop rule are `decide`'s, what depends on the
+brief's kind (when it is done, aimed queries, what the synthesis must state, the
+estimate / verdict / side-by-side blocks) is its `policy`'s; prompts and answer
+parsing are `planner`'s; this file only sequences them and does the I/O.
+
+Crash safety: the loop state is checkpointed after the plan and after every
+round. A resumed run redoes at most the round it was in; that round's model
+calls are replayed from the answer cache, its searches from the search cache and
+its pages from the page cache, and rows it had written are cleared first, so
+nothing is paid for or counted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+import httpx
+import ollama
+
+from ...store import PassageRow, Store, utc_now
+from ...store.briefs import search_pages_at
+
+from ..core import crashpoints
+
+from ..rules import decide
+
+from ..sources import egress
+
+from . import followup
+
+from ..rules import judge
+
+from . import planner
+from ..core.brief import Brief
+from ..rules.citations import Source, number_sources, renumber
+from ..rules.decide import Limits, LoopState, Usage
+from ..core.events import EventLog, LoggedOnly
+from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
+from ..model.hosts import ModelHosts, model_hosts
+from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
+from ..core.outages import OutageLog
+from ..sources.pagework import PageUnreadable, PageWorkers
+from .policy import EstimatePolicy, Facts, policy_for
+from ..core.retry import call_with_retries
+from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
+from ..core.settings import Settings
+from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
+                      Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
+
+log = logging.getLogger("briefd")
+T = TypeVar("T")
+
+SEARCH_CACHE_S = 24 * 3600
+SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
+RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
+PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
+LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
+PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
+# Stragglers (issue 11): the model never waits for a slow page while it has something to read
+STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long for its next page, no more
+SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
+LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
+POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
+DISCLAIMER_MODEL_ONLY = (
+    "No usable sources were found for this brief: this answer rests on the model alone, "
+    "without evidence. Treat it as unverified."
+)
+
+
+@dataclass
+class Services:
+    """The clients and limits a brief's loop uses; built once by the worker."""
+
+    settings: Settings
+    store: Store
+    http: httpx.AsyncClient
+    fetch_client: httpx.AsyncClient
+    llm_client: ollama.AsyncClient
+    model: ModelConfig
+    fetch_limits: FetchLimits
+    fetch_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
+    pages: PageWorkers = field(default_factory=PageWorkers)  # reads pages off the event loop, with a deadline
+    library: Searcher | None = None  # the local library's index (daemon.library), when one is configured
+    archives: ArchiveShelf | None = None  # the ZIM archives (daemon.archives), when configured
+    hosts: ModelHosts | None = None  # several model servers (daemon.hosts); None: `llm_client` alone
+    # fetches a finished brief handed over (Research.hand_over): they end while the next brief runs,
+    # their page cached or, on their own timeout, remembered as slow (the daemon's end cuts them off)
+    trailing: set["asyncio.Task[Any]"] = field(default_factory=set)
+    outages: OutageLog = field(default_factory=OutageLog)  # said once per outage in the daemon's log
+
+
+class Cancelled(Exception):
+    """`briefd cancel` was asked for a running brief."""
+
+
+class Outage(Exception):
+    """SearXNG stayed down through the loop's own retries, or refuses us: the brief waits, not fails.
+
+    `fix` is set when it is not "start SearXNG": json format off, limiter on (only the user can
+    end those), or SearXNG running while its engines fail (search.EnginesFailing).
+    """
+
+    def __init__(self, service: str, reason: str, fix: str | None = None) -> None:
+        super().__init__(f"{service} is unavailable: {reason}")
+        self.service = service
+        self.reason = reason
+        self.fix = fix
+
+
+def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:
+    budget = brief.budget
+    return Limits(
+        max_rounds=brief.max_rounds,
+        max_searches_per_round=brief.max_searches_per_round,
+        pages_per_round=pages_per_round or max(3, 2 * brief.max_searches_per_round),
+        budget_tokens=getattr(budget, "llm_tokens", None) if budget else None,
+        budget_seconds=getattr(budget, "seconds", None) if budget else None,
+        budget_pages=getattr(budget, "pages", None) if budget else None,
+    )
+
+
+def today() -> str:
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+def seconds_since(iso: str | None) -> float:
+    if not iso:
+        return 0.0
+    then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
+
+
+class Research:
+    """One run of one brief. `await Research(...).run()` returns the report dict."""
+
+    def __init__(self, svc: Services, run_id: int, brief: Brief, started_at: str, events: EventLog) -> None:
+        self.svc = svc
+        self.store = svc.store
+        self.run_id = run_id
+        self.brief = brief
+        self.started_at = started_at
+        self.events = events
+        self.limits = limits_for(brief)
+        self.params = brief.search
+        saved = self.store.load_checkpoint(run_id)
+        # began_s: now for a run just claimed; for one resumed before its first checkpoint (or from a
+        # checkpoint older than began_s) started_at, to the second, is what is known
+        self.state = LoopState.from_dict(saved) if saved else LoopState()
+        if self.state.began_s is None:
+            since = seconds_since(started_at)
+            self.state.began_s = time.time() - (since if saved or since > RUN_JUST_CLAIMED_S else 0.0)
+        self.policy = policy_for(brief)  # what depends on the brief's kind is decided there
+        self.kind = self.policy.kind
+        self.sources = chosen(brief.sources, svc.settings)  # where this brief may look
+        # how old a page read earlier may be and still be used unchecked: the brief's, else the setting
+        self.max_age_given = brief.max_age if brief.max_age is not None else svc.settings.max_age
+        # a run of an id asked before (by hand or on schedule) is asked to see what changed: it
+        # checks every stored page it takes (a conditional request: a 304 costs no body), so its
+        # "nothing changed" is what the servers said, not what the store assumed (max_age). Its
+        # previous done run (id, report.json) is read once: the plan reuse and "what changed" use it
+        self.previous = self.store.previous_report(brief.id, run_id)
+        self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
+        # the model servers the calls go to: the worker's pool, or the one client (tests build that)
+        self.models = svc.hosts or ModelHosts.single(svc.llm_client, svc.model)
+        # every request made for this brief, by host (this task and the tasks it starts): egress.py;
+        # kept in the store as it grows, so a run resumed after a crash still lists every host
+        self.egress = egress.start(svc.settings.egress, earlier=self.store.load_egress(run_id))
+        self.egress.on_change = lambda log: self.store.save_egress(run_id, log.snapshot())
+        self.saved: dict[str, Any] = {}  # the state as last checkpointed (a round's start, mid-round)
+        # fetches that outlive the round that started them: its stragglers, by URL, and when each began
+        self.inflight: dict[str, asyncio.Task[tuple[str, list[int]] | None]] = {}
+        self.fetch_started: dict[str, float] = {}
+        # what is fetched while the model plans (search_ahead): the question's search, and its pages
+        self.ahead: asyncio.Task[None] | None = None
+        self.early_searches: dict[str, asyncio.Task[tuple[list[SearchHit], bool]]] = {}
+        self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
+        self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
+        # how the rounds of the latest earlier run of the same question went (round_pages)
+        # (loaded for a resumed run too: its next rounds replay as a fresh run's would)
+        earlier = self.store.earlier_checkpoint(brief.question, run_id, brief.id)
+        self.earlier_rounds: list[dict[str, Any]] = (earlier or {}).get("past_rounds", [])
+        self.earlier_given_up = {url for url, what in (earlier or {}).get("late", {}).items() if what == LATE_GIVEN_UP}
+        self.replayed: set[str] = set()  # pages this run reads late because the earlier run did
+
+    @property
+    def max_age(self) -> float:
+        """Seconds a stored page is used without asking its server: max_age_given; for a re-run,
+        no page read before this run began (those read by this run are fresh)."""
+        if self.previous is None or self.state.began_s is None:
+            return self.max_age_given
+        return min(self.max_age_given, max(0.0, time.time() - self.state.began_s))
+
+    # ---- the story --------------------------------------------------------------------------
+
+    async def run(self) -> dict[str, Any]:
+        try:
+            if self.state.phase == "plan":
+                earlier = self.earlier_plan()  # a follow-up's, or this brief's last done run's
+                if earlier is None:
+                    self.ahead = asyncio.create_task(self.search_ahead())
+                    await self.plan()
+                else:  # no model call to search ahead of
+                    self.use_plan(earlier)
+            await self.rounds()
+            self.drop_early()
+            summary, sources, disclaimer = await self.synthesize()  # the stragglers keep loading meanwhile
+        except BaseException:
+            self.drop_early()
+            for task in self.inflight.values():  # a stop, a cancel or an outage: nothing keeps loading
+                task.cancel()
+            self.inflight.clear()
+            raise
+        self.state.phase = "done"
+        self.checkpoint()
+        report = self.report(summary, sources, disclaimer)
+        self.hand_over()
+        return report
+
+    def hand_over(self) -> None:
+        """The stragglers still loading when the brief is done are not cut off: their bytes are on
+        the way, so a running daemon lets them end (by the fetch's own time limit) while the next
+        brief runs. A page that arrives is cached for the next brief that finds it; one that times
+        out is remembered as slow (SLOW_PAGE_MEMORY_S). Their events are logged, not appended: the
+        brief's event file ends with its report. (`run --once` cuts them off when its work is done.)"""
+        self.events = LoggedOnly(self.store, self.run_id, self.events.brief_id, self.events.path)
+        for task in self.inflight.values():
+            self.svc.trailing.add(task)
+            task.add_done_callback(self.svc.trailing.discard)
+            task.add_done_callback(_retrieved)
+        self.inflight.clear()
+
+    async def rounds(self) -> None:
+        while self.state.phase == "rounds":
+            resumed = self.state.current_round
+            if resumed.get("round") == self.state.round + 1:
+                # a crash interrupted this round: redo it with the same queries and pages (less the
+                # stragglers it had gone on without), so its prompts are the same and the answers
+                # already received are replayed, not paid again
+                # (and in the order it read its batches in, so far as that is known)
+                await self.round(resumed["round"], resumed["queries"], resumed.get("urls"), resumed.get("late"),
+                                 resumed.get("carried"), resumed.get("order") or resumed.get("read"),
+                                 resumed.get("expected"))
+                continue
+            facts = self.facts()
+            reason = self.policy.stop_reason(facts)
+            queries: list[str] = []
+            if reason is None:
+                aim = self.policy.aimed_queries(facts)
+                lead = self.state.add_queries(aim.lead)
+                self.state.pending_queries = lead + [q for q in self.state.pending_queries if q not in lead]
+                if not self.state.pending_queries:
+                    self.state.add_queries(aim.refill)
+                queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
+                if not queries:
+                    reason = decide.EXHAUSTED
+            reason = self.policy.settle(facts, reason)
+            self.state.next_action, self.state.why = decide.next_action(self.state, reason)
+            if reason is not None:
+                self.state.stop_reason = reason
+                self.state.stop_explanation = self.policy.explain_stop(facts, reason)
+                await self.last_stragglers()
+                self.state.phase = "synthesis"
+                self.checkpoint()
+                break
+            await self.round(self.state.round + 1, queries)
+
+    async def search_ahead(self) -> None:
+        """While the model plans, the question's web search and the pages it ranks highest are
+        fetched: round 1 always searches the question first, so its pages are mostly these, and
+        the model reads them as soon as the plan is made instead of waiting for them (issue 11).
+
+        Only the downloads are early: round 1 takes the search (search_web) and the pages
+        (download) from these tasks, and records and reads them as if it had asked then, so the
+        events, the store and `usage` say what round 1 did. A page round 1 does not choose may
+        serve a later round; one no round takes is named when the rounds end (drop_early).
+        """
+        if WEB not in self.sources:
+            return
+        question = decide.clean_query(self.brief.question)  # as round 1 will ask it (LoopState.add_queries)
+        search = self.early_searches[question] = asyncio.create_task(self.search_web_now(question))
+        search.add_done_callback(_retrieved)
+        if not self.brief.fetch_pages:
+            return
+        try:
+            hits, _ = await asyncio.shield(search)
+        except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
+            return
+        candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
+        chosen = self.choose_pages(candidates)
+        replay = decide.replayed_round(self.earlier_rounds, 1, [question], [], candidates, len(chosen))
+        urls = replay[0] if replay else chosen  # round 1 asks the question first
+        known_bad = self.store.bad_urls(urls)
+        for url in urls:
+            # a page known bad is not fetched; a cached page costs round 1 nothing
+            if url not in known_bad and self.store.get_page(url, self.max_age) is None:
+                self.early_downloads[url] = asyncio.create_task(self.download_now(url))
+
+    def drop_early(self) -> None:
+        """The rounds are over: a download no round took is cut off (or named, if it was made)."""
+        if self.ahead is not None:
+            self.ahead.cancel()
+        for task in self.early_searches.values():
+            task.cancel()
+        unread = [url for url, task in self.early_downloads.items() if task.done() and not task.cancelled()]
+        for download in self.early_downloads.values():
+            download.cancel()
+        self.early_searches.clear()
+        self.early_downloads.clear()
+        if unread:
+            self.events.emit("signal", message="fetched while the model planned, and not read: no round chose "
+                                               "these pages", urls=unread)
+
+    @property
+    def question(self) -> str:
+        return self.state.research_question or self.brief.question
+
+    async def plan(self) -> None:
+        """Seed 5: rewrite the question, plan, check the plan against the question, re-plan once."""
+        self.events.emit("signal", message="planning")
+        prompt = planner.plan_prompt(self.brief.question, self.brief.context or "", today())
+        plan = await self.ask_plan(prompt)
+        score = decide.plan_relevance(self.brief.question, plan.queries)
+        slots = max(0, self.limits.max_searches_per_round - 1)  # round 1: the question, then the plan's
+        kept = decide.on_topic_queries(self.brief.question, plan.queries)
+        if score < decide.PLAN_RELEVANCE_MIN and not decide.replan_can_help(self.brief.question, plan.queries, slots):
+            self.state.count_skipped("replan")
+            self.events.emit("signal", message="plan off topic: its off-topic queries dropped; a second plan "
+                                               "could not change round 1, so none was asked",
+                             plan_relevance=round(score, 3), dropped=[q for q in plan.queries if q not in kept])
+            plan = dataclasses.replace(plan, queries=kept)
+        elif score < decide.PLAN_RELEVANCE_MIN:
+            self.state.count_fallback("replan")
+            self.events.emit("signal", message="plan off topic; asking again for its queries",
+                             plan_relevance=round(score, 3))
+            # only the queries round 1 can use are asked for again: the rest of a plan cannot change
+            # round 1, and a second whole plan cost a small model about twice the tokens
+            missed = [q for q in plan.queries if q not in kept]
+            asked = await self.ask("plan", planner.replan_prompt(self.brief.question, today(), missed, slots),
+                                   planner.replan_schema(slots), planner.coerce_queries(slots), lambda: [])
+            queries = [*asked, *[q for q in kept if q not in asked]]
+            retry_score = decide.plan_relevance(self.brief.question, queries)
+            if retry_score > score:
+                plan, score = dataclasses.replace(plan, queries=queries), retry_score
+            # a plan whose queries missed the question went off topic as a whole, as a rule: its
+            # rewrite of the question gives way to the brief's own, and its gaps (which aim the
+            # later rounds' queries) keep only those that share a word with the question
+            if not decide.on_topic_queries(self.brief.question, [plan.research_question]):
+                plan = dataclasses.replace(plan, research_question=self.brief.question)
+            plan = dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [self.brief.question])])
+        # the question itself is always searched first: a weak model's plan can't steer round 1 off topic
+        self.use_plan(followup.Plan(research_question=plan.research_question, angles=plan.angles,
+                                    gaps=plan.gaps or [f"direct answer to: {self.brief.question}"],
+                                    queries=[self.brief.question, *plan.queries], plan_relevance=round(score, 3)))
+
+    def use_plan(self, plan: followup.Plan) -> None:
+        """The plan becomes the state the rounds start from; its `plan ready` event records it
+        (a re-run of the same brief takes it from there: followup.recorded_plan)."""
+        self.state.plan_relevance = plan.plan_relevance
+        self.state.research_question = plan.research_question
+        self.state.angles = list(plan.angles)
+        self.state.add_gaps(plan.gaps)
+        self.state.add_queries(plan.queries)
+        self.state.phase = "rounds"
+        self.state.next_action, self.state.why = "search_more", followup.PLAN_READY
+        self.events.emit("signal", message=followup.PLAN_READY, research_question=plan.research_question,
+                         angles=plan.angles, queries=self.state.pending_queries,
+                         gaps=[g.text for g in self.state.gaps], plan_relevance=self.state.plan_relevance)
+        self.checkpoint()
+
+    def earlier_plan(self) -> followup.Plan | None:
+        """The plan an earlier run makes for this one, so the model is not asked for it: a
+        follow-up starts from its parent's latest done run (followup.follow_up_plan, with the
+        parent's evidence carried in); a brief asked again with the same question, context and
+        focus takes its last done run's plan. None: plan afresh."""
+        if self.brief.follows is not None:
+            parent = followup.latest_done(self.store, self.brief.follows)
+            if parent is not None:
+                self.state.count_skipped("plan")
+                return self.start_follow_up(*parent)
+            self.events.emit("signal", message=f"follows {self.brief.follows}, which has no run that finished "
+                                               f"done any more: this brief is planned afresh")
+        earlier = self.previous
+        if earlier is None:
+            return None
+        row = self.store.get_brief(earlier[0])
+        plan = followup.recorded_plan(self.store.events(earlier[0]))
+        if row is None or plan is None or not followup.same_brief(json.loads(row.brief_json), self.brief):
+            return None
+        # a template plan (the model failed) is not kept: the model is asked again; nor is a plan of
+        # another year, whose queries may aim at that year (the answer cache keys plans by the date)
+        if (earlier[1].get("fallbacks") or {}).get("plan") or str(earlier[1].get("finished_at"))[:4] != today()[:4]:
+            return None
+        self.state.count_skipped("plan")
+        self.events.emit("signal", message="plan taken from this brief's last done run (the same question, "
+                                           "context and focus): the model is not asked again",
+                         from_run=earlier[0], finished_at=earlier[1].get("finished_at"))
+        return plan
+
+    def start_follow_up(self, parent_run_id: int, parent: dict[str, Any]) -> followup.Plan:
+        """A follow-up's starting state: the parent's evidence carried in as round 0 (with the date
+        each was read), the range its readings give by rule (when the units match), its pages and
+        queries not taken again; the plan is followup.follow_up_plan."""
+        rows = self.store.evidence(parent_run_id)
+        carried = followup.carried_evidence(rows, parent_run_id, keep_figures=followup.units_match(parent, self.brief))
+        self.store.reset_round(self.run_id, 0)  # a run resumed before its plan was saved carries them again
+        self.store.add_evidence(self.run_id, carried)
+        self.state.follows_run_id = parent_run_id
+        self.state.visited.extend(u for u in followup.visited_pages(rows) if u not in self.state.visited)
+        self.state.asked.extend(q for q in followup.asked_before(parent) if q not in self.state.asked)
+        if self.brief.estimate is not None and self.readings():
+            self.update_estimate(0)  # the carried readings' range, by the same rule as any round's
+        self.events.emit("signal", message=f"follow-up of {self.brief.follows}: starts from its run that finished "
+                                           f"{parent.get('finished_at')}, with its evidence and open gaps; the "
+                                           f"model is not asked for a plan",
+                         follows=self.brief.follows, from_run=parent_run_id, evidence_reused=len(carried),
+                         focus=self.brief.focus or None)
+        return followup.follow_up_plan(self.brief, parent)
+
+    async def ask_plan(self, prompt: str) -> planner.Plan:
+        return await self.ask("plan", prompt, planner.PLAN_SCHEMA, planner.coerce_plan(self.brief.question),
+                              lambda: planner.template_plan(self.brief.question))
+
+    async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None,
+                    late: list[str] | None = None, carried: list[str] | None = None,
+                    order: list[int] | None = None, expected: list[str] | None = None) -> None:
+        self.check_cancel()
+        self.store.reset_round(self.run_id, round_no)
+        self.events.emit("round_started", round=round_no, queries=queries,
+                         open_gaps=[g.text for g in self.state.open_gaps()])
+        hits = await self.search_all(round_no, queries)
+        if self.ahead is not None:
+            await self.ahead  # its downloads are started once the question's search is back: take them
+        self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
+        # library documents and archive articles are read whole even in snippet mode: they are on
+        # this machine, so reading them costs no fetch; only web pages are left to their snippets
+        readable = hits if self.brief.fetch_pages else [h for h in hits if is_local(h.url)]
+        if urls is None:
+            # fresh pages by rank, then earlier rounds' stragglers (their fetches still run), read
+            # in batches of their own: whether a page was late never changes the others' batches
+            carried = self.waiting_stragglers()
+            fresh, late, order, replayed = self.round_pages(round_no, queries, [h.url for h in readable], carried)
+            urls = [*fresh, *carried]
+            expected = fresh if replayed else []  # a replayed round waits for these: see fetch_and_read
+        self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
+                                    "carried": list(carried or []), "order": list(order or []),
+                                    "expected": list(expected or [])}
+        self.checkpoint()
+        await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
+        if not self.brief.fetch_pages:
+            await self.read_snippets(round_no, [h for h in hits if not is_local(h.url)])
+        # this round's rows (reset at its start); a distrusted page may have taken earlier ones away
+        new = self.store.evidence_count(self.run_id, round_no)
+        self.state.round = round_no
+        self.state.past_rounds = [r for r in self.state.past_rounds if r["round"] < round_no] + [
+            self.state.current_round]
+        self.state.current_round = {}
+        self.state.new_evidence_per_round = self.state.new_evidence_per_round[:round_no - 1] + [new]
+        if self.brief.estimate:
+            self.update_estimate(round_no)
+        self.state.next_action, self.state.why = decide.next_action(self.state, None)
+        self.events.emit("signal", message=f"round {round_no} done", new_evidence=new,
+                         open_gaps=len(self.state.open_gaps()),
+                         tokens_so_far=self.tokens_used())
+        self.checkpoint()
+
+    # ---- search -------------------------------------------------------------------------------
+
+    async def search_all(self, round_no: int, queries: list[str]) -> list[SearchHit]:
+        """Every query at every source the brief may use, at once, and in the pages earlier briefs
+        read (search_store); one list by rank fusion (daemon/sources/sources.py)."""
+        answers = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
+        self.state.asked.extend(q for q in queries if q not in self.state.asked)
+        return fuse(hits for lists in answers for hits in lists)
+
+    async def search_one(self, round_no: int, query: str) -> list[list[SearchHit]]:
+        """One query at each source (the web through SearXNG, the library, the archives); a list per source."""
+        self.events.emit("search_query", round=round_no, query=query)
+        asks: list[Any] = []
+        if WEB in self.sources:
+            asks.append(self.search_web(query))
+        if LIBRARY in self.sources and self.svc.library is not None:
+            asks.append(self.search_local(self.svc.library, query))
+        if ARCHIVES in self.sources and self.svc.archives is not None:
+            asks.append(self.search_local(self.svc.archives, query))
+        looking = asyncio.ensure_future(self.search_store(query))  # in a thread, while the others answer
+        try:
+            answers: list[tuple[list[SearchHit], bool]] = await asyncio.gather(*asks)
+        except BaseException:
+            looking.cancel()
+            raise
+        lists = [hits for hits, _ in answers]
+        from_cache = bool(answers) and all(cached for _, cached in answers)  # the store asks no one
+        stored = await looking
+        lists.append(stored)
+        found = [h for hits in lists for h in hits]
+        self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
+        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in (*self.sources, STORE)}
+        self.events.emit("search_result", round=round_no, query=query, results=len(found),
+                         from_cache=from_cache, sources=by_source,
+                         urls=[h.url for h in fuse(lists)[:10]],
+                         **({"from_store": [h.url for h in stored]} if stored else {}))
+        return lists
+
+    async def search_store(self, query: str) -> list[SearchHit]:
+        """Web pages earlier briefs read (within max_age), ranked against the query like fresh
+        passages (BM25) and kept when on topic (sources.store_hits): offered as a source of their
+        own, read from the store without a download, whether the web lists them again or not. Only
+        for a brief that reads web pages; an empty store offers nothing, so a first-ever brief
+        does what it did before."""
+        if WEB not in self.sources or not self.brief.fetch_pages:
+            return []
+        # on a connection of its own in a thread: at 200,000 stored passages a search costs 0.1-0.3 s
+        # of CPU, which must not stop the event loop
+        found = await asyncio.to_thread(search_pages_at, self.store.path, query, self.max_age_given,
+                                        STORE_HITS_PER_QUERY)
+        found = [row for row in found if row.url not in self.state.visited]  # read by earlier briefs only
+        hits = store_hits(query, found, lambda url: self.title_for(url, {}))
+        self.state.offered.extend(h.url for h in hits if h.url not in self.state.offered)
+        return hits
+
+    async def search_local(self, source: Searcher, query: str) -> tuple[list[SearchHit], bool]:
+        """The library's or the archives' hits: on this machine, never cached (the index is the cache)."""
+        hits = await source.search(query, LOCAL_HITS_PER_QUERY)
+        for note in source.take_notes():
+            self.events.emit("signal", message=note)
+        return hits, False
+
+    async def search_web(self, query: str) -> tuple[list[SearchHit], bool]:
+        """SearXNG's hits for a query: the one search_ahead started for it, or asked now."""
+        early = self.early_searches.pop(query, None)
+        return await early if early is not None else await self.search_web_now(query)
+
+    async def search_web_now(self, query: str) -> tuple[list[SearchHit], bool]:
+        """SearXNG's hits for a query (from the search cache when fresh); an outage ends the round."""
+        key = cache_key(query, self.params)
+        cached = self.store.cached_search(key, SEARCH_CACHE_S)
+        if cached is not None:
+            return [SearchHit(**h) for h in cached["hits"]], True
+        try:
+            response = await call_with_retries(
+                lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
+                               self.params, self.svc.settings.search_timeout_s),
+                service="searxng", on_wait=self.on_wait)
+        except (SearchRefused, SearchUnavailable) as exc:  # each carries its own fix, if it has one
+            raise Outage("searxng", str(exc), fix=exc.fix) from exc
+        self.store.set_waiting(self.run_id, None)
+        self.svc.outages.came_back("searxng")
+        self.store.cache_search(key, query, query_params(self.params),
+                                {"hits": [h.as_dict() for h in response.hits],
+                                 "unresponsive_engines": response.unresponsive_engines})
+        if response.unresponsive_engines:
+            self.events.emit("signal", message="unresponsive search engines",
+                             engines=response.unresponsive_engines)
+        if response.note:
+            self.events.emit("signal", message=response.note)
+        return response.hits, False
+
+    # ---- fetch while the model reads ------------------------------------------------------------
+
+    def choose_pages(self, candidates: list[str]) -> list[str]:
+        """The round's pages, by rank. A page known bad (by an earlier brief, Store.bad_urls) keeps its
+        place and is not fetched (skip_known_bad): found bad by this run, it would have taken the same
+        place, so a round's batches, and so its prompts, are the same whether its pages' failures
+        were learned now or before; a brief asked again then sends the prompts its first run sent."""
+        return decide.choose_urls(candidates, self.state, {}, self.pages_allowed())
+
+    def skip_known_bad(self, round_no: int, urls: list[str]) -> set[str]:
+        """The web pages among `urls` the store knows are bad (for good, or slow for now): recorded
+        as this run's bad pages, as a fetch that failed would have been, and not fetched."""
+        known = self.store.bad_urls([u for u in urls if kind_of_url(u) == WEB])
+        for url, reason in known.items():
+            if url not in self.state.visited:
+                self.state.visited.append(url)
+            self.state.bad[url] = reason
+            if self.state.late.get(url) == LATE_WAITING:  # a replayed straggler: it failed, as a fetch would
+                self.state.late[url] = LATE_FAILED
+        if known:
+            self.events.emit("signal", message="pages known bad are not fetched", round=round_no,
+                             urls=list(known))
+        return set(known)
+
+    def pages_allowed(self) -> int:
+        n = self.limits.pages_per_round
+        if self.limits.budget_pages is not None:
+            n = min(n, max(0, self.limits.budget_pages - self.pages_read()))
+        return n
+
+    def pages_read(self) -> int:
+        return (self.state.pages_fetched + self.state.page_cache_hits + self.state.pages_not_modified
+                + self.state.local_reads)
+
+    async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
+        """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
+        and never waits for a straggler while it has nothing else to read.
+
+        Batches are fixed by search rank (pages 1-3, 4-6, ...) and read with the gaps as they
+        stood when the round began, so a batch's prompt depends only on what its pages say,
+        never on which fetch happened to finish first. That keeps the model busy while slower
+        pages are still downloading, and makes a resumed round send the very same prompts,
+        which the answer cache then replays instead of paying for them again.
+
+        Once the model has read a batch (made a call: pages that all failed give it nothing to
+        read) and every other batch whose pages all arrived, the round does not wait for a page
+        still loading: it goes on without it at once (go_on_without), and so it does for an
+        earlier round's straggler. Only a round that has read nothing yet waits, each page that
+        arrives giving the rest STRAGGLER_GRACE_S more: the model has nothing else to do then.
+        The batches are read without the stragglers, whose fetches keep running for the next
+        round (or the synthesis) to take in. The stragglers are checkpointed before any batch is
+        read without them, so a batch's pages are always "its rank group less the round's
+        stragglers", and a resumed round re-forms the very same batches.
+        """
+        late = set(self.state.current_round.get("late", []))
+        skipped = late | self.skip_known_bad(round_no, [u for u in urls if u not in late and u not in self.inflight])
+        fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in skipped}
+        batches = [[u for u in batch if u not in skipped]
+                   for batch in rank_batches(urls, self.state.current_round.get("carried", []))]
+        unread = [n for n, batch in enumerate(batches) if batch]
+        carried = set(self.waiting_stragglers())
+        expected = set(self.state.current_round.get("expected", []))
+        order = self.state.current_round.get("order", [])  # the earlier run's, for a replayed round
+        gaps = self.state.open_gaps()
+        read_before = self.batches_read
+        try:
+            while unread:
+                ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
+                if expected and order and ready:
+                    # a replayed round reads its batches in the earlier run's order, strictly: the
+                    # order of the answers makes the order of the evidence and of the next queries,
+                    # and a page checked by its server (304) may come a moment after another
+                    following = first_to_read(unread, order)
+                    ready = [following] if following in ready else []
+                if ready:
+                    n = first_to_read(ready, order)
+                    unread.remove(n)
+                    self.state.current_round["read"] = [*self.state.current_round.get("read", []), n]
+                    await self.read_pages(round_no, batches[n], fetches, gaps)
+                    continue
+                loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
+                if expected.intersection(loading):
+                    # the same round as the earlier run of this question (round_pages): it waits for
+                    # the pages that run read in time. Their other batches are replayed answers that
+                    # cost the model nothing, and a page among them that is slow now is mostly one
+                    # that changed (200, not 304: read again), which is what a re-run is for
+                    await asyncio.wait([fetches[u] for u in loading], return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                arrived: set[asyncio.Task[tuple[str, list[int]] | None]] = set()
+                # the model has read something this round (pages that all failed gave it nothing)
+                if self.batches_read == read_before and not carried.issuperset(loading):
+                    arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
+                                                    return_when=asyncio.FIRST_COMPLETED)
+                if not arrived:
+                    self.go_on_without(round_no, loading)
+                    late.update(loading)
+                    batches = [[u for u in batch if u not in late] for batch in batches]
+                    unread = [n for n in unread if batches[n]]
+        finally:
+            for url, task in fetches.items():
+                if url in late:
+                    self.inflight[url] = task  # a straggler keeps loading for a later read
+                else:
+                    task.cancel()
+
+    def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
+                    carried: list[str]) -> tuple[list[str], list[str], list[int], bool]:
+        """The round's fresh pages, those it goes on without from its start, and the order to read its
+        batches in: the earlier run's of this question when this round is the same as one of its
+        rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
+        rank order. The read order decides the order of the evidence and of the queries the answers
+        propose (first_to_read). A page read late then is recorded as a straggler and read (from the
+        cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
+        having arrived since, given up again (last_stragglers)."""
+        chosen = self.choose_pages(candidates)
+        replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
+                                       len(chosen))
+        if replay is None:
+            return chosen, [], [], False
+        fresh, then_late, order = replay
+        # a page late then and known bad now is a straggler all the same: it took its place in the
+        # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
+        late = [url for url in then_late if url in [*fresh, *carried]]
+        self.replayed.update(late)
+        self.events.emit("signal", message="the same round as the earlier run of this question: the same pages",
+                         round=round_no, urls=fresh)
+        known_bad = self.store.bad_urls(late)  # not fetched at all (skip_known_bad): no page_late for it
+        for url in late:
+            if url not in self.state.visited:
+                self.state.visited.append(url)
+            self.state.late[url] = LATE_WAITING
+            if url in known_bad:
+                continue
+            self.events.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
+                             message="read late, where the earlier run of this question read it: the same "
+                                     "prompts, replayed from the answer cache")
+        return fresh, late, order, True
+
+    def waiting_stragglers(self) -> list[str]:
+        """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""
+        return [url for url, what in self.state.late.items() if what == LATE_WAITING]
+
+    def start_fetch(self, round_no: int, url: str,
+                    hit: SearchHit | None) -> asyncio.Task[tuple[str, list[int]] | None]:
+        """The fetch of a page: a straggler's own if one is still running, else a new one (none for a
+        page known bad: a straggler replayed from an earlier run that has failed since, skip_known_bad)."""
+        task = self.inflight.pop(url, None)
+        if task is None and url in self.skip_known_bad(round_no, [url]):
+            task = asyncio.create_task(_nothing())
+        elif task is None:
+            task = asyncio.create_task(self.fetch_page_safely(round_no, url, hit))
+            self.fetch_started[url] = time.monotonic()
+        return task
+
+    def loading_for(self, url: str) -> float:
+        return round(time.monotonic() - self.fetch_started.get(url, time.monotonic()), 1)
+
+    def go_on_without(self, round_no: int, urls: list[str]) -> None:
+        """Record stragglers: in the state, and in the last checkpoint as amended (not the live
+        state, which has moved on since the round began: a resumed round must start where this
+        one did, less these pages)."""
+        for url in urls:
+            self.state.late[url] = LATE_WAITING
+            self.events.emit("page_late", round=round_no, url=url, loading_s=self.loading_for(url),
+                             message="the model has read every page that arrived; the round goes on without this one")
+        self.state.current_round["late"] = [*self.state.current_round.get("late", []), *urls]
+        saved = self.saved
+        if saved.get("current_round", {}).get("round") == round_no:
+            saved["current_round"]["late"] = list(self.state.current_round["late"])
+            saved["late"] = {**saved.get("late", {}), **{url: LATE_WAITING for url in urls}}
+            self.store.save_checkpoint(self.run_id, saved["round"], saved["phase"], saved)
+
+    async def read_pages(self, round_no: int, batch: list[str],
+                         fetches: dict[str, asyncio.Task[tuple[str, list[int]] | None]],
+                         gaps: list[decide.Gap]) -> None:
+        """The model reads one batch of fetched pages (a straggler among them is taken in)."""
+        pages = [fetches[u].result() for u in batch]
+        for url, page in zip(batch, pages):
+            if self.state.late.get(url) == LATE_WAITING:
+                self.state.late[url] = LATE_READ if page else LATE_FAILED
+            if page and url in self.state.offered:  # the store offered it: a page read before, no fetch
+                self.state.pages_reused += 1
+        ids = [i for page in pages if page for i in page[1]]
+        titles = {u: page[0] for u, page in zip(batch, pages) if page}
+        await self.read_batch(round_no, ids, titles, gaps)
+
+    async def last_stragglers(self) -> None:
+        """Before the synthesis: the stragglers that arrived are read (as part of the last round);
+        the rest are not waited for (the synthesis is the model's next work): they are given up,
+        and their fetches left to end on their own (hand_over). A brief with no evidence at all
+        waits for them, as long as their fetches may take: there is nothing to synthesize yet; a
+        re-run waits for those the run it replays read here.
+
+        Given up first and checkpointed, so a run resumed here reads the same arrived pages
+        (from the page cache) in the same batches; their evidence from an interrupted attempt
+        is dropped first, so nothing is counted twice.
+        """
+        round_no = self.state.round
+        again = [url for url in self.waiting_stragglers() if url in self.replayed and url in self.earlier_given_up]
+        known_bad = self.store.bad_urls(again)  # still slow: not fetched at all, nothing to say
+        for url in again:
+            self.state.late[url] = LATE_GIVEN_UP
+            if url not in known_bad:
+                self.events.emit("page_fetched", round=round_no, url=url, ok=False, late=True, replayed=True,
+                                 error="not read: the earlier run of this question gave it up at its synthesis")
+        waiting = self.waiting_stragglers()
+        if not waiting:
+            return
+        fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
+        await asyncio.sleep(0)  # a fetch started here (a resumed run) takes its first step: a cached page is done in it
+        if not self.store.evidence_count(self.run_id):
+            await asyncio.wait(fetches.values())
+        elif replayed := [fetches[url] for url in waiting if url in self.replayed]:
+            # the earlier run of this question read these here (those it gave up are given up above):
+            # waited for, as a replayed round waits for the pages that run read in time, or the
+            # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
+            # the synthesis's turn, seen in tests/test_integration's second run)
+            await asyncio.wait(replayed)
+        arrived = [url for url in waiting if fetches[url].done()]
+        for url in waiting:
+            if url not in arrived:
+                self.inflight[url] = fetches[url]
+                self.give_up(round_no, url)
+        self.checkpoint()
+        gaps = self.state.open_gaps()
+        for url in arrived:
+            self.store.drop_evidence(self.run_id, url)
+        for i in range(0, len(arrived), PAGES_PER_BATCH):
+            await self.read_pages(round_no, arrived[i:i + PAGES_PER_BATCH], fetches, gaps)
+        if arrived and round_no > 0:
+            self.state.new_evidence_per_round[round_no - 1:] = [self.store.evidence_count(self.run_id, round_no)]
+            if self.brief.estimate:
+                self.update_estimate(round_no)
+
+    def give_up(self, round_no: int, url: str) -> None:
+        """A straggler still loading when the synthesis begins: recorded as not read, and
+        remembered as slow while its fetch, left to end (hand_over), goes on, so no other brief
+        fetches it meanwhile; if it arrives it is cached and forgotten as slow (fetch_one)."""
+        reason = (f"still loading after {self.loading_for(url):g} s when the synthesis began: not read "
+                  f"(the fetch goes on; until it ends the page is remembered as slow)")
+        self.state.late[url] = LATE_GIVEN_UP
+        self.mark_bad(url, reason, transient=True, slow=True)
+        self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
+
+    async def fetch_page_safely(self, round_no: int, url: str,
+                                hit: SearchHit | None) -> tuple[str, list[int]] | None:
+        """`fetch_one`, where whatever one page does wrong marks that URL bad and nothing else.
+
+        A page's failure (MemoryError included: a page that costs too much is bad for good)
+        must never fail the round, or the brief would be retried and fetch it again. A store
+        error or a cancellation is the brief's, not the page's: those still propagate.
+        """
+        try:
+            return await self.fetch_one(round_no, url, hit)
+        except (sqlite3.Error, Cancelled, Outage):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any page failure, by design (see above)
+            reason = f"page failed: {type(exc).__name__}: {exc}"[:500]
+            log.warning("%s: %s", url, reason)
+            self.mark_bad(url, reason, transient=False)
+            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason)
+            return None
+
+    async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> tuple[str, list[int]] | None:
+        """Fetch (or take from the cache), extract, store; returns (title, passage ids) or None."""
+        if url not in self.state.visited:
+            self.state.visited.append(url)
+        kind = kind_of_url(url)
+        if kind != WEB and kind not in self.sources:  # a local URL offered by another source: not this brief's
+            why = f"a {kind} URL, and this brief does not search {kind}"
+            self.mark_bad(url, why, transient=True)
+            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=why)
+            return None
+        if kind == LIBRARY:
+            return self.library_document(round_no, url)
+        cached = self.store.get_page(url, self.max_age)
+        if cached is not None and cached.ok:
+            self.state.page_cache_hits += 1
+            self.events.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
+                             status=cached.status, title=cached.title, chars=len(cached.text),
+                             from_cache=True)
+            return cached.title, self.store.passage_ids(url, "page")
+        if kind == ARCHIVES:
+            result = await self.archive_article(url)
+            self.state.local_reads += 1
+        else:
+            early = self.early_downloads.pop(url, None)
+            result = await early if early is not None else await self.download_now(url)
+            if result.not_modified:
+                unchanged = self.unchanged_page(round_no, url, result)
+                if unchanged is not None:
+                    return unchanged
+                result = await self.download_now(url, conditional=False)  # its stored copy went meanwhile
+            if self.state.late.get(url) != LATE_GIVEN_UP:  # one arriving after it was given up is not read
+                self.state.pages_fetched += 1
+        if not result.ok:
+            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
+                          slow=result.timed_out)
+            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+                             status=result.status, ok=False, error=result.error,
+                             seconds=round(result.elapsed_s, 3))
+            return None
+        # extraction and splitting run in a child process: never on the event loop, and killed
+        # at a deadline, so one page can neither freeze the daemon nor cost more than the bound
+        try:
+            page = await self.svc.pages.read(result.body, result.final_url, result.content_type)
+            reason = None if page else f"no readable text ({result.content_type or 'unknown type'})"
+        except PageUnreadable as exc:
+            page, reason = None, str(exc)
+        if page is None:
+            self.mark_bad(url, reason or "no readable text", transient=False)
+            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+                             status=result.status, ok=False, error=reason)
+            return None
+        extracted, passages = page.extracted, page.passages
+        title = self.titles.get(url) or extracted.title or (hit.title if hit else "") or result.final_url
+        self.store.save_page(
+            url=url, final_url=result.final_url, status=result.status,
+            content_type=result.content_type, title=title, text=extracted.text,
+            size=len(result.body), extraction=extracted.method, error=None,
+            passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
+            etag=result.etag, last_modified=result.last_modified,
+        )
+        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it arrived after all
+            self.store.forget_slow_url(url)
+        self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+                         status=result.status, title=title, chars=len(extracted.text),
+                         passages=len(passages), from_cache=False, truncated=result.truncated,
+                         seconds=round(result.elapsed_s, 3), **({"notes": page.notes} if page.notes else {}))
+        return title, self.store.passage_ids(url, "page")
+
+    async def download_now(self, url: str, conditional: bool = True) -> FetchResult:
+        """A web page's bytes, within the fetch limits and the daemon's concurrent-fetch slots.
+
+        A page stored with validators (older than max_age, or fetch_one would not ask) is asked
+        for conditionally: unchanged, the server answers 304 and no body is downloaded."""
+        stored = self.store.page_validators(url) if conditional else None
+        validators = Validators(*stored) if stored else None
+        async with self.svc.fetch_slots:
+            result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits, validators)
+        # every body downloaded for this brief, read or not (an early download no round took, a
+        # straggler given up that arrived): what the network carried, not what the model read
+        self.state.page_bytes += len(result.body)
+        return result
+
+    def unchanged_page(self, round_no: int, url: str, result: FetchResult) -> tuple[str, list[int]] | None:
+        """A 304: the stored copy is still the page, so its text and passages are read as they
+        are (no body, no extraction) and its age restarts now (Store.confirm_page). None when
+        the stored copy is no longer readable (the caller then downloads the page)."""
+        page = self.store.get_page(url, float("inf"))
+        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
+        if page is None or not ids:
+            return None
+        self.store.confirm_page(url, result.etag, result.last_modified)
+        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it answered after all
+            self.store.forget_slow_url(url)
+        else:
+            self.state.pages_not_modified += 1
+        self.events.emit("page_fetched", round=round_no, url=url, final_url=page.final_url,
+                         status=result.status, title=page.title, chars=len(page.text), passages=len(ids),
+                         from_cache=True, not_modified=True, seconds=round(result.elapsed_s, 3))
+        return page.title, ids
+
+    def library_document(self, round_no: int, url: str) -> tuple[str, list[int]] | None:
+        """A library document: read and split when it was indexed, so here it costs one store read."""
+        page = self.store.get_page(url, float("inf"))
+        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
+        if not ids:  # removed or changed since the search: the index will catch up, nothing is wrong with it
+            self.mark_bad(url, "no longer in the library index", transient=True)
+            self.events.emit("page_fetched", round=round_no, url=url, ok=False, source="library",
+                             error="no longer in the library index")
+            return None
+        assert page is not None
+        self.state.local_reads += 1
+        self.events.emit("page_fetched", round=round_no, url=url, final_url=url, title=page.title,
+                         chars=len(page.text), passages=len(ids), from_cache=False, source="library")
+        return page.title, ids
+
+    async def archive_article(self, url: str) -> FetchResult:
+        """An archive article's HTML as a fetch result, so it is extracted and cached like a web page."""
+        if self.svc.archives is None:
+            return FetchResult(url=url, final_url=url, error="no archives are configured")
+        try:
+            entry = await self.svc.archives.read(url, max_bytes=self.svc.settings.fetch_max_bytes,
+                                                 max_redirects=self.svc.settings.fetch_max_redirects)
+        except DocumentUnavailable as exc:
+            # transient: an archive is replaced by a newer download under the same name; the next
+            # brief tries the article again rather than remembering it as bad for good
+            return FetchResult(url=url, final_url=url, error=str(exc), transient=True)
+        self.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
+        return FetchResult(url=url, final_url=entry.url, status=200, content_type=entry.mimetype, body=entry.body)
+
+    def mark_bad(self, url: str, reason: str, transient: bool, slow: bool = False) -> None:
+        """Not read again by this brief; by none for good (a permanent failure), or for
+        SLOW_PAGE_MEMORY_S when it was too slow (then tried again); other transient failures
+        are not remembered past this brief."""
+        self.state.bad[url] = reason
+        if slow:
+            self.store.mark_slow_url(url, reason, SLOW_PAGE_MEMORY_S)
+        elif not transient:
+            self.store.mark_bad_url(url, reason)
+
+    async def read_snippets(self, round_no: int, hits: list[SearchHit]) -> None:
+        """fetch_pages: false. The snippets SearXNG returned are the text, read in as few calls as
+        the prompt budget allows: each call takes the best-ranked snippets that fit, the next the rest.
+
+        The gaps stay as they stood when the round began, so a call's prompt depends only on the
+        snippets (a resumed round sends the same prompts, and the answer cache replays them)."""
+        gaps = self.state.open_gaps()
+        usable = [h for h in hits if h.content][: self.limits.pages_per_round * 2]
+        ids = [self.store.save_snippet(h.url, h.content) for h in usable]
+        titles = {h.url: h.title for h in usable}
+        while ids:
+            left = await self.read_batch(round_no, ids, titles, gaps, limit=len(ids))
+            if len(left) >= len(ids):
+                break  # nothing more fits a prompt: an oversize snippet alone
+            ids = left
+
+    async def read_batch(self, round_no: int, ids: list[int], titles: dict[str, str],
+                         gaps: list[decide.Gap], limit: int = PASSAGES_PER_BATCH) -> list[int]:
+        """Rank a batch's passages by BM25 against the question and gaps; the model reads the top
+        `limit` of them that fit the prompt. Returns the ranked ones the prompt had no room for."""
+        trusted = self.trusted_passages(round_no, ids, titles)
+        if not trusted:
+            return []
+        focus = " ".join([self.question, *[g.text for g in gaps]])
+        # which passages match is the index's word; their order is decide.bm25_order's, among
+        # themselves: the same passages then always make the same prompt, however much the store holds
+        matches = set(self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True))
+        matching = [i for i in trusted if i in matches]
+        ranked = [matching[n] for n in decide.bm25_order([trusted[i].text for i in matching], focus)][:limit]
+        topics = self.topics(gaps)
+        # only passages that could give a quote the rules keep (decide.is_related): a call reading
+        # none of them cannot change the outcome, so it is not made, and usage says so
+        rows = [trusted[i] for i in ranked if decide.is_related(trusted[i].text, topics)]
+        if not rows:
+            if ranked:
+                self.state.count_skipped("evidence")
+                self.events.emit("signal", message="evidence call skipped: no passage shares a word with the "
+                                                   "question or an open gap", round=round_no,
+                                 passages=len(ranked))
+            return []
+        passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
+                                      origin=r.origin, text=r.text) for r in rows]
+        line, ask = self.policy.evidence_task(self.state)
+        prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits, extra=line, ask=ask)
+        if not prompt.used_passages:
+            return []
+        # the schema allows no more items than the prompt has sentences: the answer's budget follows
+        schema = planner.evidence_schema(self.kind, len(prompt.refs))
+        self.batches_read += 1
+        # which pages this call reads: what tells why a prompt differs from an earlier run's (make bench);
+        # and which passages it shows the model (the prompt itself is not kept): `briefd eval` tells
+        # from them whether an answer sentence was ever in front of the model (daemon/rules/evaluate.py)
+        self.events.emit("signal", message="reading", round=round_no,
+                         urls=list(dict.fromkeys(p.url for p in passages if p.id in prompt.used_passages)),
+                         passages=list(prompt.used_passages))
+        answer = await self.ask("evidence", prompt.text, schema, planner.coerce_evidence,
+                                lambda: planner.EvidenceAnswer(items=[], new_gaps=[], new_queries=[]))
+        self.integrate(round_no, prompt, answer, gaps)
+        used = set(prompt.used_passages)
+        return [r.id for r in rows if r.id not in used]
+
+    def trusted_passages(self, round_no: int, ids: list[int], titles: dict[str, str]) -> dict[int, PassageRow]:
+        """The passages (by id, in batch order) whose page is not distrusted; a page carrying an
+        injection is distrusted here.
+
+        Every passage of the batch's pages (and each page's title) is checked before the model reads
+        any of them, so an injected page's text never reaches a prompt: none of its sentences can be
+        quoted, and none of its words can come back as a proposed query or gap.
+        """
+        rows = self.store.passages(ids)
+        for row in rows:
+            if row.url in self.state.distrusted:
+                continue
+            reason = decide.distrust_reason(row.text) or decide.distrust_reason(titles.get(row.url) or "")
+            if reason:
+                self.distrust(round_no, row.url, reason)
+        return {row.id: row for row in rows if row.url not in self.state.distrusted}
+
+    def distrust(self, round_no: int, url: str, reason: str) -> None:
+        """Distrust a page whole for this brief: its evidence so far goes, and it is never read again."""
+        if url in self.state.distrusted:
+            return
+        self.state.distrusted[url] = reason
+        self.state.count_fallback("distrusted_pages")
+        dropped = self.store.drop_evidence(self.run_id, url)
+        self.events.emit("signal", message="page distrusted", round=round_no, url=url, reason=reason,
+                         evidence_dropped=dropped)
+
+    def topics(self, gaps: list[decide.Gap]) -> list[str]:
+        """What evidence must be about: the research question, the brief's question, the open gaps."""
+        return [self.question, self.brief.question, *[g.text for g in gaps]]
+
+    def title_for(self, url: str, titles: dict[str, str]) -> str:
+        if url in titles and titles[url]:
+            return titles[url]
+        page = self.store.get_page(url, float("inf"))
+        return page.title if page and page.title else url
+
+    def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
+        """The model's labels, checked: numbers must appear in the quote; the tier is capped
+        (judge.capped_tier) and confidence follows it; under a contract the stance is the quote's
+        figures' (judge.quote_stance), not the model's."""
+        if self.kind == "plain":
+            return
+        row["tier"] = judge.capped_tier(row["url"], item.tier, self.svc.settings.source_tiers)
+        row["confidence"] = judge.tier_confidence(row["tier"], item.confidence)
+        if self.kind == "hypothesis":
+            contract = self.brief.hypothesis.contract if self.brief.hypothesis else None
+            row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
+            return
+        assert self.brief.estimate is not None, "an estimate brief always has its estimate block"
+        unit = self.brief.estimate.unit
+        kept: dict[str, float] = {}
+        for name in ("value", "low", "high"):
+            number = getattr(item, name)
+            if number is None:
+                continue
+            figure = judge.read_figure(number, quote, unit)
+            if figure.value is not None:
+                kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
+            else:
+                reason = figure.reason or judge.NOT_IN_QUOTE
+                self.state.numbers_discarded += 1
+                self.state.figures_discarded[reason] = self.state.figures_discarded.get(reason, 0) + 1
+                self.events.emit("evidence_skipped", round=round_no, reason=f"number {reason}",
+                                 proposed=number, field=name, written=figure.written, quote=quote[:200])
+        if "value" in kept:
+            row["low"] = row["high"] = kept["value"]
+        elif "low" in kept or "high" in kept:  # one end alone stands for both
+            ends = [kept[name] for name in ("low", "high") if name in kept]
+            row["low"], row["high"] = min(ends), max(ends)
+        row["impact"] = (item.impact or "narrows_both") if row["low"] is not None else "neutral"
+
+    def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,
+                  gaps: list[decide.Gap]) -> None:
+        """Evidence rows from sentence ids (quotes verbatim by construction), gaps, new queries."""
+        quoted = [(item, planner.quote_span(prompt, item.sentence_ids)) for item in answer.items]
+        for item, span in quoted:
+            # trusted_passages checks every sentence before the model reads it; a quote is checked
+            # again, so that no rule change there can let an injected page's quote through
+            if span is not None:
+                quote = prompt.passages[span[0].passage_id].text[span[1]:span[2]]
+                reason = decide.distrust_reason(quote)
+                if reason:
+                    self.state.count_fallback("injection_skipped")
+                    self.distrust(round_no, span[0].url, reason)
+        # the model read an injected page in this answer: what it proposes next may carry its text
+        tainted = any(p.url in self.state.distrusted for p in prompt.passages.values())
+        known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
+        # when each quote's text was read: its page's last fetch or confirmation (a snippet: now,
+        # the round's search having just returned it)
+        read_at = self.store.page_read_at(sorted({p.url for p in prompt.passages.values() if p.origin == "page"}))
+        now = utc_now()
+        rows: list[dict[str, Any]] = []
+        for item, span in quoted:
+            if span is None:
+                self.state.evaluator_failures += 1
+                self.events.emit("evidence_skipped", round=round_no, reason="no known sentence ids",
+                                 sentence_ids=item.sentence_ids)
+                continue
+            ref, start, end = span
+            passage = prompt.passages[ref.passage_id]
+            # a heading or headline the model took along at either end is not part of the quote
+            lead, tail = decide.statement_bounds(passage.text[start:end], passage.title,
+                                                 from_page=ref.origin == "page")
+            start, end = start + lead, start + tail
+            quote = passage.text[start:end]
+            if ref.url in self.state.distrusted:
+                self.events.emit("evidence_skipped", round=round_no, url=ref.url, quote=quote[:200],
+                                 reason=f"from a distrusted page: {self.state.distrusted[ref.url]}")
+                continue
+            not_evidence = decide.not_a_statement(quote, passage.title, from_page=ref.origin == "page")
+            if not_evidence:
+                self.events.emit("evidence_skipped", round=round_no, reason=not_evidence,
+                                 url=ref.url, quote=quote[:200])
+                continue
+            if not decide.is_related(quote, self.topics(gaps)):
+                self.events.emit("evidence_skipped", round=round_no, reason="unrelated to the question and gaps",
+                                 url=ref.url, quote=quote[:200])
+                continue
+            if (ref.url, quote) in known:
+                self.events.emit("evidence_skipped", round=round_no, reason="duplicate quote", url=ref.url)
+                continue
+            known.add((ref.url, quote))
+            stored = self.store.passages([ref.passage_id])[0]
+            offset = stored.start
+            row = {
+                "round": round_no, "url": ref.url, "title": passage.title, "passage_id": ref.passage_id,
+                "origin": ref.origin, "quote": quote, "quote_start": offset + start,
+                "quote_end": offset + end, "summary": item.summary, "confidence": item.confidence,
+                "stance": None, "impact": None, "gap": item.gap or None, "low": None, "high": None,
+                "tier": item.tier, "unit": item.unit, "scope": item.scope, "reading_date": item.date,
+                "page": stored.page, "read_at": read_at.get(ref.url, now) if ref.origin == "page" else now,
+            }
+            self.read_labels(round_no, item, quote, row)
+            rows.append(row)
+            if item.gap and item.confidence >= 0.5 and self.state.answer_gap(item.gap, round_no):
+                self.events.emit("signal", message="gap answered", gap=item.gap, round=round_no)
+            self.events.emit("evidence_found", round=round_no, url=ref.url, title=passage.title,
+                             quote=quote, summary=item.summary, confidence=row["confidence"],
+                             gap=item.gap or None, stance=row["stance"], impact=row["impact"],
+                             low=row["low"], high=row["high"], tier=row["tier"])
+        self.store.add_evidence(self.run_id, rows)
+        if tainted:
+            if answer.new_gaps or answer.new_queries:
+                self.events.emit("signal", message="proposals dropped: the model read a distrusted page",
+                                 new_gaps=answer.new_gaps, new_queries=answer.new_queries)
+            return
+        # a proposal that shares no word with the question or an open gap is off topic, by the rule
+        # a quote is (decide.is_related): a small model echoes "what should I do next" as a query
+        topics = self.topics(gaps)
+        proposed = [*answer.new_queries, *answer.new_gaps]
+        off_topic = [p for p in proposed if not decide.is_related(p, topics)]
+        added = self.state.add_gaps([g for g in answer.new_gaps if g not in off_topic])
+        queued = self.state.add_queries([q for q in answer.new_queries if q not in off_topic])
+        if added or queued or off_topic:
+            self.events.emit("signal", message="plan updated", new_gaps=[g.text for g in added],
+                             new_queries=queued, **({"dropped_off_topic": off_topic} if off_topic else {}))
+
+    # ---- estimates and verdicts (computed by rules, seeds 1 and 2) ----------------------------
+
+    def readings(self) -> list[judge.Reading]:
+        return _readings(self.store.evidence(self.run_id))
+
+    def usage_now(self, tokens: int | None = None) -> Usage:
+        return Usage(tokens=self.tokens_used() if tokens is None else tokens,
+                     seconds=self.wall_seconds(), pages=self.pages_read())
+
+    def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
+        """What the policy decides from, read from the store (once; or the evidence rows and token
+        count a caller already read) and the state. A hypothesis is judged on its stances, or,
+        with a contract, on its quotes alone (policy.HypothesisPolicy.verdict)."""
+        rows = self.store.evidence(self.run_id) if evidence is None else evidence
+        hypothesis = self.brief.hypothesis
+        return Facts(state=self.state, limits=self.limits, usage=self.usage_now(tokens),
+                     readings=_readings(rows) if self.brief.estimate else (),
+                     stances=_stances(rows) if hypothesis and not hypothesis.contract else (),
+                     quotes=_quotes(rows) if hypothesis and hypothesis.contract else ())
+
+    def update_estimate(self, round_no: int) -> None:
+        """The range after this round: a pure function of all evidence so far (judge.update_range)."""
+        assert isinstance(self.policy, EstimatePolicy)
+        low, high = self.policy.range_after(self.readings())
+        score = self.policy.score((low, high))
+        tokens = self.tokens_used()
+        self.state.estimate_history = [h for h in self.state.estimate_history if h["round"] < round_no]
+        self.state.estimate_history.append(
+            {"round": round_no, "low": low, "high": high, "progress_score": round(score, 4), "tokens": tokens})
+        self.events.emit("iteration_update", round=round_no, low=low, high=high,
+                         progress_score=round(score, 4),
+                         width_reduction_pct=round(judge.width_reduction_pct(self.policy.initial, (low, high)), 2),
+                         tokens_so_far=tokens)
+
+    # ---- synthesis ----------------------------------------------------------------------------------
+
+    async def synthesize(self) -> tuple[str, list[Source], str | None]:
+        rows = self.store.evidence(self.run_id)
+        evidence = decide.strongest_first(rows, [self.question, self.brief.question])
+        numbers: dict[str, int] = {}
+        lines: list[planner.EvidenceLine] = []
+        for e in evidence:
+            n = numbers.setdefault(e["url"], len(numbers) + 1)
+            lines.append(planner.EvidenceLine(source_n=n, quote=e["quote"], title=e["title"] or e["url"]))
+        titles = {e["url"]: e["title"] or e["url"] for e in evidence}
+        sources = [Source(n=n, url=url, title=titles[url]) for url, n in numbers.items()]
+        disclaimer = None if evidence else DISCLAIMER_MODEL_ONLY
+        if not evidence:
+            self.state.count_fallback("model_only")
+        chars = summary_chars(len(lines), self.svc.model.num_predict)
+        prompt = planner.synthesis_prompt(self.question, today(), lines, self.fits,
+                                          extra=self.policy.synthesis_line(self.facts(rows)), chars=chars)
+        # a summary cut off at its budget is not asked for again: the schema already holds the
+        # summary to what the budget allows, so a model that ran out of it once writes no better
+        # in half the room, and the fallback (the strongest quotes, cited) says what was found
+        summary = await self.ask("synthesis", prompt, planner.synthesis_schema(chars),
+                                 planner.coerce_synthesis([s.n for s in sources], chars),
+                                 lambda: planner.template_summary(self.question, lines), retry_cut=False)
+        summary, cited = renumber(summary, sources)
+        return summary, number_sources(cited, sources), disclaimer
+
+    def report_so_far(self, stop_reason: str, note: str) -> dict[str, Any]:
+        """The report of a run that ends before its synthesis (a cancel, a failure).
+
+        Everything found so far, through the same rules as a finished report: the evidence,
+        its sources, the queries, the usage with the model calls really made, and the
+        estimate or verdict computed from that evidence. The model is not asked again (a
+        cancel must not cost more), so there is no summary: `note` says why, and every source
+        that supplied evidence is numbered by first appearance, so no evidence is unsourced.
+        Stopped before any search, it asks the requester nothing (nothing was looked for yet).
+        Evidence read in a round the stop interrupted moves the range like any other: the
+        range is a pure function of all evidence so far (judge.update_range).
+        """
+        if self.brief.estimate and any(r.round > self.state.round for r in self.readings()):
+            self.update_estimate(self.state.round + 1)
+        self.state.stop_reason = stop_reason
+        numbers: dict[str, int] = {}
+        titles: dict[str, str] = {}
+        for e in self.store.evidence(self.run_id):
+            numbers.setdefault(e["url"], len(numbers) + 1)
+            titles.setdefault(e["url"], e["title"] or e["url"])
+        # no summary was written, so none is cited: each is listed as used, with its number
+        sources = [Source(n=n, url=url, title=titles[url], cited=False) for url, n in numbers.items()]
+        report = self.report("", sources, note)
+        if not report["queries"]:
+            report["open_questions"] = []  # nothing was searched: "no usable sources" would not be true
+        return report
+
+    def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
+        by_url = {s.url: s.n for s in sources}
+        rows = self.store.evidence(self.run_id)
+        evidence = [
+            {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
+             "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
+             "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
+             "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"],
+             "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from")}
+            for e in rows
+        ]
+        usage = self.usage(rows)
+        hashes = self.store.page_hashes([s.url for s in sources])
+        facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
+        verdict = self.policy.verdict_block(facts)
+        estimate = self.policy.estimate_block(facts)
+        asks = decide.open_questions(
+            self.brief.question, self.state.research_question, [g.text for g in self.state.open_gaps()],
+            had_evidence=bool(evidence), verdict=verdict["value"] if verdict else None,
+            estimate=(estimate["final"]["low"], estimate["final"]["high"], estimate["unit"],
+                      self.state.stop_reason == decide.TARGET_REACHED) if estimate else None)
+        return {
+            "id": self.brief.id,
+            "sides": self.policy.sides(evidence, estimate),
+            "source_file": None,  # filled by the worker, which knows the file
+            "status": "done",
+            "question": self.brief.question,
+            "research_question": self.state.research_question,
+            "angles": self.state.angles,
+            "plan_relevance": self.state.plan_relevance,
+            "started_at": self.started_at,
+            "finished_at": utc_now(),
+            "stop_reason": self.state.stop_reason,
+            "stop_explanation": self.state.stop_explanation,
+            "summary": summary,
+            "disclaimer": disclaimer,
+            # text_sha256: the page text each source was read as, so a re-run can tell an edited page
+            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url),
+                         "text_sha256": hashes.get(s.url)} for s in sources],
+            "searched": list(self.sources),
+            "egress": self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
+                                                             model_hosts(self.svc.settings))),
+            "distrusted": [{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
+            "evidence": evidence,
+            "estimate": estimate,
+            "verdict": verdict,
+            "open_questions": asks,
+            "gaps": [g.text for g in self.state.open_gaps()],
+            "queries": self.store.queries(self.run_id),
+            "usage": usage,
+            "fallbacks": dict(self.state.fallbacks),
+            "model": self.svc.model.model,
+            "searxng_url": self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
+            "error": None,
+            "follows": self.follows_block(),
+        }
+
+    def follows_block(self) -> dict[str, Any] | None:
+        """report.json's `follows` (followup.follows_block): the parent run this one started from."""
+        parent_run = self.state.follows_run_id
+        parent = self.store.report_of(parent_run) if parent_run is not None else None
+        if self.brief.follows is None or parent is None:
+            return None
+        return followup.follows_block(self.brief.follows, parent)
+
+    # ---- the model ------------------------------------------------------------------------------------
+
+    def fits(self, prompt: str) -> bool:
+        used = estimate_tokens(planner.SYSTEM_RESEARCHER) + estimate_tokens(prompt)
+        return used <= prompt_budget(self.svc.model)
+
+    async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
+                  fallback: Callable[[], T], retry_cut: bool = True) -> T:
+        self.check_cancel()
+        result = await self.models.call_json(
+            purpose=purpose, system=planner.SYSTEM_RESEARCHER,
+            user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
+            record=self.record_call, on_wait=self.on_wait, retry_cut=retry_cut,
+        )
+        crashpoints.reached("model_answer")
+        if result.retry_skipped:
+            self.state.count_skipped(f"{purpose} retry")
+        self.store.set_waiting(self.run_id, None)
+        self.store.service_back(self.run_id)
+        self.svc.outages.came_back("ollama")
+        if result.outcome in ("fallback", "poisoned"):
+            self.state.count_fallback(purpose)
+        if result.outcome == "poisoned":
+            # not an outage: the server answers everything else, so the brief goes on without this answer
+            self.events.emit("signal", message=POISONED_MESSAGE, purpose=purpose,
+                             reason=result.records[-1].error if result.records else None)
+        if result.repairs:
+            self.state.fallbacks["repaired_answers"] = self.state.fallbacks.get("repaired_answers", 0) + 1
+        return result.value
+
+    def record_call(self, rec: CallRecord) -> None:
+        self.store.record_model_call(self.run_id, rec)
+
+    def on_wait(self, service: str, retry_at: float, reason: str, fix: str | None) -> None:
+        """A call waits to try again (retry.call_with_retries): the brief's status and event say why,
+        and the daemon's outage log hears it with its fix (SearXNG's engines failing has its own)."""
+        when = datetime.fromtimestamp(retry_at, timezone.utc).replace(microsecond=0).isoformat()
+        told = f"{reason}; to fix: {fix}" if fix is not None and fix not in reason else reason
+        self.store.set_waiting(self.run_id, f"{service}: {told} (retry at {when})")
+        self.svc.outages.went_down(service, reason, fix)
+        given = {"fix": fix} if fix else {}
+        self.events.emit("waiting", service=service, reason=reason, retry_at=when, **given)
+
+    # ---- bookkeeping --------------------------------------------------------------------------------
+
+    def wall_seconds(self) -> float:
+        """Since the run began (resumed runs included: time waiting on the queue counts)."""
+        assert self.state.began_s is not None
+        return max(0.0, time.time() - self.state.began_s)
+
+    def tokens_used(self) -> int:
+        usage = self.store.model_usage(self.run_id)
+        return usage["prompt_tokens"] + usage["completion_tokens"]
+
+    def usage(self, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """report.json's usage; `evidence`: the run's evidence rows when the caller has read them."""
+        evidence = self.store.evidence(self.run_id) if evidence is None else evidence
+        model = self.store.model_usage(self.run_id)
+        return {
+            "llm_calls": model["llm_calls"],
+            "prompt_tokens": model["prompt_tokens"],
+            "completion_tokens": model["completion_tokens"],
+            "searches": self.store.search_count(self.run_id),
+            "pages_fetched": self.state.pages_fetched,
+            "page_cache_hits": self.state.page_cache_hits,
+            # of those, the pages the store's own search offered (read by earlier briefs, on this
+            # brief's topic): what looking in the store first found, read without a fetch
+            "pages_reused": self.state.pages_reused,
+            # stored pages past max_age that their server said are unchanged (304: read from the store)
+            "pages_not_modified": self.state.pages_not_modified,
+            "page_bytes": self.state.page_bytes,  # bytes of page bodies downloaded (decoded)
+            "documents_read": self.state.local_reads,
+            "llm_cache_hits": model["llm_cache_hits"],
+            "wall_seconds": round(self.wall_seconds(), 3),
+            "llm_seconds": model["llm_seconds"],
+            # how the model's answers were made usable (a replayed answer counts where it was paid for)
+            "repaired_answers": model["repaired_answers"],
+            "retried_answers": model["retried_answers"],
+            "fallback_answers": model["fallback_answers"],
+            "poisoned_answers": model["poisoned_answers"],  # refused by the server every time: fallback used
+            "fallbacks": dict(self.state.fallbacks),
+            "calls_skipped": dict(self.state.calls_skipped),  # model calls not made: they could not help
+            # pages a round went on without (stragglers), and those of them never read
+            "late_pages": len(self.state.late),
+            "late_pages_given_up": sum(1 for what in self.state.late.values() if what == LATE_GIVEN_UP),
+            # evidence taken from an earlier run (a follow-up's parent), not read again
+            "evidence_reused": sum(1 for e in evidence if e.get("reused_from") is not None),
+        }
+
+    def check_cancel(self) -> None:
+        if self.store.cancel_requested(self.run_id):
+            raise Cancelled()
+
+    def checkpoint(self) -> None:
+        self.state.remaining = decide.remaining_budgets(self.state, self.limits, self.usage_now())
+        self.saved = self.state.to_dict()
+        self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.saved)
+        crashpoints.reached("checkpoint")
+
+
+def _retrieved(task: "asyncio.Task[Any]") -> None:
+    """A task nobody may await (an early search, a trailing fetch): its failure is logged, not lost.
+    An outage is the round's to report (it awaits the same search): only the log's debug level has it."""
+    failure = None if task.cancelled() else task.exception()
+    if isinstance(failure, Outage):
+        log.debug("a background fetch met an outage: %s", failure)
+    elif failure is not None:
+        log.warning("a background fetch failed: %r", failure)
+
+
+def rank_batches(urls: list[str], carried: list[str], size: int = PAGES_PER_BATCH) -> list[list[str]]:
+    """A round's batches: its fresh pages in rank groups of `size`, then the stragglers it carried
+    from earlier rounds in groups of their own, so a page's lateness never reshapes the others'."""
+    fresh = [u for u in urls if u not in carried]
+    late = [u for u in urls if u in carried]
+    return [group[i:i + size] for group in (fresh, late) for i in range(0, len(group), size)]
+
+
+def first_to_read(ready: list[int], order: list[int]) -> int:
+    """Which of the batches whose pages all arrived the model reads next: the first by `order` (the
+    order an earlier run of the same round read them in, replayed), else the best-ranked."""
+    return min(ready, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+async def _nothing() -> None:
+    """A fetch not made (a page known bad): done at its first step, with no page."""
+    return None
+
+
+def summary_chars(quotes: int, ceiling: int) -> int:
+    """The summary's length: what its quotes call for (planner.synthesis_chars), shortened until its
+    largest answer fits the `num_predict` setting, so the grammar ends it before the budget does."""
+    chars = planner.synthesis_chars(quotes)
+    while chars > SUMMARY_MIN_FIT_CHARS and (answer_token_bound(planner.synthesis_schema(chars)) or 0) > ceiling:
+        chars -= 50
+    return chars
+
+
+def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:
+    """The evidence items that carry a figure, as the range rule reads them."""
+    return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
+                          impact=e["impact"] or "neutral", source=e["url"], round=e["round"])
+            for e in rows if e["low"] is not None and e["high"] is not None]
+
+
+def _stances(rows: list[dict[str, Any]]) -> list[judge.Stance]:
+    return [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
+                         tier=e["tier"], domain=e["url"]) for e in rows]
+
+
+def _quotes(rows: list[dict[str, Any]]) -> list[judge.Quoted]:
+    """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
+    return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=e["url"]) for e in rows]
+
+
+class _AnswerCache:
+    """The store's model_answers table, seen through daemon.llm's AnswerCache protocol."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, key: str) -> str | None:
+        return self.store.cached_answer(key)
+
+    def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        self.store.cache_answer(key, answer, prompt_tokens, completion_tokens)

@@ -1,0 +1,364 @@
+"""What each kind of brief decides: pure, typed, no I/O (DESIGN: "the loop sequences, policies decide").
+
+A brief is plain (a question), an estimate (a range to narrow) or a hypothesis (a claim to
+test). The loop asks its brief's policy the questions whose answers depend on the kind: why
+stop now, which aimed queries to queue, what an evidence prompt asks for, what the synthesis
+must state, and which estimate / verdict / side-by-side blocks the report gets. A policy
+takes plain data (the brief, the loop state, the readings or stances, the usage) and returns
+decisions; it never imports the loop, so the arrows run one way: loop -> policy ->
+judge/decide. The rules themselves stay in judge (numbers, ranges, verdicts) and decide (the
+one stop rule and its order); a policy only says which of them apply to its kind.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..rules import decide
+
+from ..rules import judge
+
+from . import planner
+from ..core.brief import Brief, Estimate
+from ..rules.decide import Limits, LoopState, Usage
+
+
+@dataclass(frozen=True)
+class Facts:
+    """All a policy decides from, gathered by the loop: plain data, read only."""
+
+    state: LoopState
+    limits: Limits
+    usage: Usage
+    readings: Sequence[judge.Reading] = ()   # estimate briefs: every evidence item with a figure
+    stances: Sequence[judge.Stance] = ()     # hypothesis briefs: every evidence item's stance
+    quotes: Sequence[judge.Quoted] = ()      # hypothesis briefs with a contract: every kept quote
+
+
+@dataclass(frozen=True)
+class Aim:
+    """Queries aimed by the brief's kind: `lead` goes to the front of this round's queue,
+    `refill` is queued only when nothing else is pending."""
+
+    lead: tuple[str, ...] = ()
+    refill: tuple[str, ...] = ()
+
+
+def _num(x: float) -> str:
+    """A figure as a sentence shows it: 430, 0.43, 1250000 (never 1.25e+06 for a whole number)."""
+    if math.isfinite(x) and float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.6g}"
+
+
+def _span(low: float, high: float) -> str:
+    return f"{_num(low)}\u2013{_num(high)}"
+
+
+def stop_head(reason: str | None, state: LoopState, limits: Limits, usage: Usage) -> str:
+    """The first half of the stop sentence: when, and which rule ended the rounds, in words."""
+    when = (f"Stopped after round {state.round} of {limits.max_rounds}" if state.round
+            else "Stopped before the first round")
+    budget = decide.spent_budget(limits, usage)
+    spent = {"tokens": f"the token budget ({limits.budget_tokens}) was spent",
+             "seconds": f"the time budget ({_num(limits.budget_seconds or 0)} s) was spent",
+             "pages": f"the page budget ({limits.budget_pages} pages) was spent"}
+    words = {
+        decide.TARGET_REACHED: "the target was reached",
+        decide.BUDGET: spent.get(budget or "", "a budget was spent"),
+        decide.STALLED: f"no new evidence in the last {decide.STALL_ROUNDS} rounds",
+        decide.CONVERGED: (f"the range stopped narrowing (its progress score moved less than "
+                           f"{judge.PLATEAU_GAIN:g} over the last {judge.PLATEAU_ROUNDS} rounds)"),
+        decide.GAPS_CLOSED: "every open question of the plan was answered",
+        decide.MAX_ROUNDS: "the round limit",
+        decide.EXHAUSTED: "no new search query was left to try",
+        judge.NO_USABLE_FIGURES: "no source gave a usable figure in the brief's unit",
+    }
+    return f"{when}: {words.get(reason or '', reason or 'no reason was recorded')}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A plain question's policy, and the interface every kind's policy offers (the others extend it).
+
+    For a plain brief the planner's gaps are its measure of done, and nothing is computed.
+    """
+
+    brief: Brief
+    kind: str = "plain"
+
+    def progress(self, facts: Facts) -> decide.Progress:
+        return decide.Progress()
+
+    def stop_reason(self, facts: Facts) -> str | None:
+        """The one stop rule (decide.stop_reason), fed with what this kind knows."""
+        return decide.stop_reason(facts.state, facts.limits, facts.usage, self.progress(facts))
+
+    def settle(self, facts: Facts, reason: str | None) -> str | None:
+        """The stop reason as the report states it, once the rounds stop for `reason` (the stop
+        rule's, or the loop's `exhausted`): a kind may name what its answer lacks instead."""
+        return reason
+
+    def aimed_queries(self, facts: Facts) -> Aim:
+        return Aim()
+
+    def evidence_task(self, state: LoopState) -> tuple[str, str]:
+        """What an evidence prompt adds for this kind: a section, and what to ask of each item."""
+        return "", ""
+
+    def synthesis_line(self, facts: Facts) -> str:
+        """The computed result the synthesis must state (nothing for a plain brief)."""
+        return ""
+
+    def estimate_block(self, facts: Facts) -> dict[str, Any] | None:
+        return None
+
+    def verdict_block(self, facts: Facts) -> dict[str, Any] | None:
+        return None
+
+    def sides(self, evidence: Sequence[dict[str, Any]], estimate: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None
+
+    def stop_detail(self, facts: Facts, reason: str | None) -> str:
+        """What the answer stands at when the rounds stop (after the stop head)."""
+        return ""
+
+    def explain_stop(self, facts: Facts, reason: str | None) -> str:
+        """One plain sentence for the report: when and why the rounds stopped, and where that left
+        the answer ("Stopped after round 3 of 3: the round limit; the range 430–520 USD million
+        is still wider than the target 400–460.")."""
+        detail = self.stop_detail(facts, reason)
+        head = stop_head(reason, facts.state, facts.limits, facts.usage)
+        return f"{head}; {detail}." if detail else f"{head}."
+
+
+def _side_item(e: dict[str, Any]) -> dict[str, Any]:
+    return {"source": e["source"], "url": e["url"], "title": e["title"], "quote": e["quote"],
+            "confidence": e["confidence"], "tier": e["tier"], "low": e["low"], "high": e["high"]}
+
+
+@dataclass(frozen=True)
+class EstimatePolicy(Policy):
+    """Seed 1: narrow a range. Done when the range meets the target with credible support."""
+
+    kind: str = "estimate"
+
+    @property
+    def est(self) -> Estimate:
+        assert self.brief.estimate is not None
+        return self.brief.estimate
+
+    @property
+    def initial(self) -> tuple[float, float]:
+        return (self.est.low, self.est.high)
+
+    def current_range(self, state: LoopState) -> tuple[float, float]:
+        """The range after the last round (the brief's own before the first)."""
+        if state.estimate_history:
+            last = state.estimate_history[-1]
+            return (last["low"], last["high"])
+        return self.initial
+
+    def score(self, current: tuple[float, float]) -> float:
+        return judge.progress_score(self.initial, current, target_low=self.est.target_low,
+                                    target_high=self.est.target_high, target_width=self.est.target_width)
+
+    def range_after(self, readings: Sequence[judge.Reading]) -> tuple[float, float]:
+        """The range from all evidence so far (judge.update_range: order-free, rule-computed)."""
+        return judge.update_range(self.initial, readings)
+
+    def supported_by(self, facts: Facts) -> int:
+        return judge.supporting_sources(self.current_range(facts.state), facts.readings, self.initial)
+
+    def meets_target(self, current: tuple[float, float]) -> bool:
+        return judge.target_met(current, self.est.target_low, self.est.target_high, self.est.target_width)
+
+    def progress(self, facts: Facts) -> decide.Progress:
+        """target_reached only when the range itself meets the target (inside the band, or no wider
+        than target_width) and TARGET_SOURCES independent credible sources lie inside it; a high
+        progress score alone is not the answer. converged: the score moved under 0.005 over 2
+        rounds (the leading 0.0 is the score before any evidence)."""
+        if not facts.state.estimate_history:
+            return decide.Progress(answered_ends_it=False)
+        current = self.current_range(facts.state)
+        reached = self.meets_target(current) and self.supported_by(facts) >= judge.TARGET_SOURCES
+        scores = [h["progress_score"] for h in facts.state.estimate_history]
+        return decide.Progress(target_reached=reached, converged=judge.plateau([0.0, *scores]),
+                               answered_ends_it=False)
+
+    def aimed_queries(self, facts: Facts) -> Aim:
+        """After round 1 each round leads with a query at the bound the evidence supports least;
+        when nothing else is pending, all of them."""
+        aimed = tuple(self.bound_queries(facts))
+        return Aim(lead=aimed[:1] if facts.state.round >= 1 else (), refill=aimed)
+
+    def bound_queries(self, facts: Facts) -> list[str]:
+        """Queries aimed at what keeps the range wide: the bound the evidence supports least."""
+        topic = " ".join(decide.content_words(self.brief.question)[:6])
+        bound = judge.weakest_bound(self.current_range(facts.state), facts.readings)
+        aim = {"narrow_low": ["minimum", "lowest estimate"], "narrow_high": ["maximum", "highest estimate"],
+               "both": ["official figure", "audited total"]}.get(bound, ["official figure"])
+        return [f"{topic} {word} {self.est.unit}" for word in aim] + [f"{topic} final figure report"]
+
+    def evidence_task(self, state: LoopState) -> tuple[str, str]:
+        low, high = self.current_range(state)
+        unit = self.est.unit
+        return (f"ESTIMATE: {unit}, current range {low:g}..{high:g}",
+                (f"For each item give the figure it states, in {unit} (value, or low and high), how it "
+                 f"moves the ESTIMATE (impact) and the source's tier."))
+
+    def synthesis_line(self, facts: Facts) -> str:
+        low, high = self.current_range(facts.state)
+        return (f"COMPUTED RANGE: {low:g} to {high:g} {self.est.unit} (computed by rule from the "
+                f"evidence; state this range, do not invent another)")
+
+    def settle(self, facts: Facts, reason: str | None) -> str | None:
+        """`no_usable_figures` when sources did state figures but none in the brief's unit was kept:
+        the range never moved, and that, not the round count or a flat score, is why. A spent
+        budget stays the reason (it is what stopped the rounds, and it is true), and so does the
+        rule's reason when no figure was proposed at all (`stalled`: nothing was found; the
+        estimate's note still says no source stated a figure)."""
+        discarded = sum(facts.state.figures_discarded.values())
+        if (reason is not None and reason != decide.BUDGET and facts.state.round >= 1 and discarded
+                and self.figures_note(facts)):
+            return judge.NO_USABLE_FIGURES
+        return reason
+
+    def figures_note(self, facts: Facts) -> str | None:
+        """judge.no_usable_figures for this brief: the sentence when no figure in its unit was kept."""
+        return judge.no_usable_figures(len(facts.readings), facts.state.figures_discarded, self.est.unit)
+
+    def estimate_block(self, facts: Facts) -> dict[str, Any] | None:
+        est = self.est
+        low, high = self.current_range(facts.state)
+        return {
+            "unit": est.unit,
+            "initial": {"low": est.low, "high": est.high},
+            "target": {"low": est.target_low, "high": est.target_high, "width": est.target_width},
+            "final": {"low": low, "high": high},
+            "progress_score": round(self.score((low, high)), 4),
+            "history": list(facts.state.estimate_history),
+            "numbers_discarded": facts.state.numbers_discarded,
+            "discarded_reasons": dict(facts.state.figures_discarded),
+            "note": self.figures_note(facts),
+        }
+
+    def sides(self, evidence: Sequence[dict[str, Any]], estimate: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Inside vs outside the final range."""
+        if estimate is None:
+            return None
+        low, high = estimate["final"]["low"], estimate["final"]["high"]
+        read = [e for e in evidence if e["low"] is not None]
+        inside = [_side_item(e) for e in read if low <= e["low"] and e["high"] <= high]
+        outside = [_side_item(e) for e in read if not (low <= e["low"] and e["high"] <= high)]
+        return {"left_title": f"Within the final range ({low:g}\u2013{high:g})", "left": inside,
+                "right_title": "Outside it (not corroborated, or low confidence)", "right": outside}
+
+    def target_text(self) -> str:
+        """The target as the report's table and sentence show it: "400–460" or "width ≤ 60"."""
+        est = self.est
+        if est.target_low is not None and est.target_high is not None:
+            return _span(est.target_low, est.target_high)
+        if est.target_width is not None:
+            return f"width \u2264 {_num(est.target_width)}"
+        return ""
+
+    def stop_detail(self, facts: Facts, reason: str | None) -> str:
+        """Where the range stands against the target, in words, whatever stopped the rounds."""
+        low, high = self.current_range(facts.state)
+        rng = f"the range {_span(low, high)} {self.est.unit}"
+        target = self.target_text()
+        if not target:
+            return f"{rng} is the result (the brief set no target)"
+        sources = self.supported_by(facts)
+        need = judge.TARGET_SOURCES
+        if self.meets_target((low, high)):
+            verb = "lies inside" if self.est.target_width is None else "meets"
+            if sources >= need:
+                return f"{rng} {verb} the target {target}, supported by {sources} credible sources"
+            return (f"{rng} {verb} the target {target}, but it rests on {sources} credible source"
+                    f"{'' if sources == 1 else 's'} ({need} needed)")
+        if self.est.target_width is not None:
+            return f"{rng} (width {_num(high - low)}) is still wider than the target, {target}"
+        t_lo, t_hi = sorted((self.est.target_low or 0.0, self.est.target_high or 0.0))
+        if high - low > t_hi - t_lo:
+            return f"{rng} is still wider than the target {target}"
+        return f"{rng} lies outside the target {target}"
+
+
+@dataclass(frozen=True)
+class HypothesisPolicy(Policy):
+    """Seed 2: test a claim. Closed gaps end it only once the verdict is decided."""
+
+    kind: str = "hypothesis"
+
+    @property
+    def claim(self) -> str:
+        assert self.brief.hypothesis is not None
+        return self.brief.hypothesis.claim
+
+    @property
+    def contract(self) -> judge.Contract | None:
+        assert self.brief.hypothesis is not None
+        return self.brief.hypothesis.contract
+
+    def verdict(self, facts: Facts) -> judge.Verdict:
+        """Seed 2: with a contract, computed from the figures code reads in the quotes against the
+        target (deterministic); without one, weighed from the model's stance labels (advisory)."""
+        if self.contract is not None:
+            return judge.contract_verdict(self.contract, facts.quotes)
+        return judge.verdict(facts.stances)
+
+    def progress(self, facts: Facts) -> decide.Progress:
+        """The gaps are answered but the claim is not decided yet: look further."""
+        return decide.Progress(answered_ends_it=self.verdict(facts).value != "inconclusive")
+
+    def aimed_queries(self, facts: Facts) -> Aim:
+        return Aim(refill=tuple(self.claim_queries()))
+
+    def claim_queries(self) -> list[str]:
+        """Queries for both sides of a claim: what would support it and what would refute it."""
+        words = " ".join(decide.content_words(self.claim)[:8])
+        return [words, f"{words} evidence", f"{words} denied false", f"{words} confirmed official"]
+
+    def evidence_task(self, state: LoopState) -> tuple[str, str]:
+        contract = self.contract
+        measured = f" (measured as: {planner.one_line(contract.describe(), 300)})" if contract else ""
+        return (f"CLAIM: {planner.one_line(self.claim, 500)}{measured}",
+                ("For each item say whether it supports or contradicts the CLAIM (stance), and the "
+                 "source's tier."))
+
+    def verdict_block(self, facts: Facts) -> dict[str, Any] | None:
+        result = self.verdict(facts)
+        return {"value": result.value, "rule": result.rule, "evidence_level": result.evidence_level,
+                "contract": self.contract.describe() if self.contract else None,
+                "claim": self.claim,
+                "support": round(result.support, 3), "contradiction": round(result.contradiction, 3)}
+
+    def synthesis_line(self, facts: Facts) -> str:
+        verdict = self.verdict_block(facts)
+        assert verdict is not None
+        return (f"COMPUTED VERDICT: the claim \"{planner.one_line(verdict['claim'], 300)}\" is "
+                f"{verdict['value']} ({verdict['rule']}); state this verdict, do not judge it yourself")
+
+    def sides(self, evidence: Sequence[dict[str, Any]], estimate: dict[str, Any] | None) -> dict[str, Any] | None:
+        """For vs against the claim."""
+        return {"left_title": "Supports the claim",
+                "left": [_side_item(e) for e in evidence if e["stance"] == "supports"],
+                "right_title": "Contradicts the claim",
+                "right": [_side_item(e) for e in evidence if e["stance"] == "contradicts"]}
+
+    def stop_detail(self, facts: Facts, reason: str | None) -> str:
+        return f"the verdict is {self.verdict(facts).value}"
+
+
+def policy_for(brief: Brief) -> Policy:
+    """The policy of the brief's kind: estimate, hypothesis or plain."""
+    if brief.estimate is not None:
+        return EstimatePolicy(brief)
+    if brief.hypothesis is not None:
+        return HypothesisPolicy(brief)
+    return Policy(brief)

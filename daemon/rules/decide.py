@@ -1,0 +1,618 @@
+"""The decision core: pure, typed, no I/O. The model proposes; these rules decide.
+
+Everything that chooses what happens next in a brief lives here, so it can be
+tested with plain tables of cases: which queries to run (never one already
+asked), which URLs to fetch (never one visited or known bad), when to stop and
+why, and the loop state itself (seed 4), which is explicit and serialisable so
+it can be checkpointed after every step and shown by `briefd status`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+STOPWORDS = frozenset(
+    """a an and are as at be been by can could did do does for from had has have how i if in
+    into is it its of on or over per so than that the their there these this those to was were
+    what when where which who why will with would about after before between during than
+    under vs versus""".split()
+)
+
+# Stop reasons (report.json `stop_reason`): the one list, used by the loop, its policies and tests.
+TARGET_REACHED, BUDGET, STALLED, CONVERGED, GAPS_CLOSED, MAX_ROUNDS, EXHAUSTED, CANCELLED = (
+    "target_reached", "budget", "stalled", "converged", "gaps_closed", "max_rounds", "exhausted", "cancelled",
+)
+# The order stop_reason checks them in (the first that holds wins); EXHAUSTED is the loop's own
+# (it alone knows whether it could make another query), CANCELLED the worker's.
+STOP_ORDER = (TARGET_REACHED, BUDGET, STALLED, CONVERGED, GAPS_CLOSED, MAX_ROUNDS)
+STALL_ROUNDS = 2   # rounds in a row without new evidence that make a brief stalled (seed 4)
+
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words minus stopwords, in order, without repeats."""
+    out: list[str] = []
+    for word in _TOKEN.findall(text.lower()):
+        if word not in STOPWORDS and word not in out:
+            out.append(word)
+    return out
+
+
+def normalize_query(query: str) -> str:
+    """Two queries are the same search when they have the same content words in any order."""
+    return " ".join(sorted(content_words(query)))
+
+
+def is_duplicate_query(query: str, asked: Iterable[str], threshold: float = 0.8) -> bool:
+    """Same content words, or near enough (Jaccard ≥ threshold), as a query already used."""
+    words = set(content_words(query))
+    if not words:
+        return True
+    for other in asked:
+        other_words = set(content_words(other))
+        if not other_words:
+            continue
+        if words == other_words:
+            return True
+        if len(words & other_words) / len(words | other_words) >= threshold:
+            return True
+    return False
+
+
+def relevance(text: str, topics: Sequence[str]) -> float:
+    """Share of the topics' content words that `text` contains (0..1): a cheap, explainable
+    measure used to order evidence and to refuse quotes that are about something else."""
+    wanted = {w for topic in topics for w in content_words(topic)}
+    if not wanted:
+        return 0.0
+    return len(wanted & set(content_words(text))) / len(wanted)
+
+
+BM25_K1, BM25_B = 1.2, 0.75  # Okapi BM25's usual constants (SQLite FTS5 uses the same)
+
+
+def bm25_order(texts: Sequence[str], query: str) -> list[int]:
+    """Indices of `texts`, best match for `query` first, by Okapi BM25 over these texts alone.
+
+    Why not the store's full-text index: its BM25 weighs words by how rare they are in every
+    passage ever stored, so the same passages rank in another order once the store has read
+    more, and a brief asked again would send other prompts (and pay for them again). Ranked
+    against each other only, the same passages always come in the same order. Ties keep the
+    given order (the pages' rank, then their position).
+    """
+    words = [_TOKEN.findall(text.lower()) for text in texts]
+    terms = content_words(query)
+    if not texts or not terms:
+        return list(range(len(texts)))
+    avg = sum(len(w) for w in words) / len(words) or 1.0
+    having = {t: sum(1 for w in words if t in w) for t in terms}
+    idf = {t: math.log((len(texts) - n + 0.5) / (n + 0.5) + 1.0) for t, n in having.items()}
+
+    def score(w: list[str]) -> float:
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * len(w) / avg)
+        return sum(idf[t] * w.count(t) * (BM25_K1 + 1) / (w.count(t) + norm) for t in terms if t in w)
+
+    scores = [score(w) for w in words]
+    return sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+
+
+PLAN_RELEVANCE_MIN = 0.6
+
+
+def plan_relevance(question: str, queries: Sequence[str]) -> float:
+    """Seed 5's relevancy gate, computed: how much of the question the planned queries cover (0..1).
+
+    Each query scores twice its share of the question's content words, capped at 1 (a query
+    carrying half the question's words is fully on topic); the plan scores their mean.
+    """
+    if not queries:
+        return 0.0
+    return sum(min(1.0, 2 * relevance(q, [question])) for q in queries) / len(queries)
+
+
+def on_topic_queries(question: str, queries: Sequence[str]) -> list[str]:
+    """The planned queries that count as fully on topic for `plan_relevance` (half the question's
+    content words or more), in order."""
+    return [q for q in queries if 2 * relevance(q, [question]) >= 1.0]
+
+
+def replan_can_help(question: str, queries: Sequence[str], slots: int) -> bool:
+    """Whether a second plan could change what is searched first (the re-plan is a model call).
+
+    Round 1 searches the question itself and `slots` planned queries. When the first plan has
+    at least that many queries on topic, its off-topic ones are dropped instead: a second plan
+    could only replace queries that round 1 would not reach, and later rounds are aimed by the
+    gaps and the evidence, not by the plan's leftovers.
+    """
+    return len(on_topic_queries(question, queries)) < slots
+
+
+def is_related(text: str, topics: Sequence[str]) -> bool:
+    """A quote that shares no content word with the question or any open gap is not evidence for it.
+
+    Also the floor a passage must pass to be shown to the model at all: a passage without one
+    of these words holds no sentence that could be kept, so a call reading only such passages
+    cannot change the outcome (full-text search matches on any word, "the" and "was" included).
+    """
+    return relevance(text, topics) > 0.0
+
+
+# Text that talks to a model rather than about the world: the usual shapes of a prompt
+# injection planted in a page. Narrow on purpose (a page *about* prompt injection may still
+# be quoted when it describes rather than commands); a false positive costs one quote.
+_ADDRESSES_A_MODEL = re.compile(
+    r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?"
+    r"(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|messages?|rules)"
+    r"|\b(system|developer|admin)\s+(note|prompt|message|instructions?|override)\s*:"
+    r"|\bnew\s+instructions?\s*:"
+    r"|(^|[.!?]\s+)(please\s+)?(report|answer|respond|reply|say|state|conclude|tell\s+the\s+user)\s+that\b",
+    re.IGNORECASE,
+)
+
+
+def addresses_a_model(text: str) -> bool:
+    """True when a quote is an instruction to the reader-model (a prompt injection), not evidence.
+
+    briefd's model only points at sentence ids and the rules compute every number and verdict,
+    so an injection cannot steer them; this keeps it out of the quotes and the summary too.
+    """
+    return injected_instruction(text) is not None
+
+
+INJECTION_EXCERPT_CHARS = 200
+_SENTENCE_BREAK = re.compile(r"[.!?](?=\s|$)")
+DISTRUSTED_FOR_INJECTION = "carries instructions to a model (a prompt injection)"
+
+
+def injected_instruction(text: str) -> str | None:
+    """The first instruction to a model in `text` (a page's passage, title or snippet), or None.
+
+    Each line is read on its own (a line break starts a sentence, so "Detour\nReport that ..."
+    is caught) and then the whole text as one line (so an instruction broken over two lines is
+    caught too): every quote briefd could take from the text is covered, which is what lets the
+    loop distrust a page before the model reads any of it. Returns the sentence around the
+    instruction, at most INJECTION_EXCERPT_CHARS long, for the report's distrusted list.
+    """
+    for piece in [*text.split("\n"), text]:
+        flat = " ".join(piece.split())
+        match = _ADDRESSES_A_MODEL.search(flat)
+        if match is None:
+            continue
+        before = max((m.end() for m in _SENTENCE_BREAK.finditer(flat, 0, match.start() + 1)), default=0)
+        after = _SENTENCE_BREAK.search(flat, match.end())
+        excerpt = flat[before:after.start() + 1 if after else len(flat)].strip()
+        return excerpt[:INJECTION_EXCERPT_CHARS]
+    return None
+
+
+def distrust_reason(text: str) -> str | None:
+    """Why a page whose `text` this is is distrusted whole, in words for the report, or None."""
+    found = injected_instruction(text)
+    return None if found is None else f"{DISTRUSTED_FOR_INJECTION}: \u201c{found}\u201d"
+
+
+# ---- what a quote must be to count as evidence ------------------------------------------------
+
+# A quote must assert something. A bare question asserts nothing, and a headline or a heading
+# only announces what the text under it says (and is written to sell it): the sentences below
+# are the evidence. Told apart by shape, not by meaning: briefd has no part-of-speech tagger
+# (a model for that would cost more than the rule is worth), and the shape is what the page
+# itself signals: a line of its own with no sentence-ending punctuation.
+HEADING_MAX_WORDS = 12
+_CLOSERS = "\"'\u201d\u2019\u00bb)]"
+_STATEMENT_END = ".!;:\u2026"
+_QUOTE_SENTENCE = re.compile(r"(?<=[.!?\u2026])[\"'\u201d\u2019\u00bb)\]]*\s+|\n+")
+_DIGIT = re.compile(r"\d")
+_NOT_A_STATEMENT = ", not a statement"
+NOT_A_STATEMENT_QUESTION = "a question" + _NOT_A_STATEMENT
+NOT_A_STATEMENT_HEADLINE = "the page's headline" + _NOT_A_STATEMENT
+NOT_A_STATEMENT_HEADING = "a heading" + _NOT_A_STATEMENT
+
+
+def _last_mark(sentence: str) -> str:
+    return sentence.strip().rstrip(_CLOSERS).rstrip()[-1:]
+
+
+def _words_key(text: str) -> str:
+    return " ".join(_TOKEN.findall(text.lower()))
+
+
+def _not_a_statement_kind(sentence: str, title: str, from_page: bool) -> str | None:
+    mark = _last_mark(sentence)
+    if mark == "?":
+        return NOT_A_STATEMENT_QUESTION
+    if mark in _STATEMENT_END:
+        return None
+    words = _words_key(sentence)
+    if words and title and f" {words} " in f" {_words_key(title)} ":
+        return NOT_A_STATEMENT_HEADLINE
+    if from_page and not _DIGIT.search(sentence) and len(words.split()) <= HEADING_MAX_WORDS:
+        return NOT_A_STATEMENT_HEADING
+    return None
+
+
+def statement_bounds(quote: str, title: str = "", *, from_page: bool = True) -> tuple[int, int]:
+    """Where `quote`'s statements start and end: the span without the headings and headlines it
+    begins or ends with (not_a_statement's kinds; a question stays: "Was it hit by a barge? No: ..."
+    needs it). A model that points at a heading and the sentences under it quotes the sentences:
+    the heading only announces them. (0, len) when nothing is to be trimmed or nothing would be
+    left (not_a_statement then says why the quote is no evidence).
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _QUOTE_SENTENCE.finditer(quote):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(quote)))
+    spans = [(a, b) for a, b in spans if quote[a:b].strip()]
+
+    def announces(span: tuple[int, int]) -> bool:
+        kind = _not_a_statement_kind(quote[span[0]:span[1]].strip(), title, from_page)
+        return kind in (NOT_A_STATEMENT_HEADLINE, NOT_A_STATEMENT_HEADING)
+
+    kept = [i for i, span in enumerate(spans) if not announces(span)]
+    if not kept:
+        return 0, len(quote)
+    start, end = spans[kept[0]][0], spans[kept[-1]][1]
+    while start < end and quote[start].isspace():
+        start += 1
+    while end > start and quote[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def not_a_statement(quote: str, title: str = "", *, from_page: bool = True) -> str | None:
+    """Why `quote` cannot be evidence (no sentence of it states anything), or None if it may be.
+
+    Each sentence of the quote is one of:
+    - a question: it ends in "?" ("Was it hit by a barge?");
+    - a headline: it does not end a sentence (no . ! ; : or ellipsis, closing quotes and
+      brackets aside) and its words are the page title's, or part of them, figures or not
+      ("Northgate tunnel finished 430 million dollars over budget, auditor finds");
+    - a heading: from a page (where every line is a sentence of its own), it does not end a
+      sentence, has no digit and at most HEADING_MAX_WORDS words ("Where the money went").
+      Not applied to search snippets, which are cut mid-sentence by nature;
+    - a statement: anything else.
+    A quote with one statement is evidence ("Was it hit by a barge? No: ..."); a quote of a
+    headline and a question is not. A line with a figure that is not the title (a list item
+    "7 of 32 anchorages corroded") is a statement: the figure is what an estimate needs.
+    """
+    sentences = [s for s in (p.strip() for p in _QUOTE_SENTENCE.split(quote)) if s]
+    kinds = [_not_a_statement_kind(s, title, from_page) for s in sentences]
+    if not kinds or None in kinds:
+        return None
+    unique = list(dict.fromkeys(k for k in kinds if k))
+    if len(unique) == 1:
+        return unique[0]
+    return " and ".join(k.removesuffix(_NOT_A_STATEMENT) for k in unique) + _NOT_A_STATEMENT
+
+
+def is_decisive(item: Mapping[str, Any]) -> bool:
+    """Evidence that enters a computed result: a figure read from it, or a stance for or against."""
+    return item.get("low") is not None or item.get("stance") in ("supports", "contradicts")
+
+
+def strongest_first(evidence: Iterable[Mapping[str, Any]], topics: Sequence[str]) -> list[Any]:
+    """Evidence in the order the synthesis is shown it, strongest first.
+
+    Decisive items first (a figure or a stance: what decides the range or the verdict), then by
+    relevance to the question plus confidence, then by id. The synthesis is told to cite the
+    strongest, so the source that decided the result is normally among the cited ones.
+    """
+    return sorted(evidence, key=lambda e: (not is_decisive(e),
+                                           -relevance(e["quote"], topics) - (e["confidence"] or 0), e["id"]))
+
+
+def clean_query(query: str, max_chars: int = 200) -> str:
+    return " ".join(query.split())[:max_chars].strip()
+
+
+@dataclass
+class Gap:
+    """Something the brief still needs to know. Answered gaps stay, marked with the round."""
+
+    id: str
+    text: str
+    answered_round: int | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.answered_round is None
+
+
+@dataclass
+class LoopState:
+    """Seed 4's explicit state: everything the loop knows, checkpointed after every step."""
+
+    phase: str = "plan"                  # plan → rounds → synthesis → done
+    round: int = 0                       # rounds completed
+    research_question: str = ""
+    angles: list[str] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    pending_queries: list[str] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)
+    visited: list[str] = field(default_factory=list)
+    bad: dict[str, str] = field(default_factory=dict)
+    new_evidence_per_round: list[int] = field(default_factory=list)
+    results_per_round: list[int] = field(default_factory=list)
+    evaluator_failures: int = 0
+    pages_fetched: int = 0
+    page_cache_hits: int = 0
+    pages_not_modified: int = 0  # stored pages older than max_age that their server confirmed (304): not downloaded
+    page_bytes: int = 0  # bytes of page bodies this run downloaded (decoded; 0 when every page was cached or a 304)
+    local_reads: int = 0  # library documents and archive articles read: on this machine, no fetch
+    # pages read before (by earlier briefs) that the store's own search offered, where the web's
+    # answers did not list them: the URLs offered so far, and how many of them were read (no fetch)
+    offered: list[str] = field(default_factory=list)
+    pages_reused: int = 0
+    # the rounds as they ran: {round, queries, urls, late, carried}: what a brief asked again replays
+    past_rounds: list[dict[str, Any]] = field(default_factory=list)
+    fallbacks: dict[str, int] = field(default_factory=dict)
+    calls_skipped: dict[str, int] = field(default_factory=dict)  # purpose → model calls not made: see count_skipped
+    next_action: str = "plan"
+    why: str = "a new brief starts with a plan"
+    stop_reason: str | None = None
+    stop_explanation: str | None = None  # the stop reason in one sentence, as the report says it
+    current_round: dict[str, Any] = field(default_factory=dict)  # {round, queries, urls}: replayed on resume
+    remaining: dict[str, Any] = field(default_factory=dict)  # budgets left: rounds, tokens, seconds, pages
+    plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
+    estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
+    numbers_discarded: int = 0           # numbers the model proposed that code discarded (judge.read_figure)
+    figures_discarded: dict[str, int] = field(default_factory=dict)  # the same, counted by their reason
+    distrusted: dict[str, str] = field(default_factory=dict)  # url → why: pages caught carrying an injection
+    # url → what became of a page a round went on without (the loop's LATE_* words): still
+    # `waiting` ones are taken into the next round, or read (or given up) before the synthesis
+    late: dict[str, str] = field(default_factory=dict)
+    # when the run began, in epoch seconds to the microsecond: the wall time in `usage` and the
+    # seconds budget (the brief's started_at is to the second, up to a second off for a short brief)
+    began_s: float | None = None
+    # a follow-up's parent run (daemon.followup): its evidence was carried in, its report is linked
+    follows_run_id: int | None = None
+
+    def open_gaps(self) -> list[Gap]:
+        return [g for g in self.gaps if g.open]
+
+    def count_fallback(self, name: str) -> None:
+        self.fallbacks[name] = self.fallbacks.get(name, 0) + 1
+
+    def count_skipped(self, purpose: str) -> None:
+        """A model call not made because it could not change the outcome (usage.calls_skipped)."""
+        self.calls_skipped[purpose] = self.calls_skipped.get(purpose, 0) + 1
+
+    def add_gaps(self, texts: Iterable[str], max_open: int = 8) -> list[Gap]:
+        """Add new gaps (not duplicates of known ones), keeping at most `max_open` open."""
+        added: list[Gap] = []
+        known = [g.text for g in self.gaps]
+        for text in texts:
+            text = " ".join(str(text).split())[:300]
+            if not text or is_duplicate_query(text, known, threshold=0.7):
+                continue
+            if len(self.open_gaps()) >= max_open:
+                break
+            gap = Gap(id=f"G{len(self.gaps) + 1}", text=text)
+            self.gaps.append(gap)
+            known.append(text)
+            added.append(gap)
+        return added
+
+    def answer_gap(self, gap_id: str, round_: int) -> bool:
+        for gap in self.gaps:
+            if gap.id == gap_id and gap.open:
+                gap.answered_round = round_
+                return True
+        return False
+
+    def add_queries(self, queries: Iterable[str]) -> list[str]:
+        """Queue new queries, dropping any that repeat an asked or already queued one."""
+        added: list[str] = []
+        for query in queries:
+            query = clean_query(str(query))
+            if not query or is_duplicate_query(query, [*self.asked, *self.pending_queries]):
+                continue
+            self.pending_queries.append(query)
+            added.append(query)
+        return added
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LoopState":
+        data = dict(data)
+        data["gaps"] = [Gap(**g) for g in data.get("gaps", [])]
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A brief's caps and budgets, resolved from its depth preset and fields."""
+
+    max_rounds: int
+    max_searches_per_round: int
+    pages_per_round: int
+    budget_tokens: int | None = None
+    budget_seconds: float | None = None
+    budget_pages: int | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    tokens: int
+    seconds: float
+    pages: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a brief's kind says about its own answer; its policy (daemon/research/policy.py) computes it.
+
+    `target_reached`: an estimate's range meets its target with enough credible sources.
+    `converged`: an estimate's progress score has stopped moving.
+    `answered_ends_it`: whether every gap answered ends the brief: a plain brief's yes; a
+    hypothesis's only once its verdict is decided; an estimate's never (it is done when its
+    range is, not when the planner's gaps are).
+    """
+
+    target_reached: bool = False
+    converged: bool = False
+    answered_ends_it: bool = True
+
+
+def spent_budget(limits: Limits, usage: Usage) -> str | None:
+    """Which hard budget is spent ("tokens", "seconds" or "pages"), or None."""
+    for name, cap, used in (("tokens", limits.budget_tokens, usage.tokens),
+                            ("seconds", limits.budget_seconds, usage.seconds),
+                            ("pages", limits.budget_pages, usage.pages)):
+        if cap is not None and used >= cap:
+            return name
+    return None
+
+
+def stalled(state: LoopState) -> bool:
+    """No new evidence for STALL_ROUNDS rounds in a row: more of the same won't help."""
+    recent = state.new_evidence_per_round[-STALL_ROUNDS:]
+    return len(recent) == STALL_ROUNDS and not any(recent)
+
+
+def stop_reason(state: LoopState, limits: Limits, usage: Usage, progress: Progress = Progress()) -> str | None:
+    """Why the rounds should stop now, or None to run another round: the one stop rule.
+
+    Checked before every round, in STOP_ORDER; the first that holds wins:
+    1. target_reached: the brief's answer is found (success first: a budget spent in the
+       same round does not hide it).
+    2. budget: a hard budget (tokens, seconds, pages) is spent.
+    3. stalled: no new evidence for STALL_ROUNDS rounds. Before converged, because a score
+       that stops moving for lack of evidence has not converged (seed 1's pitfall).
+    4. converged: the estimate's score stopped moving while evidence still came in.
+    5. gaps_closed: every gap answered, where that ends the brief (Progress.answered_ends_it).
+    6. max_rounds: the round cap. Last, because every reason above says more about why;
+       the report's sentence gives the round count whatever the reason.
+    Running out of queries (exhausted) is checked by the caller, which knows whether it
+    could still make one.
+    """
+    holds = {
+        TARGET_REACHED: lambda: state.round >= 1 and progress.target_reached,
+        BUDGET: lambda: spent_budget(limits, usage) is not None,
+        STALLED: lambda: stalled(state),
+        CONVERGED: lambda: state.round >= 1 and progress.converged,
+        GAPS_CLOSED: lambda: progress.answered_ends_it and state.round >= 1 and bool(state.gaps)
+        and not state.open_gaps(),
+        MAX_ROUNDS: lambda: state.round >= limits.max_rounds,
+    }
+    return next((reason for reason in STOP_ORDER if holds[reason]()), None)
+
+
+def fallback_queries(question: str, gaps: Sequence[Gap]) -> list[str]:
+    """Queries made without the model: the question's content words, then each open gap's."""
+    words = content_words(question)
+    queries = [" ".join(words[:8])] if words else []
+    for gap in gaps:
+        gap_words = [w for w in content_words(gap.text) if w not in words[:3]]
+        if gap_words:
+            queries.append(" ".join((words[:3] + gap_words)[:8]))
+    return [q for q in queries if q]
+
+
+def take_queries(state: LoopState, question: str, n: int) -> list[str]:
+    """This round's queries: pending ones first, then fallbacks from open gaps; never a repeat."""
+    if not state.pending_queries:
+        state.add_queries(fallback_queries(question, state.open_gaps() or state.gaps))
+    chosen = state.pending_queries[:n]
+    state.pending_queries = state.pending_queries[n:]
+    return chosen
+
+
+def choose_urls(candidates: Sequence[str], state: LoopState, known_bad: dict[str, str], n: int) -> list[str]:
+    """Up to n URLs in search-rank order, skipping visited ones and those known to be bad.
+
+    `known_bad` is the store's word (Store.bad_urls): bad for good, or remembered as slow
+    (a fetch that timed out) until its memory expires, so no brief waits for it again meanwhile.
+    """
+    out: list[str] = []
+    for url in candidates:
+        if url in out or url in state.visited or url in state.bad or url in known_bad:
+            continue
+        out.append(url)
+        if len(out) >= n:
+            break
+    return out
+
+
+def replayed_round(past: Sequence[Mapping[str, Any]], round_no: int, queries: Sequence[str],
+                   visited: Sequence[str], candidates: Sequence[str],
+                   n: int) -> tuple[list[str], list[str], list[int]] | None:
+    """The same round of an earlier run of the same brief: (its fresh pages, the pages it went on
+    without, the order it read its batches in), or None when there is none to replay.
+
+    A brief asked again reads what its earlier run read, where that run read it: the same pages
+    (though the store, grown since, would rank others higher now) and the same lateness (which
+    pages arrive late is a matter of timing; read at once, such a page would join another batch
+    and change its prompt and every prompt after it). Its prompts are then those the earlier run
+    sent, and the answer cache replays them. Only a round that is the same: its number, its
+    queries, none of its pages read already by this run (else the runs went apart), each of them
+    among this round's `candidates`, and as many as this round may read (`n`: another depth or
+    page budget is another brief).
+    """
+    for then in past:
+        if then.get("round") != round_no or list(then.get("queries", [])) != list(queries):
+            continue
+        carried = then.get("carried", [])
+        fresh = [u for u in then.get("urls", []) if u not in carried]
+        if len(fresh) != n or any(u in visited or u not in candidates for u in fresh):
+            return None
+        return fresh, list(then.get("late", [])), list(then.get("read", []))
+    return None
+
+
+def next_action(state: LoopState, reason: str | None) -> tuple[str, str]:
+    """Seed 4's reflect step, in words: what happens next and why (shown by `briefd status`)."""
+    if reason is not None:
+        return "finalize", f"stop: {reason}"
+    open_gaps = state.open_gaps()
+    if state.round == 0:
+        return "search_more", "first round: search the planned queries"
+    if open_gaps:
+        return "search_more", f"{len(open_gaps)} open gap(s): {open_gaps[0].text[:80]}"
+    return "search_more", "no gaps recorded; searching for more evidence"
+
+
+def open_questions(question: str, research_question: str, open_gaps: Sequence[str], *,
+                   had_evidence: bool, verdict: str | None = None,
+                   estimate: tuple[float, float, str, bool] | None = None) -> list[str]:
+    """What the requester could clarify: an unattended daemon cannot ask, so the report says.
+
+    `estimate` is (low, high, unit, target_reached)."""
+    asks: list[str] = []
+    if research_question and normalize_query(research_question) != normalize_query(question):
+        asks.append(f"The question was researched as \u201c{research_question}\u201d; say so in a new brief "
+                    f"if you meant something else.")
+    if not had_evidence:
+        asks.append("No usable sources were found: which documents or domains should be searched "
+                    "(search.include_domains), or what other words describe the subject?")
+    for gap in list(open_gaps)[:5]:
+        asks.append(f"Still open: {gap}. A source you trust, or a narrower scope, would help.")
+    if estimate is not None and not estimate[3]:
+        low, high, unit, _ = estimate
+        asks.append(f"The range {low:g}\u2013{high:g} {unit} did not reach the target width: a narrower "
+                    f"definition (period, place, what counts) would let it narrow further.")
+    if verdict == "inconclusive":
+        asks.append("The evidence does not decide the claim: which kind of source would you accept as "
+                    "authoritative, or which part of the claim matters most?")
+    return asks
+
+
+def remaining_budgets(state: LoopState, limits: Limits, usage: Usage) -> dict[str, Any]:
+    """What is left of each budget (None: no such budget), for checkpoints and `briefd status`."""
+    def left(cap: float | None, used: float) -> float | None:
+        return None if cap is None else max(0, round(cap - used, 1))
+    return {
+        "rounds": max(0, limits.max_rounds - state.round),
+        "tokens": left(limits.budget_tokens, usage.tokens),
+        "seconds": left(limits.budget_seconds, usage.seconds),
+        "pages": left(limits.budget_pages, usage.pages),
+    }

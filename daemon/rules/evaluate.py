@@ -1,0 +1,555 @@
+"""`briefd eval`'s judging: is each brief's answer right, and where was a missed answer lost?
+
+Pure and typed: an eval set (the file format agreed in EVAL_FORMAT.md, version 1) is parsed and
+checked here, and each case is judged from what the store recorded of its run (store.evaluation's
+RunTrace). daemon/ops/eval_run.py does the I/O (running the briefs, reading the store, printing).
+
+Why stages: a wrong answer says little about what to fix. briefd records every search result, page,
+passage shown to the model, quote and refusal, so the first stage that lost the answer can be named:
+
+    search    no search result's URL matches the case's `where`, and no result's title or snippet
+              matches its patterns (the document was never returned)
+    read      returned, but never read (beyond the pages budget, not chosen, or its fetch failed)
+    extract   read, but the stored extracted text lacks the answer
+    shown     in the text, but no evidence prompt showed the model a passage stating it
+    chosen    shown, but the model quoted none of it
+    refused   the model chose it, but a rule dropped it (the rule the loop recorded is named)
+    reported  kept as evidence, but the answer line, summary, range or verdict does not carry it
+
+A later stage reached implies the earlier ones were (an answer quoted from a page the case's `where`
+did not name was still searched, read and extracted): each stage counts as reached when it, or any
+stage after it, holds the answer.
+
+What "reported" means by kind: a plain brief's answer line or summary matches a pattern; an estimate's
+final range contains the true value and is narrower than the prior (the prior returned unchanged
+answers nothing); a contract's verdict is the expected one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from ...store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
+from ..core.brief import Brief, BriefError, parse_brief
+from .citations import cited_numbers
+
+FORMAT_VERSION = 1
+STAGES = ("search", "read", "extract", "shown", "chosen", "refused", "reported")
+KINDS = ("plain", "estimate", "contract")
+VERDICTS = ("supported", "refuted")
+Kind = Literal["plain", "estimate", "contract"]
+
+_TOP_KEYS = {"name", "briefs"}
+_CASE_KEYS = {"brief", "expect", "where", "kind", "verified"}
+_EXPECT_KEYS = {"patterns", "number", "verdict"}
+_NUMBER_KEYS = {"value", "unit"}
+
+
+class EvalFileError(ValueError):
+    """The eval set cannot be used: the message names the case, the key and the fix."""
+
+
+@dataclass(frozen=True)
+class Truth:
+    value: float
+    unit: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """One brief of an eval set and what a right answer to it is."""
+
+    id: str
+    brief: dict[str, Any]          # the brief as written in the file (it is what is submitted)
+    kind: Kind
+    patterns: tuple[str, ...]
+    truth: Truth | None = None
+    verdict: str | None = None
+    where: tuple[str, ...] = ()
+    verified: str = ""
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    name: str
+    cases: tuple[Case, ...]
+
+
+# ---- the file ---------------------------------------------------------------------------------
+
+def parse_eval_set(data: bytes | str, source: str = "the eval file") -> EvalSet:
+    """The eval set in `data`, every case checked (its brief validated as `briefd submit` would),
+    or EvalFileError naming what is wrong and how to fix it."""
+    try:
+        top = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EvalFileError(f"{source} is not UTF-8 JSON ({exc}); write it as in EVAL_FORMAT "
+                            f"(an object with \"name\" and \"briefs\")") from exc
+    if not isinstance(top, dict):
+        raise EvalFileError(f"{source}: the top level must be an object with \"name\" and \"briefs\"")
+    _no_unknown(top, _TOP_KEYS, source)
+    cases_in = top.get("briefs")
+    if not isinstance(cases_in, list) or not cases_in:
+        raise EvalFileError(f"{source}: \"briefs\" must be a non-empty list of cases "
+                            f"({{\"brief\": ..., \"expect\": ...}})")
+    name = top.get("name", "")
+    if not isinstance(name, str):
+        raise EvalFileError(f"{source}: \"name\" must be a string (a label printed with the table)")
+    cases = [parse_case(case, f"{source}, case {n}") for n, case in enumerate(cases_in, 1)]
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise EvalFileError(f"{source}: two cases have the id {case.id!r}; give each brief its own \"id\"")
+        seen.add(case.id)
+    return EvalSet(name=name or source, cases=tuple(cases))
+
+
+def parse_case(raw: Any, where: str) -> Case:
+    """One case, checked: its brief valid, its patterns compile, its truth fits its kind."""
+    if not isinstance(raw, dict):
+        raise EvalFileError(f"{where}: a case must be an object with \"brief\" and \"expect\"")
+    _no_unknown(raw, _CASE_KEYS, where)
+    brief_in = raw.get("brief")
+    if not isinstance(brief_in, dict) or not isinstance(brief_in.get("id"), str):
+        raise EvalFileError(f"{where}: \"brief\" must be a brief object with an \"id\" (unique in the file)")
+    where = f"{where} ({brief_in['id']})"
+    try:
+        brief = parse_brief(json.dumps(brief_in).encode(), f"{brief_in['id']}.json")
+    except BriefError as exc:
+        raise EvalFileError(f"{where}: the brief is not valid: {exc}") from exc
+    expect = raw.get("expect")
+    if not isinstance(expect, dict):
+        raise EvalFileError(f"{where}: \"expect\" must be an object with \"patterns\"")
+    _no_unknown(expect, _EXPECT_KEYS, f"{where}, expect")
+    kind = _kind(raw.get("kind"), brief, where)
+    return Case(id=brief.id, brief=brief_in, kind=kind, patterns=_patterns(expect.get("patterns"), where),
+                truth=_truth(expect.get("number"), kind, brief, where),
+                verdict=_verdict(expect.get("verdict"), kind, where),
+                where=_strings(raw.get("where", []), "where", where),
+                verified=raw.get("verified", "") if isinstance(raw.get("verified", ""), str) else "")
+
+
+def kind_of(brief: Brief) -> Kind:
+    if brief.estimate is not None:
+        return "estimate"
+    return "contract" if brief.hypothesis is not None else "plain"
+
+
+def _kind(given: Any, brief: Brief, where: str) -> Kind:
+    derived = kind_of(brief)
+    if given is None:
+        return derived
+    if given not in KINDS:
+        raise EvalFileError(f"{where}: \"kind\" must be one of {', '.join(KINDS)} (or left out: it is derived)")
+    if given != derived:
+        raise EvalFileError(f"{where}: \"kind\" is {given!r} but the brief is {derived!r} "
+                            f"(an estimate block makes an estimate, a hypothesis a contract); fix one of them")
+    return derived
+
+
+def _patterns(value: Any, where: str) -> tuple[str, ...]:
+    patterns = _strings(value, "expect.patterns", where)
+    if not patterns:
+        raise EvalFileError(f"{where}: \"expect.patterns\" is required: a list of regexes matching the answer")
+    for pattern in patterns:
+        try:
+            compiled(pattern)
+        except re.error as exc:
+            raise EvalFileError(f"{where}: the pattern {pattern!r} is not a valid regex ({exc})") from exc
+    return patterns
+
+
+def _truth(value: Any, kind: Kind, brief: Brief, where: str) -> Truth | None:
+    if value is None:
+        if kind == "estimate":
+            raise EvalFileError(f"{where}: an estimate needs \"expect.number\": {{\"value\": ..., \"unit\": ...}}")
+        return None
+    if kind != "estimate":
+        raise EvalFileError(f"{where}: \"expect.number\" is for estimates; this brief has no estimate block")
+    if not isinstance(value, dict):
+        raise EvalFileError(f"{where}: \"expect.number\" must be {{\"value\": number, \"unit\": string}}")
+    _no_unknown(value, _NUMBER_KEYS, f"{where}, expect.number")
+    number, unit = value.get("value"), value.get("unit")
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not isinstance(unit, str):
+        raise EvalFileError(f"{where}: \"expect.number\" must be {{\"value\": number, \"unit\": string}}")
+    assert brief.estimate is not None
+    if unit.strip().casefold() != brief.estimate.unit.strip().casefold():
+        raise EvalFileError(f"{where}: \"expect.number.unit\" is {unit!r} but the estimate's unit is "
+                            f"{brief.estimate.unit!r}; state the true value in the estimate's unit")
+    return Truth(float(number), unit)
+
+
+def _verdict(value: Any, kind: Kind, where: str) -> str | None:
+    if value is None:
+        if kind == "contract":
+            raise EvalFileError(f"{where}: a contract needs \"expect.verdict\": one of {', '.join(VERDICTS)}")
+        return None
+    if kind != "contract":
+        raise EvalFileError(f"{where}: \"expect.verdict\" is for contracts; this brief has no hypothesis")
+    if value not in VERDICTS:
+        raise EvalFileError(f"{where}: \"expect.verdict\" must be one of {', '.join(VERDICTS)}, not {value!r}")
+    return str(value)
+
+
+def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise EvalFileError(f"{where}: \"{key}\" must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _no_unknown(obj: Mapping[str, Any], known: set[str], where: str) -> None:
+    for key in obj:
+        if key not in known:
+            raise EvalFileError(f"{where}: unknown key {key!r}; the keys are {', '.join(sorted(known))} "
+                                f"(EVAL_FORMAT version {FORMAT_VERSION})")
+
+
+# ---- matching ---------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=4096)
+def compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def fold(text: str) -> str:
+    """Whitespace folded to single spaces: a line break or a run of spaces inside the answer sentence
+    (extraction keeps a page's layout) must not hide it from a pattern written with one space."""
+    return " ".join(text.split())
+
+
+def matches(patterns: Iterable[str], text: str) -> bool:
+    """The answer is in `text` when any pattern matches it, case-insensitive, whitespace folded."""
+    folded = fold(text)
+    return any(compiled(p).search(folded) for p in patterns)
+
+
+def url_matches(where: Iterable[str], url: str) -> bool:
+    """A URL is one of the case's answer documents when any `where` substring is in it (or in its
+    percent-decoded form: a library path with spaces is a file:// URL with %20)."""
+    decoded = unquote(url)
+    return any(w in url or w in decoded for w in where)
+
+
+def contains(final: tuple[float, float], truth: float) -> bool:
+    """The truth inside a range, ends included."""
+    low, high = final
+    return low <= truth <= high
+
+
+def width_ratio(final: tuple[float, float], prior: tuple[float, float]) -> float | None:
+    """The final range's width as a share of the prior's (1.0: unchanged; None: the prior is a point)."""
+    prior_width = prior[1] - prior[0]
+    return (final[1] - final[0]) / prior_width if prior_width > 0 else None
+
+
+def percent(ratio: float) -> str:
+    """A width share in words: whole percent, but a collapse to a point keeps its digits (0.02%, not 0%)."""
+    return f"{ratio:.0%}" if ratio == 0 or ratio >= 0.01 else f"{ratio:.2%}"
+
+
+def invented_citations(summary: str, sources: Iterable[Mapping[str, Any]]) -> list[int]:
+    """The [n] of the summary that no listed source resolves (CONTRACT: every [n] resolves)."""
+    known = {s.get("n") for s in sources}
+    return [n for n in cited_numbers(summary) if n not in known]
+
+
+# ---- the judgement ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run's report says, as eval reads it."""
+
+    status: str
+    answer_line: str
+    summary: str
+    prior: tuple[float, float] | None
+    final: tuple[float, float] | None
+    verdict: str | None
+    verdict_rule: str
+    invented: tuple[int, ...]
+    tokens: int
+    wall_seconds: float
+
+
+def outcome_of(trace: RunTrace) -> Outcome:
+    report = trace.report
+    estimate = report.get("estimate") or {}
+    verdict = report.get("verdict") or {}
+    usage = report.get("usage") or {}
+    answer = report.get("answer")
+    line = answer.get("text") if isinstance(answer, dict) else answer
+    return Outcome(
+        status=str(report.get("status") or trace.state),
+        answer_line=" ".join(x for x in (str(line or ""), trace.answer_line) if x),
+        summary=str(report.get("summary") or ""),
+        prior=_range(estimate.get("initial")), final=_range(estimate.get("final")),
+        verdict=verdict.get("value"), verdict_rule=str(verdict.get("rule") or ""),
+        invented=tuple(invented_citations(str(report.get("summary") or ""), report.get("sources") or [])),
+        tokens=int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
+        wall_seconds=float(usage.get("wall_seconds") or 0.0),
+    )
+
+
+def _range(value: Any) -> tuple[float, float] | None:
+    if not isinstance(value, dict) or value.get("low") is None or value.get("high") is None:
+        return None
+    return float(value["low"]), float(value["high"])
+
+
+@dataclass(frozen=True)
+class Miss:
+    """The first stage that lost the answer, the rule that refused it (stage `refused`), and in words why."""
+
+    stage: str
+    rule: str | None
+    detail: str
+
+
+@dataclass
+class CaseResult:
+    """One case judged: the stable shape of `briefd eval --json`'s `cases[]` (see eval_run.py)."""
+
+    id: str
+    kind: str
+    status: str                       # the report's status (done, failed, cancelled), or "not run"
+    run_id: int | None
+    right: bool                       # by kind: plain in the answer line/summary, estimate in a narrowed
+    kept_quote: bool                  # range, contract the expected verdict; kept_quote: in a kept quote
+    answer_line: bool                 # a pattern matches the answer line or the summary
+    truth: float | None = None
+    range: list[float] | None = None  # the final [low, high]
+    truth_in_range: bool | None = None
+    width_ratio: float | None = None  # final width / prior width
+    verdict: str | None = None
+    expected_verdict: str | None = None
+    verdict_right: bool | None = None
+    quotes: int = 0
+    quotes_verbatim: int = 0
+    invented_citations: list[int] = field(default_factory=list)
+    tokens: int = 0
+    wall_seconds: float = 0.0
+    reached: dict[str, bool] = field(default_factory=dict)   # stage -> the answer got past it
+    stage: str | None = None          # None: nothing lost
+    rule: str | None = None
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def not_run(case: Case, why: str) -> CaseResult:
+    """A case whose brief did not run (rejected, or still queued when a service stayed down)."""
+    return CaseResult(id=case.id, kind=case.kind, status="not run", run_id=None, right=False, kept_quote=False,
+                      answer_line=False, truth=case.truth.value if case.truth else None,
+                      expected_verdict=case.verdict, detail=why)
+
+
+def judge_case(case: Case, trace: RunTrace) -> CaseResult:
+    """A case judged from its run's record."""
+    out = outcome_of(trace)
+    result = CaseResult(
+        id=case.id, kind=case.kind, status=out.status, run_id=trace.run_id, right=False,
+        kept_quote=any(matches(case.patterns, q.quote) for q in trace.kept),
+        answer_line=matches(case.patterns, out.answer_line) or matches(case.patterns, out.summary),
+        quotes=len(trace.kept), quotes_verbatim=sum(q.verbatim for q in trace.kept),
+        invented_citations=list(out.invented), tokens=out.tokens, wall_seconds=round(out.wall_seconds, 2),
+        expected_verdict=case.verdict, verdict=out.verdict,
+    )
+    if case.truth is not None:
+        result.truth = case.truth.value
+        if out.final is not None:
+            result.range = list(out.final)
+            result.truth_in_range = contains(out.final, case.truth.value)
+            result.width_ratio = width_ratio(out.final, out.prior) if out.prior else None
+    if case.verdict is not None:
+        result.verdict_right = out.verdict == case.verdict
+    result.right = reported(case, result)
+    result.reached = reached(case, trace, result.right)
+    miss = first_miss(case, trace, result)
+    if miss is not None:
+        result.stage, result.rule, result.detail = miss.stage, miss.rule, miss.detail
+        # a kept quote whose figure a rule would not read: the answer did not get past that rule
+        result.reached[miss.stage] = False
+    return result
+
+
+def reported(case: Case, result: CaseResult) -> bool:
+    """The answer reached the report, by the case's kind."""
+    if case.kind == "estimate":
+        narrowed = result.width_ratio is not None and result.width_ratio < 1.0
+        return bool(result.truth_in_range) and narrowed
+    if case.kind == "contract":
+        return bool(result.verdict_right)
+    return result.answer_line
+
+
+def reached(case: Case, trace: RunTrace, right: bool) -> dict[str, bool]:
+    """For each stage, whether the answer got past it (a later stage holding it implies the earlier)."""
+    p = case.patterns
+    returned = bool(answer_results(case, trace))
+    in_text = {url for url, text in trace.texts.items() if matches(p, text)}
+    read = bool(in_text) or any(r.url in trace.read for r in answer_results(case, trace))
+    shown = any(matches(p, q.text) for q in trace.shown)
+    chosen = (any(matches(p, q.text) for q in trace.chosen)
+              or any(matches(p, refused_quote(r, trace.shown)) for r in trace.refused))
+    kept = any(matches(p, q.quote) for q in trace.kept)
+    raw = [returned, read, bool(in_text), shown, chosen, kept]
+    for i in range(len(raw) - 2, -1, -1):
+        raw[i] = raw[i] or raw[i + 1]
+    return dict(zip(STAGES, [*raw, right]))
+
+
+NARROW = 0.1  # an estimate ending narrower than this share of its prior claims a precise answer
+
+QUOTE_CUT = 200  # daemon/research/loop.py's evidence_skipped events carry a refused quote's first 200 characters
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
+def refused_quote(refusal: Refusal, shown: Iterable[QuoteRow]) -> str:
+    """A refused quote as the model chose it. The loop's event keeps its first QUOTE_CUT characters, so a cut
+    one is completed from the passage it was shown in, to the end of that sentence: an answer later in a long
+    sentence is then still seen as chosen (and refused), not as never chosen."""
+    if len(refusal.quote) < QUOTE_CUT:
+        return refusal.quote
+    for passage in shown:
+        at = passage.text.find(refusal.quote) if passage.url == refusal.url else -1
+        if at >= 0:
+            end = _SENTENCE_END.search(passage.text, at + len(refusal.quote))
+            return passage.text[at:end.end() if end else len(passage.text)]
+    return refusal.quote
+
+
+def answer_results(case: Case, trace: RunTrace) -> list[ResultRow]:
+    """The search results that are the answer's: their URL is a `where`, or their text states it."""
+    return [r for r in trace.results
+            if url_matches(case.where, r.url) or matches(case.patterns, f"{r.title} {r.snippet}")]
+
+
+def first_miss(case: Case, trace: RunTrace, result: CaseResult) -> Miss | None:
+    """The first stage the answer did not get past, with the rule and the reason in words."""
+    lost = next((stage for stage in STAGES if not result.reached[stage]), None)
+    if lost is None:
+        return None
+    explain = _EXPLAIN[lost]
+    return explain(case, trace, result)
+
+
+def _search(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
+    asked = "; ".join(trace.queries[:6]) or "none"
+    return Miss("search", None, f"no search result is an answer document ({', '.join(case.where) or 'no where'}) "
+                                f"or states the answer; {len(trace.results)} results for the queries: {asked}")
+
+
+def _read(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
+    hits = answer_results(case, trace)
+    first = min(hits, key=lambda r: (r.rank, r.round))
+    why = trace.fetch_errors.get(first.url)
+    if why:
+        how = f"its fetch failed: {why}"
+    elif first.url in trace.unread_early:
+        how = "fetched while the model planned, and no round chose it"
+    elif not trace.fetch_pages:
+        how = "its snippet was not among those read (fetch_pages is false)"
+    else:
+        how = "never read (not chosen within the pages budget)"
+    return Miss("read", None, f"{first.url} returned at rank {first.rank} for {first.query!r} "
+                              f"(round {first.round}); {how}")
+
+
+def _extract(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
+    read = [r.url for r in answer_results(case, trace) if r.url in trace.read]
+    url = read[0] if read else "the answer document"
+    chars = len(trace.texts.get(url, ""))
+    return Miss("extract", None, f"{url} was read ({chars} characters kept) but its stored text lacks the answer")
+
+
+def _shown(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
+    urls = [url for url, text in trace.texts.items() if matches(case.patterns, text)]
+    why = trace.distrusted.get(urls[0]) if urls else None
+    if why:
+        return Miss("shown", None, f"{urls[0]} states the answer but was distrusted ({why}): never shown")
+    note = "" if trace.prompts_recorded else " (this run's prompts did not record their passages)"
+    others = sum(q.url == urls[0] for q in trace.shown) if urls else 0
+    why = (f"{others} other passage(s) of it were shown: the one stating it ranked below the prompt's room or "
+           f"shares no word with the question or an open gap" if others else "no passage of it was shown")
+    return Miss("shown", None, f"{urls[0] if urls else 'a page'} states the answer but no evidence prompt "
+                               f"showed the model a passage stating it; {why}{note}")
+
+
+def _chosen(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
+    shown = [q.url for q in trace.shown if matches(case.patterns, q.text)]
+    return Miss("chosen", None, f"shown from {shown[0]}, but the model quoted none of it")
+
+
+def _refused(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
+    for refusal in trace.refused:
+        if matches(case.patterns, refused_quote(refusal, trace.shown)):
+            return Miss("refused", refusal.rule, f"the model chose {refusal.quote[:120]!r} ({refusal.url}); "
+                                                 f"dropped by the rule: {refusal.rule}")
+    chosen = next(q for q in trace.chosen if matches(case.patterns, q.text))
+    why = trace.distrusted.get(chosen.url)
+    rule = f"page distrusted: {why}" if why else "dropped after it was kept"
+    return Miss("refused", rule, f"the quote from {chosen.url} was kept, then dropped: {rule}")
+
+
+def _reported(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
+    if case.kind != "plain":  # a figure the rules refused to read in a kept quote
+        for refusal in trace.refused:
+            if refusal.rule.startswith("number") and matches(case.patterns, refused_quote(refusal, trace.shown)):
+                return Miss("refused", refusal.rule, f"the quote {refusal.quote[:120]!r} was kept, but its figure "
+                                                     f"was not read: {refusal.rule}")
+    if case.kind == "estimate":
+        ended = f"{result.range[0]:g}–{result.range[1]:g}" if result.range else "no range"
+        width = f", {percent(result.width_ratio)} of the prior's width" if result.width_ratio is not None else ""
+        read = sorted({_figure(q) for q in trace.kept if matches(case.patterns, q.quote) and q.low is not None})
+        figures = f"the figure read from it: {', '.join(read)}" if read else "no figure was read from it"
+        return Miss("reported", None, f"kept in a quote ({figures}), but the range ended {ended}{width} "
+                                      f"(truth {result.truth:g})")
+    if case.kind == "contract":
+        rule = trace.report.get("verdict", {}).get("rule") if isinstance(trace.report.get("verdict"), dict) else ""
+        return Miss("reported", None, f"kept in a quote, but the verdict is {result.verdict or 'none'} "
+                                      f"(expected {case.verdict}){': ' + str(rule) if rule else ''}")
+    return Miss("reported", None, "kept in a quote, but neither the answer line nor the summary states it")
+
+
+def _figure(quote: KeptQuote) -> str:
+    if quote.high is None or quote.high == quote.low:
+        return f"{quote.low:g}"
+    return f"{quote.low:g}–{quote.high:g}"
+
+
+_EXPLAIN = {"search": _search, "read": _read, "extract": _extract, "shown": _shown, "chosen": _chosen,
+            "refused": _refused, "reported": _reported}
+
+
+# ---- totals -----------------------------------------------------------------------------------
+
+def totals(results: list[CaseResult]) -> dict[str, Any]:
+    """The set's totals: the stable shape of `briefd eval --json`'s `totals` (see eval_run.py)."""
+    ran = [r for r in results if r.status != "not run"]
+    estimates = [r for r in results if r.kind == "estimate"]
+    contracts = [r for r in results if r.kind == "contract"]
+    return {
+        "cases": len(results), "ran": len(ran), "right": sum(r.right for r in results),
+        "kept_quote": sum(r.kept_quote for r in results), "answer_line": sum(r.answer_line for r in results),
+        "shown": sum(r.reached.get("shown", False) for r in results),
+        "estimates": len(estimates), "truth_in_range": sum(bool(r.truth_in_range) for r in estimates),
+        # issue 21's bars: an estimate collapsed below a tenth of its prior's width without the truth inside,
+        # and the verdicts whose deciding quote was kept (each of them must be right)
+        "narrow_wrong": sum(r.width_ratio is not None and r.width_ratio < NARROW and not r.truth_in_range
+                            for r in estimates),
+        "contracts": len(contracts), "verdicts_right": sum(bool(r.verdict_right) for r in contracts),
+        "contracts_kept": sum(r.kept_quote for r in contracts),
+        "verdicts_kept_right": sum(r.kept_quote and bool(r.verdict_right) for r in contracts),
+        "quotes": sum(r.quotes for r in results), "quotes_verbatim": sum(r.quotes_verbatim for r in results),
+        "invented_citations": sum(len(r.invented_citations) for r in results),
+        "tokens": sum(r.tokens for r in results), "wall_seconds": round(sum(r.wall_seconds for r in results), 2),
+        "lost_at": {stage: sum(r.stage == stage for r in results) for stage in STAGES},
+        "not_run": len(results) - len(ran),
+    }

@@ -1,0 +1,1 @@
+"""Where text comes from: the web (SearXNG, fetch, egress), the library, ZIM archives, extraction."""

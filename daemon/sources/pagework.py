@@ -1,0 +1,393 @@
+"""Reading fetched pages in child processes that a deadline can kill.
+
+Extraction (lxml, trafilatura) and splitting are CPU-bound and run in C or in long
+Python loops: in the daemon's process they would hold the event loop (or, in a
+thread, the GIL and the daemon's exit) for as long as one hostile page makes them
+take, and a thread cannot be stopped. A child process can: each read has a
+wall-clock deadline, and a child that passes it is killed and replaced. So one page
+costs at most `PAGE_DEADLINE_S`, and SIGTERM never waits for a page.
+
+The children are plain `python -m briefd.daemon.sources.pagework` processes (no fork of a
+threaded daemon), started on first use, reused, and at most `PAGE_WORKERS` at once:
+two keep a 2-core box's second core busy without doubling the memory for nothing. The
+library's documents may take all but one of them (`RESEARCH_RESERVED`): a brief's pages
+never wait behind the library's indexing.
+A child exits when its stdin closes, so none outlives the daemon.
+
+Protocol, both ways: frames of a 4-byte big-endian length and that many bytes. The
+child first sends a ready frame; then per page the parent sends a JSON header frame
+and a body frame, and the child answers one JSON frame. A document on disk is a job too
+(`read_file`): the header names the path, the body frame is empty, and the child opens the
+file itself, so a 200 MB PDF is never piped (PDFium reads it lazily from the path).
+
+Documents get `DOCUMENT_DEADLINE_S`, and every child runs under an address-space limit
+(`CHILD_MEMORY_BYTES`): past it an allocation fails in the child (a MemoryError, or PDFium
+giving up on the page), never in the daemon, and the child is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import os
+import resource
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .documents import DocumentRefused, is_document, read_document
+from .extract import Extracted, PageText, Passage, read_page
+
+PAGE_DEADLINE_S = 15.0
+"""Wall-clock time one page may take to read. An article takes well under a second, the
+worst tree trafilatura is still given (`MAX_TRAFILATURA_ELEMENTS`) a few seconds on a busy
+2-core box; past this the page is given up for good."""
+
+DOCUMENT_DEADLINE_S = 120.0
+"""Wall-clock time one document may take. A 2,000-page PDF (`documents.MAX_PDF_PAGES`) reads in
+a few seconds at the measured few ms a page; a document is chosen by the user (their library)
+or is a PDF a search found, worth far more than a page, and `documents.MAX_PDF_SECONDS` stops
+reading pages at half this, so slow pages give a partial text rather than none."""
+
+CHILD_MEMORY_BYTES = 2 << 30
+"""Address space a reading child may map (RLIMIT_AS). Measured: a child maps 120 MB at its peak
+after reading a 200 MB PDF, a million-page tree and a DOCX (VmPeak; 105 MB resident: the bench,
+`python -m tests.lab.documents bench`). 2 GB leaves room for a DOCX carrying its 512 MB of images
+(`documents.MAX_ZIP_BYTES`) and stops a hostile file long before it could starve the machine."""
+
+PAGE_WORKERS = 2
+"""Child processes reading pages at once (about 75 MB each, idle or between pages: see `_memory_trimmer`)."""
+
+RESEARCH_RESERVED = 1
+"""Children only research may take. The library's documents each run up to `DOCUMENT_DEADLINE_S`
+(four hostile EPUBs held both children for 118 s, and a web brief waited behind them for a child:
+0.7 s became 118.5 s); research's pages are read while a brief waits for them, the library's
+whenever. So the library's reads queue for their own share and never take the last child."""
+
+LIBRARY_WORKERS = max(1, PAGE_WORKERS - RESEARCH_RESERVED)
+"""Children the library's reads (`read_file`, in the background) may take at once: the rest are research's."""
+
+START_TIMEOUT_S = 60.0
+"""How long a new child may take to import its libraries before it is counted as broken."""
+
+MAX_ANSWER_BYTES = 64 << 20
+"""The largest answer a child may send: a document's text is at most MAX_DOCUMENT_CHARS (4 million
+characters, up to 6 bytes each as JSON escapes) plus its passages' offsets. Past it the child is
+killed and the document refused: the daemon never holds more for one document."""
+
+_LENGTH = struct.Struct(">I")
+_READY = b"ready"
+_WARM_UP = b"<html><head><title>t</title></head><body><article><p>A first page. It is read once.</p></article></body></html>"
+
+
+class PageUnreadable(Exception):
+    """This page cannot be read within the bound: too costly, or it broke the reader. Permanent."""
+
+
+class PageRefused(PageUnreadable):
+    """The reader refused this document, and `str()` says why in words for the user, naming the
+    file: "report.pdf: no text layer (a scanned PDF?): briefd does no OCR". Permanent."""
+
+
+@dataclass(eq=False)  # compared by identity: the busy set holds the children themselves
+class _Child:
+    process: asyncio.subprocess.Process
+
+    async def stop(self) -> None:
+        """Kill, reap, and close the pipes now (asyncio's Process has no close(): left to the
+        garbage collector, its transport warns and closes from a finalizer at a random time)."""
+        if self.process.returncode is None:
+            self.process.kill()
+        await self.process.wait()
+        transport = getattr(self.process, "_transport", None)
+        if transport is not None:
+            transport.close()
+
+
+@dataclass
+class PageWorkers:
+    """A small pool of page-reading children; `await read(...)` reads one page within the deadline."""
+
+    size: int = PAGE_WORKERS
+    deadline_s: float = PAGE_DEADLINE_S
+    _idle: list[_Child] = field(default_factory=list)
+    _busy: set[_Child] = field(default_factory=set)
+    document_deadline_s: float = DOCUMENT_DEADLINE_S
+    peak_rss_mb: float = 0.0
+    """The highest peak RSS a child has reported (each answer carries its own): for the bench."""
+    _slots: asyncio.Semaphore | None = None
+    _background: asyncio.Semaphore | None = None  # the library's share (`library_share`)
+    _research: asyncio.Semaphore | None = None    # research's: `size`, as before the library had a share
+
+    @property
+    def library_share(self) -> int:
+        """Children background reads may hold at once: all but `RESEARCH_RESERVED`, one at least."""
+        return max(1, self.size - RESEARCH_RESERVED)
+
+    @property
+    def capacity(self) -> int:
+        """Children at most: `size`, or one more where a pool of one would leave research none
+        (research still reads `size` pages at once at most; the extra child is the library's)."""
+        return max(self.size, self.library_share + RESEARCH_RESERVED)
+
+    async def read(self, body: bytes, url: str, content_type: str) -> PageText | None:
+        """`extract.read_page` in a child: a PageText, or None when the page has no readable text.
+
+        Raises PageUnreadable when it takes longer than `deadline_s` or the child dies on
+        it; the child is killed either way, and also when the caller is cancelled. A document
+        (a PDF found on the web) that cannot be read raises PageRefused with the reason.
+        Documents get `document_deadline_s`: told by the same sniffing the child routes by.
+        """
+        document = is_document(body, url, content_type)
+        job = {"url": url, "content_type": content_type}
+        return await self._run(job, body, self.document_deadline_s if document else self.deadline_s, "page")
+
+    async def read_file(self, path: Path, name: str, content_type: str = "", *,
+                        background: bool = True) -> PageText | None:
+        """`documents.read_document` on a file, in a child that opens the file itself.
+
+        None when the file has no text; PageRefused with the reason (naming `name`) when it
+        cannot be read; PageUnreadable past `document_deadline_s` or when the child dies on it.
+        A file on disk is the library's, read in the `background` share (`library_share`
+        children at most), so that research always finds a child of its own.
+        """
+        job = {"path": str(path), "name": name, "content_type": content_type}
+        return await self._run(job, b"", self.document_deadline_s, "document", background=background)
+
+    async def _run(self, job: dict[str, str], body: bytes, deadline_s: float, what: str, *,
+                   background: bool = False) -> PageText | None:
+        if self._slots is None or self._background is None or self._research is None:
+            self._slots = asyncio.Semaphore(self.capacity)
+            self._background = asyncio.Semaphore(self.library_share)
+            self._research = asyncio.Semaphore(max(1, self.size))
+        async with contextlib.AsyncExitStack() as shares:
+            # its own share first, then a child's slot: a read never holds a slot while it queues
+            await shares.enter_async_context(self._background if background else self._research)
+            await shares.enter_async_context(self._slots)
+            child = await self._take()
+            self._busy.add(child)
+            healthy = False
+            try:
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that
+                # lands as the answer arrives, and SIGTERM must always stop a brief mid-page
+                async with asyncio.timeout(deadline_s):
+                    answer = await _ask(child, job, body)
+                healthy = True
+            except TimeoutError:
+                raise PageUnreadable(
+                    f"reading the {what} took over {deadline_s:g} s (a {what} this costly is not read)") from None
+            except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
+                raise PageUnreadable(f"the reader stopped on this {what} ({type(exc).__name__}: out of memory "
+                                     "or a crash in a library)") from None
+            finally:
+                self._busy.discard(child)
+                if healthy:
+                    self._idle.append(child)
+                else:
+                    await child.stop()  # also when cancelled: the reap takes milliseconds
+        self.peak_rss_mb = max(self.peak_rss_mb, float(answer.get("peak_rss_mb", 0.0)))
+        if "refused" in answer:
+            raise PageRefused(answer["refused"])
+        if "error" in answer:
+            raise PageUnreadable(f"the reader failed on this {what}: {answer['error']}")
+        page = answer["page"]
+        if page is None:
+            return None
+        text = page["text"]
+        return PageText(
+            extracted=Extracted(title=page["title"], text=text, method=page["method"]),
+            passages=[Passage(seq=seq, start=s, end=e, text=text[s:e], page=number)
+                      for seq, s, e, number in page["passages"]],
+            notes=list(page["notes"]),
+        )
+
+    async def warm(self) -> None:
+        """Start the children before the first page arrives: each takes about 0.3 s to import its
+        readers, which the model would otherwise sit through at a brief's first pages. The worker
+        starts this with the daemon, so it overlaps the first plan. A child that cannot start is
+        left to the first read, which says why."""
+        missing = max(0, self.capacity - len(self._idle) - len(self._busy))
+        started = await asyncio.gather(*(_start_child() for _ in range(missing)), return_exceptions=True)
+        for child in started:
+            if not isinstance(child, _Child):
+                if not isinstance(child, Exception):
+                    raise child  # a cancel: the daemon is closing
+            elif len(self._idle) + len(self._busy) < self.capacity:
+                self._idle.append(child)
+            else:  # a read started a child of its own meanwhile: the pool stays at its size
+                await child.stop()
+
+    async def _take(self) -> _Child:
+        """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.process.returncode is None:
+                return child
+            await child.stop()
+        return await _start_child()
+
+    async def close(self) -> None:
+        """Stop every child (each also stops by itself when the daemon's end of its pipe closes)."""
+        children = [*self._idle, *self._busy]
+        self._idle.clear()
+        self._busy.clear()
+        await asyncio.gather(*(child.stop() for child in children))
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of a child that runs `python -m briefd...`: this one, with the folder that holds the
+    `briefd` package first on PYTHONPATH, so the child imports the same code as the daemon. That folder is
+    the checkout's root or site-packages, never the package's own folder: site-packages/briefd on the path
+    would make its `daemon` importable as a top-level module, python-daemon's name."""
+    root = str(Path(__file__).parents[3])  # <root>/briefd/daemon/sources/pagework.py (not resolved: a link)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
+async def _start_child() -> _Child:
+    env = child_environment()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "briefd.daemon.sources.pagework", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, env=env)
+    child = _Child(process)
+    try:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            ready = await _read_frame(process)
+    except BaseException:
+        await child.stop()
+        raise
+    if ready != _READY:
+        await child.stop()
+        raise RuntimeError("the page reader child did not start: run `python -m briefd.daemon.sources.pagework` to see why")
+    return child
+
+
+async def _ask(child: _Child, job: dict[str, str], body: bytes) -> dict[str, Any]:
+    stdin = child.process.stdin
+    assert stdin is not None
+    header = json.dumps(job).encode()
+    stdin.write(_LENGTH.pack(len(header)) + header + _LENGTH.pack(len(body)))
+    stdin.write(body)
+    await stdin.drain()
+    answer: dict[str, Any] = json.loads(await _read_frame(child.process))
+    return answer
+
+
+async def _read_frame(process: asyncio.subprocess.Process) -> bytes:
+    stdout = process.stdout
+    assert stdout is not None
+    try:
+        (length,) = _LENGTH.unpack(await stdout.readexactly(_LENGTH.size))
+        if length > MAX_ANSWER_BYTES:  # a child gone wrong must not make the daemon allocate 4 GiB
+            raise EOFError(f"the page reader sent a {length:,}-byte answer (at most {MAX_ANSWER_BYTES:,})")
+        return await stdout.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise EOFError("the page reader exited") from exc
+
+
+# --------------------------------------------------------------------------- the child
+
+
+def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def _read_child_frame(stream: BinaryIO) -> bytes | None:
+    head = _read_exact(stream, _LENGTH.size)
+    if head is None:
+        return None
+    return _read_exact(stream, _LENGTH.unpack(head)[0])
+
+
+def _write_child_frame(stream: BinaryIO, data: bytes) -> None:
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _answer(header: bytes, body: bytes) -> dict[str, Any]:
+    job = json.loads(header)
+    try:
+        if "path" in job:
+            page = read_document(None, Path(job["path"]), job["name"], job["content_type"])
+        else:
+            page = read_page(body, job["url"], job["content_type"])
+    except DocumentRefused as exc:
+        return {"refused": str(exc)}
+    except OSError as exc:  # the file went away or cannot be opened: said with its name
+        return {"refused": f"{job.get('name') or job.get('url')}: cannot be opened ({exc.strerror or exc})"}
+    except MemoryError:
+        return {"error": f"out of memory (the reader's limit is {CHILD_MEMORY_BYTES >> 20} MB)"}
+    except Exception as exc:  # noqa: BLE001 - said to the parent, which gives the page up
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    if page is None:
+        return {"page": None}
+    return {"page": {"title": page.extracted.title, "text": page.extracted.text,
+                     "method": page.extracted.method, "notes": page.notes,
+                     "passages": [(p.seq, p.start, p.end, p.page) for p in page.passages]}}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+
+
+def _limit_memory() -> None:
+    """Cap the child's address space (`CHILD_MEMORY_BYTES`), where the platform allows it."""
+    try:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = CHILD_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(CHILD_MEMORY_BYTES, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):  # pragma: no cover - a platform without RLIMIT_AS: unbounded, as before
+        pass
+
+
+def _memory_trimmer() -> Callable[[], object]:
+    """glibc's malloc_trim, or a no-op where there is none.
+
+    glibc keeps what a big page freed: a child's RSS stayed at 215 MB after a 4 MB page
+    of links (75 MB before); trimming after each page brings it back.
+    """
+    try:
+        trim: Callable[[int], object] = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    return lambda: trim(0)
+
+
+def serve_child() -> None:
+    """The child's loop: read pages from stdin until it closes, answer on the real stdout.
+
+    Anything a library prints goes to stderr: fd 1 is pointed there, and the frames go
+    to a private copy of the original stdout.
+    """
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    source = sys.stdin.buffer
+    trim = _memory_trimmer()
+    _limit_memory()
+    read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's first call is slow: not a page's
+    _write_child_frame(out, _READY)
+    while True:
+        header = _read_child_frame(source)
+        body = _read_child_frame(source) if header is not None else None
+        if header is None or body is None:
+            return
+        result = _answer(header, body)
+        result["peak_rss_mb"] = _peak_rss_mb()
+        answer = json.dumps(result).encode()
+        del body
+        trim()
+        _write_child_frame(out, answer)
+
+
+if __name__ == "__main__":
+    try:
+        serve_child()
+    except BrokenPipeError:  # the daemon went (SIGKILL while this child started): no one to answer, nothing to say
+        os._exit(0)  # not sys.exit: flushing the answer pipe at exit would raise again
