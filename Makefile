@@ -1,6 +1,6 @@
 # briefd: the README's two commands, and a few more.
 #   make demo   venv + install + lab servers on loopback + the example brief, with real inference
-#   make test   venv with test extras + mypy (daemon/, store/) + the whole suite
+#   make test   venv with test extras + mypy (daemon/, store/) + the whole suite under coverage (total printed)
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
 #     SOAK_ARGS: --seconds N --seed N, and a mode: --hostile (web), --hostile-library, --api-flood
 #   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes)
@@ -31,10 +31,15 @@ browser:
 	    echo "make test: the browser test needs Chromium: sudo apt-get install chromium"; exit 1; \
 	  fi; }
 
+# mypy through tests/typecheck.py, which names daemon/ and store/ as imported (briefd.daemon, briefd.store).
+# The suite runs under coverage ([tool.coverage] in pyproject.toml); the total is printed, pass or fail.
 test: $(STAMP) browser
-	@echo "mypy: type-checking daemon/ and store/ ([tool.mypy] in pyproject.toml)"
-	@$(PY) -m mypy || { echo "make test: mypy found type errors (above); fix them before the tests run"; exit 1; }
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml)"
+	@$(PY) -m tests.typecheck || { echo "make test: mypy found type errors (above); fix them first"; exit 1; }
+	@status=0; $(PY) -m coverage run -m pytest -q $(PYTEST_ARGS) || status=$$?; \
+	  echo "coverage: $$($(PY) -m coverage report --format=total)% of the statements in daemon/ and store/ ran" \
+	    "(per file: $(PY) -m coverage report)"; \
+	  exit $$status
 
 demo: $(STAMP)
 	$(PY) -m tests.lab.demo
@@ -63,4 +68,4 @@ wheelhouse:
 	@echo "  pip install --no-index --find-links $(WHEELHOUSE) briefd"
 
 clean:
-	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache build wheelhouse
+	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache build wheelhouse .coverage

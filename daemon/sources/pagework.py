@@ -244,8 +244,10 @@ def child_environment() -> dict[str, str]:
     """The environment of a child that runs `python -m briefd...`: this one, with the folder that holds the
     `briefd` package first on PYTHONPATH, so the child imports the same code as the daemon. That folder is
     the checkout's root or site-packages, never the package's own folder: site-packages/briefd on the path
-    would make its `daemon` importable as a top-level module, python-daemon's name."""
-    root = str(Path(__file__).parents[3])  # <root>/briefd/daemon/sources/pagework.py (not resolved: a link)
+    would make its `daemon` importable as a top-level module, python-daemon's name. It is found from briefd's
+    own __init__.py, not from this file: in a checkout this file is daemon/sources/pagework.py, outside briefd/."""
+    briefd = sys.modules[(__package__ or __name__).partition(".")[0]]
+    root = str(Path(briefd.__file__ or ".").parents[1])  # <root>/briefd/__init__.py
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
