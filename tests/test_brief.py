@@ -353,7 +353,7 @@ VALIDATOR_ONLY: list[tuple[Any, str, list[str]]] = [
     ({**BASE, "estimate": {"unit": "x", "low": 5e-324, "high": 1e-323}}, "estimate.high",
      ["estimate.high (1e-323) must be above estimate.low (5e-324) by at least 1e-09", "smaller unit"]),
     ({**BASE, "estimate": {"unit": "USD", "low": 5, "high": 5 + 1e-12}}, "estimate.high", ["must be above estimate.low"]),
-    ({**BASE, "estimate": {"unit": "x", "low": 1e15 - 1, "high": 1e15}}, "estimate.high", ["at least 1e+06"]),
+    ({**BASE, "estimate": {"unit": "x", "low": 1e15 - 1, "high": 1e15}}, "estimate.high", ["(1e+15) must be above estimate.low (999,999,999,999,999) by at least 1,000,000"]),
     ({**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_width": 1e-300}}, "estimate.target_width",
      ["estimate.target_width (1e-300) is below 1e-07", "at least 1e-07"]),
     ({**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_width": 100}}, "estimate.target_width",
