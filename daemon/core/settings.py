@@ -297,6 +297,21 @@ class Origin:
         return f"{what} {self.where}" if self.where else what
 
 
+def config_knobs(settings: Settings, config: type, prefix: str) -> dict[str, Any]:
+    """The fields of a component's config dataclass (fetch.FetchLimits, llm.ModelConfig) that a user
+    sets, by name: the field `timeout_s` takes the setting `<prefix>timeout_s`, else the setting of its
+    own name (`seed`, `egress`); fields no setting names keep the config's own default. Why: the worker
+    copied each knob field by field, so a new knob was three edits (Settings, the config, the copy);
+    now it is a Settings field and a config field of the same name, whose default is Settings'."""
+    names = {f.name for f in dataclasses.fields(Settings) if f.init}
+    knobs: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        name = prefix + f.name if prefix + f.name in names else f.name
+        if f.init and name in names:
+            knobs[f.name] = getattr(settings, name)
+    return knobs
+
+
 def load_settings(flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None = None) -> Settings:
     """Resolve every setting: flag > environment > briefd.toml > default.
 

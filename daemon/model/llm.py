@@ -64,6 +64,7 @@ from ..core.retry import (
     call_with_retries,
     transient_status,
 )
+from ..core.settings import Settings
 from ..core.untrusted import clean_json
 
 T = TypeVar("T")
@@ -112,11 +113,12 @@ class ModelConfig:
 
     host: str
     model: str
-    num_ctx: int = 8192
-    num_predict: int = 1024
-    timeout_s: float = 300.0
-    temperature: float = 0.2
-    seed: int = 42
+    # Defaults of the knobs a user sets: Settings' (settings.config_knobs carries a user's values here by name).
+    num_ctx: int = Settings.num_ctx
+    num_predict: int = Settings.num_predict
+    timeout_s: float = Settings.llm_timeout_s
+    temperature: float = Settings.temperature
+    seed: int = Settings.seed
     transport_attempts: int = IN_CALL_ATTEMPTS  # the retry policy's (retry.py); tests shrink the waits
     backoff_base_s: float = IN_CALL.base_s
     backoff_cap_s: float = IN_CALL.cap_s

@@ -361,8 +361,7 @@ class LoopState:
     remaining: dict[str, Any] = field(default_factory=dict)  # budgets left: rounds, tokens, seconds, pages
     plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
     estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
-    numbers_discarded: int = 0           # numbers the model proposed that code discarded (judge.read_figure)
-    figures_discarded: dict[str, int] = field(default_factory=dict)  # the same, counted by their reason
+    figures_discarded: dict[str, int] = field(default_factory=dict)  # numbers code discarded, by reason
     distrusted: dict[str, str] = field(default_factory=dict)  # url → why: pages caught carrying an injection
     # url → what became of a page a round went on without (the loop's LATE_* words): still
     # `waiting` ones are taken into the next round, or read (or given up) before the synthesis
@@ -417,8 +416,20 @@ class LoopState:
             added.append(query)
         return added
 
+    @property
+    def numbers_discarded(self) -> int:
+        """Numbers the model proposed that code discarded (judge.read_figure): the sum of
+        figures_discarded, derived so the two can never disagree."""
+        return sum(self.figures_discarded.values())
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The checkpoint's shape: every field, and numbers_discarded where it stood when it was stored."""
+        data: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if key == "figures_discarded":
+                data["numbers_discarded"] = self.numbers_discarded
+            data[key] = value
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LoopState":

@@ -59,7 +59,9 @@ import httpx
 
 from .egress import (NONE_REASON, CountingTransport, RefusedConnect, egress_reason, embedded_ipv4, normal_host,
                      note_refused, refused_by_policy)
+from .. import __version__
 from ..core.retry import transient_status
+from ..core.settings import Settings
 
 MAX_URL_CHARS = 4096
 """Longer URLs are refused: nothing legitimate needs more, and absurd ones are a smell."""
@@ -161,19 +163,24 @@ def clean_last_modified(value: str | None) -> str | None:
         return None
 
 
+USER_AGENT = f"briefd/{__version__} (+offline research daemon)"  # the version: daemon/__init__.py's
+
+
 @dataclass(frozen=True)
 class FetchLimits:
     """What one page fetch may cost and where it may go."""
 
-    max_bytes: int = 5_000_000
-    timeout_s: float = 20.0  # total wall time per page: DNS, connect, every hop, the whole body
+    # The defaults of the knobs a user can set are Settings' (the one place; settings.config_knobs carries
+    # a user's values here by name); the others are fixed here.
+    max_bytes: int = Settings.fetch_max_bytes
+    timeout_s: float = Settings.fetch_timeout_s  # total wall time per page: DNS, connect, every hop, the whole body
     connect_timeout_s: float = 5.0
-    max_redirects: int = 5
+    max_redirects: int = Settings.fetch_max_redirects
     allow_private: bool = True  # loopback, RFC 1918, ULA: briefd lives on private networks
-    allow_link_local: bool = False  # 169.254/16, fe80::/10 and cloud metadata addresses
-    egress: str = "open"  # open | private | none (settings.egress; egress.egress_reason decides)
-    egress_hosts: tuple[str, ...] = ()  # names or addresses egress = private allows whatever their address
-    user_agent: str = "briefd/0.1 (+offline research daemon)"
+    allow_link_local: bool = Settings.allow_link_local  # 169.254/16, fe80::/10 and cloud metadata addresses
+    egress: str = Settings.egress  # open | private | none (egress.egress_reason decides)
+    egress_hosts: tuple[str, ...] = Settings.egress_hosts  # names or addresses egress = private allows
+    user_agent: str = USER_AGENT
 
 
 @dataclass
