@@ -31,9 +31,10 @@ MODEL_KNOBS = {"model": "model", "num_ctx": "num_ctx", "num_predict": "num_predi
                "temperature": "temperature", "seed": "seed"}
 FETCH_KNOBS = {"max_bytes": "fetch_max_bytes", "timeout_s": "fetch_timeout_s", "max_redirects": "fetch_max_redirects",
                "allow_link_local": "allow_link_local", "egress": "egress", "egress_hosts": "egress_hosts"}
-CHANGED: dict[str, Any] = {"model": "gemma3:270m", "num_ctx": 16384, "num_predict": 512, "llm_timeout_s": 12.5, "temperature": 0.7,
-           "seed": 7, "fetch_max_bytes": 123_456, "fetch_timeout_s": 3.5, "fetch_max_redirects": 2,
-           "allow_link_local": True, "egress": "private", "egress_hosts": ("example.org",)}
+CHANGED: dict[str, Any] = {
+    "model": "gemma3:270m", "num_ctx": 16384, "num_predict": 512, "llm_timeout_s": 12.5, "temperature": 0.7,
+    "seed": 7, "fetch_max_bytes": 123_456, "fetch_timeout_s": 3.5, "fetch_max_redirects": 2,
+    "allow_link_local": True, "egress": "private", "egress_hosts": ("example.org",)}
 
 
 @pytest.mark.parametrize("build, config, knobs", [(model_config, ModelConfig, MODEL_KNOBS),

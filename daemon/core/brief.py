@@ -1034,7 +1034,8 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
     if 0 < width < least:
         problems.append(_Problem(
             "estimate.high",
-            f"estimate.high ({_number(high)}) must be above estimate.low ({_number(low)}) by at least {number_text(least)}, "
+            f"estimate.high ({_number(high)}) must be above estimate.low ({_number(low)}) "
+            f"by at least {number_text(least)}, "
             f"the narrowest range briefd tells apart at this size; widen the range, or write it in a smaller "
             f'unit (for example "USD thousand" instead of "USD million", "ppm" instead of a fraction)',
             {"low": low, "high": high, "min_width": least}))
@@ -1042,14 +1043,16 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
     if target_width is not None and target_width < least:
         problems.append(_Problem(
             "estimate.target_width",
-            f"estimate.target_width ({_number(target_width)}) is below {number_text(least)}, the narrowest width briefd tells "
+            f"estimate.target_width ({_number(target_width)}) is below {number_text(least)}, "
+            f"the narrowest width briefd tells "
             f"apart for a range of this size; give a target_width of at least {number_text(least)}",
             {"target_width": target_width, "min_width": least}))
     elif target_width is not None and target_width >= width:
         problems.append(_Problem(
             "estimate.target_width",
             f"estimate.target_width ({_number(target_width)}) is not narrower than the range itself "
-            f"(high - low = {number_text(width)}), so there is nothing to narrow; give a target_width below {number_text(width)}, "
+            f"(high - low = {number_text(width)}), so there is nothing to narrow; "
+            f"give a target_width below {number_text(width)}, "
             f"or leave it out",
             {"target_width": target_width, "width": width}))
     for name, value, outside in (("target_low", target_low, target_low is not None and target_low < low),

@@ -688,7 +688,8 @@ def _range_words(spec: _Spec, noun: str) -> str:
     if spec.low is not None and spec.high is not None:
         return f"{noun} from {number_text(spec.low)} to {number_text(spec.high)}"
     if spec.low is not None:
-        return f"{noun} greater than {number_text(spec.low)}" if spec.above_low else f"{noun} of at least {number_text(spec.low)}"
+        low = number_text(spec.low)
+        return f"{noun} greater than {low}" if spec.above_low else f"{noun} of at least {low}"
     return noun
 
 

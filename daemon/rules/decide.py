@@ -14,6 +14,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from .numbers import number_text, span_text
+
 STOPWORDS = frozenset(
     """a an and are as at be been by can could did do does for from had has have how i if in
     into is it its of on or over per so than that the their there these this those to was were
@@ -609,7 +611,7 @@ def open_questions(question: str, research_question: str, open_gaps: Sequence[st
         asks.append(f"Still open: {gap}. A source you trust, or a narrower scope, would help.")
     if estimate is not None and not estimate[3]:
         low, high, unit, _ = estimate
-        asks.append(f"The range {low:g}\u2013{high:g} {unit} did not reach the target width: a narrower "
+        asks.append(f"The range {span_text(low, high)} {unit} did not reach the target width: a narrower "
                     f"definition (period, place, what counts) would let it narrow further.")
     if verdict == "inconclusive":
         asks.append("The evidence does not decide the claim: which kind of source would you accept as "

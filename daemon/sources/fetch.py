@@ -62,6 +62,7 @@ from .egress import (NONE_REASON, CountingTransport, RefusedConnect, egress_reas
 from .. import __version__
 from ..core.retry import transient_status
 from ..core.settings import Settings
+from ..rules.numbers import number_text
 
 MAX_URL_CHARS = 4096
 """Longer URLs are refused: nothing legitimate needs more, and absurd ones are a smell."""
@@ -539,9 +540,9 @@ def _loop_key(url: str) -> str:
 def _describe(exc: BaseException, limits: FetchLimits) -> str:
     """A few words for a network failure, the way a user would say it."""
     if isinstance(exc, httpx.ConnectTimeout):
-        return f"connect timeout after {limits.connect_timeout_s:g}s"
+        return f"connect timeout after {number_text(limits.connect_timeout_s)}s"
     if isinstance(exc, httpx.TimeoutException):
-        return f"timeout after {limits.timeout_s:g}s"
+        return f"timeout after {number_text(limits.timeout_s)}s"
     if isinstance(exc, httpx.ConnectError):
         cause: BaseException | None = exc
         while cause is not None:
@@ -578,7 +579,7 @@ async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits,
         async with asyncio.timeout(limits.timeout_s):
             await _fetch_into(result, client, url, limits, validators)
     except TimeoutError:
-        result.error = f"timeout after {limits.timeout_s:g}s"
+        result.error = f"timeout after {number_text(limits.timeout_s)}s"
         result.transient = result.timed_out = True
         if result.body:
             result.truncated = True
