@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from .charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANC
 from ..rules.citations import CITATION_RE, find_citations
 from ..sources.egress import method_line
 from ..rules.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
-from ..rules.numbers import SPAN, number_text
+from ..rules.numbers import SPAN, finite, is_finite, number_text
 from ..core.schedule import parse_iso
 from ..core.untrusted import (
     as_dict,
@@ -129,13 +128,13 @@ def _num(value: Any) -> str:
 
 
 def _seconds(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if is_finite(value):
         return f"{value:.1f} s"
     return clean(value)
 
 
 def _confidence(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if is_finite(value):
         return f"{value:.2f}"
     return clean(value)
 
@@ -679,10 +678,8 @@ def _pages_not_read(report: Mapping[str, Any]) -> bool:
 
 
 def _strength(item: Mapping[str, Any]) -> float:
-    value = item.get("confidence")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return -1.0
+    value = finite(item.get("confidence"))
+    return -1.0 if value is None else value
 
 
 def evidence_by_source(report: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
