@@ -230,7 +230,7 @@ def test_a_rerun_opens_with_what_changed_right_after_the_question_and_status() -
     assert h2[:2] == ["## What changed since 2026-11-20 09:04 UTC", "## Estimate"]
     before = text.split("## What changed")[0]
     assert before.startswith("# How much did the tunnel overrun?") and "**Status:** done" in before
-    assert ("- **Range:** 400 – 460 → 400 – 440 USD million (because: [[1]](#source-1) “Now USD 440 million.”; "
+    assert ("- **Range:** 400–460 → 400–440 USD million (because: [[1]](#source-1) “Now USD 440 million.”; "
             "no longer: [Tunnel news](https://news.example/tunnel) “The tunnel overran by USD 450 million.”)"
             ) in section(text)
     assert "- **Sources changed (the page's text differs from the previous read):** [[1]](#source-1) " \

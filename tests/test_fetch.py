@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from briefd.daemon import __version__
 from briefd.daemon.sources.fetch import (
     DECODE_PIECE_BYTES,
     BoundedDecoder,
@@ -208,7 +209,7 @@ def test_normal_page_comes_back_whole_with_its_content_type(server: LabServer) -
 
 def test_every_request_says_who_is_asking(server: LabServer) -> None:
     fetch(server.url("/page"))
-    assert server.user_agents[-1] == "briefd/0.1 (+offline research daemon)"
+    assert server.user_agents[-1] == f"briefd/{__version__} (+offline research daemon)"
 
 
 def test_301_is_followed_and_final_url_is_where_the_page_was(server: LabServer) -> None:

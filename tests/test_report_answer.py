@@ -133,8 +133,8 @@ def first_lines(markdown: str) -> str:
 
 def test_an_estimate_leads_with_its_range_against_the_target_and_why_it_stopped() -> None:
     report = estimate_report()
-    expected = ["What will an EV battery pack cost per kWh in 2027?", "78.5 – 96 USD/kWh",
-                "target of 80 – 100 USD/kWh", words(report["stop_explanation"])]
+    expected = ["What will an EV battery pack cost per kWh in 2027?", "78.5–96 USD/kWh",
+                "target of 80–100 USD/kWh", words(report["stop_explanation"])]
     md_screen = first_lines(render_markdown(report))
     html_screen = before_h2(visible(render_html(report)), 0)
     for screen in (md_screen, html_screen):

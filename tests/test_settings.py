@@ -244,7 +244,7 @@ def test_bad_environment_values(cwd: Path, env: dict[str, str], source: str, wor
     ({"model": ""}, ["--model must be an Ollama model name"]),
     ({"inbox": ""}, ["--inbox must be a path"]),
     ({"ollama_host": "gopher://x"}, ["--ollama-host must be an address"]),
-    ({"num_ctx": 100}, ["--num-ctx must be a whole number from 2048"]),
+    ({"num_ctx": 100}, ["--num-ctx must be a whole number from 2,048 to 1,048,576, got 100"]),
 ])
 def test_bad_flag_values(cwd: Path, flags: dict[str, Any], words: list[str]) -> None:
     err = error_of(flags=flags)

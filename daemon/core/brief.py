@@ -28,13 +28,13 @@ import hashlib
 import json
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any, Callable, Literal, TypeGuard, TypeVar
 
 from ..rules.judge import COMPARATORS, Contract
+from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, EVERY_EXAMPLE, ScheduleError, format_duration, parse_duration, parse_every
 from .untrusted import LONE_SURROGATE
 
@@ -875,10 +875,10 @@ class _Checker:
         if limit is None:
             expected = "a number greater than 0" if positive else "a number (like 1500 or 2.5)"
         elif positive:
-            expected = f"a number greater than 0 and at most {limit:g}"
+            expected = f"a number greater than 0 and at most {number_text(limit)}"
         else:
-            expected = f"a number from {-limit:g} to {limit:g}"
-        number = _as_finite(value)
+            expected = f"a number from {number_text(-limit)} to {number_text(limit)}"
+        number = finite(value)
         raw = _as_number(value)
         nan = isinstance(raw, float) and math.isnan(raw)
         huge = limit is not None and raw is not None and not nan and abs(raw) > limit
@@ -1034,7 +1034,8 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
     if 0 < width < least:
         problems.append(_Problem(
             "estimate.high",
-            f"estimate.high ({_number(high)}) must be above estimate.low ({_number(low)}) by at least {least:g}, "
+            f"estimate.high ({_number(high)}) must be above estimate.low ({_number(low)}) "
+            f"by at least {number_text(least)}, "
             f"the narrowest range briefd tells apart at this size; widen the range, or write it in a smaller "
             f'unit (for example "USD thousand" instead of "USD million", "ppm" instead of a fraction)',
             {"low": low, "high": high, "min_width": least}))
@@ -1042,14 +1043,16 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
     if target_width is not None and target_width < least:
         problems.append(_Problem(
             "estimate.target_width",
-            f"estimate.target_width ({_number(target_width)}) is below {least:g}, the narrowest width briefd tells "
-            f"apart for a range of this size; give a target_width of at least {least:g}",
+            f"estimate.target_width ({_number(target_width)}) is below {number_text(least)}, "
+            f"the narrowest width briefd tells "
+            f"apart for a range of this size; give a target_width of at least {number_text(least)}",
             {"target_width": target_width, "min_width": least}))
     elif target_width is not None and target_width >= width:
         problems.append(_Problem(
             "estimate.target_width",
             f"estimate.target_width ({_number(target_width)}) is not narrower than the range itself "
-            f"(high - low = {width:g}), so there is nothing to narrow; give a target_width below {width:g}, "
+            f"(high - low = {number_text(width)}), so there is nothing to narrow; "
+            f"give a target_width below {number_text(width)}, "
             f"or leave it out",
             {"target_width": target_width, "width": width}))
     for name, value, outside in (("target_low", target_low, target_low is not None and target_low < low),
@@ -1081,16 +1084,6 @@ def _as_number(value: Any) -> int | float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value
-
-
-def _as_finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if abs(value) > sys.float_info.max:  # exact for ints: no rounding before the comparison
-        return None
-    return float(value)
 
 
 def _json_type(value: Any) -> str:
@@ -1137,8 +1130,8 @@ def _describe(value: Any) -> str:
 
 
 def _number(value: float) -> str:
-    value = float(value)
-    return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+    """A number the user wrote, echoed exactly in a message (two close ends must read apart)."""
+    return number_text(value, exact=True)
 
 
 def _truncate(text: str, limit: int) -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from .retry import transient_status
+from ..rules.numbers import number_text
 
 log = logging.getLogger("briefd")
 
@@ -56,8 +57,9 @@ class OutageLog:
         else:
             known.reason, known.fix = reason, fix
         said = f"; to fix: {fix}" if fix is not None and fix not in reason else ""
-        waits = (f"up to once_patience_s {self.patience_s:g} s, then they stay queued for the next run" if self.once
-                 else f"up to patience_s {self.patience_s:g} s")
+        waits = (f"up to once_patience_s {number_text(self.patience_s)} s, then they stay queued for the next run"
+                 if self.once
+                 else f"up to patience_s {number_text(self.patience_s)} s")
         log.warning("%s is unavailable: %s%s. Briefs that need it wait (%s) and go on when it is back.",
                     service, reason, said, waits)
 

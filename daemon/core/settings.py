@@ -18,7 +18,6 @@ import difflib
 import ipaddress
 import json
 import logging
-import math
 import os
 import re
 import tomllib
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 from . import crashpoints
 from .files import TooLarge, read_file_at_most
 from ..rules.judge import TIERS
+from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, ScheduleError, format_duration, parse_duration
 
 log = logging.getLogger("briefd")
@@ -295,6 +295,21 @@ class Origin:
         """"flag --model", "environment BRIEFD_MODEL", "briefd.toml /etc/briefd/briefd.toml line 3", "default"."""
         what = {"flag": "flag", "env": "environment", "toml": "briefd.toml", "default": "default"}[self.kind]
         return f"{what} {self.where}" if self.where else what
+
+
+def config_knobs(settings: Settings, config: type, prefix: str) -> dict[str, Any]:
+    """The fields of a component's config dataclass (fetch.FetchLimits, llm.ModelConfig) that a user
+    sets, by name: the field `timeout_s` takes the setting `<prefix>timeout_s`, else the setting of its
+    own name (`seed`, `egress`); fields no setting names keep the config's own default. Why: the worker
+    copied each knob field by field, so a new knob was three edits (Settings, the config, the copy);
+    now it is a Settings field and a config field of the same name, whose default is Settings'."""
+    names = {f.name for f in dataclasses.fields(Settings) if f.init}
+    knobs: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        name = prefix + f.name if prefix + f.name in names else f.name
+        if f.init and name in names:
+            knobs[f.name] = getattr(settings, name)
+    return knobs
 
 
 def load_settings(flags: Mapping[str, Any], env: Mapping[str, str], config_path: Path | None = None) -> Settings:
@@ -671,9 +686,10 @@ def _to_model(spec: _Spec, raw: Any, source: _Source) -> str:
 
 def _range_words(spec: _Spec, noun: str) -> str:
     if spec.low is not None and spec.high is not None:
-        return f"{noun} from {_num(spec.low)} to {_num(spec.high)}"
+        return f"{noun} from {number_text(spec.low)} to {number_text(spec.high)}"
     if spec.low is not None:
-        return f"{noun} greater than {_num(spec.low)}" if spec.above_low else f"{noun} of at least {_num(spec.low)}"
+        low = number_text(spec.low)
+        return f"{noun} greater than {low}" if spec.above_low else f"{noun} of at least {low}"
     return noun
 
 
@@ -699,23 +715,17 @@ def _to_int(spec: _Spec, raw: Any, source: _Source) -> int:
 
 def _to_float(spec: _Spec, raw: Any, source: _Source) -> float:
     expected = _range_words(spec, "a number")
-    value: float | None = None
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        value = float(raw) if abs(raw) < 1e300 else None
-    elif isinstance(raw, str) and len(raw) < 100:
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            value = None
-    if value is None or not math.isfinite(value) or not _in_range(spec, value):
+    value = finite(raw, text=isinstance(raw, str) and len(raw) < 100)
+    if value is None or abs(value) >= 1e300 or not _in_range(spec, value):
         raise _Bad(expected)
     return value
 
 
 def _to_duration(spec: _Spec, raw: Any, source: _Source) -> float:
     """A duration as daemon.schedule reads it ("7d", "12h", "0"), or a number of seconds."""
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw) and raw >= 0:
-        return float(raw)
+    seconds = finite(raw)
+    if seconds is not None and seconds >= 0:
+        return seconds
     if isinstance(raw, str):
         try:
             return parse_duration(raw)
@@ -937,10 +947,6 @@ def _display(value: Any) -> str:
 def _display_setting(spec: _Spec, value: Any) -> str:
     """A setting's value as a user would type it: durations as "7d", the rest as _display does."""
     return format_duration(value) if spec.kind == "duration" else _display(value)
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _shown(raw: Any) -> str:

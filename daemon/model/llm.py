@@ -48,12 +48,12 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Generic, Literal, Protocol, TypeVar
 
 import httpx
 import ollama
 
+from ...store.db import utc_now
 from ..core import retry
 from ..core.retry import (
     IN_CALL,
@@ -64,6 +64,7 @@ from ..core.retry import (
     call_with_retries,
     transient_status,
 )
+from ..core.settings import Settings
 from ..core.untrusted import clean_json
 
 T = TypeVar("T")
@@ -112,11 +113,12 @@ class ModelConfig:
 
     host: str
     model: str
-    num_ctx: int = 8192
-    num_predict: int = 1024
-    timeout_s: float = 300.0
-    temperature: float = 0.2
-    seed: int = 42
+    # Defaults of the knobs a user sets: Settings' (settings.config_knobs carries a user's values here by name).
+    num_ctx: int = Settings.num_ctx
+    num_predict: int = Settings.num_predict
+    timeout_s: float = Settings.llm_timeout_s
+    temperature: float = Settings.temperature
+    seed: int = Settings.seed
     transport_attempts: int = IN_CALL_ATTEMPTS  # the retry policy's (retry.py); tests shrink the waits
     backoff_base_s: float = IN_CALL.base_s
     backoff_cap_s: float = IN_CALL.cap_s
@@ -874,10 +876,6 @@ def backoff_delay(cfg: ModelConfig, failures: int, rand: Callable[[], float] = r
     return retry.backoff_delay(cfg.backoff, failures, rand)
 
 
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def _one_line(text: str, limit: int = _MAX_REASON_CHARS) -> str:
     text = " ".join(str(text).split()).rstrip(".")
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -912,7 +910,7 @@ async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthPr
     outage. Only an answer says the runner loads and generates, so a request it keeps
     refusing is refused for what it asks, not because the server is down.
     """
-    started_at, t0 = _utc_now(), time.monotonic()
+    started_at, t0 = utc_now(), time.monotonic()
     try:
         response = await client.chat(
             model=cfg.model, messages=[{"role": "user", "content": PROBE_PROMPT}], options=probe_options(cfg),
@@ -942,7 +940,7 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
 
     async def attempt() -> tuple[ollama.ChatResponse, str, float]:
         nonlocal refusals, probe_failed
-        started_at, t0 = _utc_now(), time.monotonic()
+        started_at, t0 = utc_now(), time.monotonic()
         try:
             response = await client.chat(
                 model=cfg.model, messages=messages, format=schema, options=request_options(cfg, num_predict),
@@ -1068,7 +1066,7 @@ async def call_json(
             except _Unusable:
                 pass  # an entry today's coerce rejects (briefd was upgraded): ask the model again
             else:
-                emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
+                emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
                                 seconds=0.0, prompt_tokens=0, completion_tokens=0, outcome="cached",
                                 answer=stored))
                 return result(value, "cached", repairs)
@@ -1081,13 +1079,13 @@ async def call_json(
             response, started_at, seconds = await _chat(client, cfg, attempt_messages, attempt_schema, on_wait,
                                                         budget)
         except _Rejected as exc:
-            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
+            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="fallback",
                             answer="", error=str(exc), truncated_prompt=over_budget, attempt=attempt))
             return result(fallback(), "fallback", [])
         except _Poisoned as exc:
             emit(_probe_record(cfg, exc.probe))
-            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=_utc_now(),
+            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="poisoned",
                             answer="", error=exc.reason, truncated_prompt=over_budget, attempt=attempt))
             return result(fallback(), "poisoned", [])

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..rules.numbers import number_text, span_text
 from .. import __version__
 from ..core.brief import MAX_BRIEF_BYTES, BriefError, load_schema, too_large
 from ..core.files import use_file_mode
@@ -457,10 +458,10 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
             line += f"; next: {run['next_action']} ({run['why']})"
         left = {k: v for k, v in (run.get("remaining") or {}).items() if v is not None}
         if left:
-            line += "; left: " + ", ".join(f"{v:g} {k}" for k, v in left.items())
+            line += "; left: " + ", ".join(f"{number_text(v)} {k}" for k, v in left.items())
         if run["estimate"]:
             est = run["estimate"]
-            line += f"; range {est['low']:g}..{est['high']:g} (progress {est['progress_score']:.2f})"
+            line += f"; range {span_text(est['low'], est['high'], '..')} (progress {est['progress_score']:.2f})"
         if run["waiting_for"]:
             line += f"; WAITING for {run['waiting_for']}"
         print(line)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..rules.numbers import number_text, span_text
 from ...store import QUEUED, RUNNING, Store
 from ...store.evaluation import last_run_id, rejection, run_trace, runs_by_brief
 from ..rules.evaluate import (FORMAT_VERSION, STAGES, CaseResult, EvalSet, judge_case, not_run, parse_eval_set, percent,
@@ -154,11 +155,11 @@ def _range_cell(case: dict[str, Any]) -> str:
     if case["kind"] != "estimate":
         return "-"
     if case["range"] is None:
-        return f"none (truth {case['truth']:g})"
+        return f"none (truth {number_text(case['truth'])})"
     low, high = case["range"]
     width = f" {percent(case['width_ratio'])}" if case["width_ratio"] is not None else ""
     mark = "in" if case["truth_in_range"] else "OUT"
-    return f"{low:g}–{high:g}{width} {mark}"
+    return f"{span_text(low, high)}{width} {mark}"
 
 
 def _verdict_cell(case: dict[str, Any]) -> str:

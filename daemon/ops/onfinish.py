@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from ..rules.numbers import number_text
 from .sdnotify import NOTIFY_VARIABLES
 from ..core.settings import secret_variables
 
@@ -58,7 +59,7 @@ def outcome(argv: tuple[str, ...], ended: Ended, code: int | None, stderr: bytes
     tail = stderr[-TAIL_BYTES:].decode("utf-8", "replace").strip()
     said = f"; its stderr ends: {tail}" if tail else ""
     if code is None:
-        return (f"{ended.brief_id}: on_finish {argv[0]} ran past on_finish_timeout_s ({timeout_s:g} s) "
+        return (f"{ended.brief_id}: on_finish {argv[0]} ran past on_finish_timeout_s ({number_text(timeout_s)} s) "
                 f"and was killed{said}")
     if code != 0:
         return f"{ended.brief_id}: on_finish {argv[0]} exited {code}{said}"

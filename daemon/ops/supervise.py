@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..rules.numbers import number_text
 from ..core.retry import Backoff, backoff_delay
 
 log = logging.getLogger("briefd")
@@ -147,7 +148,7 @@ async def supervise(name: str, run: Callable[[], Awaitable[None]], policy: Polic
             death = f"{name} died: {type(exc).__name__}: {exc}"
             trace = traceback.format_exc()
             if policy.gives_up(len(deaths)) or not restartable(exc):
-                times = f" ({len(deaths)} deaths within {RESTART_WINDOW_S:g} s)" if len(deaths) > 1 else ""
+                times = f" ({len(deaths)} deaths within {number_text(RESTART_WINDOW_S)} s)" if len(deaths) > 1 else ""
                 log.error("%s%s\n%s", death, times, trace)  # the trace; `fatal` says the stop (CRITICAL)
                 fatal(f"{death}{times}; {policy.why}")
                 return

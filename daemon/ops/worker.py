@@ -70,7 +70,7 @@ from ..report.report import (REPORT_KEYS, archive_previous, archived_run, blank_
                      safe_outdir, write_report)
 from ..core.retry import out_of_patience, queue_delay
 from .sdnotify import Notifier
-from ..core.settings import Settings
+from ..core.settings import Settings, config_knobs
 from .supervise import Policy, quiet_loop_errors, raise_open_files_limit, supervise
 
 log = logging.getLogger("briefd")
@@ -101,19 +101,13 @@ SERVE_TASK = "briefd-serve"  # the name daemon.serve.serving_inside gives the HT
 
 
 def model_config(settings: Settings) -> ModelConfig:
-    return ModelConfig(
-        host=settings.ollama_host, model=settings.model, num_ctx=settings.num_ctx,
-        num_predict=settings.num_predict, timeout_s=settings.llm_timeout_s,
-        temperature=settings.temperature, seed=settings.seed,
-    )
+    """The model's knobs as the user set them (settings.config_knobs: `llm_timeout_s` is its `timeout_s`)."""
+    return ModelConfig(host=settings.ollama_host, **config_knobs(settings, ModelConfig, "llm_"))
 
 
 def fetch_limits(settings: Settings) -> FetchLimits:
-    return FetchLimits(
-        max_bytes=settings.fetch_max_bytes, timeout_s=settings.fetch_timeout_s,
-        max_redirects=settings.fetch_max_redirects, allow_link_local=settings.allow_link_local,
-        egress=settings.egress, egress_hosts=settings.egress_hosts,
-    )
+    """A page fetch's limits as the user set them (`fetch_max_bytes` is its `max_bytes`, `egress` its `egress`)."""
+    return FetchLimits(**config_knobs(settings, FetchLimits, "fetch_"))
 
 
 def service_transport(settings: Settings, url: str, *, model: bool) -> httpx.AsyncBaseTransport:

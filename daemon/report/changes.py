@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..core.untrusted import as_dict, as_list, fold
+from ..rules.numbers import finite
 
 SIDES = frozenset({"supports", "contradicts"})  # a quote that bears on a verdict takes one
 NO_BEARING = "neutral"  # an estimate quote's impact that moves no bound
@@ -36,8 +37,7 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [dict(v) for v in as_list(value) if isinstance(v, Mapping)]
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+_number = finite  # a figure of a report.json: NaN and inf (a hand-edited or damaged file) are no figure
 
 
 def quote_key(item: Mapping[str, Any]) -> tuple[str, str]:

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from ..rules.decide import relevance
 from ..rules.judge import CREDIBLE, TIERS, normalize_tier
+from ..rules.numbers import finite, is_finite, number_text, span_text
 from ..core.untrusted import as_dict, as_list, fold, xml_escape
 
 CHART_FILE = "chart.svg"  # the estimate band
@@ -60,22 +61,6 @@ RANGE_COLOUR, TARGET_COLOUR = "#1f6fb4", "#2e8b3a"
 # ---------------------------------------------------------------------------- numbers
 
 
-def finite_number(value: Any) -> bool:
-    """A real int or float that is finite (never a bool, a string or NaN)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def number(value: Any) -> float | None:
-    """A finite number as a float, else None (what a chart can plot)."""
-    return float(value) if finite_number(value) else None
-
-
-def fmt(value: float) -> str:
-    """A number as a chart's annotations show it: four significant digits with thousands
-    separators, or three in exponent form from a million up."""
-    return f"{value:,.4g}" if abs(value) < 1e6 else f"{value:.3g}"
-
-
 def tick_label(value: float, step: float) -> str:
     """An axis tick: as many decimals as the step between ticks needs (so neighbouring ticks
     never read the same), in exponent form for numbers from a million up and below 0.001, or
@@ -83,7 +68,7 @@ def tick_label(value: float, step: float) -> str:
     if value == 0:
         return "0"
     if not step > 0:
-        return fmt(value)
+        return number_text(value)
     decimals = max(0, -math.floor(math.log10(step)))
     if 1e-3 <= abs(value) < 1e6 and decimals <= 10:
         return f"{value:,.{decimals}f}"
@@ -248,29 +233,29 @@ def chart_layout(estimate: Mapping[str, Any]) -> ChartLayout | str:
     points = [{"round": 0, "low": initial.get("low"), "high": initial.get("high"), "tokens": 0}, *history]
     xs, lows, highs, labels = [], [], [], []
     for i, p in enumerate(points):
-        tokens, low, high = number(p.get("tokens") or 0), number(p.get("low")), number(p.get("high"))
+        tokens, low, high = finite(p.get("tokens") or 0), finite(p.get("low")), finite(p.get("high"))
         if tokens is None or low is None or high is None:
             shown = i if p.get("round") is None else p.get("round")
             return f"round {fold(shown)} has no finite low, high and tokens to plot"
-        round_no = number(p.get("round"))
+        round_no = finite(p.get("round"))
         xs.append(float(i) if round_no is None else round_no)
         lows.append(low)
         highs.append(high)
-        labels.append("start" if i == 0 else f"r{xs[-1]:g}\n{int(tokens):,} tok")
+        labels.append("start" if i == 0 else f"r{number_text(xs[-1])}\n{int(tokens):,} tok")
     band: tuple[float, float] | None = None
     band_label = ""
-    if finite_number(target.get("low")) and finite_number(target.get("high")):
+    if is_finite(target.get("low")) and is_finite(target.get("high")):
         band = (float(target["low"]), float(target["high"]))
-        band_label = f"target {fmt(band[0])}\u2013{fmt(band[1])}"
-    elif finite_number(target.get("width")):
+        band_label = f"target {span_text(*band)}"
+    elif is_finite(target.get("width")):
         width, middle = float(target["width"]), lows[-1] / 2 + highs[-1] / 2
         band = (middle - width / 2, middle + width / 2)
-        band_label = f"target width \u2264 {fmt(width)} (centred on the final range)"
+        band_label = f"target width \u2264 {number_text(width)} (centred on the final range)"
     ys = lows + highs + list(band or ())
     if not math.isfinite(max(ys) - min(ys)):
-        return (f"the values run from {min(ys):g} to {max(ys):g}, a span too large to plot "
+        return (f"the values run from {number_text(min(ys))} to {number_text(max(ys))}, a span too large to plot "
                 f"(report.json has the numbers)")
-    final = f"final {fmt(lows[-1])}\u2013{fmt(highs[-1])} {unit}".rstrip()
+    final = f"final {span_text(lows[-1], highs[-1])} {unit}".rstrip()
     return ChartLayout(xs, lows, highs, labels, band, band_label, final)
 
 
@@ -384,7 +369,7 @@ def evidence_points(report: Mapping[str, Any]) -> list[EvidencePoint]:
     topics = [fold(report.get("research_question")) or fold(report.get("question")), fold(report.get("question"))]
     points = []
     for item in _evidence_items(report):
-        confidence = number(item.get("confidence"))
+        confidence = finite(item.get("confidence"))
         points.append(EvidencePoint(
             host=host_of(item.get("url")), tier=tier_of(item.get("tier")),
             confidence=None if confidence is None else min(1.0, max(0.0, confidence)),
@@ -531,7 +516,7 @@ def _histogram_panel(x0: float, x1: float, y0: float, y1: float, title: str, val
     if mark is not None:
         x = xscale(mark)
         out += [line(x, y0, x, y1, stroke=INK, stroke_dasharray="4 3"),
-                text(x + 4, y0 + 10, f"credible \u2265 {mark:g}", font_size="11")]
+                text(x + 4, y0 + 10, f"credible \u2265 {number_text(mark)}", font_size="11")]
     return out
 
 

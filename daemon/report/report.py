@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Mapping, Sequence
 
+from ...store.db import utc_now
 from ..core import files
 from ..core.brief import ID_RE, id_from_filename, valid_id
 from .charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANCE_FILE, SOURCES_ALT,
@@ -40,6 +40,7 @@ from .charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANC
 from ..rules.citations import CITATION_RE, find_citations
 from ..sources.egress import method_line
 from ..rules.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
+from ..rules.numbers import SPAN, finite, is_finite, number_text
 from ..core.schedule import parse_iso
 from ..core.untrusted import (
     as_dict,
@@ -74,11 +75,6 @@ USAGE_KEYS: tuple[str, ...] = (
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
 ANSWER_TEXT_CHARS = 200  # the answer line `briefd list` shows: the first sentence, cut here
 SOURCE_ANCHOR = "source-"  # a source's entry in the reports is #source-<n>
-
-def utc_now_iso() -> str:
-    """ISO 8601 UTC to the second with a Z: the one timestamp form report.json uses."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
 
 def blank_report(brief_id: str, source_file: str, question: str, started_at: str | None,
                  status: str = "failed") -> dict[str, Any]:
@@ -125,27 +121,20 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
 
 
 def _num(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return clean(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return str(value)
-        if value.is_integer() and abs(value) < 1e15:
-            return f"{int(value):,}"
-        return f"{value:,.4f}".rstrip("0").rstrip(".")
+    """A value of report.json as report.md shows it: numbers in the one form (rules/numbers.py)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number_text(value)
     return clean(value)
 
 
 def _seconds(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if is_finite(value):
         return f"{value:.1f} s"
     return clean(value)
 
 
 def _confidence(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if is_finite(value):
         return f"{value:.2f}"
     return clean(value)
 
@@ -524,11 +513,11 @@ def _md_num(value: Any) -> str:
 
 
 def range_text(value: Any) -> str:
-    """A range as the estimate table shows it: low – high; a target given as a width reads
-    width ≤ 60; nothing to show gives the empty string."""
+    """A range as the estimate table shows it: low–high, as the stop sentence and the charts write it;
+    a target given as a width reads width ≤ 60; nothing to show gives the empty string."""
     rng = _dict(value)
     if rng.get("low") is not None and rng.get("high") is not None:
-        return f"{_num(rng.get('low'))} – {_num(rng.get('high'))}"
+        return f"{_num(rng.get('low'))}{SPAN}{_num(rng.get('high'))}"
     if rng.get("width") is not None:
         return f"width \u2264 {_num(rng.get('width'))}"
     return ""
@@ -571,7 +560,7 @@ def side_cell(item: Mapping[str, Any]) -> SideCell:
     value = None
     if item.get("low") is not None:
         low, high = item.get("low"), item.get("high")
-        value = _num(low) if low == high else f"{_num(low)}\u2013{_num(high)}"
+        value = _num(low) if low == high else f"{_num(low)}{SPAN}{_num(high)}"
     return SideCell(value=value, source=n if _is_n(n) else None, quote=short_quote(item.get("quote")),
                     tier=fold(item.get("tier")) or "unrated", confidence=_confidence(item.get("confidence")))
 
@@ -689,10 +678,8 @@ def _pages_not_read(report: Mapping[str, Any]) -> bool:
 
 
 def _strength(item: Mapping[str, Any]) -> float:
-    value = item.get("confidence")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return -1.0
+    value = finite(item.get("confidence"))
+    return -1.0 if value is None else value
 
 
 def evidence_by_source(report: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
@@ -1386,7 +1373,7 @@ def write_rejection(outbox: Path, brief_id: str, source_file: str, error: str,
     if not repeat and (_read_json_field(outdir / "error.json", "source_file") == clean(source_file)
                        and _read_json_field(outdir / "error.json", "error") == clean(error)):
         return outdir / "error.json"
-    now = utc_now_iso()
+    now = utc_now()
     if aside:
         outdir = _fresh_run_folder(outdir / "runs", now.replace(":", "-") + "-rejected")
     else:

@@ -1091,7 +1091,6 @@ class Research:
                 kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
             else:
                 reason = figure.reason or judge.NOT_IN_QUOTE
-                self.state.numbers_discarded += 1
                 self.state.figures_discarded[reason] = self.state.figures_discarded.get(reason, 0) + 1
                 self.events.emit("evidence_skipped", round=round_no, reason=f"number {reason}",
                                  proposed=number, field=name, written=figure.written, quote=quote[:200])

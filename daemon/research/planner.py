@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..rules.citations import cited_numbers
+from ..rules.numbers import finite
 from ..rules.decide import Gap, content_words
 from ..sources.extract import split_sentences
 from ..model.llm import TODAY_PREFIX
@@ -448,14 +449,8 @@ def _confidence(value: Any) -> float:
 
 
 def _number(value: Any) -> float | None:
-    """A finite number the model proposed, or None (strings like "410" are accepted)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(str(value).replace(",", "")) if isinstance(value, str) else float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number and abs(number) != float("inf") else None
+    """A finite number the model proposed, or None (strings like "410" or "1,250" are accepted)."""
+    return finite(value.replace(",", "") if isinstance(value, str) else value, text=True)
 
 
 def _label(value: Any) -> str | None:

@@ -12,7 +12,6 @@ one stop rule and its order); a policy only says which of them apply to its kind
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from ..rules import decide
 
 from ..rules import judge
+from ..rules.numbers import number_text, span_text
 
 from . import planner
 from ..core.brief import Brief, Estimate
@@ -47,31 +47,20 @@ class Aim:
     refill: tuple[str, ...] = ()
 
 
-def _num(x: float) -> str:
-    """A figure as a sentence shows it: 430, 0.43, 1250000 (never 1.25e+06 for a whole number)."""
-    if math.isfinite(x) and float(x).is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:.6g}"
-
-
-def _span(low: float, high: float) -> str:
-    return f"{_num(low)}\u2013{_num(high)}"
-
-
 def stop_head(reason: str | None, state: LoopState, limits: Limits, usage: Usage) -> str:
     """The first half of the stop sentence: when, and which rule ended the rounds, in words."""
     when = (f"Stopped after round {state.round} of {limits.max_rounds}" if state.round
             else "Stopped before the first round")
     budget = decide.spent_budget(limits, usage)
     spent = {"tokens": f"the token budget ({limits.budget_tokens}) was spent",
-             "seconds": f"the time budget ({_num(limits.budget_seconds or 0)} s) was spent",
+             "seconds": f"the time budget ({number_text(limits.budget_seconds or 0)} s) was spent",
              "pages": f"the page budget ({limits.budget_pages} pages) was spent"}
     words = {
         decide.TARGET_REACHED: "the target was reached",
         decide.BUDGET: spent.get(budget or "", "a budget was spent"),
         decide.STALLED: f"no new evidence in the last {decide.STALL_ROUNDS} rounds",
         decide.CONVERGED: (f"the range stopped narrowing (its progress score moved less than "
-                           f"{judge.PLATEAU_GAIN:g} over the last {judge.PLATEAU_ROUNDS} rounds)"),
+                           f"{number_text(judge.PLATEAU_GAIN)} over the last {judge.PLATEAU_ROUNDS} rounds)"),
         decide.GAPS_CLOSED: "every open question of the plan was answered",
         decide.MAX_ROUNDS: "the round limit",
         decide.EXHAUSTED: "no new search query was left to try",
@@ -206,13 +195,13 @@ class EstimatePolicy(Policy):
     def evidence_task(self, state: LoopState) -> tuple[str, str]:
         low, high = self.current_range(state)
         unit = self.est.unit
-        return (f"ESTIMATE: {unit}, current range {low:g}..{high:g}",
+        return (f"ESTIMATE: {unit}, current range {span_text(low, high, '..')}",
                 (f"For each item give the figure it states, in {unit} (value, or low and high), how it "
                  f"moves the ESTIMATE (impact) and the source's tier."))
 
     def synthesis_line(self, facts: Facts) -> str:
         low, high = self.current_range(facts.state)
-        return (f"COMPUTED RANGE: {low:g} to {high:g} {self.est.unit} (computed by rule from the "
+        return (f"COMPUTED RANGE: {span_text(low, high, ' to ')} {self.est.unit} (computed by rule from the "
                 f"evidence; state this range, do not invent another)")
 
     def settle(self, facts: Facts, reason: str | None) -> str | None:
@@ -254,22 +243,22 @@ class EstimatePolicy(Policy):
         read = [e for e in evidence if e["low"] is not None]
         inside = [_side_item(e) for e in read if low <= e["low"] and e["high"] <= high]
         outside = [_side_item(e) for e in read if not (low <= e["low"] and e["high"] <= high)]
-        return {"left_title": f"Within the final range ({low:g}\u2013{high:g})", "left": inside,
+        return {"left_title": f"Within the final range ({span_text(low, high)})", "left": inside,
                 "right_title": "Outside it (not corroborated, or low confidence)", "right": outside}
 
     def target_text(self) -> str:
         """The target as the report's table and sentence show it: "400–460" or "width ≤ 60"."""
         est = self.est
         if est.target_low is not None and est.target_high is not None:
-            return _span(est.target_low, est.target_high)
+            return span_text(est.target_low, est.target_high)
         if est.target_width is not None:
-            return f"width \u2264 {_num(est.target_width)}"
+            return f"width \u2264 {number_text(est.target_width)}"
         return ""
 
     def stop_detail(self, facts: Facts, reason: str | None) -> str:
         """Where the range stands against the target, in words, whatever stopped the rounds."""
         low, high = self.current_range(facts.state)
-        rng = f"the range {_span(low, high)} {self.est.unit}"
+        rng = f"the range {span_text(low, high)} {self.est.unit}"
         target = self.target_text()
         if not target:
             return f"{rng} is the result (the brief set no target)"
@@ -282,7 +271,7 @@ class EstimatePolicy(Policy):
             return (f"{rng} {verb} the target {target}, but it rests on {sources} credible source"
                     f"{'' if sources == 1 else 's'} ({need} needed)")
         if self.est.target_width is not None:
-            return f"{rng} (width {_num(high - low)}) is still wider than the target, {target}"
+            return f"{rng} (width {number_text(high - low)}) is still wider than the target, {target}"
         t_lo, t_hi = sorted((self.est.target_low or 0.0, self.est.target_high or 0.0))
         if high - low > t_hi - t_lo:
             return f"{rng} is still wider than the target {target}"

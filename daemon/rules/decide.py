@@ -14,6 +14,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from .numbers import number_text, span_text
+
 STOPWORDS = frozenset(
     """a an and are as at be been by can could did do does for from had has have how i if in
     into is it its of on or over per so than that the their there these this those to was were
@@ -361,8 +363,7 @@ class LoopState:
     remaining: dict[str, Any] = field(default_factory=dict)  # budgets left: rounds, tokens, seconds, pages
     plan_relevance: float | None = None  # seed 5's gate: how well the plan covers the question
     estimate_history: list[dict[str, Any]] = field(default_factory=list)  # {round, low, high, progress_score, tokens}
-    numbers_discarded: int = 0           # numbers the model proposed that code discarded (judge.read_figure)
-    figures_discarded: dict[str, int] = field(default_factory=dict)  # the same, counted by their reason
+    figures_discarded: dict[str, int] = field(default_factory=dict)  # numbers code discarded, by reason
     distrusted: dict[str, str] = field(default_factory=dict)  # url → why: pages caught carrying an injection
     # url → what became of a page a round went on without (the loop's LATE_* words): still
     # `waiting` ones are taken into the next round, or read (or given up) before the synthesis
@@ -417,8 +418,20 @@ class LoopState:
             added.append(query)
         return added
 
+    @property
+    def numbers_discarded(self) -> int:
+        """Numbers the model proposed that code discarded (judge.read_figure): the sum of
+        figures_discarded, derived so the two can never disagree."""
+        return sum(self.figures_discarded.values())
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The checkpoint's shape: every field, and numbers_discarded where it stood when it was stored."""
+        data: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if key == "figures_discarded":
+                data["numbers_discarded"] = self.numbers_discarded
+            data[key] = value
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LoopState":
@@ -598,7 +611,7 @@ def open_questions(question: str, research_question: str, open_gaps: Sequence[st
         asks.append(f"Still open: {gap}. A source you trust, or a narrower scope, would help.")
     if estimate is not None and not estimate[3]:
         low, high, unit, _ = estimate
-        asks.append(f"The range {low:g}\u2013{high:g} {unit} did not reach the target width: a narrower "
+        asks.append(f"The range {span_text(low, high)} {unit} did not reach the target width: a narrower "
                     f"definition (period, place, what counts) would let it narrow further.")
     if verdict == "inconclusive":
         asks.append("The evidence does not decide the claim: which kind of source would you accept as "

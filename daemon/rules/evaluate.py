@@ -38,6 +38,7 @@ from urllib.parse import unquote
 from ...store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from ..core.brief import Brief, BriefError, parse_brief
 from .citations import cited_numbers
+from .numbers import number_text, span_text
 
 FORMAT_VERSION = 1
 STAGES = ("search", "read", "extract", "shown", "chosen", "refused", "reported")
@@ -505,12 +506,12 @@ def _reported(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
                 return Miss("refused", refusal.rule, f"the quote {refusal.quote[:120]!r} was kept, but its figure "
                                                      f"was not read: {refusal.rule}")
     if case.kind == "estimate":
-        ended = f"{result.range[0]:g}–{result.range[1]:g}" if result.range else "no range"
+        ended = span_text(result.range[0], result.range[1]) if result.range else "no range"
         width = f", {percent(result.width_ratio)} of the prior's width" if result.width_ratio is not None else ""
         read = sorted({_figure(q) for q in trace.kept if matches(case.patterns, q.quote) and q.low is not None})
         figures = f"the figure read from it: {', '.join(read)}" if read else "no figure was read from it"
         return Miss("reported", None, f"kept in a quote ({figures}), but the range ended {ended}{width} "
-                                      f"(truth {result.truth:g})")
+                                      f"(truth {'none' if result.truth is None else number_text(result.truth)})")
     if case.kind == "contract":
         rule = trace.report.get("verdict", {}).get("rule") if isinstance(trace.report.get("verdict"), dict) else ""
         return Miss("reported", None, f"kept in a quote, but the verdict is {result.verdict or 'none'} "
@@ -519,9 +520,11 @@ def _reported(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
 
 
 def _figure(quote: KeptQuote) -> str:
+    if quote.low is None:
+        return "no figure"
     if quote.high is None or quote.high == quote.low:
-        return f"{quote.low:g}"
-    return f"{quote.low:g}–{quote.high:g}"
+        return number_text(quote.low)
+    return span_text(quote.low, quote.high)
 
 
 _EXPLAIN = {"search": _search, "read": _read, "extract": _extract, "shown": _shown, "chosen": _chosen,

@@ -33,6 +33,8 @@ from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from .numbers import number_text
+
 # ----------------------------------------------------------------- amounts
 
 SCALES: dict[str, float] = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
@@ -979,11 +981,12 @@ def _weigh(stances: Sequence[Stance], level: str) -> Verdict:
         return side.weight >= SUPPORT_NEEDED and side.weight >= DOMINANCE * other.weight
 
     if decides(sup, con) and sup_block is None:
-        value, why = "supported", (f"support >= {SUPPORT_NEEDED}, at least {DOMINANCE:g}x the contradiction, "
+        value, why = "supported", (f"support >= {SUPPORT_NEEDED}, "
+                                   f"at least {number_text(DOMINANCE)}x the contradiction, "
                                    "and no contradiction of equal or higher tier or from a regulator or "
                                    "peer-reviewed source")
     elif decides(con, sup) and con_block is None:
-        value, why = "refuted", (f"contradiction >= {SUPPORT_NEEDED}, at least {DOMINANCE:g}x the support, "
+        value, why = "refuted", (f"contradiction >= {SUPPORT_NEEDED}, at least {number_text(DOMINANCE)}x the support, "
                                  "and no support of equal or higher tier or from a regulator or "
                                  "peer-reviewed source")
     else:
@@ -996,7 +999,7 @@ def _weigh(stances: Sequence[Stance], level: str) -> Verdict:
         elif not domains:
             why = "no credible evidence either way"
         else:
-            why = f"neither side reaches {SUPPORT_NEEDED} with at least {DOMINANCE:g}x the other's weight"
+            why = f"neither side reaches {SUPPORT_NEEDED} with at least {number_text(DOMINANCE)}x the other's weight"
     return Verdict(value=value, rule=f"{value}: {counts}; {why}", evidence_level=level,
                    support=round(sup.weight, 6), contradiction=round(con.weight, 6))
 
@@ -1036,9 +1039,9 @@ class Contract:
     def describe(self) -> str:
         """"90th-percentile lead level < 5 ppb", "share between 20 and 30 %"."""
         if isinstance(self.target, tuple):
-            goal = f"between {self.target[0]:g} and {self.target[1]:g} {self.unit}"
+            goal = f"between {number_text(self.target[0])} and {number_text(self.target[1])} {self.unit}"
         else:
-            goal = f"{self.comparator} {self.target:g} {self.unit}"
+            goal = f"{self.comparator} {number_text(self.target)} {self.unit}"
         return f"{self.metric} {goal}" if self.metric else f"the figure {goal}"
 
 

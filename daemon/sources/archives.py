@@ -71,6 +71,7 @@ from ..rules.decide import content_words
 from .pagework import child_environment
 from .sources import ARCHIVE_SCHEME, ARCHIVES, DocumentUnavailable, fuse, rrf
 from ..core.untrusted import clean
+from ..rules.numbers import number_text
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
@@ -567,7 +568,7 @@ class _Reader:
         except subprocess.TimeoutExpired:
             return "it sent a malformed answer"
         if self.timed_out:
-            return f"it took over {deadline_s:g} s and was stopped"
+            return f"it took over {number_text(deadline_s)} s and was stopped"
         if code < 0:
             return f"libzim crashed ({signal.Signals(-code).name})"
         return f"it exited with status {code}"

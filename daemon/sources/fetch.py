@@ -59,7 +59,10 @@ import httpx
 
 from .egress import (NONE_REASON, CountingTransport, RefusedConnect, egress_reason, embedded_ipv4, normal_host,
                      note_refused, refused_by_policy)
+from .. import __version__
 from ..core.retry import transient_status
+from ..core.settings import Settings
+from ..rules.numbers import number_text
 
 MAX_URL_CHARS = 4096
 """Longer URLs are refused: nothing legitimate needs more, and absurd ones are a smell."""
@@ -161,19 +164,24 @@ def clean_last_modified(value: str | None) -> str | None:
         return None
 
 
+USER_AGENT = f"briefd/{__version__} (+offline research daemon)"  # the version: daemon/__init__.py's
+
+
 @dataclass(frozen=True)
 class FetchLimits:
     """What one page fetch may cost and where it may go."""
 
-    max_bytes: int = 5_000_000
-    timeout_s: float = 20.0  # total wall time per page: DNS, connect, every hop, the whole body
+    # The defaults of the knobs a user can set are Settings' (the one place; settings.config_knobs carries
+    # a user's values here by name); the others are fixed here.
+    max_bytes: int = Settings.fetch_max_bytes
+    timeout_s: float = Settings.fetch_timeout_s  # total wall time per page: DNS, connect, every hop, the whole body
     connect_timeout_s: float = 5.0
-    max_redirects: int = 5
+    max_redirects: int = Settings.fetch_max_redirects
     allow_private: bool = True  # loopback, RFC 1918, ULA: briefd lives on private networks
-    allow_link_local: bool = False  # 169.254/16, fe80::/10 and cloud metadata addresses
-    egress: str = "open"  # open | private | none (settings.egress; egress.egress_reason decides)
-    egress_hosts: tuple[str, ...] = ()  # names or addresses egress = private allows whatever their address
-    user_agent: str = "briefd/0.1 (+offline research daemon)"
+    allow_link_local: bool = Settings.allow_link_local  # 169.254/16, fe80::/10 and cloud metadata addresses
+    egress: str = Settings.egress  # open | private | none (egress.egress_reason decides)
+    egress_hosts: tuple[str, ...] = Settings.egress_hosts  # names or addresses egress = private allows
+    user_agent: str = USER_AGENT
 
 
 @dataclass
@@ -532,9 +540,9 @@ def _loop_key(url: str) -> str:
 def _describe(exc: BaseException, limits: FetchLimits) -> str:
     """A few words for a network failure, the way a user would say it."""
     if isinstance(exc, httpx.ConnectTimeout):
-        return f"connect timeout after {limits.connect_timeout_s:g}s"
+        return f"connect timeout after {number_text(limits.connect_timeout_s)}s"
     if isinstance(exc, httpx.TimeoutException):
-        return f"timeout after {limits.timeout_s:g}s"
+        return f"timeout after {number_text(limits.timeout_s)}s"
     if isinstance(exc, httpx.ConnectError):
         cause: BaseException | None = exc
         while cause is not None:
@@ -571,7 +579,7 @@ async def fetch_page(client: httpx.AsyncClient, url: str, limits: FetchLimits,
         async with asyncio.timeout(limits.timeout_s):
             await _fetch_into(result, client, url, limits, validators)
     except TimeoutError:
-        result.error = f"timeout after {limits.timeout_s:g}s"
+        result.error = f"timeout after {number_text(limits.timeout_s)}s"
         result.transient = result.timed_out = True
         if result.body:
             result.truncated = True
