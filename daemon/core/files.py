@@ -346,6 +346,17 @@ class LockState:
     pid: int | None
 
 
+def acquire_store_lock(db: Path) -> ProcessLock:
+    """Take the store's lock for the life of this process, or raise Locked naming the holder.
+
+    Two daemons on one store (each with its own inbox) would each re-queue and run the
+    other's running brief: two `complete` events, the model paid twice. The inbox lock
+    cannot see that; this one can, by the same mechanism (files.hold_lock).
+    """
+    return hold_lock(store_lock_path(db), f"using the store {db}",
+                     "stop it first, or give this daemon a store of its own (--db)")
+
+
 def lock_holder(path: Path) -> LockState:
     """Is `path` (hold_lock's file) held, and by which pid? Never creates or writes the file.
 

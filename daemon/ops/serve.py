@@ -67,9 +67,12 @@ from ..report.chart_png import PNG_FILE
 from ..report.charts import CHART_FILE, CHART_NAMES
 from ..core.files import TooLarge, read_file_at_most
 from ..intake.inbox import is_candidate
-from ..report.report import safe_outdir
-from ..core.settings import Settings
 from .status import progress_of, status_data
+from ...store import diagnose
+from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, list_query, search_words
+from ..core.settings import SERVE_TOKEN_MIN_CHARS, Settings
+from ..report.report import render_html, safe_outdir
+from .checks import run_checks
 
 log = logging.getLogger("briefd")
 door_log = logging.getLogger("briefd.api")  # the connections' own warnings, rate-limited
@@ -154,8 +157,6 @@ def read_token(settings: Settings) -> str | None:
                          "write the token on its first line, readable by briefd alone (chmod 600)") from None
     except UnicodeDecodeError:
         raise ServeError(f"serve_token_file {path}: not UTF-8 text; write the token on its first line") from None
-    from ..core.settings import SERVE_TOKEN_MIN_CHARS
-
     if len(token) < SERVE_TOKEN_MIN_CHARS or " " in token:
         raise ServeError(f"serve_token_file {path}: its first line must be a token of at least "
                          f"{SERVE_TOKEN_MIN_CHARS} characters without spaces; make one with "
@@ -264,8 +265,6 @@ async def _bad_id(request: Request, exc: Exception) -> Response:
 def _failure(settings: Settings) -> Callable[[Request, Exception], Any]:
     """Any other failure answered as JSON like every error: a store that cannot be used is a 503
     with the store's own diagnosis and fix; anything else a 500 (and its traceback in the log)."""
-    from ...store import diagnose
-
     async def answer(request: Request, exc: Exception) -> Response:
         found = diagnose(exc, Path(settings.db))
         if found is not None:
@@ -457,8 +456,6 @@ def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
 def rendered_html(outdir: Path) -> str | None:
     """report.html for a brief that did not ask for one, rendered from its report.json as the daemon
     would have written it (report.render_html); None when there is no report yet."""
-    from ..report.report import render_html
-
     report = _read_json(outdir, "report.json")
     if not isinstance(report, dict):
         return None
@@ -592,8 +589,6 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
     async def healthz(request: Request) -> Response:
         """What `briefd check` knows, probed at most once every HEALTH_TTL_S (?fresh=1: now): a probe
         runs a real search through SearXNG, which a page polling this must not turn into a flood."""
-        from .checks import run_checks
-
         async with health_lock:  # one probe at a time; the others wait for its answer
             now = asyncio.get_running_loop().time()
             fresh = request.query_params.get("fresh", "").lower() in ("1", "true", "yes")
@@ -625,8 +620,6 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
                             status_code=202, headers={"Location": f"/briefs/{brief.id}"})
 
     async def list_briefs(request: Request) -> Response:
-        from ...store.history import HistoryError, list_query
-
         params = request.query_params
         if (refused := unknown_parameter(request, ("state", "kind", "since", "until", "limit", "runs"),
                                          "briefd list")) is not None:
@@ -641,8 +634,6 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
         return JSONResponse([e.to_json() for e in entries])
 
     async def search(request: Request) -> Response:
-        from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
-
         if (refused := unknown_parameter(request, ("q", "limit"), "briefd search")) is not None:
             return refused
         text = request.query_params.get("q", "")

@@ -115,7 +115,7 @@ MAX_TEXT_FILE_BYTES = 4 * MAX_DOCUMENT_CHARS
 """Bytes read from a text, Markdown or HTML file (at most four bytes a character in UTF-8)."""
 
 DOCUMENT_FORMATS = frozenset({"pdf", "docx", "odt", "epub", "markdown"})
-"""Formats `extract.read_page` hands to this module when a fetched page is one; HTML and plain
+"""Formats `pagework.read_page` hands to this module when a fetched page is one; HTML and plain
 text fetched from the web keep the web page paths (trafilatura, the web's text cap)."""
 
 # the file names briefd reads as documents, by format (the library indexes these)

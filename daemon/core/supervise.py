@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.retry import Backoff, backoff_delay
+from .retry import Backoff, backoff_delay
 
 log = logging.getLogger("briefd")
 

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 
 from ...store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from ..core.brief import Brief, BriefError, parse_brief
-from .citations import cited_numbers
+from ..rules.citations import cited_numbers
 
 FORMAT_VERSION = 1
 STAGES = ("search", "read", "extract", "shown", "chosen", "refused", "reported")
