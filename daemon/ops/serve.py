@@ -73,6 +73,7 @@ from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, li
 from ..core.settings import SERVE_TOKEN_MIN_CHARS, Settings
 from ..report.report import render_html, safe_outdir
 from .checks import run_checks
+from ..core.errors import BriefdError
 
 log = logging.getLogger("briefd")
 door_log = logging.getLogger("briefd.api")  # the connections' own warnings, rate-limited
@@ -113,7 +114,7 @@ REPORT_FILES = {"report.md": "text/markdown; charset=utf-8", "report.html": "tex
 T = TypeVar("T")
 
 
-class ServeError(ValueError):
+class ServeError(BriefdError, ValueError):
     """The API cannot start as configured: the message names the setting and the fix.
 
     `exit_code` is the CLI's: 2 for a configuration to correct, 3 for a port that cannot be had.
@@ -247,7 +248,7 @@ def not_served(exc: NotServed) -> JSONResponse:
                    "in their place (it may be someone's attempt to read other files through the API)")
 
 
-class BadId(ValueError):
+class BadId(BriefdError, ValueError):
     """An id in a URL that no brief can have (report.safe_outdir's rule): 400, never a path."""
 
 
@@ -276,7 +277,7 @@ def _failure(settings: Settings) -> Callable[[Request, Exception], Any]:
     return answer
 
 
-class NotServed(ValueError):
+class NotServed(BriefdError, ValueError):
     """A file the API will not serve: a link, or not a regular file (briefd writes only regular files)."""
 
 

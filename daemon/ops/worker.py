@@ -58,11 +58,12 @@ from ..core.events import EventLog
 from ..sources.egress import service_allowed
 from ..sources.fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
 from ..research.followup import check_follows_at_start
+from ..core.errors import ServiceUnavailable
 from ..core.files import WriteFailed, acquire_store_lock, atomic_write_bytes, sweep_temp_files
 from ..model.hosts import ModelHosts, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
-from ..model.llm import ModelConfig, ModelMissing, ServiceDown, base_url, make_client as make_llm_client
-from ..research.loop import Cancelled, Outage, Research, Services, seconds_since
+from ..model.llm import ModelConfig, base_url, make_client as make_llm_client
+from ..research.loop import Cancelled, Research, Services, seconds_since
 from ..core.outages import PROBE_EVERY_S, PROBE_PATHS, PROBE_TIMEOUT_S, OutageLog, Prober
 from ..sources.pagework import PageWorkers
 from ..report.report import archive_previous, archived_run, history_row, safe_outdir, write_report
@@ -619,14 +620,8 @@ class Daemon:
             self.cancelled(run, brief, research, outdir, events)
         except BriefError as exc:
             self.fail(run, brief, outdir, events, str(exc), "error")
-        except ModelMissing as exc:
-            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), fix=exc.fix, research=research)
-        except ServiceDown as exc:
-            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), research=research)
-        except Outage as exc:
+        except ServiceUnavailable as exc:  # the model, SearXNG, a full or read-only outbox: the brief waits
             self.wait_or_fail(run, brief, outdir, events, exc.service, exc.reason, fix=exc.fix, research=research)
-        except WriteFailed as exc:  # disk full, read-only outbox: the research is kept, the brief waits
-            self.wait_or_fail(run, brief, outdir, events, "outbox", str(exc), fix=exc.fix, research=research)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or an unforeseen input: never take the daemon down

@@ -60,6 +60,7 @@ import httpx
 from .egress import (NONE_REASON, CountingTransport, RefusedConnect, egress_reason, embedded_ipv4, normal_host,
                      note_refused, refused_by_policy)
 from ..core.retry import transient_status
+from ..core.errors import BriefdError
 
 MAX_URL_CHARS = 4096
 """Longer URLs are refused: nothing legitimate needs more, and absurd ones are a smell."""
@@ -689,7 +690,7 @@ def too_large(max_bytes: int) -> str:
     return f"too large (>{max_bytes} bytes)"
 
 
-class BodyRefused(ValueError):
+class BodyRefused(BriefdError, ValueError):
     """A body briefd will not decode: stacked or unknown content codings, or a corrupt stream.
 
     Permanent: the same URL will send the same body again.

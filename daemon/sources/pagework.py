@@ -43,6 +43,7 @@ from typing import Any, BinaryIO
 
 from .documents import DocumentRefused, is_document, read_document
 from .extract import Extracted, PageText, Passage, extract_page, split_passages, url_name
+from ..core.errors import BriefdError
 
 PAGE_DEADLINE_S = 15.0
 """Wall-clock time one page may take to read. An article takes well under a second, the
@@ -104,7 +105,7 @@ def read_page(body: bytes, url: str, content_type: str) -> PageText | None:
     return PageText(extracted=extracted, passages=split_passages(extracted.text))
 
 
-class PageUnreadable(Exception):
+class PageUnreadable(BriefdError):
     """This page cannot be read within the bound: too costly, or it broke the reader. Permanent."""
 
 
