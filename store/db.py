@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlite_utils
+from .errors import BriefdError
 
 SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 30.0
@@ -311,7 +312,7 @@ MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4
               6: _migration_6, 7: _migration_7}
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaTooNew(BriefdError, RuntimeError):
     """The store was written by a newer briefd: this one must not touch it."""
 
 
@@ -364,7 +365,7 @@ class StoreProblem:
         return self.kind == LOCKED
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(BriefdError):
     """The store failed in a way only the user can fix: the message says why and how."""
 
     def __init__(self, path: Path, problem: StoreProblem) -> None:

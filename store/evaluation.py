@@ -1,4 +1,4 @@
-"""What the store recorded of one run, read for `briefd eval` (daemon/rules/evaluate.py judges it).
+"""What the store recorded of one run, read for `briefd eval` (daemon/ops/evaluate.py judges it).
 
 briefd keeps every search result, page, passage, prompt's passages, quote and refusal of a run; this
 module reads them back as plain typed records, so that the judging stays a pure function of data and

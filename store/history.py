@@ -35,6 +35,7 @@ from typing import Any
 
 from .briefs import Store
 from .db import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, fts_or_query, iso_utc
+from .errors import BriefdError
 
 KINDS = ("plain", "estimate", "hypothesis")
 STATES = (QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED)
@@ -53,7 +54,7 @@ _OPEN, _CLOSE = "\x02", "\x03"  # marks snippet() puts around a match: controls 
 DATE_EXAMPLE = "a date such as 2026-11-24, or a time such as 2026-11-24T06:00:00Z"
 
 
-class HistoryError(ValueError):
+class HistoryError(BriefdError, ValueError):
     """A filter or a search text that can't be used: the message names the fix."""
 
 

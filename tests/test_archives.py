@@ -36,7 +36,7 @@ from briefd.daemon.sources.archives import (
     is_archive_url,
     parse_url,
 )
-from briefd.daemon.sources.extract import read_page
+from briefd.daemon.sources.pagework import read_page
 from briefd.daemon.sources.fetch import too_large
 from briefd.daemon.sources.search import MAX_HITS_PER_QUERY
 from briefd.daemon.core.settings import Settings

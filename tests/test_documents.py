@@ -24,7 +24,8 @@ from briefd.daemon.sources.documents import (
     DocumentRefused,
     read_document,
 )
-from briefd.daemon.sources.extract import PageText, read_page, split_sentences
+from briefd.daemon.sources.extract import PageText, split_sentences
+from briefd.daemon.sources.pagework import read_page
 from briefd.daemon.sources.pagework import (
     CHILD_MEMORY_BYTES,
     DOCUMENT_DEADLINE_S,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.rules.evaluate import (
+from briefd.daemon.ops.evaluate import (
     QUOTE_CUT,
     STAGES,
     Case,

@@ -339,7 +339,7 @@ def test_a_failed_estimate_brief_is_listed_as_an_estimate(store: Store) -> None:
 def test_a_queued_brief_cancelled_is_listed_and_its_question_found(tmp_path: Path) -> None:
     """`briefd cancel` of a queued brief saves its reports row with its end (one transaction)."""
     from briefd.daemon.core.settings import Settings
-    from briefd.daemon.ops.worker import cancel_brief
+    from briefd.daemon.ops.ending import cancel_brief
 
     store = Store(tmp_path / "briefd.db")
     run_id = store.add_brief(brief_id="ferry", question="When does the Kestrel ferry resume?", source_file="f.json",

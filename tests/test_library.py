@@ -285,7 +285,7 @@ def test_cli_library_status_search_reindex(tmp_path: Path) -> None:
 
 def test_cli_reindex_beside_a_running_daemon_only_marks_the_files(tmp_path: Path) -> None:
     """A daemon holds the store's lock: reindex tells the store, the daemon's next scan reads."""
-    from briefd.daemon.ops.worker import acquire_store_lock
+    from briefd.daemon.core.files import acquire_store_lock
 
     lib = make_library(tmp_path)
     assert briefd("library", "reindex", cwd=tmp_path, library=lib).returncode == 0

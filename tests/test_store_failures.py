@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from briefd.daemon.core.brief import parse_brief
-from briefd.daemon.ops.worker import LOCK_POLL_S, store_lock_path
+from briefd.daemon.core.files import store_lock_path
+from briefd.daemon.ops.worker import LOCK_POLL_S
 from briefd.store import CANCELLED, QUEUED, RUNNING, Store
 from briefd.store.db import BUSY_TIMEOUT_S
 from tests.conftest import BRIEFD, Workspace, wait_for

@@ -24,7 +24,7 @@ import pytest
 
 from briefd.daemon.ops import onfinish
 
-from briefd.daemon.ops import supervise
+from briefd.daemon.core import supervise
 
 from briefd.daemon.ops import worker
 from briefd.daemon.ops.cli import main
@@ -32,7 +32,7 @@ from briefd.daemon.intake.inbox import Inbox
 from briefd.daemon.core.retry import Backoff
 from briefd.daemon.ops.serve import brief_state
 from briefd.daemon.core.settings import Settings, load_settings
-from briefd.daemon.ops.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
+from briefd.daemon.core.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
 from briefd.store import Store
 from tests.conftest import wait_for
 from tests.lab.servers import free_port
@@ -378,7 +378,7 @@ def test_the_soft_open_files_limit_is_raised_to_the_hard_one_at_start(tmp_path: 
                             timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"open files: soft limit raised from 256 to {wanted}" in result.stderr, result.stderr[-2000:]
-    probe = "import resource; from briefd.daemon.ops.supervise import raise_open_files_limit as r; " \
+    probe = "import resource; from briefd.daemon.core.supervise import raise_open_files_limit as r; " \
             "print(r()); print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT,
                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))

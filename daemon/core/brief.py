@@ -37,6 +37,7 @@ from ..rules.judge import COMPARATORS, Contract
 from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, EVERY_EXAMPLE, ScheduleError, format_duration, parse_duration, parse_every
 from .untrusted import LONE_SURROGATE
+from .errors import BriefdError
 
 MAX_BRIEF_BYTES = 1 << 20  # 1 MiB: far above any real brief, far below trouble
 QUESTION_MAX_CHARS = 2000
@@ -275,7 +276,7 @@ def _clean_json(value: Any) -> Any:
     return _clean(str(value))
 
 
-class BriefError(ValueError):
+class BriefError(BriefdError, ValueError):
     """A brief that can't be used: which field (a JSON path, "" for the whole file), why, and the fix.
 
     `details` is JSON-serialisable and UTF-8-safe: it goes into outbox/<id>/error.json.

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, Callable, Self
 
 from . import crashpoints
+from .errors import BriefdError, ServiceUnavailable
 
 READ_CHUNK = 1 << 16
 NEW_FILE_MODE = 0o666  # what every program asks for; the kernel takes the umask (or a default ACL) off it
@@ -126,7 +127,7 @@ def open_append(path: Path) -> int:
     return fd
 
 
-class WriteFailed(OSError):
+class WriteFailed(ServiceUnavailable, OSError):
     """An outbox file could not be written: disk full, read-only, no permission, I/O error.
 
     Distinct from every other OSError so the daemon can tell "the outbox needs the
@@ -134,11 +135,11 @@ class WriteFailed(OSError):
     """
 
     def __init__(self, path: Path, cause: OSError) -> None:
-        super().__init__(cause.errno, f"could not write {path}: {cause.strerror or cause}")
+        OSError.__init__(self, cause.errno, f"could not write {path}: {cause.strerror or cause}")
         self.path = Path(path)
+        self.service, self.reason, self.fix = "outbox", str(self), self.fix_for_errno()
 
-    @property
-    def fix(self) -> str:
+    def fix_for_errno(self) -> str:
         folder = self.path.parent
         if self.errno in (errno.ENOSPC, errno.EDQUOT):
             return f"free space on the filesystem that holds {folder}"
@@ -221,7 +222,7 @@ def sweep_temp_files(folder: Path) -> int:
     return removed
 
 
-class TooLarge(ValueError):
+class TooLarge(BriefdError, ValueError):
     """An input over its size limit. `size` is its real size where stat knows it (a regular
     file), None where only reading could tell (a device such as /dev/zero, a pipe)."""
 
@@ -260,7 +261,7 @@ def read_file_at_most(path: Path, limit: int) -> bytes:
     return data
 
 
-class Locked(Exception):
+class Locked(BriefdError):
     """Another live briefd holds a lock this one needs; the message names it and the fix."""
 
     def __init__(self, path: Path, holder: str, what: str, fix: str) -> None:
@@ -344,6 +345,17 @@ class LockState:
     path: Path
     held: bool | None
     pid: int | None
+
+
+def acquire_store_lock(db: Path) -> ProcessLock:
+    """Take the store's lock for the life of this process, or raise Locked naming the holder.
+
+    Two daemons on one store (each with its own inbox) would each re-queue and run the
+    other's running brief: two `complete` events, the model paid twice. The inbox lock
+    cannot see that; this one can, by the same mechanism (files.hold_lock).
+    """
+    return hold_lock(store_lock_path(db), f"using the store {db}",
+                     "stop it first, or give this daemon a store of its own (--db)")
 
 
 def lock_holder(path: Path) -> LockState:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
+from .errors import BriefdError
 
 T = TypeVar("T")
 
@@ -66,7 +67,7 @@ QUEUE = Backoff(base_s=2.0, cap_s=300.0)    # between a brief's trips back to th
 OnWait = Callable[[str, float, str, "str | None"], None]
 
 
-class Transient(Exception):
+class Transient(BriefdError):
     """A failure worth waiting out (the service is down, busy or answered garbage); its text is the reason.
 
     Raise it (or a subclass, such as `search.SearchUnavailable`) from a call run by

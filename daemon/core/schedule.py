@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from croniter import CroniterBadDateError, CroniterError, croniter
+from .errors import BriefdError
 
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"\s*(?:(\d{1,9})\s*([smhdw])\s*)+")
@@ -35,7 +36,7 @@ _SAMPLE_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _SAMPLED_GAPS = 3  # the shortest of a few gaps: "0,30 * * * *" is every 30 minutes
 
 
-class ScheduleError(ValueError):
+class ScheduleError(BriefdError, ValueError):
     """A duration or schedule that can't be read: the message names what was expected."""
 
 

@@ -31,6 +31,7 @@ from .files import TooLarge, read_file_at_most
 from ..rules.judge import TIERS
 from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, ScheduleError, format_duration, parse_duration
+from .errors import BriefdError
 
 log = logging.getLogger("briefd")
 
@@ -113,7 +114,7 @@ class Settings:
     origins: Mapping[str, Origin] = field(default_factory=dict, compare=False, repr=False)
 
 
-class SettingsError(ValueError):
+class SettingsError(BriefdError, ValueError):
     """A setting that can't be used. `source` says where it came from, `setting` which one (None: the file)."""
 
     def __init__(self, message: str, source: str, setting: str | None = None) -> None:

@@ -85,7 +85,7 @@ from ..core.files import ProcessLock, hold_lock, read_at_most
 from ..research.followup import check_follows
 from ..report.report import write_rejection
 from .series import record_accepted
-from ..ops.supervise import RepeatLog
+from ..core.supervise import RepeatLog
 from ..core.untrusted import log_text
 
 if TYPE_CHECKING:  # watchdog is imported where an observer starts, not for every CLI command

@@ -66,6 +66,7 @@ from ..core.retry import (
 )
 from ..core.settings import Settings
 from ..core.untrusted import clean_json
+from ..core.errors import BriefdError, ServiceUnavailable
 
 T = TypeVar("T")
 
@@ -333,7 +334,7 @@ def _tighten(node: Any, name: str, asks: list[str]) -> None:
 # ---- JSON repair (pure) ----------------------------------------------------------------------------
 
 
-class AnswerError(ValueError):
+class AnswerError(BriefdError, ValueError):
     """The answer holds no usable JSON; `reason` is short enough to quote back to the model."""
 
     def __init__(self, reason: str) -> None:
@@ -775,28 +776,28 @@ class CallResult(Generic[T]):
     retry_skipped: bool = False  # cut off, and not asked again (no shorter answer, or the caller said so)
 
 
-class ServiceDown(Exception):
+class ServiceDown(ServiceUnavailable):
     """Ollama stayed unreachable (or kept answering 5xx) through every transport attempt.
 
     The brief should wait and try again later; it has not failed.
     """
 
     def __init__(self, host: str, reason: str) -> None:
-        super().__init__(f"Ollama at {host} is unavailable: {reason}")
+        said = f"Ollama at {host} is unavailable: {reason}"
+        super().__init__("ollama", said, said=said)  # the whole line is what briefs waiting for it say
         self.host = host
-        self.reason = reason
 
 
-class ModelMissing(Exception):
+class ModelMissing(ServiceUnavailable):
     """Ollama answered 404 for the model: it is not pulled. Only the user can fix that."""
 
     def __init__(self, model: str, host: str, detail: str = "") -> None:
+        fix = f"run: ollama pull {model}"
+        said = f"model {model!r} is not available on Ollama at {host}{f' ({detail})' if detail else ''}; {fix}"
+        super().__init__("ollama", said, fix, said=said)
         self.model = model
         self.host = host
         self.detail = detail
-        self.fix = f"run: ollama pull {model}"
-        said = f" ({detail})" if detail else ""
-        super().__init__(f"model {model!r} is not available on Ollama at {host}{said}; {self.fix}")
 
 
 class _Rejected(Exception):

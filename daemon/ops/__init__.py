@@ -1,1 +1,1 @@
-"""Running briefd: the CLI, the daemon (worker), the HTTP API, status, checks, actions."""
+"""Running briefd: the CLI, the daemon (worker), the HTTP API, status, checks, actions, and `briefd eval`."""

@@ -13,14 +13,19 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, BinaryIO, TypeVar
+from typing import BinaryIO, TypeVar
 
+from ...store import Store
+from ...store.history import History
 from ..core.brief import Brief, parse_brief
 from ..core.settings import Settings
-
-if TYPE_CHECKING:  # the store is imported by the requests that open it
-    from ...store import Store
-    from ...store.history import History
+from ..core.files import WriteFailed, atomic_write_with, folder_lock, lock_holder, make_folders
+from ..core.untrusted import terminal_text
+from ..intake import series
+from ..intake.inbox import LOCK_NAME
+from ..research.followup import check_follows
+from ..sources.sources import refusal
+from .ending import cancel_brief
 
 T = TypeVar("T")
 
@@ -42,8 +47,6 @@ class Outcome:
 
 def open_store(settings: Settings) -> Store | None:
     """The store at settings.db, or None when none exists yet (nothing was ever accepted)."""
-    from ...store import Store
-
     if not Path(settings.db).exists():
         return None
     return Store(settings.db)
@@ -52,8 +55,6 @@ def open_store(settings: Settings) -> Store | None:
 def from_history(settings: Settings, read: Callable[[History], list[T]]) -> list[T] | None:
     """What `read(History(store))` gives (briefd list and search, GET /briefs and /search), the store
     closed after; None when there is no store yet (nothing was ever accepted)."""
-    from ...store.history import History
-
     store = open_store(settings)
     if store is None:
         return None
@@ -74,9 +75,6 @@ def check_brief(settings: Settings, data: bytes, name: str, ahead: Collection[st
     so is one of a brief in `ahead`, the ids going into the inbox before it in the same request
     (`briefd submit parent.json child.json`): the inbox takes files oldest first, the parent first.
     """
-    from ..research.followup import check_follows
-    from ..sources.sources import refusal
-
     brief = parse_brief(data, name)
     unavailable = refusal(brief, settings)
     if unavailable is not None:
@@ -103,9 +101,6 @@ def unserved_inbox(settings: Settings) -> str | None:
     that cannot be told). Its lock (inbox.LOCK_NAME) is held by `briefd run` and `run --once` while
     they run; without one the brief waits, which is right for cron's `run --once` and wrong for a
     `briefd submit` run from a folder the daemon does not use (it made ./inbox there, silently)."""
-    from ..core.files import lock_holder
-    from ..intake.inbox import LOCK_NAME
-
     inbox = Path(settings.inbox).absolute()
     if lock_holder(inbox / LOCK_NAME).held is not False:
         return None
@@ -131,8 +126,6 @@ def drop_into_inbox(inbox: Path, name: str, data: bytes, after: Path | None = No
     without the lock both saw the same name free and one brief was lost.
     Raises OSError when the inbox cannot be written.
     """
-    from ..core.files import atomic_write_with, folder_lock, make_folders
-
     make_folders(inbox)
     with folder_lock(inbox):
         target = free_name(inbox, name if name.lower().endswith(".json") else name + ".json")
@@ -191,11 +184,6 @@ def cancel(settings: Settings, brief_id: str) -> Outcome:
     its report keeps what was found so far. The series ends first, so no turn of it starts
     while its run is being cancelled.
     """
-    from ..intake import series
-    from ..core.files import WriteFailed
-    from ..core.untrusted import terminal_text
-    from .worker import cancel_brief
-
     store = open_store(settings)
     if store is None:
         return Outcome(False, [f"no database at {settings.db}: nothing has been accepted yet"], found=False)

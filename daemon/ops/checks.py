@@ -12,6 +12,11 @@ from pathlib import Path
 
 from .actions import open_store
 from ..core.settings import Settings, settings_table
+from ...store import Store, damaged, diagnose
+from ..model import llm
+from ..model.hosts import model_hosts
+from ..sources import egress, library, search
+from ..sources.archives import Archives
 
 Check = tuple[bool, str, str | None]
 
@@ -21,12 +26,6 @@ async def run_checks(settings: Settings, *, create_store: bool = True) -> list[C
     the folders, the database, the library and each archive. The checks of folders and files run
     on a thread (a store's quick_check reads the whole file): the API's event loop is the daemon's.
     `create_store` False (GET /healthz): a store not made yet is said so, not created by asking."""
-    from ..sources import egress
-    from ..model import llm
-    from ..sources import search
-    from ..sources.archives import Archives
-    from ..model.hosts import model_hosts
-
     results: list[Check] = []
     models = model_hosts(settings)
     for probe in await asyncio.gather(*(llm.probe(host, settings.model, 10.0) for host in models)):
@@ -62,8 +61,6 @@ def _local_checks(settings: Settings, create_store: bool) -> list[Check]:
 
 
 def _library_health(settings: Settings) -> Check:
-    from ..sources import library
-
     store = open_store(settings) if settings.library else None
     try:
         return library.health(store, settings.library)
@@ -94,8 +91,6 @@ def _writable(name: str, folder: Path) -> Check:
 
 def _db_health(path: Path) -> Check:
     """Open the store and run PRAGMA quick_check; its own lines name any damage."""
-    from ...store import Store, damaged, diagnose
-
     try:
         store = Store(path)
     except Exception as exc:  # sqlite raises several types; diagnose says what each means

@@ -330,7 +330,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd eval FILE`: the eval set's briefs run and judged (daemon/ops/eval_run.py); exit 2 for a file that
     cannot be used, 3 when a service stayed down (the briefs it held are listed as not run)."""
-    from ..rules.evaluate import EvalFileError
+    from .evaluate import EvalFileError
     from .eval_run import evaluate_file, table
     from ..core.files import Locked
 

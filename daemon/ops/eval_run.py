@@ -4,7 +4,7 @@ The briefs run through the daemon itself (worker.serve with once=True, in this p
 research loop, services and settings as `briefd run` (Ollama, SearXNG, library, archives, egress), in
 a work folder of its own (an inbox, an outbox and, unless `--db` is given as a flag, a fresh store), so
 the user's inbox, outbox and history are untouched. `--from-store DB` judges the latest run of each
-case's id in an existing store without running anything. The judging is daemon/rules/evaluate.py's.
+case's id in an existing store without running anything. The judging is daemon/ops/evaluate.py's.
 
 For scripts and `make bench`: `evaluate_file(settings, path, ...)` returns the result below, and
 `table(result)` is what `briefd eval` prints.
@@ -25,7 +25,7 @@ For scripts and `make bench`: `evaluate_file(settings, path, ...)` returns the r
                 "verdicts_kept_right", "quotes", "quotes_verbatim",
                 "invented_citations", "tokens", "wall_seconds", "lost_at" ({stage: count})}}
 
-Stages, in order: search, read, extract, shown, chosen, refused, reported (daemon/rules/evaluate.py says what each
+Stages, in order: search, read, extract, shown, chosen, refused, reported (daemon/ops/evaluate.py says what each
 means). Booleans that do not apply to a case's kind are null (`truth_in_range` of a plain brief).
 """
 
@@ -42,11 +42,12 @@ from typing import Any
 from ..rules.numbers import number_text, span_text
 from ...store import QUEUED, RUNNING, Store
 from ...store.evaluation import last_run_id, rejection, run_trace, runs_by_brief
-from ..rules.evaluate import (FORMAT_VERSION, STAGES, CaseResult, EvalSet, judge_case, not_run, parse_eval_set, percent,
+from .evaluate import (FORMAT_VERSION, STAGES, CaseResult, EvalSet, judge_case, not_run, parse_eval_set, percent,
                        totals)
 from ..core.files import atomic_write_bytes
 from ..core.settings import Settings
 from ..core.untrusted import fold
+from .worker import serve
 
 STORE_NAME = "briefd.db"
 
@@ -98,8 +99,6 @@ def evaluate_file(settings: Settings, path: Path, *, work: Path | None = None, k
 def run_briefs(settings: Settings, eval_set: EvalSet, where: Where) -> tuple[int, int]:
     """Drop every case's brief into the work inbox and run `briefd run --once` over it, in this process.
     Returns the daemon's exit code and the last run id before these runs (later runs are this eval's)."""
-    from .worker import serve  # the daemon (and its clients) only when briefs are run
-
     assert where.work is not None
     inbox, outbox = where.work / "inbox", where.work / "outbox"
     inbox.mkdir(parents=True, exist_ok=True)

@@ -67,9 +67,13 @@ from ..report.chart_png import PNG_FILE
 from ..report.charts import CHART_FILE, CHART_NAMES
 from ..core.files import TooLarge, read_file_at_most
 from ..intake.inbox import is_candidate
-from ..report.report import safe_outdir
-from ..core.settings import Settings
 from .status import progress_of, status_data
+from ...store import diagnose
+from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, list_query, search_words
+from ..core.settings import SERVE_TOKEN_MIN_CHARS, Settings
+from ..report.report import render_html, safe_outdir
+from .checks import run_checks
+from ..core.errors import BriefdError
 
 log = logging.getLogger("briefd")
 door_log = logging.getLogger("briefd.api")  # the connections' own warnings, rate-limited
@@ -110,7 +114,7 @@ REPORT_FILES = {"report.md": "text/markdown; charset=utf-8", "report.html": "tex
 T = TypeVar("T")
 
 
-class ServeError(ValueError):
+class ServeError(BriefdError, ValueError):
     """The API cannot start as configured: the message names the setting and the fix.
 
     `exit_code` is the CLI's: 2 for a configuration to correct, 3 for a port that cannot be had.
@@ -154,8 +158,6 @@ def read_token(settings: Settings) -> str | None:
                          "write the token on its first line, readable by briefd alone (chmod 600)") from None
     except UnicodeDecodeError:
         raise ServeError(f"serve_token_file {path}: not UTF-8 text; write the token on its first line") from None
-    from ..core.settings import SERVE_TOKEN_MIN_CHARS
-
     if len(token) < SERVE_TOKEN_MIN_CHARS or " " in token:
         raise ServeError(f"serve_token_file {path}: its first line must be a token of at least "
                          f"{SERVE_TOKEN_MIN_CHARS} characters without spaces; make one with "
@@ -246,7 +248,7 @@ def not_served(exc: NotServed) -> JSONResponse:
                    "in their place (it may be someone's attempt to read other files through the API)")
 
 
-class BadId(ValueError):
+class BadId(BriefdError, ValueError):
     """An id in a URL that no brief can have (report.safe_outdir's rule): 400, never a path."""
 
 
@@ -264,8 +266,6 @@ async def _bad_id(request: Request, exc: Exception) -> Response:
 def _failure(settings: Settings) -> Callable[[Request, Exception], Any]:
     """Any other failure answered as JSON like every error: a store that cannot be used is a 503
     with the store's own diagnosis and fix; anything else a 500 (and its traceback in the log)."""
-    from ...store import diagnose
-
     async def answer(request: Request, exc: Exception) -> Response:
         found = diagnose(exc, Path(settings.db))
         if found is not None:
@@ -277,7 +277,7 @@ def _failure(settings: Settings) -> Callable[[Request, Exception], Any]:
     return answer
 
 
-class NotServed(ValueError):
+class NotServed(BriefdError, ValueError):
     """A file the API will not serve: a link, or not a regular file (briefd writes only regular files)."""
 
 
@@ -457,8 +457,6 @@ def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
 def rendered_html(outdir: Path) -> str | None:
     """report.html for a brief that did not ask for one, rendered from its report.json as the daemon
     would have written it (report.render_html); None when there is no report yet."""
-    from ..report.report import render_html
-
     report = _read_json(outdir, "report.json")
     if not isinstance(report, dict):
         return None
@@ -592,8 +590,6 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
     async def healthz(request: Request) -> Response:
         """What `briefd check` knows, probed at most once every HEALTH_TTL_S (?fresh=1: now): a probe
         runs a real search through SearXNG, which a page polling this must not turn into a flood."""
-        from .checks import run_checks
-
         async with health_lock:  # one probe at a time; the others wait for its answer
             now = asyncio.get_running_loop().time()
             fresh = request.query_params.get("fresh", "").lower() in ("1", "true", "yes")
@@ -625,8 +621,6 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
                             status_code=202, headers={"Location": f"/briefs/{brief.id}"})
 
     async def list_briefs(request: Request) -> Response:
-        from ...store.history import HistoryError, list_query
-
         params = request.query_params
         if (refused := unknown_parameter(request, ("state", "kind", "since", "until", "limit", "runs"),
                                          "briefd list")) is not None:
@@ -641,8 +635,6 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
         return JSONResponse([e.to_json() for e in entries])
 
     async def search(request: Request) -> Response:
-        from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
-
         if (refused := unknown_parameter(request, ("q", "limit"), "briefd search")) is not None:
             return refused
         text = request.query_params.get("q", "")

@@ -8,6 +8,10 @@ from typing import Any
 
 from .actions import open_store
 from ..core.settings import Settings
+from ...store import QUEUED, RUNNING
+from ..core.files import lock_holder, store_lock_path
+from ..intake import series
+from ..intake.inbox import not_briefs
 
 ORPHANED = "daemon not running: will resume when it starts"
 
@@ -15,8 +19,6 @@ ORPHANED = "daemon not running: will resume when it starts"
 def daemon_data(settings: Settings) -> dict[str, Any]:
     """Whether a daemon holds the store (files.lock_holder): `running` (None: cannot tell), its pid
     (or the last daemon's, when none runs), the lock file."""
-    from ..core.files import lock_holder, store_lock_path
-
     state = lock_holder(store_lock_path(settings.db))
     return {"running": state.held, "pid": state.pid, "lock": str(state.path)}
 
@@ -38,8 +40,6 @@ def progress_of(checkpoint: dict[str, Any], events_round: int | None = None) -> 
 
 def status_data(settings: Settings) -> dict[str, Any]:
     """`briefd status --json` and `GET /status`: the daemon, the queue, each running brief's progress."""
-    from ..intake.inbox import not_briefs
-
     daemon = daemon_data(settings)
     strays = not_briefs(Path(settings.inbox))  # files and folders in the inbox that will never be taken
     store = open_store(settings)
@@ -47,10 +47,6 @@ def status_data(settings: Settings) -> dict[str, Any]:
         return {"counts": {}, "running": [], "queued": [], "series": [], "database": str(settings.db),
                 "exists": False, "daemon": daemon, "inbox_not_briefs": strays}
     try:
-        from ...store import QUEUED, RUNNING
-
-        from ..intake import series
-
         running = []
         for row in store.briefs_in_state(RUNNING):
             cp = store.load_checkpoint(row.run_id) or {}

@@ -51,27 +51,28 @@ from ..intake import series
 from ..sources import sources
 from ..sources.archives import Archives
 from ..sources.library import RESCAN_S, Library, LibrarySource
-from ..core.brief import Brief, BriefError, parse_brief
+from ..core.brief import Brief, BriefError
 from ..report.changes import what_changed
 from ..report.chart_png import matplotlib_installed, write_chart
 from ..core.events import EventLog
 from ..sources.egress import service_allowed
 from ..sources.fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
 from ..research.followup import check_follows_at_start
-from ..core.files import ProcessLock, WriteFailed, atomic_write_bytes, hold_lock, store_lock_path, sweep_temp_files
+from ..core.errors import ServiceUnavailable
+from ..core.files import WriteFailed, acquire_store_lock, atomic_write_bytes, sweep_temp_files
 from ..model.hosts import ModelHosts, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
-from ..model.llm import ModelConfig, ModelMissing, ServiceDown, base_url, make_client as make_llm_client
-from ..research.loop import Cancelled, Outage, Research, Services, seconds_since
+from ..model.llm import ModelConfig, base_url, make_client as make_llm_client
+from ..research.loop import Cancelled, Research, Services, seconds_since
 from ..core.outages import PROBE_EVERY_S, PROBE_PATHS, PROBE_TIMEOUT_S, OutageLog, Prober
-from ..research.policy import policy_for
 from ..sources.pagework import PageWorkers
-from ..report.report import (REPORT_KEYS, archive_previous, archived_run, blank_report, history_row,
-                     safe_outdir, write_report)
+from ..report.report import archive_previous, archived_run, history_row, safe_outdir, write_report
 from ..core.retry import out_of_patience, queue_delay
+from .ending import FAILED_NOTE, brief_of, cancel_note, ended_report, kind_of
 from .sdnotify import Notifier
 from ..core.settings import Settings, config_knobs
-from .supervise import Policy, quiet_loop_errors, raise_open_files_limit, supervise
+from ..core.supervise import Policy, quiet_loop_errors, raise_open_files_limit, supervise
+from .serve import serving_inside
 
 log = logging.getLogger("briefd")
 
@@ -118,38 +119,6 @@ def service_transport(settings: Settings, url: str, *, model: bool) -> httpx.Asy
     return vetted_transport(FetchLimits(egress=settings.egress, egress_hosts=allowed))
 
 
-def brief_of(store: Store, run: BriefRow) -> Brief:
-    """The brief as it was accepted (validated again: the bytes are the record)."""
-    return parse_brief(store.received_bytes(run.run_id), run.source_file)
-
-
-CANCEL_NOTE = ("Cancelled at the requester's request (briefd cancel) after {rounds} finished round{s} "
-               "(of at most {max_rounds}): this report holds everything found until then. The model "
-               "was not asked for a summary after the cancel.")
-CANCEL_UNSTARTED_NOTE = ("Cancelled at the requester's request (briefd cancel) before it started: "
-                         "nothing was searched or read.")
-FAILED_NOTE = "The brief failed before its summary was written: this report holds everything found until then."
-
-
-def ended_report(run: BriefRow, settings: Settings, *, status: str, stop_reason: str,
-                 error: str | None, note: str | None, found: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report of a brief that did not finish (failed or cancelled): one shape for all.
-
-    `report.blank_report` (every key of a done report) filled with what is known: the run,
-    the model and search service it used, and `found`, the research so far
-    (Research.report_so_far) when there was any. CONTRACT.md's readers can then rely on
-    the same keys whatever the status.
-    """
-    report = blank_report(run.brief_id, run.source_file, run.question, run.started_at, status=status)
-    if found is not None:
-        report.update({key: found[key] for key in REPORT_KEYS if key in found})
-    report.update(id=run.brief_id, source_file=run.source_file, status=status, stop_reason=stop_reason,
-                  error=error, finished_at=utc_now(), model=settings.model, disclaimer=note)
-    if found is None or "web" in (found.get("searched") or ["web"]):  # SearXNG named only where it was used
-        report["searxng_url"] = settings.searxng_url
-    return report
-
-
 def changes_since(previous: tuple[int, dict[str, Any]] | None, outdir: Path,
                   report: dict[str, Any]) -> dict[str, Any] | None:
     """report.json's `changes`: what differs from the id's previous done run (Research.previous;
@@ -160,63 +129,6 @@ def changes_since(previous: tuple[int, dict[str, Any]] | None, outdir: Path,
     previous_run_id, old = previous
     return what_changed(old, report, previous_run_id=previous_run_id,
                         files=archived_run(outdir, old.get("started_at")))
-
-
-def kind_of(brief: Brief | None) -> str | None:
-    """The brief's kind as `briefd list` shows it (plain, estimate, hypothesis): its policy's."""
-    return policy_for(brief).kind if brief is not None else None
-
-
-def cancel_note(research: Research) -> str:
-    rounds = research.state.round
-    return CANCEL_NOTE.format(rounds=rounds, s="" if rounds == 1 else "s", max_rounds=research.brief.max_rounds)
-
-
-def cancel_brief(settings: Settings, store: Store, brief_id: str) -> BriefRow | None:
-    """`briefd cancel`: stop a queued or running brief (None when it is neither).
-
-    A queued brief that never started ends here, with its report (the full shape, empty
-    research), brief.json and events.ndjson in the outbox, as a daemon would have
-    written them. Anything that had started is flagged for the daemon, which stops it at
-    its next step and keeps what it found (Daemon.run_brief).
-    """
-    event = ("cancelled", {"state": CANCELLED, "stop_reason": CANCELLED, "reason": CANCEL_UNSTARTED_NOTE})
-    ended: dict[str, Any] = {}
-
-    def history(queued: BriefRow) -> dict[str, Any]:
-        """The report of the run as it ends, and its `reports` row (saved with the end: one transaction)."""
-        try:
-            ended["brief"] = brief_of(store, queued)
-        except BriefError:
-            ended["brief"] = None
-        ended["report"] = ended_report(queued, settings, status=CANCELLED, stop_reason=CANCELLED, error=None,
-                                       note=CANCEL_UNSTARTED_NOTE)
-        return history_row(ended["report"], kind_of(ended["brief"]))
-
-    run = store.request_cancel(brief_id, event, report=history)
-    if run is None or run.state != CANCELLED:
-        return run
-    outdir = safe_outdir(settings.outbox, run.brief_id)
-    archive_previous(outdir)  # an earlier run's report under this id is kept, never overwritten
-    atomic_write_bytes(outdir / "brief.json", store.received_bytes(run.run_id))
-    EventLog(store, run.run_id, run.brief_id, outdir / "events.ndjson").resync()
-    brief: Brief | None = ended["brief"]
-    write_report(outdir, ended["report"], brief.formats if brief else ("json", "md"))
-    if settings.on_finish:  # the command line has no event loop to run it beside: it runs now
-        onfinish.run_now(settings.on_finish, onfinish.Ended(run.brief_id, CANCELLED, outdir),
-                         settings.on_finish_timeout_s)
-    return run
-
-
-def acquire_store_lock(db: Path) -> ProcessLock:
-    """Take the store's lock for the life of this process, or raise Locked naming the holder.
-
-    Two daemons on one store (each with its own inbox) would each re-queue and run the
-    other's running brief: two `complete` events, the model paid twice. The inbox lock
-    cannot see that; this one can, by the same mechanism (files.hold_lock).
-    """
-    return hold_lock(store_lock_path(db), f"using the store {db}",
-                     "stop it first, or give this daemon a store of its own (--db)")
 
 
 def startup_line(settings: Settings, once: bool) -> str:
@@ -375,8 +287,6 @@ class Daemon:
         """The HTTP API on this loop when `serve` is set (daemon.serve); not under --once, which ends with its briefs."""
         if not self.settings.serve or self.once:
             return contextlib.nullcontext()
-        from .serve import serving_inside
-
         return serving_inside(self.settings)
 
     async def cut_trailing(self, svc: Services) -> None:
@@ -704,14 +614,8 @@ class Daemon:
             self.cancelled(run, brief, research, outdir, events)
         except BriefError as exc:
             self.fail(run, brief, outdir, events, str(exc), "error")
-        except ModelMissing as exc:
-            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), fix=exc.fix, research=research)
-        except ServiceDown as exc:
-            self.wait_or_fail(run, brief, outdir, events, "ollama", str(exc), research=research)
-        except Outage as exc:
+        except ServiceUnavailable as exc:  # the model, SearXNG, a full or read-only outbox: the brief waits
             self.wait_or_fail(run, brief, outdir, events, exc.service, exc.reason, fix=exc.fix, research=research)
-        except WriteFailed as exc:  # disk full, read-only outbox: the research is kept, the brief waits
-            self.wait_or_fail(run, brief, outdir, events, "outbox", str(exc), fix=exc.fix, research=research)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or an unforeseen input: never take the daemon down

@@ -79,7 +79,7 @@ SOURCE_ANCHOR = "source-"  # a source's entry in the reports is #source-<n>
 def blank_report(brief_id: str, source_file: str, question: str, started_at: str | None,
                  status: str = "failed") -> dict[str, Any]:
     """A report.json with every key present, so a failed or cancelled brief still has the
-    full shape: the worker fills in what is known (worker.ended_report)."""
+    full shape: the worker fills in what is known (ending.ended_report)."""
     return {
         "id": brief_id,
         "source_file": source_file,

@@ -58,6 +58,7 @@ from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_
 from ..core.settings import Settings
 from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
                       Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
+from ..core.errors import BriefdError, ServiceUnavailable
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
@@ -101,22 +102,16 @@ class Services:
     outages: OutageLog = field(default_factory=OutageLog)  # said once per outage in the daemon's log
 
 
-class Cancelled(Exception):
+class Cancelled(BriefdError):
     """`briefd cancel` was asked for a running brief."""
 
 
-class Outage(Exception):
+class Outage(ServiceUnavailable):
     """SearXNG stayed down through the loop's own retries, or refuses us: the brief waits, not fails.
 
     `fix` is set when it is not "start SearXNG": json format off, limiter on (only the user can
     end those), or SearXNG running while its engines fail (search.EnginesFailing).
     """
-
-    def __init__(self, service: str, reason: str, fix: str | None = None) -> None:
-        super().__init__(f"{service} is unavailable: {reason}")
-        self.service = service
-        self.reason = reason
-        self.fix = fix
 
 
 def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:

@@ -78,6 +78,7 @@ from .extract import (
     url_name,
 )
 from ..core.untrusted import fold
+from ..core.errors import BriefdError
 
 MAX_DOCUMENT_CHARS = 4_000_000
 """A document's text is cut here (about 2,000 dense pages): a bound on what one file can make
@@ -115,7 +116,7 @@ MAX_TEXT_FILE_BYTES = 4 * MAX_DOCUMENT_CHARS
 """Bytes read from a text, Markdown or HTML file (at most four bytes a character in UTF-8)."""
 
 DOCUMENT_FORMATS = frozenset({"pdf", "docx", "odt", "epub", "markdown"})
-"""Formats `extract.read_page` hands to this module when a fetched page is one; HTML and plain
+"""Formats `pagework.read_page` hands to this module when a fetched page is one; HTML and plain
 text fetched from the web keep the web page paths (trafilatura, the web's text cap)."""
 
 # the file names briefd reads as documents, by format (the library indexes these)
@@ -136,7 +137,7 @@ _BINARY_FORMATS = frozenset({"pdf", "docx", "odt", "epub"})
 _ZIP_TYPES = {"application/vnd.oasis.opendocument.text": "odt", "application/epub+zip": "epub"}
 
 
-class DocumentRefused(Exception):
+class DocumentRefused(BriefdError):
     """A document briefd will not read, and why, in words for the user (the file is named).
 
     Both are cleaned and put on one line here: a reason can quote the file (a member's name in

@@ -31,6 +31,7 @@ from typing import Any
 
 import httpcore
 import httpx
+from ..core.errors import BriefdError
 
 REFUSED_PREFIX = "refused by egress = "
 """How every refusal by the policy starts, so a reader (and `refused_by_policy`) can tell it from other refusals."""
@@ -193,7 +194,7 @@ def note_refused(url: str) -> None:
             return
 
 
-class RefusedConnect(httpcore.ConnectError):
+class RefusedConnect(BriefdError, httpcore.ConnectError):
     """A connection briefd would not open (policy, or an address nobody vetted): nothing was sent."""
 
 

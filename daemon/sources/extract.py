@@ -73,7 +73,7 @@ class Passage:
 
 @dataclass(frozen=True)
 class PageText:
-    """A page read: its text and the passages cut from it (what `read_page` makes).
+    """A page read: its text and the passages cut from it (what `pagework.read_page` makes).
 
     `notes` say what of a document was not read though the rest was ("pages 2001-5000 not
     read"), for the caller to tell the user; a web page has none.
@@ -658,22 +658,3 @@ def split_passages(text: str, max_chars: int = 900) -> list[Passage]:
         else:
             merged.append((start, end))
     return [Passage(seq=i, start=s, end=e, text=text[s:e]) for i, (s, e) in enumerate(merged)]
-
-
-def read_page(body: bytes, url: str, content_type: str) -> PageText | None:
-    """Everything CPU-heavy a fetched page costs, in one call: its text, then its passages.
-
-    None when there is no readable text. Made to run away from the event loop (see
-    `daemon.pagework`, which runs it in a child process that a deadline can kill).
-    PDFs, office files, EPUBs and Markdown are documents (`daemon.documents`): a PDF found
-    on the web is read with its pages, and one that cannot be read raises
-    `documents.DocumentRefused` with the reason.
-    """
-    from .documents import is_document, read_document  # documents builds on this module
-
-    if body and is_document(body, url, content_type):
-        return read_document(body, None, url_name(url) or url, content_type)
-    extracted = extract_page(body, url, content_type)
-    if extracted is None or not extracted.text.strip():
-        return None
-    return PageText(extracted=extracted, passages=split_passages(extracted.text))

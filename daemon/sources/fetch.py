@@ -61,6 +61,7 @@ from .egress import (NONE_REASON, CountingTransport, RefusedConnect, egress_reas
                      note_refused, refused_by_policy)
 from .. import __version__
 from ..core.retry import transient_status
+from ..core.errors import BriefdError
 from ..core.settings import Settings
 from ..rules.numbers import number_text
 
@@ -697,7 +698,7 @@ def too_large(max_bytes: int) -> str:
     return f"too large (>{max_bytes} bytes)"
 
 
-class BodyRefused(ValueError):
+class BodyRefused(BriefdError, ValueError):
     """A body briefd will not decode: stacked or unknown content codings, or a corrupt stream.
 
     Permanent: the same URL will send the same body again.

@@ -51,6 +51,7 @@ from .folderwatch import FolderWatch
 from .pagework import LIBRARY_WORKERS, PAGE_WORKERS, PageUnreadable, PageWorkers
 from .search import SNIPPET_MAX_CHARS, SearchHit
 from .sources import LIBRARY
+from ..core.files import Locked, acquire_store_lock
 from ..core.untrusted import clean
 
 log = logging.getLogger("briefd")
@@ -825,9 +826,6 @@ def reindex(store: Store, folders: tuple[Path, ...], db: Path) -> str:
     """`briefd library reindex`: every file is hashed and read again. The store is told first
     (mark_stale), so a running daemon re-reads them on its next scan; when no daemon holds the
     store's lock, the scan runs here and now. Returns what happened, for the user."""
-    from ..core.files import Locked
-    from ..ops.worker import acquire_store_lock
-
     marked = LibraryFiles(store).mark_stale()
     try:
         lock = acquire_store_lock(db)

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .documents import DocumentRefused, is_document, read_document
-from .extract import Extracted, PageText, Passage, read_page
+from .extract import Extracted, PageText, Passage, extract_page, split_passages, url_name
+from ..core.errors import BriefdError
 
 PAGE_DEADLINE_S = 15.0
 """Wall-clock time one page may take to read. An article takes well under a second, the
@@ -86,7 +87,25 @@ _READY = b"ready"
 _WARM_UP = b"<html><head><title>t</title></head><body><article><p>A first page. It is read once.</p></article></body></html>"
 
 
-class PageUnreadable(Exception):
+def read_page(body: bytes, url: str, content_type: str) -> PageText | None:
+    """Everything CPU-heavy a fetched page costs, in one call: its text, then its passages.
+
+    None when there is no readable text. Made to run away from the event loop (this module runs it
+    in a child process that a deadline can kill). It lives here, not in extract, because it joins
+    extract and documents, and documents builds on extract.
+    PDFs, office files, EPUBs and Markdown are documents (`daemon.documents`): a PDF found
+    on the web is read with its pages, and one that cannot be read raises
+    `documents.DocumentRefused` with the reason.
+    """
+    if body and is_document(body, url, content_type):
+        return read_document(body, None, url_name(url) or url, content_type)
+    extracted = extract_page(body, url, content_type)
+    if extracted is None or not extracted.text.strip():
+        return None
+    return PageText(extracted=extracted, passages=split_passages(extracted.text))
+
+
+class PageUnreadable(BriefdError):
     """This page cannot be read within the bound: too costly, or it broke the reader. Permanent."""
 
 
@@ -137,7 +156,7 @@ class PageWorkers:
         return max(self.size, self.library_share + RESEARCH_RESERVED)
 
     async def read(self, body: bytes, url: str, content_type: str) -> PageText | None:
-        """`extract.read_page` in a child: a PageText, or None when the page has no readable text.
+        """`read_page` in a child: a PageText, or None when the page has no readable text.
 
         Raises PageUnreadable when it takes longer than `deadline_s` or the child dies on
         it; the child is killed either way, and also when the caller is cancelled. A document

@@ -36,6 +36,7 @@ from .extract import MAX_TITLE_CHARS
 from .fetch import ACCEPT_ENCODING, MAX_URL_CHARS, BodyRefused, read_limited
 from ..core.retry import Transient
 from ..core.untrusted import clean
+from ..core.errors import ServiceUnavailable
 
 SEARCH_MAX_BYTES = 4 * 1024 * 1024
 """Most bytes of one SearXNG answer read (decoded). Real answers are tens of KB; the rest is cut."""
@@ -97,12 +98,15 @@ class SearchResponse:
     note: str | None = None  # what was cut from an over-size answer, for a signal event
 
 
-class SearchUnavailable(Transient):
+class SearchUnavailable(Transient, ServiceUnavailable):
     """SearXNG could not be reached or answered 5xx: transient, worth waiting for (the retry policy's).
 
     Its `fix` (Transient's) is None: starting SearXNG, or pointing briefd at it, ends it. An outage
     whose fix lies elsewhere (EnginesFailing) carries its own, which the daemon's log and
     `run --once`'s give-up line say instead (daemon.loop.Outage, daemon.worker.restart_fix)."""
+
+    def __init__(self, said: str) -> None:
+        ServiceUnavailable.__init__(self, "searxng", said, said=said)
 
 
 class EnginesFailing(SearchUnavailable):
@@ -125,16 +129,17 @@ def engines_fix(engines: list[str]) -> str:
             "its settings.yml); or enable other engines in settings.yml and restart SearXNG")
 
 
-class SearchRefused(Exception):
+class SearchRefused(ServiceUnavailable):
     """SearXNG answered but refuses us (403 json off, 429 limiter): a misconfiguration with a fix.
 
     Briefs wait for it like an outage; the fix is what the daemon and `briefd check` print.
     """
 
     def __init__(self, status: int, fix: str) -> None:
-        super().__init__(f"SearXNG answered HTTP {status}: {fix}")
+        said = f"SearXNG answered HTTP {status}: {fix}"
+        super().__init__("searxng", said, fix, said=said)
         self.status = status
-        self.fix = fix
+        self.fix: str = fix
 
 
 def cache_key(query: str, params: SearchOptions) -> str:

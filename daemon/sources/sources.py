@@ -30,6 +30,7 @@ from ..core.brief import SOURCE_KINDS, Brief, BriefError, SourceKind
 from ..rules.decide import relevance
 from .search import SearchHit
 from ..core.settings import Settings
+from ..core.errors import BriefdError
 
 WEB, LIBRARY, ARCHIVES = SOURCE_KINDS
 
@@ -84,7 +85,7 @@ class ArchiveShelf(Searcher, Protocol):
         ...
 
 
-class DocumentUnavailable(Exception):
+class DocumentUnavailable(BriefdError):
     """A library document or archive article that cannot be read; the message says why."""
 
 

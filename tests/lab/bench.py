@@ -65,7 +65,8 @@ def pathological() -> list[tuple[str, str, float, float]]:
     import lxml.html
     import trafilatura
 
-    from briefd.daemon.sources.extract import read_page, split_passages
+    from briefd.daemon.sources.extract import split_passages
+    from briefd.daemon.sources.pagework import read_page
 
     texts = {
         '"Mr. " * 16000 (one line)': "Mr. " * 16_000,

@@ -34,7 +34,7 @@ from typing import Any
 
 from briefd.daemon.core.brief import validate_brief
 from briefd.daemon.report.report import history_row
-from briefd.daemon.ops.worker import kind_of
+from briefd.daemon.ops.ending import kind_of
 from briefd.store import CANCELLED, DONE, FAILED
 from briefd.store.briefs import Store
 from briefd.store.db import iso_utc, utc_now

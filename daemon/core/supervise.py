@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .retry import Backoff, backoff_delay
 from ..rules.numbers import number_text
-from ..core.retry import Backoff, backoff_delay
 
 log = logging.getLogger("briefd")
 

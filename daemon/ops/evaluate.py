@@ -37,8 +37,9 @@ from urllib.parse import unquote
 
 from ...store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from ..core.brief import Brief, BriefError, parse_brief
-from .citations import cited_numbers
-from .numbers import number_text, span_text
+from ..rules.citations import cited_numbers
+from ..rules.numbers import number_text, span_text
+from ..core.errors import BriefdError
 
 FORMAT_VERSION = 1
 STAGES = ("search", "read", "extract", "shown", "chosen", "refused", "reported")
@@ -52,7 +53,7 @@ _EXPECT_KEYS = {"patterns", "number", "verdict"}
 _NUMBER_KEYS = {"value", "unit"}
 
 
-class EvalFileError(ValueError):
+class EvalFileError(BriefdError, ValueError):
     """The eval set cannot be used: the message names the case, the key and the fix."""
 
 
