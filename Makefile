@@ -2,7 +2,7 @@
 #   make demo   venv + install + lab servers on loopback + the example brief, with real inference
 #   make test   venv with test extras + mypy (daemon/, store/) + the whole suite
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
-#   make bench-docs   `briefd eval` on the real-document set (Debian manuals, tests/lab/docset.py); make bench runs it too
+#   make bench-docs   `briefd eval` on the real-document set (Debian manuals: tests/lab/docset.py); in make bench
 #   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes)
 #   make wheelhouse   (connected machine) wheels of briefd and its runtime dependencies, for an air-gapped install
 PYTHON ?= $(shell command -v python3.11 || command -v python3)

@@ -34,7 +34,7 @@ from tests.lab.docset import (
 )
 from tests.lab.docset_bench import derived_set, pick, run_driver
 
-CASE_KEYS = {"brief", "expect", "where", "kind", "verified"}  # /work/notes/EVAL_FORMAT.md, version 1
+CASE_KEYS = {"brief", "expect", "where", "kind", "verified"}  # the eval set format, version 1 (and briefd eval below)
 EXPECT_KEYS = {"patterns", "number", "verdict"}
 CONTRACT_FIELDS = {"claim", "metric", "comparator", "target", "unit"}
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine",

@@ -21,7 +21,7 @@ folder for `egress = none` runs (`Docset.folder`).
     with start_docset_lab(tmp / "lab", docset) as lab:
         lab.searxng_url, docset.url(lab.web_port, "m4-doc/Dnl.html")
 
-The questions are in tests/lab/docset/questions.json (the eval set format, /work/notes/EVAL_FORMAT.md);
+The questions are in tests/lab/docset/questions.json (the eval set `briefd eval` reads: daemon/evaluate.py);
 tests/test_docset.py checks that each states what the documents say.
 
 Run alone: python -m tests.lab.docset [--packages m4-doc,...] [--folder DIR] prints what was built.
@@ -252,9 +252,11 @@ def _build(built: Path, names: tuple[str, ...], debs: dict[str, Path]) -> None:
         index = {"packages": list(names), "download_bytes": sum(p.stat().st_size for p in debs.values()),
                  "documents": [asdict(doc) for doc in documents]}
         (staging / "docset.json").write_text(json.dumps(index), encoding="utf-8")
-        if built.exists():
-            shutil.rmtree(built)
-        staging.rename(built)
+        try:
+            staging.rename(built)
+        except OSError:
+            if not (built / "docset.json").exists():  # not another build of the same corpus that finished first
+                raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
