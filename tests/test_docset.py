@@ -32,7 +32,9 @@ from tests.lab.docset import (
     fold,
     start_docset_lab,
 )
-from tests.lab.docset_bench import derived_set, pick, run_driver
+from tests.lab.demo import DEMO_MODEL_ENV
+from tests.lab.docset_bench import CLOSED_PORT, derived_set, eval_env, pick, run_driver
+from tests.lab.workspace import Workspace
 
 CASE_KEYS = {"brief", "expect", "where", "kind", "verified"}  # the eval set format, version 1 (and briefd eval below)
 EXPECT_KEYS = {"patterns", "number", "verdict"}
@@ -101,6 +103,16 @@ def test_a_bench_slice_keeps_every_kind_and_says_where_to_look(tmp_path: Path) -
     assert pick(cases, None) == cases and pick(cases, 0) == cases
     derived = load(derived_set(QUESTIONS, tmp_path / "library.json", "library", 4))
     assert len(derived["briefs"]) == 4 and all(c["brief"]["sources"] == ["library"] for c in derived["briefs"])
+
+
+def test_each_source_and_model_gets_the_settings_a_user_would_have(tmp_path: Path) -> None:
+    docset = Docset(tmp_path / "docs", (), ("m4-doc",), 0)
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url="http://127.0.0.1:1", model="m")
+    web_env, library = eval_env(ws, "web", docset), eval_env(ws, "library", docset, "llama")
+    assert "BRIEFD_LIBRARY" not in web_env and "BRIEFD_EGRESS" not in web_env
+    assert library["BRIEFD_LIBRARY"] == str(docset.folder) and library["BRIEFD_EGRESS"] == "none"
+    assert all(library[key] == value for key, value in DEMO_MODEL_ENV.items())  # Gemma: the demo's settings
+    assert not set(DEMO_MODEL_ENV) & set(web_env) and "BRIEFD_FETCH_TIMEOUT_S" not in web_env
 
 
 def test_the_set_parses_with_briefd_eval_s_own_reader() -> None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.lab.demo import DEMO_MODEL_ENV
 from tests.lab.docset import QUESTIONS, Docset, DocsetUnavailable, build_docset, start_docset_lab
 from tests.lab.servers import LabError, SearchLab, start_ollama
 from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
@@ -108,12 +109,15 @@ def run_eval(set_path: Path, env: dict[str, str], work: Path, timeout: float = E
     return data
 
 
-def eval_env(ws: Workspace, source: str, docset: Docset) -> dict[str, str]:
-    """The settings a user of each source would have: the lab's SearXNG; or the library alone, egress none."""
+def eval_env(ws: Workspace, source: str, docset: Docset, driver: str = "scripted") -> dict[str, str]:
+    """The settings a user of each source would have: the lab's SearXNG; or the library alone, egress none.
+    Gemma gets the demo's settings for a 270M model on 2 cores (each call near 30 s: tests/lab/demo.py): with
+    briefd's defaults its calls ran past the 300 s model timeout here, twice in a row for one brief."""
+    model = DEMO_MODEL_ENV if driver == "llama" else {}
     if source == "web":
-        env = ws.env()
+        env = ws.env(**model)
     else:
-        env = ws.env(BRIEFD_LIBRARY=str(docset.folder), BRIEFD_EGRESS="none")
+        env = ws.env(BRIEFD_LIBRARY=str(docset.folder), BRIEFD_EGRESS="none", **model)
     env.pop("BRIEFD_FETCH_TIMEOUT_S", None)  # briefd's default, not the synthetic lab's 4 s for its slow pages
     return env
 
@@ -140,7 +144,7 @@ def run_driver(root: Path, driver: str, sources: tuple[str, ...], docset: Docset
                 derived = derived_set(set_path, root / f"{driver}-{source}.json", source, limit)
                 started = time.monotonic()
                 try:
-                    result = run_eval(derived, eval_env(ws, source, docset), work)
+                    result = run_eval(derived, eval_env(ws, source, docset, driver), work)
                     runs.append(Run(model, source, result, seconds=time.monotonic() - started))
                 except (LabError, subprocess.TimeoutExpired) as exc:
                     runs.append(Run(model, source, None, str(exc), time.monotonic() - started))
