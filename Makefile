@@ -3,6 +3,7 @@
 #   make test   venv with test extras + mypy (daemon/, store/) + the whole suite under coverage (total printed)
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
 #     SOAK_ARGS: --seconds N --seed N, and a mode: --hostile (web), --hostile-library, --api-flood
+#   make bench-docs   `briefd eval` on the real-document set (Debian manuals: tests/lab/docset.py); in make bench
 #   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes)
 #   make wheelhouse   (connected machine) wheels of briefd and its runtime dependencies, for an air-gapped install
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -10,7 +11,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: demo test bench bench-real soak lab clean venv browser wheelhouse
+.PHONY: demo test bench bench-docs bench-real soak lab clean venv browser docs-tools wheelhouse
 
 venv: $(STAMP)
 
@@ -49,6 +50,23 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.lab.bench
+	$(MAKE) --no-print-directory bench-docs
+
+# The real-document set's man pages are rendered by Debian's groff (groff-base), installed here when missing
+# and this is root on Debian, as the browser is; the manuals themselves are downloaded, never installed.
+docs-tools:
+	@command -v groff >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make bench-docs: installing Debian's groff-base to render the set's man pages"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq groff-base >/dev/null; \
+	  else \
+	    echo "make bench-docs: the set's man pages need groff: sudo apt-get install groff-base"; exit 1; \
+	  fi; }
+
+# Scripted lab model and Gemma 3 270M (a slice of the set: --llama-limit), web and library; BENCH_DOCS_ARGS
+# passes flags (--driver scripted, --source library, --limit 10, --out DIR: python -m tests.lab.docset_bench -h)
+bench-docs: $(STAMP) docs-tools
+	$(PY) -m tests.lab.docset_bench $(BENCH_DOCS_ARGS)
 
 bench-real: $(STAMP)
 	$(PY) -m tests.lab.bench_real $(BENCH_REAL_ARGS)

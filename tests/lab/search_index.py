@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,8 +47,12 @@ limit {PAGE_SIZE} offset (max(cast(:page as integer), 1) - 1) * {PAGE_SIZE}
 """.strip()
 
 
-def build_corpus_db(path: Path, web_port: int) -> Path:
-    """Write the corpus into a fresh SQLite file at ``path`` (replaced if present)."""
+Rows = Callable[[int], Iterable[dict[str, object]]]
+"""Another corpus's rows for the index, given the lab web's port (tests/lab/docset.py): the keys of ``pages``."""
+
+
+def build_corpus_db(path: Path, web_port: int, rows: Rows | None = None) -> Path:
+    """Write the corpus (or ``rows``) into a fresh SQLite file at ``path`` (replaced if present)."""
     path = Path(path)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -55,7 +60,7 @@ def build_corpus_db(path: Path, web_port: int) -> Path:
     pages = db.table("pages")
     with db.conn:
         pages.insert_all(
-            (
+            rows(web_port) if rows is not None else (
                 {
                     "id": number,
                     "title": page.title,
@@ -128,11 +133,12 @@ def start_datasette(
     port: int | None = None,
     wait: bool = True,
     timeout: float = 30.0,
+    rows: Rows | None = None,
 ) -> DatasetteServer:
-    """Build ``workdir/corpus.db`` and serve it with datasette on 127.0.0.1."""
+    """Build ``workdir/corpus.db`` (of ``rows``, when given) and serve it with datasette on 127.0.0.1."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    db_path = build_corpus_db(workdir / f"{DB_NAME}.db", web_port)
+    db_path = build_corpus_db(workdir / f"{DB_NAME}.db", web_port, rows)
     metadata_path = write_metadata(workdir / "metadata.json")
     port = port or free_port()
     argv = [

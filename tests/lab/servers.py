@@ -46,6 +46,7 @@ import httpx
 
 if TYPE_CHECKING:
     from tests.lab.corpus import Page
+    from tests.lab.search_index import Rows
     from tests.lab.searxng import SearxngOptions, SearxngServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -392,12 +393,13 @@ def lab_with_model(root: Path, driver: str = "scripted", *, lab_dir: str = "lab"
         lab.stop()
 
 
-def start_web(workdir: Path, port: int | None = None) -> tuple[Proc, int]:
-    """The lab web (tests.lab.web) as a subprocess; returns it and its port."""
+def start_web(workdir: Path, port: int | None = None, docs: Path | None = None) -> tuple[Proc, int]:
+    """The lab web (tests.lab.web) as a subprocess, `docs` served under /docs/; returns it and its port."""
     port = port or free_port()
     proc = start_proc(
         "web",
-        [sys.executable, "-m", "tests.lab.web", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "tests.lab.web", "--host", "127.0.0.1", "--port", str(port),
+         *(["--docs", str(docs)] if docs is not None else [])],
         workdir / "logs",
     )
     return proc, port
@@ -474,8 +476,13 @@ def start_search_lab(
     searxng_port: int | None = None,
     searxng_options: SearxngOptions | None = None,
     timeout: float = 60.0,
+    docs: Path | None = None,
+    rows: Rows | None = None,
+    probe: str | None = None,
 ) -> SearchLab:
-    """Build the index and start web, datasette and SearXNG; return when a search works."""
+    """Build the index and start web, datasette and SearXNG; return when a search works (for `probe`).
+
+    Another corpus (tests/lab/docset.py): `docs` served under /docs/, `rows` its index rows."""
     from tests.lab.corpus import TOPICS
     from tests.lab.search_index import start_datasette
     from tests.lab.searxng import SearxngOptions, start_searxng
@@ -486,9 +493,9 @@ def start_search_lab(
     opts = searxng_options or SearxngOptions()
     procs: list[Proc] = []
     try:
-        web, web_port = start_web(workdir, web_port)
+        web, web_port = start_web(workdir, web_port, docs)
         procs.append(web)
-        datasette = start_datasette(workdir, web_port, port=datasette_port, wait=False)
+        datasette = start_datasette(workdir, web_port, port=datasette_port, wait=False, rows=rows)
         procs.append(datasette.proc)
         searxng = start_searxng(workdir, datasette.url, options=opts, port=searxng_port, wait=False)
         procs.extend(searxng.procs)
@@ -498,7 +505,7 @@ def start_search_lab(
         searxng.wait_ready(timeout)
         if opts.json_format and not opts.limiter:
             # End to end: a question typed into SearXNG comes back with corpus pages.
-            _wait_for_results(searxng.url, TOPICS["kestrel"].question, searxng.proc, timeout)
+            _wait_for_results(searxng.url, probe or TOPICS["kestrel"].question, searxng.proc, timeout)
     except BaseException:
         for proc in reversed(procs):
             proc.stop()

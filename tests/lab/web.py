@@ -17,6 +17,7 @@ Routes:
   /pages/<slug>.pdf          a page of kind "pdf": its article as a real PDF, a paragraph a page
   /go/<slug>                 301 to /pages/<slug>.html  (kind "moved")
   /loop/<slug>/a, /b         302 to each other forever  (kind "redirect_loop")
+  /docs/<path>               a file of a real-document corpus (--docs DIR; tests/lab/docset.py), as is
   /hostile/<name>            hostile answers outside the corpus: compression bombs (BOMBS),
                              pathological text (PATHOLOGICAL), /hostile/engine (a SearXNG
                              json_engine offering them all) and /hostile/searxng/search, a
@@ -58,7 +59,7 @@ from datetime import datetime, timezone
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.lab.corpus import PAGES, PAGES_BY_SLUG, PDF_KIND, TOPICS, Page, pages_for
 from tests.lab.documents import pdf_bytes
@@ -71,6 +72,8 @@ BINARY_BYTES = 256 * 1024
 STREAM_CHUNK_DELAY = 0.005
 SEED = 20251122
 OVERRIDES_ENV = "LAB_WEB_OVERRIDES"
+DOC_TYPES = {".html": "text/html; charset=utf-8", ".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8"}
+"""What /docs/ serves of a real-document corpus (tests/lab/docset.py), by suffix."""
 VALIDATED_KINDS = frozenset({"article", "moved", "injection", "latin1", PDF_KIND})
 """The kinds served whole in one answer: these carry validators and answer conditional requests."""
 
@@ -301,6 +304,9 @@ class LabHandler(BaseHTTPRequestHandler):
         if path.startswith("/hostile/"):
             serve_hostile(self, path.removeprefix("/hostile/"))
             return
+        if path.startswith("/docs/") and getattr(self.server, "docs", None) is not None:
+            self._serve_doc(path.removeprefix("/docs/"))
+            return
         parts = path.strip("/").split("/")
         if len(parts) == 2 and parts[0] == "go":
             page = PAGES_BY_SLUG.get(parts[1])
@@ -343,6 +349,16 @@ class LabHandler(BaseHTTPRequestHandler):
             return
         time.sleep(delay_s)
         self._send(200, body, content_type, validators)
+
+    def _serve_doc(self, relative: str) -> None:
+        """A file of the real-document corpus, by its suffix's type; nothing outside the folder."""
+        root: Path = getattr(self.server, "docs")
+        target = (root / unquote(relative)).resolve()
+        content_type = DOC_TYPES.get(target.suffix.lower())
+        if content_type is None or not target.is_relative_to(root.resolve()) or not target.is_file():
+            self._not_found()
+            return
+        self._send(200, target.read_bytes(), content_type)
 
     def _serve_page(self, page: Page) -> None:
         kind = page.kind
@@ -592,24 +608,28 @@ class LabWebServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
     overrides: Path | None = None  # where write_override puts changed articles (None: none can change)
+    docs: Path | None = None  # a real-document corpus served under /docs/ (None: no such route)
 
 
 def make_server(host: str = "127.0.0.1", port: int = 0, quiet: bool = False,
-                overrides: Path | None = None) -> LabWebServer:
+                overrides: Path | None = None, docs: Path | None = None) -> LabWebServer:
     """Build (and bind) the server; port 0 picks a free port (see server.server_address).
-    `overrides`: the folder of changed articles (default: $LAB_WEB_OVERRIDES, if set)."""
+    `overrides`: the folder of changed articles (default: $LAB_WEB_OVERRIDES, if set);
+    `docs`: a real-document corpus to serve under /docs/."""
     handler = type("QuietLabHandler", (LabHandler,), {"quiet": True}) if quiet else LabHandler
     server = LabWebServer((host, port), handler)
     folder = overrides or os.environ.get(OVERRIDES_ENV)
     server.overrides = Path(folder) if folder else None
+    server.docs = docs
     return server
 
 
 def serve_in_thread(
-    host: str = "127.0.0.1", port: int = 0, quiet: bool = True, overrides: Path | None = None
+    host: str = "127.0.0.1", port: int = 0, quiet: bool = True, overrides: Path | None = None,
+    docs: Path | None = None,
 ) -> tuple[LabWebServer, threading.Thread]:
     """Start the server on a daemon thread; stop with server.shutdown(); server.server_close()."""
-    server = make_server(host, port, quiet=quiet, overrides=overrides)
+    server = make_server(host, port, quiet=quiet, overrides=overrides, docs=docs)
     thread = threading.Thread(target=server.serve_forever, name="lab-web", daemon=True)
     thread.start()
     return server, thread
@@ -622,8 +642,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="do not log each request")
     parser.add_argument("--overrides", type=Path, default=None,
                         help=f"folder of changed articles (write_override; default ${OVERRIDES_ENV})")
+    parser.add_argument("--docs", type=Path, default=None, help="a real-document corpus to serve under /docs/")
     args = parser.parse_args(argv)
-    server = make_server(args.host, args.port, quiet=args.quiet, overrides=args.overrides)
+    server = make_server(args.host, args.port, quiet=args.quiet, overrides=args.overrides, docs=args.docs)
     print(f"lab web serving on http://{args.host}:{server.server_address[1]}/", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
