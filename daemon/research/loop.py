@@ -34,7 +34,7 @@ from ...store.briefs import search_pages_at
 
 from ..core import crashpoints
 
-from ..rules import decide
+from ..rules import decide, steps
 
 from ..sources import egress
 
@@ -52,7 +52,7 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
-from .policy import EstimatePolicy, Facts, policy_for
+from .policy import EstimatePolicy, Facts, limits_for, policy_for
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
@@ -117,18 +117,6 @@ class Outage(Exception):
         self.service = service
         self.reason = reason
         self.fix = fix
-
-
-def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:
-    budget = brief.budget
-    return Limits(
-        max_rounds=brief.max_rounds,
-        max_searches_per_round=brief.max_searches_per_round,
-        pages_per_round=pages_per_round or max(3, 2 * brief.max_searches_per_round),
-        budget_tokens=getattr(budget, "llm_tokens", None) if budget else None,
-        budget_seconds=getattr(budget, "seconds", None) if budget else None,
-        budget_pages=getattr(budget, "pages", None) if budget else None,
-    )
 
 
 def today() -> str:
@@ -592,14 +580,10 @@ class Research:
         return set(known)
 
     def pages_allowed(self) -> int:
-        n = self.limits.pages_per_round
-        if self.limits.budget_pages is not None:
-            n = min(n, max(0, self.limits.budget_pages - self.pages_read()))
-        return n
+        return steps.pages_allowed(self.limits, steps.pages_read(self.state))
 
     def pages_read(self) -> int:
-        return (self.state.pages_fetched + self.state.page_cache_hits + self.state.pages_not_modified
-                + self.state.local_reads)
+        return steps.pages_read(self.state)
 
     async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
         """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
@@ -976,7 +960,7 @@ class Research:
         The gaps stay as they stood when the round began, so a call's prompt depends only on the
         snippets (a resumed round sends the same prompts, and the answer cache replays them)."""
         gaps = self.state.open_gaps()
-        usable = [h for h in hits if h.content][: self.limits.pages_per_round * 2]
+        usable = [h for h in hits if h.content][: steps.snippets_allowed(self.limits)]
         ids = [self.store.save_snippet(h.url, h.content) for h in usable]
         titles = {h.url: h.title for h in usable}
         while ids:

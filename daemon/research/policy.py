@@ -362,3 +362,17 @@ def policy_for(brief: Brief) -> Policy:
     if brief.hypothesis is not None:
         return HypothesisPolicy(brief)
     return Policy(brief)
+
+
+def limits_for(brief: Brief) -> Limits:
+    """A brief's caps and budgets: its rounds and searches, its budgets, and the pages a round
+    reads: two per search, at least 3 (a round of one search still has a batch to read)."""
+    budget = brief.budget
+    return Limits(
+        max_rounds=brief.max_rounds,
+        max_searches_per_round=brief.max_searches_per_round,
+        pages_per_round=max(3, 2 * brief.max_searches_per_round),
+        budget_tokens=getattr(budget, "llm_tokens", None) if budget else None,
+        budget_seconds=getattr(budget, "seconds", None) if budget else None,
+        budget_pages=getattr(budget, "pages", None) if budget else None,
+    )

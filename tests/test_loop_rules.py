@@ -1,0 +1,76 @@
+"""The research loop's rules as tables (issue 20, item 1: "Research only sequences").
+
+Each rule the loop used to hold inline is a pure function now (daemon/rules/steps.py, or the
+kind's policy in daemon/research/policy.py); each gets its table here, so a change of rule is
+one function and one row, seen without a lab.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from briefd.daemon.core.brief import Brief, validate_brief
+from briefd.daemon.research.policy import limits_for
+from briefd.daemon.rules import steps
+from briefd.daemon.rules.decide import Limits, LoopState
+
+QUESTION = "How much did the Northgate rail tunnel overrun its budget?"
+
+
+def brief(**fields: Any) -> Brief:
+    return validate_brief({"question": QUESTION, **fields}, "b.json")
+
+
+# ---- pages per round, budgets --------------------------------------------------------------------
+
+@pytest.mark.parametrize("searches, pages", [
+    (1, 3),   # one search still reads a batch of 3
+    (2, 4),   # two pages per search
+    (3, 6),
+    (5, 10),
+])
+def test_pages_per_round(searches: int, pages: int) -> None:
+    limits = limits_for(brief(max_searches_per_round=searches))
+    assert (limits.max_searches_per_round, limits.pages_per_round) == (searches, pages)
+
+
+@pytest.mark.parametrize("budget, expected", [
+    (None, (None, None, None)),
+    ({"llm_tokens": 5000}, (5000, None, None)),
+    ({"seconds": 60, "pages": 4}, (None, 60, 4)),
+])
+def test_limits_carry_the_budgets(budget: dict[str, int] | None, expected: tuple[Any, ...]) -> None:
+    limits = limits_for(brief(**({"budget": budget} if budget else {}), max_rounds=2))
+    assert (limits.budget_tokens, limits.budget_seconds, limits.budget_pages) == expected
+    assert limits.max_rounds == 2
+
+
+@pytest.mark.parametrize("fetched, cached, unchanged, local, read", [
+    (0, 0, 0, 0, 0),
+    (3, 0, 0, 0, 3),
+    (1, 2, 3, 4, 10),  # every way a page is read counts against the page budget
+])
+def test_pages_read(fetched: int, cached: int, unchanged: int, local: int, read: int) -> None:
+    state = LoopState(pages_fetched=fetched, page_cache_hits=cached, pages_not_modified=unchanged,
+                      local_reads=local)
+    assert steps.pages_read(state) == read
+
+
+@pytest.mark.parametrize("per_round, budget, read, allowed", [
+    (6, None, 100, 6),  # no page budget: the round's pages
+    (6, 10, 0, 6),
+    (6, 10, 7, 3),      # the budget's rest
+    (6, 10, 10, 0),
+    (6, 10, 12, 0),     # overspent (a round reads what it chose): never below 0
+])
+def test_pages_allowed(per_round: int, budget: int | None, read: int, allowed: int) -> None:
+    limits = Limits(max_rounds=3, max_searches_per_round=3, pages_per_round=per_round, budget_pages=budget)
+    assert steps.pages_allowed(limits, read) == allowed
+
+
+@pytest.mark.parametrize("per_round, snippets", [(3, 6), (6, 12), (10, 20)])
+def test_snippets_allowed(per_round: int, snippets: int) -> None:
+    limits = Limits(max_rounds=3, max_searches_per_round=3, pages_per_round=per_round)
+    assert steps.snippets_allowed(limits) == snippets
