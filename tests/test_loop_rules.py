@@ -74,3 +74,15 @@ def test_pages_allowed(per_round: int, budget: int | None, read: int, allowed: i
 def test_snippets_allowed(per_round: int, snippets: int) -> None:
     limits = Limits(max_rounds=3, max_searches_per_round=3, pages_per_round=per_round)
     assert steps.snippets_allowed(limits) == snippets
+
+
+# ---- a page's fate after a failure ---------------------------------------------------------------
+
+@pytest.mark.parametrize("transient, slow, fate", [
+    (False, False, steps.FATE_BAD),         # a 404, a page that is no page: never fetched again
+    (True, False, steps.FATE_THIS_BRIEF),   # a 503, a reset: the next brief tries it
+    (True, True, steps.FATE_SLOW),          # a timeout: remembered as slow for a while
+    (False, True, steps.FATE_SLOW),         # slow outranks the rest
+])
+def test_page_fate(transient: bool, slow: bool, fate: str) -> None:
+    assert steps.page_fate(transient, slow) == fate

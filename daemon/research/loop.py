@@ -948,9 +948,10 @@ class Research:
         SLOW_PAGE_MEMORY_S when it was too slow (then tried again); other transient failures
         are not remembered past this brief."""
         self.state.bad[url] = reason
-        if slow:
+        fate = steps.page_fate(transient, slow)
+        if fate == steps.FATE_SLOW:
             self.store.mark_slow_url(url, reason, SLOW_PAGE_MEMORY_S)
-        elif not transient:
+        elif fate == steps.FATE_BAD:
             self.store.mark_bad_url(url, reason)
 
     async def read_snippets(self, round_no: int, hits: list[SearchHit]) -> None:

@@ -32,3 +32,18 @@ def pages_allowed(limits: Limits, read: int) -> int:
 def snippets_allowed(limits: Limits) -> int:
     """How many search snippets a round of a fetch_pages: false brief reads (its best-ranked ones)."""
     return limits.pages_per_round * SNIPPETS_PER_PAGE
+
+
+# A page's fate after its read failed: what the store remembers of it (mark_bad)
+FATE_THIS_BRIEF = "this brief"  # a passing failure: not read again by this brief, tried again by the next
+FATE_SLOW = "slow"              # too slow: no brief fetches it for a while, then it is tried again
+FATE_BAD = "bad"                # a permanent failure: no brief fetches it again
+
+
+def page_fate(transient: bool, slow: bool) -> str:
+    """What becomes of a page whose read failed. Too slow outranks transient (a timeout is both):
+    a slow page is remembered for a while, so the next briefs do not wait for it again; another
+    passing failure (a 503, a reset) is not remembered past this brief; any other is for good."""
+    if slow:
+        return FATE_SLOW
+    return FATE_THIS_BRIEF if transient else FATE_BAD
