@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from briefd.daemon.core.brief import Brief, validate_brief
-from briefd.daemon.research.policy import limits_for
-from briefd.daemon.rules import steps
-from briefd.daemon.rules.decide import Limits, LoopState
+from briefd.daemon.research.policy import Facts, limits_for, next_step, policy_for
+from briefd.daemon.rules import decide, steps
+from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
 
 QUESTION = "How much did the Northgate rail tunnel overrun its budget?"
 
@@ -86,3 +86,37 @@ def test_snippets_allowed(per_round: int, snippets: int) -> None:
 ])
 def test_page_fate(transient: bool, slow: bool, fate: str) -> None:
     assert steps.page_fate(transient, slow) == fate
+
+
+# ---- the query queue and when research is exhausted (next_step) ---------------------------------
+
+LIMITS = Limits(max_rounds=3, max_searches_per_round=2, pages_per_round=4)
+NO_USE = Usage(tokens=0, seconds=0.0, pages=0)
+FROM_QUESTION = decide.fallback_queries(QUESTION, [])  # what an empty queue falls back to
+
+
+@pytest.mark.parametrize("done, pending, asked, gaps, queries, left, reason", [
+    # the queue's first max_searches_per_round queries, the rest kept for later rounds
+    (1, ["a b", "c d", "e f"], [], [], ["a b", "c d"], ["e f"], None),
+    (1, ["a b"], [], [], ["a b"], [], None),
+    # an empty queue falls back to the question's words (then each open gap's)
+    (1, [], [], [], FROM_QUESTION, [], None),
+    # ... and when those were asked already, research is exhausted
+    (1, [], FROM_QUESTION, [], [], [], decide.EXHAUSTED),
+    # the round limit stops first, whatever is queued, and the queue is left as it was
+    (3, ["a b"], [], [], [], ["a b"], decide.MAX_ROUNDS),
+    # every gap of the plan answered ends a plain brief
+    (1, ["a b"], [], [Gap(id="G1", text="cost", answered_round=1)], [], ["a b"], decide.GAPS_CLOSED),
+])
+def test_next_step(done: int, pending: list[str], asked: list[str], gaps: list[Gap], queries: list[str],
+                   left: list[str], reason: str | None) -> None:
+    state = LoopState(phase="rounds", round=done, pending_queries=list(pending), asked=list(asked),
+                      gaps=gaps, new_evidence_per_round=[1] * done)
+    step = next_step(policy_for(brief()), Facts(state=state, limits=LIMITS, usage=NO_USE), QUESTION)
+    assert (list(step.queries), list(step.pending), step.stop_reason) == (queries, left, reason)
+    assert state.pending_queries == pending, "next_step changes nothing it is given"
+    if reason is None:
+        assert (step.next_action, step.explanation) == ("search_more", None)
+    else:
+        assert step.next_action == "finalize" and step.why == f"stop: {reason}"
+        assert step.explanation and step.explanation.startswith(f"Stopped after round {done} of 3")

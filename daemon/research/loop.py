@@ -52,7 +52,7 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
-from .policy import EstimatePolicy, Facts, limits_for, policy_for
+from .policy import EstimatePolicy, Facts, limits_for, next_step, policy_for
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
@@ -241,28 +241,17 @@ class Research:
                                  resumed.get("carried"), resumed.get("order") or resumed.get("read"),
                                  resumed.get("expected"))
                 continue
-            facts = self.facts()
-            reason = self.policy.stop_reason(facts)
-            queries: list[str] = []
-            if reason is None:
-                aim = self.policy.aimed_queries(facts)
-                lead = self.state.add_queries(aim.lead)
-                self.state.pending_queries = lead + [q for q in self.state.pending_queries if q not in lead]
-                if not self.state.pending_queries:
-                    self.state.add_queries(aim.refill)
-                queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
-                if not queries:
-                    reason = decide.EXHAUSTED
-            reason = self.policy.settle(facts, reason)
-            self.state.next_action, self.state.why = decide.next_action(self.state, reason)
-            if reason is not None:
-                self.state.stop_reason = reason
-                self.state.stop_explanation = self.policy.explain_stop(facts, reason)
+            step = next_step(self.policy, self.facts(), self.question)
+            self.state.pending_queries = list(step.pending)
+            self.state.next_action, self.state.why = step.next_action, step.why
+            if step.stop_reason is not None:
+                self.state.stop_reason = step.stop_reason
+                self.state.stop_explanation = step.explanation
                 await self.last_stragglers()
                 self.state.phase = "synthesis"
                 self.checkpoint()
                 break
-            await self.round(self.state.round + 1, queries)
+            await self.round(self.state.round + 1, list(step.queries))
 
     async def search_ahead(self) -> None:
         """While the model plans, the question's web search and the pages it ranks highest are

@@ -12,6 +12,7 @@ one stop rule and its order); a policy only says which of them apply to its kind
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -376,3 +377,43 @@ def limits_for(brief: Brief) -> Limits:
         budget_seconds=getattr(budget, "seconds", None) if budget else None,
         budget_pages=getattr(budget, "pages", None) if budget else None,
     )
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the rounds do next (next_step): search `queries`, or stop for `stop_reason`.
+
+    `pending` is the query queue once this step's queries are taken: the loop keeps it.
+    `next_action` and `why` are what `briefd status` shows; `explanation` the stop sentence."""
+
+    queries: tuple[str, ...]
+    pending: tuple[str, ...]
+    stop_reason: str | None
+    explanation: str | None
+    next_action: str
+    why: str
+
+
+def next_step(policy: Policy, facts: Facts, question: str) -> Step:
+    """The query queue and when research is exhausted: the stop rule first (the kind's); else the
+    kind's aimed queries go to the front of the queue (its refill only when nothing else is
+    pending) and the round takes up to max_searches_per_round of them (decide.take_queries, with
+    its fallbacks from the question and open gaps). None left to take: `exhausted`. The kind then
+    settles the reason as the report states it. The state given is not changed."""
+    reason = policy.stop_reason(facts)
+    queue = dataclasses.replace(facts.state, pending_queries=list(facts.state.pending_queries))
+    queries: list[str] = []
+    if reason is None:
+        aim = policy.aimed_queries(facts)
+        lead = queue.add_queries(aim.lead)
+        queue.pending_queries = lead + [q for q in queue.pending_queries if q not in lead]
+        if not queue.pending_queries:
+            queue.add_queries(aim.refill)
+        queries = decide.take_queries(queue, question, facts.limits.max_searches_per_round)
+        if not queries:
+            reason = decide.EXHAUSTED
+    reason = policy.settle(facts, reason)
+    action, why = decide.next_action(facts.state, reason)
+    return Step(queries=tuple(queries), pending=tuple(queue.pending_queries), stop_reason=reason,
+                explanation=policy.explain_stop(facts, reason) if reason is not None else None,
+                next_action=action, why=why)
