@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from briefd.daemon.core.brief import Brief, validate_brief
-from briefd.daemon.research.policy import Facts, limits_for, next_step, policy_for
-from briefd.daemon.rules import decide, steps
+from briefd.daemon.research.planner import EvidenceItem
+from briefd.daemon.research.policy import Discarded, Facts, Labels, accept_labels, limits_for, next_step, policy_for
+from briefd.daemon.rules import decide, judge, steps
 from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
 
 QUESTION = "How much did the Northgate rail tunnel overrun its budget?"
@@ -120,3 +121,57 @@ def test_next_step(done: int, pending: list[str], asked: list[str], gaps: list[G
     else:
         assert step.next_action == "finalize" and step.why == f"stop: {reason}"
         assert step.explanation and step.explanation.startswith(f"Stopped after round {done} of 3")
+
+
+# ---- label acceptance: tier cap, confidence, stance, figures (accept_labels) ---------------------
+
+ESTIMATE = {"estimate": {"unit": "USD million", "low": 100, "high": 2000, "target_width": 60}}
+CLAIM = {"hypothesis": {"claim": "Lead stayed below the limit"}}
+CONTRACT = {"hypothesis": {"claim": "Lead stayed below the limit", "metric": "90th-percentile lead level",
+                           "comparator": "<", "target": 5, "unit": "ppb"}}
+GOV, BLOG = "https://www.epa.gov/lead", "https://blog.example.com/lead"
+OVERRUN = "The tunnel's overrun reached $431 million by 2019."
+LEAD = "The 90th-percentile lead level was 5.2 ppb."
+
+
+def item(**labels: Any) -> EvidenceItem:
+    return EvidenceItem(sentence_ids=["S1"], summary="s", confidence=labels.pop("confidence", 0.9), gap="",
+                        **labels)
+
+
+@pytest.mark.parametrize("fields, given, url, quote, labels", [
+    # a plain brief keeps the model's labels
+    ({}, item(tier="regulator"), BLOG, OVERRUN, None),
+    # the model's "regulator" on a blog is capped at industry, and its confidence with it
+    (CLAIM, item(tier="regulator", stance="supports"), BLOG, LEAD,
+     Labels(tier=judge.MODEL_TIER_CEILING, confidence=judge.TIER_CAPS[judge.MODEL_TIER_CEILING], stance="supports")),
+    # a government host may be a regulator; confidence under the cap is the model's
+    (CLAIM, item(tier="regulator", confidence=0.5), GOV, LEAD, Labels(tier="regulator", confidence=0.5,
+                                                                     stance="neutral")),
+    # under a contract the stance is the quote's figures', not the model's (5.2 is not below 5)
+    (CONTRACT, item(tier="news", stance="supports", confidence=0.5), BLOG, LEAD,
+     Labels(tier="news", confidence=0.5, stance="contradicts")),
+    # an estimate keeps a figure its quote states; a value stands for both ends
+    (ESTIMATE, item(tier="news", value=431.0, confidence=0.5), BLOG, OVERRUN,
+     Labels(tier="news", confidence=0.5, low=431.0, high=431.0, impact="narrows_both")),
+    # the same figure copied in another scale is kept in the brief's unit
+    (ESTIMATE, item(tier="news", value=431_000_000.0, impact="narrows_low", confidence=0.5), BLOG, OVERRUN,
+     Labels(tier="news", confidence=0.5, low=431.0, high=431.0, impact="narrows_low")),
+    # a figure the quote does not state is discarded and said; one end alone stands for both
+    (ESTIMATE, item(tier="news", low=431.0, high=999.0, confidence=0.5), BLOG, OVERRUN,
+     Labels(tier="news", confidence=0.5, low=431.0, high=431.0, impact="narrows_both",
+            discarded=(Discarded(field="high", proposed=999.0, reason=judge.NOT_IN_QUOTE, written=None),))),
+    # no figure kept: neutral, whatever the model said
+    (ESTIMATE, item(tier="news", value=999.0, impact="narrows_low", confidence=0.5), BLOG, OVERRUN,
+     Labels(tier="news", confidence=0.5, impact="neutral",
+            discarded=(Discarded(field="value", proposed=999.0, reason=judge.NOT_IN_QUOTE, written=None),))),
+])
+def test_accept_labels(fields: dict[str, Any], given: EvidenceItem, url: str, quote: str,
+                       labels: Labels | None) -> None:
+    assert accept_labels(brief(**fields), given, quote, url) == labels
+
+
+def test_an_organisations_tier_rule_outranks_the_model() -> None:
+    rule = (("blog.example.com", "peer_reviewed"),)
+    got = accept_labels(brief(**CLAIM), item(tier="social", confidence=0.9), LEAD, BLOG, rule)
+    assert got is not None and (got.tier, got.confidence) == ("peer_reviewed", judge.TIER_CAPS["peer_reviewed"])

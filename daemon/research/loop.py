@@ -52,7 +52,7 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
-from .policy import EstimatePolicy, Facts, limits_for, next_step, policy_for
+from .policy import EstimatePolicy, Facts, accept_labels, limits_for, next_step, policy_for
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
@@ -1042,39 +1042,18 @@ class Research:
         return page.title if page and page.title else url
 
     def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
-        """The model's labels, checked: numbers must appear in the quote; the tier is capped
-        (judge.capped_tier) and confidence follows it; under a contract the stance is the quote's
-        figures' (judge.quote_stance), not the model's."""
-        if self.kind == "plain":
+        """The model's labels on `row`, as policy.accept_labels keeps them; a figure it discarded is
+        counted and told (evidence_skipped)."""
+        labels = accept_labels(self.brief, item, quote, row["url"], self.svc.settings.source_tiers)
+        if labels is None:
             return
-        row["tier"] = judge.capped_tier(row["url"], item.tier, self.svc.settings.source_tiers)
-        row["confidence"] = judge.tier_confidence(row["tier"], item.confidence)
-        if self.kind == "hypothesis":
-            contract = self.brief.hypothesis.contract if self.brief.hypothesis else None
-            row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
-            return
-        assert self.brief.estimate is not None, "an estimate brief always has its estimate block"
-        unit = self.brief.estimate.unit
-        kept: dict[str, float] = {}
-        for name in ("value", "low", "high"):
-            number = getattr(item, name)
-            if number is None:
-                continue
-            figure = judge.read_figure(number, quote, unit)
-            if figure.value is not None:
-                kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
-            else:
-                reason = figure.reason or judge.NOT_IN_QUOTE
-                self.state.numbers_discarded += 1
-                self.state.figures_discarded[reason] = self.state.figures_discarded.get(reason, 0) + 1
-                self.events.emit("evidence_skipped", round=round_no, reason=f"number {reason}",
-                                 proposed=number, field=name, written=figure.written, quote=quote[:200])
-        if "value" in kept:
-            row["low"] = row["high"] = kept["value"]
-        elif "low" in kept or "high" in kept:  # one end alone stands for both
-            ends = [kept[name] for name in ("low", "high") if name in kept]
-            row["low"], row["high"] = min(ends), max(ends)
-        row["impact"] = (item.impact or "narrows_both") if row["low"] is not None else "neutral"
+        for figure in labels.discarded:
+            self.state.numbers_discarded += 1
+            self.state.figures_discarded[figure.reason] = self.state.figures_discarded.get(figure.reason, 0) + 1
+            self.events.emit("evidence_skipped", round=round_no, reason=f"number {figure.reason}",
+                             proposed=figure.proposed, field=figure.field, written=figure.written, quote=quote[:200])
+        row.update(tier=labels.tier, confidence=labels.confidence, stance=labels.stance, low=labels.low,
+                   high=labels.high, impact=labels.impact)
 
     def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,
                   gaps: list[decide.Gap]) -> None:

@@ -417,3 +417,71 @@ def next_step(policy: Policy, facts: Facts, question: str) -> Step:
     return Step(queries=tuple(queries), pending=tuple(queue.pending_queries), stop_reason=reason,
                 explanation=policy.explain_stop(facts, reason) if reason is not None else None,
                 next_action=action, why=why)
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """A figure the model proposed that code discarded (judge.read_figure), and why."""
+
+    field: str                # value, low or high
+    proposed: float
+    reason: str               # judge.NOT_IN_QUOTE, "in another unit (USD)", ...
+    written: str | None       # the amount as the quote writes it, when one was found
+
+
+@dataclass(frozen=True)
+class Labels:
+    """An evidence item's labels as kept: the model's, checked (accept_labels)."""
+
+    tier: str
+    confidence: float
+    stance: str | None = None
+    low: float | None = None
+    high: float | None = None
+    impact: str | None = None
+    discarded: tuple[Discarded, ...] = ()
+
+
+FIGURE_FIELDS = ("value", "low", "high")
+
+
+def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str,
+                  source_tiers: Sequence[tuple[str, str]] = ()) -> Labels | None:
+    """The model's labels on a quote, checked. None for a plain brief: it keeps the model's.
+
+    The tier is capped (judge.capped_tier: the organisation's rule, else the model's label up to
+    the host's ceiling) and confidence follows it (judge.tier_confidence). A hypothesis's stance
+    is the quote's figures' under a contract (judge.quote_stance), else the model's (neutral if
+    none). An estimate keeps a figure only where its quote states it (judge.read_figure, in the
+    brief's unit); a value stands for both ends, one end alone for both; its impact is the
+    model's (narrows_both if none) when a figure was kept, else neutral."""
+    kind = policy_for(brief).kind
+    if kind == "plain":
+        return None
+    tier = judge.capped_tier(url, item.tier, source_tiers)
+    confidence = judge.tier_confidence(tier, item.confidence)
+    if kind == "hypothesis":
+        contract = brief.hypothesis.contract if brief.hypothesis else None
+        stance = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
+        return Labels(tier=tier, confidence=confidence, stance=stance)
+    assert brief.estimate is not None, "an estimate brief always has its estimate block"
+    kept: dict[str, float] = {}
+    discarded: list[Discarded] = []
+    for name in FIGURE_FIELDS:
+        number = getattr(item, name)
+        if number is None:
+            continue
+        figure = judge.read_figure(number, quote, brief.estimate.unit)
+        if figure.value is not None:
+            kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
+        else:
+            discarded.append(Discarded(field=name, proposed=number, reason=figure.reason or judge.NOT_IN_QUOTE,
+                                       written=figure.written))
+    low = high = None
+    if "value" in kept:
+        low = high = kept["value"]
+    elif "low" in kept or "high" in kept:  # one end alone stands for both
+        ends = [kept[name] for name in ("low", "high") if name in kept]
+        low, high = min(ends), max(ends)
+    impact = (item.impact or "narrows_both") if low is not None else "neutral"
+    return Labels(tier=tier, confidence=confidence, low=low, high=high, impact=impact, discarded=tuple(discarded))
