@@ -175,3 +175,58 @@ def test_an_organisations_tier_rule_outranks_the_model() -> None:
     rule = (("blog.example.com", "peer_reviewed"),)
     got = accept_labels(brief(**CLAIM), item(tier="social", confidence=0.9), LEAD, BLOG, rule)
     assert got is not None and (got.tier, got.confidence) == ("peer_reviewed", judge.TIER_CAPS["peer_reviewed"])
+
+
+# ---- the quote filters, when a gap is answered, proposals kept (integrate) ------------------------
+
+PAGE = "https://news.example.com/northgate"
+KEPT = "The Northgate tunnel overran its budget by 431 million."
+ABOUT = steps.topics("Northgate rail tunnel budget overrun", QUESTION, [Gap(id="G1", text="audit findings")])
+
+
+@pytest.mark.parametrize("quote, url, title, distrusted, known, skipped", [
+    (KEPT, PAGE, "Northgate", {}, set(), None),
+    # a page distrusted (even in this very answer): nothing of it is kept
+    (KEPT, PAGE, "Northgate", {PAGE: "an injection"}, set(),
+     {"url": PAGE, "quote": KEPT, "reason": "from a distrusted page: an injection"}),
+    # the page's own headline, a heading: not statements
+    ("Northgate tunnel budget overrun", PAGE, "Northgate tunnel budget overrun", {}, set(),
+     {"reason": "the page's headline, not a statement", "url": PAGE, "quote": "Northgate tunnel budget overrun"}),
+    ("Home | News | Contact", PAGE, "", {}, set(),
+     {"reason": "a heading, not a statement", "url": PAGE, "quote": "Home | News | Contact"}),
+    # no word shared with the question or an open gap
+    ("The weather in Paris was sunny all week.", PAGE, "", {}, set(),
+     {"reason": steps.UNRELATED, "url": PAGE, "quote": "The weather in Paris was sunny all week."}),
+    # the same quote of the same page kept already; of another page it is kept
+    (KEPT, PAGE, "", {}, {(PAGE, KEPT)}, {"reason": steps.DUPLICATE, "url": PAGE}),
+    (KEPT, PAGE, "", {}, {("https://other.example.org/", KEPT)}, None),
+    # an event carries 200 characters of a quote, no more
+    (KEPT + " x" * 200, PAGE, "", {PAGE: "an injection"}, set(),
+     {"url": PAGE, "quote": (KEPT + " x" * 200)[:200], "reason": "from a distrusted page: an injection"}),
+])
+def test_skipped_quote(quote: str, url: str, title: str, distrusted: dict[str, str],
+                       known: set[tuple[str, str]], skipped: dict[str, Any] | None) -> None:
+    assert steps.skipped_quote(quote, url, title, True, distrusted, ABOUT, known) == skipped
+
+
+@pytest.mark.parametrize("gap, confidence, answered", [
+    ("G1", 0.9, True),
+    ("G1", steps.GAP_ANSWER_CONFIDENCE, True),   # at the bar, answered
+    ("G1", 0.49, False),
+    ("", 0.9, False),                            # names no gap
+])
+def test_answers_gap(gap: str, confidence: float, answered: bool) -> None:
+    assert steps.answers_gap(gap, confidence) is answered
+
+
+@pytest.mark.parametrize("proposals, dropped", [
+    (["Northgate audit report 2019", "what should I do next"], ["what should I do next"]),
+    (["audit findings for the tunnel"], []),
+    ([], []),
+])
+def test_off_topic_proposals(proposals: list[str], dropped: list[str]) -> None:
+    assert steps.off_topic(proposals, ABOUT) == dropped
+
+
+def test_topics_are_the_questions_and_the_open_gaps() -> None:
+    assert ABOUT == ["Northgate rail tunnel budget overrun", QUESTION, "audit findings"]

@@ -1032,8 +1032,8 @@ class Research:
                          evidence_dropped=dropped)
 
     def topics(self, gaps: list[decide.Gap]) -> list[str]:
-        """What evidence must be about: the research question, the brief's question, the open gaps."""
-        return [self.question, self.brief.question, *[g.text for g in gaps]]
+        """What evidence must be about (steps.topics)."""
+        return steps.topics(self.question, self.brief.question, gaps)
 
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
@@ -1089,21 +1089,10 @@ class Research:
                                                  from_page=ref.origin == "page")
             start, end = start + lead, start + tail
             quote = passage.text[start:end]
-            if ref.url in self.state.distrusted:
-                self.events.emit("evidence_skipped", round=round_no, url=ref.url, quote=quote[:200],
-                                 reason=f"from a distrusted page: {self.state.distrusted[ref.url]}")
-                continue
-            not_evidence = decide.not_a_statement(quote, passage.title, from_page=ref.origin == "page")
-            if not_evidence:
-                self.events.emit("evidence_skipped", round=round_no, reason=not_evidence,
-                                 url=ref.url, quote=quote[:200])
-                continue
-            if not decide.is_related(quote, self.topics(gaps)):
-                self.events.emit("evidence_skipped", round=round_no, reason="unrelated to the question and gaps",
-                                 url=ref.url, quote=quote[:200])
-                continue
-            if (ref.url, quote) in known:
-                self.events.emit("evidence_skipped", round=round_no, reason="duplicate quote", url=ref.url)
+            skipped = steps.skipped_quote(quote, ref.url, passage.title, ref.origin == "page", self.state.distrusted,
+                                          self.topics(gaps), known)
+            if skipped is not None:
+                self.events.emit("evidence_skipped", round=round_no, **skipped)
                 continue
             known.add((ref.url, quote))
             stored = self.store.passages([ref.passage_id])[0]
@@ -1118,7 +1107,7 @@ class Research:
             }
             self.read_labels(round_no, item, quote, row)
             rows.append(row)
-            if item.gap and item.confidence >= 0.5 and self.state.answer_gap(item.gap, round_no):
+            if steps.answers_gap(item.gap, item.confidence) and self.state.answer_gap(item.gap, round_no):
                 self.events.emit("signal", message="gap answered", gap=item.gap, round=round_no)
             self.events.emit("evidence_found", round=round_no, url=ref.url, title=passage.title,
                              quote=quote, summary=item.summary, confidence=row["confidence"],
@@ -1130,11 +1119,7 @@ class Research:
                 self.events.emit("signal", message="proposals dropped: the model read a distrusted page",
                                  new_gaps=answer.new_gaps, new_queries=answer.new_queries)
             return
-        # a proposal that shares no word with the question or an open gap is off topic, by the rule
-        # a quote is (decide.is_related): a small model echoes "what should I do next" as a query
-        topics = self.topics(gaps)
-        proposed = [*answer.new_queries, *answer.new_gaps]
-        off_topic = [p for p in proposed if not decide.is_related(p, topics)]
+        off_topic = steps.off_topic([*answer.new_queries, *answer.new_gaps], self.topics(gaps))
         added = self.state.add_gaps([g for g in answer.new_gaps if g not in off_topic])
         queued = self.state.add_queries([q for q in answer.new_queries if q not in off_topic])
         if added or queued or off_topic:

@@ -9,7 +9,11 @@ rules (when to stop, which queries to aim) stay in research/policy.py, the stop 
 
 from __future__ import annotations
 
-from .decide import Limits, LoopState
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from . import decide
+from .decide import Gap, Limits, LoopState
 
 SNIPPETS_PER_PAGE = 2  # fetch_pages: false reads up to this many snippets for each page a round may read
 
@@ -47,3 +51,48 @@ def page_fate(transient: bool, slow: bool) -> str:
     if slow:
         return FATE_SLOW
     return FATE_THIS_BRIEF if transient else FATE_BAD
+
+
+# ---- what evidence is kept (integrate) ----------------------------------------------------------
+
+UNRELATED = "unrelated to the question and gaps"
+DUPLICATE = "duplicate quote"
+GAP_ANSWER_CONFIDENCE = 0.5  # the model's confidence at which its item answers the gap it names
+
+
+def topics(question: str, brief_question: str, gaps: Sequence[Gap]) -> list[str]:
+    """What evidence must be about: the research question, the brief's question, the open gaps."""
+    return [question, brief_question, *[g.text for g in gaps]]
+
+
+def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted: Mapping[str, str],
+                  about: Sequence[str], known: Collection[tuple[str, str]]) -> dict[str, Any] | None:
+    """Why a quote the model chose is not kept, as its evidence_skipped event says it; None: keep it.
+
+    The filters, in order: from a page distrusted (an injection, even one found in this very
+    answer); not a statement (a heading, a headline, a menu: decide.not_a_statement); sharing no
+    word with the question or an open gap (`about`: decide.is_related); the same quote of the same
+    page kept already (`known`: (url, quote) pairs). A quote whose sentence ids the prompt did
+    not have never gets here (the loop counts it as an evaluator failure)."""
+    if url in distrusted:
+        return {"url": url, "quote": quote[:200], "reason": f"from a distrusted page: {distrusted[url]}"}
+    not_evidence = decide.not_a_statement(quote, title, from_page=from_page)
+    if not_evidence:
+        return {"reason": not_evidence, "url": url, "quote": quote[:200]}
+    if not decide.is_related(quote, about):
+        return {"reason": UNRELATED, "url": url, "quote": quote[:200]}
+    if (url, quote) in known:
+        return {"reason": DUPLICATE, "url": url}
+    return None
+
+
+def answers_gap(gap: str, confidence: float) -> bool:
+    """Whether a kept item answers the gap it names: named, and the model at least
+    GAP_ANSWER_CONFIDENCE sure (its own confidence, before the tier cap)."""
+    return bool(gap) and confidence >= GAP_ANSWER_CONFIDENCE
+
+
+def off_topic(proposals: Sequence[str], about: Sequence[str]) -> list[str]:
+    """The proposed queries and gaps that share no word with the question or an open gap, by the
+    rule a quote is judged by (decide.is_related): a small model echoes "what should I do next"."""
+    return [p for p in proposals if not decide.is_related(p, about)]
