@@ -230,3 +230,37 @@ def test_off_topic_proposals(proposals: list[str], dropped: list[str]) -> None:
 
 def test_topics_are_the_questions_and_the_open_gaps() -> None:
     assert ABOUT == ["Northgate rail tunnel budget overrun", QUESTION, "audit findings"]
+
+
+# ---- which passages a call reads, and when a call is skipped (passage_cut) -------------------------
+
+OPENED, OVERRUN_TWICE, TALKS = ("The tunnel opened to trains in 2019.",
+                                "The tunnel budget overrun reached 431 million, an overrun of the budget.",
+                                "Budget talks went on.")
+BATCH = {11: OPENED, 12: OVERRUN_TWICE, 13: TALKS}
+FOCUS = "tunnel budget overrun"
+
+
+@pytest.mark.parametrize("matches, about, limit, ranked, read, skip", [
+    # the matching passages, best first by BM25 among themselves
+    ({11, 12, 13}, [FOCUS], 12, (12, 13, 11), (12, 13, 11), False),
+    # cut to the call's limit
+    ({11, 12, 13}, [FOCUS], 2, (12, 13), (12, 13), False),
+    # what the index did not match is not offered
+    ({11, 13}, [FOCUS], 12, (13, 11), (13, 11), False),
+    # only passages that share a word with the question or a gap are read
+    ({11, 12, 13}, ["trains timetable"], 12, (12, 13, 11), (11,), False),
+    # none does: the call is skipped (it could not change the outcome)
+    ({11, 12, 13}, ["harbour dredging"], 12, (12, 13, 11), (), True),
+    # nothing matched: no call, and nothing to say about it
+    (set(), [FOCUS], 12, (), (), False),
+])
+def test_passage_cut(matches: set[int], about: list[str], limit: int, ranked: tuple[int, ...],
+                     read: tuple[int, ...], skip: bool) -> None:
+    cut = steps.passage_cut(BATCH, matches, FOCUS, about, limit)
+    assert (cut.ranked, cut.read, cut.skip_call) == (ranked, read, skip)
+
+
+def test_focus_is_the_question_and_the_open_gaps() -> None:
+    assert steps.focus("tunnel overrun", [Gap(id="G1", text="audit"), Gap(id="G2", text="delay")]) == \
+        "tunnel overrun audit delay"

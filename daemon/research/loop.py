@@ -966,22 +966,15 @@ class Research:
         trusted = self.trusted_passages(round_no, ids, titles)
         if not trusted:
             return []
-        focus = " ".join([self.question, *[g.text for g in gaps]])
-        # which passages match is the index's word; their order is decide.bm25_order's, among
-        # themselves: the same passages then always make the same prompt, however much the store holds
+        focus = steps.focus(self.question, gaps)
         matches = set(self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True))
-        matching = [i for i in trusted if i in matches]
-        ranked = [matching[n] for n in decide.bm25_order([trusted[i].text for i in matching], focus)][:limit]
-        topics = self.topics(gaps)
-        # only passages that could give a quote the rules keep (decide.is_related): a call reading
-        # none of them cannot change the outcome, so it is not made, and usage says so
-        rows = [trusted[i] for i in ranked if decide.is_related(trusted[i].text, topics)]
+        cut = steps.passage_cut({i: row.text for i, row in trusted.items()}, matches, focus, self.topics(gaps), limit)
+        rows = [trusted[i] for i in cut.read]
+        if cut.skip_call:  # usage says so
+            self.state.count_skipped("evidence")
+            self.events.emit("signal", message="evidence call skipped: no passage shares a word with the "
+                                               "question or an open gap", round=round_no, passages=len(cut.ranked))
         if not rows:
-            if ranked:
-                self.state.count_skipped("evidence")
-                self.events.emit("signal", message="evidence call skipped: no passage shares a word with the "
-                                                   "question or an open gap", round=round_no,
-                                 passages=len(ranked))
             return []
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]

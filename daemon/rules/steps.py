@@ -10,6 +10,7 @@ rules (when to stop, which queries to aim) stay in research/policy.py, the stop 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import decide
@@ -96,3 +97,35 @@ def off_topic(proposals: Sequence[str], about: Sequence[str]) -> list[str]:
     """The proposed queries and gaps that share no word with the question or an open gap, by the
     rule a quote is judged by (decide.is_related): a small model echoes "what should I do next"."""
     return [p for p in proposals if not decide.is_related(p, about)]
+
+
+# ---- which passages a call reads, and when a call is skipped (read_batch) -------------------------
+
+def focus(question: str, gaps: Sequence[Gap]) -> str:
+    """What a batch's passages are ranked against: the research question and the open gaps."""
+    return " ".join([question, *[g.text for g in gaps]])
+
+
+@dataclass(frozen=True)
+class PassageCut:
+    """A batch's passages as one evidence call takes them (passage_cut)."""
+
+    ranked: tuple[int, ...]  # the matching passages, best first, cut to the call's limit
+    read: tuple[int, ...]    # of those, the ones the call reads: they could give a quote the rules keep
+
+    @property
+    def skip_call(self) -> bool:
+        """Passages matched, none could give a kept quote: a call cannot change the outcome."""
+        return bool(self.ranked) and not self.read
+
+
+def passage_cut(passages: Mapping[int, str], matches: Collection[int], focus_text: str, about: Sequence[str],
+                limit: int) -> PassageCut:
+    """Which of a batch's passages (id → text, in batch order) an evidence call reads. Which match
+    is the index's word (`matches`); their order is decide.bm25_order's among themselves, so the
+    same passages always make the same prompt however much the store holds; the top `limit` are
+    taken, and of those only the ones that share a word with the question or an open gap
+    (decide.is_related, the rule a quote is kept by)."""
+    matching = [i for i in passages if i in matches]
+    ranked = [matching[n] for n in decide.bm25_order([passages[i] for i in matching], focus_text)][:limit]
+    return PassageCut(ranked=tuple(ranked), read=tuple(i for i in ranked if decide.is_related(passages[i], about)))
