@@ -7,12 +7,14 @@ one function and one row, seen without a lab.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from briefd.daemon.core.brief import Brief, validate_brief
-from briefd.daemon.research.planner import EvidenceItem
+from briefd.daemon.research import followup, policy
+from briefd.daemon.research.planner import EvidenceItem, Plan
 from briefd.daemon.research.policy import Discarded, Facts, Labels, accept_labels, limits_for, next_step, policy_for
 from briefd.daemon.rules import decide, judge, steps
 from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
@@ -264,3 +266,81 @@ def test_passage_cut(matches: set[int], about: list[str], limit: int, ranked: tu
 def test_focus_is_the_question_and_the_open_gaps() -> None:
     assert steps.focus("tunnel overrun", [Gap(id="G1", text="audit"), Gap(id="G2", text="delay")]) == \
         "tunnel overrun audit delay"
+
+
+# ---- the plan: asked again or trimmed (replan_choice, replanned, starting_plan) ---------------------
+
+ON_TOPIC = "Northgate rail tunnel budget overrun"
+
+
+@pytest.mark.parametrize("queries, slots, choice", [
+    ([ON_TOPIC], 2, policy.PLAN_KEPT),                           # covers the question
+    (["celebrity gossip", "football scores"], 2, policy.PLAN_ASK_AGAIN),  # off topic, round 1 has room
+    (["celebrity gossip", "football scores"], 0, policy.PLAN_TRIMMED),    # round 1 searches the question alone
+    # round 1's one planned query is on topic already: a second plan could not change it
+    (["Northgate tunnel overrun", "football scores", "recipes"], 1, policy.PLAN_TRIMMED),
+])
+def test_replan_choice(queries: list[str], slots: int, choice: str) -> None:
+    score = decide.plan_relevance(QUESTION, queries)
+    assert policy.replan_choice(QUESTION, queries, score, slots) == choice
+
+
+@pytest.mark.parametrize("searches, slots", [(1, 0), (2, 1), (4, 3)])
+def test_replan_slots(searches: int, slots: int) -> None:
+    assert policy.replan_slots(Limits(max_rounds=3, max_searches_per_round=searches, pages_per_round=4)) == slots
+
+
+OFF_PLAN = Plan(research_question="Celebrity diets in 2024", angles=["a"], queries=["celebrity gossip"],
+                gaps=["celebrity diets", "tunnel audit findings"])
+
+
+@pytest.mark.parametrize("asked, queries, research_question, gaps", [
+    # the new queries score higher: they replace the plan's; the off-topic rewrite and gaps go
+    ([ON_TOPIC], [ON_TOPIC], QUESTION, ["tunnel audit findings"]),
+    # the model's second try is no better: the first plan's queries stay (its rewrite and gaps go all the same)
+    (["more celebrity gossip"], ["celebrity gossip"], QUESTION, ["tunnel audit findings"]),
+])
+def test_replanned(asked: list[str], queries: list[str], research_question: str, gaps: list[str]) -> None:
+    score = decide.plan_relevance(QUESTION, OFF_PLAN.queries)
+    plan, new_score = policy.replanned(QUESTION, OFF_PLAN, score, asked)
+    assert (plan.queries, plan.research_question, plan.gaps) == (queries, research_question, gaps)
+    assert new_score == max(score, decide.plan_relevance(QUESTION, queries))
+
+
+def test_an_on_topic_rewrite_survives_a_replan() -> None:
+    rewrite = dataclasses.replace(OFF_PLAN, research_question="Northgate rail tunnel cost overrun")
+    plan, _ = policy.replanned(QUESTION, rewrite, 0.0, [ON_TOPIC])
+    assert plan.research_question == "Northgate rail tunnel cost overrun"
+
+
+@pytest.mark.parametrize("gaps, started_gaps", [
+    (["audit findings"], ["audit findings"]),
+    ([], [f"direct answer to: {QUESTION}"]),  # a plan with no gap gets one: the question's answer
+])
+def test_starting_plan(gaps: list[str], started_gaps: list[str]) -> None:
+    plan = Plan(research_question="rq", angles=["a"], queries=[ON_TOPIC], gaps=gaps)
+    started = policy.starting_plan(QUESTION, plan, 0.61234)
+    assert started == followup.Plan(research_question="rq", angles=["a"], gaps=started_gaps,
+                                    queries=[QUESTION, ON_TOPIC], plan_relevance=0.612)
+
+
+# ---- plan reuse (reusable_plan) -------------------------------------------------------------------
+
+EARLIER_PLAN = followup.Plan(research_question="rq", angles=[], gaps=["g"], queries=[QUESTION])
+THIS_YEAR = "2026-11-27"
+DONE = {"finished_at": "2026-03-01T10:00:00Z", "fallbacks": {}}
+
+
+@pytest.mark.parametrize("earlier, plan, report, reused", [
+    ({"question": QUESTION}, EARLIER_PLAN, DONE, True),
+    ({"question": QUESTION}, None, DONE, False),                              # no plan recorded
+    (None, EARLIER_PLAN, DONE, False),                                        # its brief is gone
+    ({"question": "Another question?"}, EARLIER_PLAN, DONE, False),           # another question
+    ({"question": QUESTION, "context": "rail only"}, EARLIER_PLAN, DONE, False),  # another context
+    ({"question": QUESTION}, EARLIER_PLAN, {**DONE, "fallbacks": {"plan": 1}}, False),  # a template plan
+    ({"question": QUESTION}, EARLIER_PLAN, {**DONE, "finished_at": "2025-12-31T23:00:00Z"}, False),  # last year
+])
+def test_reusable_plan(earlier: dict[str, Any] | None, plan: followup.Plan | None, report: dict[str, Any],
+                       reused: bool) -> None:
+    got = policy.reusable_plan(brief(), earlier, plan, report, THIS_YEAR)
+    assert got == (plan if reused else None)

@@ -52,7 +52,8 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
-from .policy import EstimatePolicy, Facts, accept_labels, limits_for, next_step, policy_for
+from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept_labels, limits_for, next_step,
+                     policy_for, replan_choice, replan_slots, replanned, reusable_plan, starting_plan)
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
@@ -308,38 +309,28 @@ class Research:
         self.events.emit("signal", message="planning")
         prompt = planner.plan_prompt(self.brief.question, self.brief.context or "", today())
         plan = await self.ask_plan(prompt)
-        score = decide.plan_relevance(self.brief.question, plan.queries)
-        slots = max(0, self.limits.max_searches_per_round - 1)  # round 1: the question, then the plan's
-        kept = decide.on_topic_queries(self.brief.question, plan.queries)
-        if score < decide.PLAN_RELEVANCE_MIN and not decide.replan_can_help(self.brief.question, plan.queries, slots):
+        question = self.brief.question
+        score = decide.plan_relevance(question, plan.queries)
+        slots = replan_slots(self.limits)  # round 1: the question, then the plan's
+        kept = decide.on_topic_queries(question, plan.queries)
+        choice = replan_choice(question, plan.queries, score, slots)
+        if choice == PLAN_TRIMMED:
             self.state.count_skipped("replan")
             self.events.emit("signal", message="plan off topic: its off-topic queries dropped; a second plan "
                                                "could not change round 1, so none was asked",
                              plan_relevance=round(score, 3), dropped=[q for q in plan.queries if q not in kept])
             plan = dataclasses.replace(plan, queries=kept)
-        elif score < decide.PLAN_RELEVANCE_MIN:
+        elif choice == PLAN_ASK_AGAIN:
             self.state.count_fallback("replan")
             self.events.emit("signal", message="plan off topic; asking again for its queries",
                              plan_relevance=round(score, 3))
             # only the queries round 1 can use are asked for again: the rest of a plan cannot change
             # round 1, and a second whole plan cost a small model about twice the tokens
             missed = [q for q in plan.queries if q not in kept]
-            asked = await self.ask("plan", planner.replan_prompt(self.brief.question, today(), missed, slots),
+            asked = await self.ask("plan", planner.replan_prompt(question, today(), missed, slots),
                                    planner.replan_schema(slots), planner.coerce_queries(slots), lambda: [])
-            queries = [*asked, *[q for q in kept if q not in asked]]
-            retry_score = decide.plan_relevance(self.brief.question, queries)
-            if retry_score > score:
-                plan, score = dataclasses.replace(plan, queries=queries), retry_score
-            # a plan whose queries missed the question went off topic as a whole, as a rule: its
-            # rewrite of the question gives way to the brief's own, and its gaps (which aim the
-            # later rounds' queries) keep only those that share a word with the question
-            if not decide.on_topic_queries(self.brief.question, [plan.research_question]):
-                plan = dataclasses.replace(plan, research_question=self.brief.question)
-            plan = dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [self.brief.question])])
-        # the question itself is always searched first: a weak model's plan can't steer round 1 off topic
-        self.use_plan(followup.Plan(research_question=plan.research_question, angles=plan.angles,
-                                    gaps=plan.gaps or [f"direct answer to: {self.brief.question}"],
-                                    queries=[self.brief.question, *plan.queries], plan_relevance=round(score, 3)))
+            plan, score = replanned(question, plan, score, asked)
+        self.use_plan(starting_plan(question, plan, score))
 
     def use_plan(self, plan: followup.Plan) -> None:
         """The plan becomes the state the rounds start from; its `plan ready` event records it
@@ -372,12 +363,9 @@ class Research:
         if earlier is None:
             return None
         row = self.store.get_brief(earlier[0])
-        plan = followup.recorded_plan(self.store.events(earlier[0]))
-        if row is None or plan is None or not followup.same_brief(json.loads(row.brief_json), self.brief):
-            return None
-        # a template plan (the model failed) is not kept: the model is asked again; nor is a plan of
-        # another year, whose queries may aim at that year (the answer cache keys plans by the date)
-        if (earlier[1].get("fallbacks") or {}).get("plan") or str(earlier[1].get("finished_at"))[:4] != today()[:4]:
+        plan = reusable_plan(self.brief, json.loads(row.brief_json) if row is not None else None,
+                             followup.recorded_plan(self.store.events(earlier[0])), earlier[1], today())
+        if plan is None:
             return None
         self.state.count_skipped("plan")
         self.events.emit("signal", message="plan taken from this brief's last done run (the same question, "

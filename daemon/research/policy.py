@@ -22,7 +22,7 @@ from ..rules import decide
 
 from ..rules import judge
 
-from . import planner
+from . import followup, planner
 from ..core.brief import Brief, Estimate
 from ..rules.decide import Limits, LoopState, Usage
 
@@ -485,3 +485,60 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
         low, high = min(ends), max(ends)
     impact = (item.impact or "narrows_both") if low is not None else "neutral"
     return Labels(tier=tier, confidence=confidence, low=low, high=high, impact=impact, discarded=tuple(discarded))
+
+
+# ---- the plan: when to ask again, and when an earlier run's plan is this run's -------------------
+
+PLAN_KEPT = "kept"            # on topic: the plan as the model made it
+PLAN_TRIMMED = "trimmed"      # off topic, and a second plan could not change round 1: its off-topic queries go
+PLAN_ASK_AGAIN = "ask again"  # off topic: the model is asked again for the queries round 1 can use
+
+
+def replan_slots(limits: Limits) -> int:
+    """How many planned queries round 1 searches: its searches less the question's own."""
+    return max(0, limits.max_searches_per_round - 1)
+
+
+def replan_choice(question: str, queries: Sequence[str], score: float, slots: int) -> str:
+    """Seed 5's gate on a plan whose queries score `score` (decide.plan_relevance): kept at
+    decide.PLAN_RELEVANCE_MIN or over; under it, asked again only when a second plan could change
+    what round 1 searches (decide.replan_can_help, `slots` planned queries), else trimmed."""
+    if score >= decide.PLAN_RELEVANCE_MIN:
+        return PLAN_KEPT
+    return PLAN_ASK_AGAIN if decide.replan_can_help(question, queries, slots) else PLAN_TRIMMED
+
+
+def replanned(question: str, plan: planner.Plan, score: float, asked: Sequence[str]) -> tuple[planner.Plan, float]:
+    """The plan after the model was asked again (`asked`: its new queries) and its score. The new
+    queries, then the first plan's on-topic ones, replace the plan's if they score higher. A plan
+    whose queries missed the question went off topic as a whole, as a rule: its rewrite of the
+    question gives way to the brief's own, and its gaps keep only those sharing a word with it."""
+    kept = decide.on_topic_queries(question, plan.queries)
+    queries = [*asked, *[q for q in kept if q not in asked]]
+    retry_score = decide.plan_relevance(question, queries)
+    if retry_score > score:
+        plan, score = dataclasses.replace(plan, queries=queries), retry_score
+    if not decide.on_topic_queries(question, [plan.research_question]):
+        plan = dataclasses.replace(plan, research_question=question)
+    return dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [question])]), score
+
+
+def starting_plan(question: str, plan: planner.Plan, score: float) -> followup.Plan:
+    """The plan the rounds start from: the question itself searched first (a weak model's plan
+    cannot steer round 1 off topic), and a gap to answer it when the plan named none."""
+    return followup.Plan(research_question=plan.research_question, angles=plan.angles,
+                         gaps=plan.gaps or [f"direct answer to: {question}"],
+                         queries=[question, *plan.queries], plan_relevance=round(score, 3))
+
+
+def reusable_plan(brief: Brief, earlier_brief: dict[str, Any] | None, plan: followup.Plan | None,
+                  earlier_report: dict[str, Any], today: str) -> followup.Plan | None:
+    """The plan of this brief's last done run, when this run may take it instead of asking the
+    model: the same question, context, focus and follows (followup.same_brief), made by the model
+    (a template plan, its fallback, is asked for again) in this year (the answer cache keys plans
+    by the date, and a plan of another year may aim its queries at that year). None: plan afresh."""
+    if earlier_brief is None or plan is None or not followup.same_brief(earlier_brief, brief):
+        return None
+    if (earlier_report.get("fallbacks") or {}).get("plan") or str(earlier_report.get("finished_at"))[:4] != today[:4]:
+        return None
+    return plan
