@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from briefd.daemon.core.brief import Brief, validate_brief
-from briefd.daemon.research import followup, policy
+from briefd.daemon.model.llm import answer_token_bound
+from briefd.daemon.research import followup, planner, policy
 from briefd.daemon.research.planner import EvidenceItem, Plan
 from briefd.daemon.research.policy import Discarded, Facts, Labels, accept_labels, limits_for, next_step, policy_for
 from briefd.daemon.rules import decide, judge, steps
+from briefd.daemon.rules.citations import Source
 from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
 
 QUESTION = "How much did the Northgate rail tunnel overrun its budget?"
@@ -344,3 +346,57 @@ def test_reusable_plan(earlier: dict[str, Any] | None, plan: followup.Plan | Non
                        reused: bool) -> None:
     got = policy.reusable_plan(brief(), earlier, plan, report, THIS_YEAR)
     assert got == (plan if reused else None)
+
+
+# ---- the synthesis: its sources, its disclaimer, its length ------------------------------------------
+
+def row(url: str, title: str | None, quote: str = "q") -> dict[str, Any]:
+    return {"url": url, "title": title, "quote": quote}
+
+
+A, B = "https://a.example/", "https://b.example/"
+
+
+@pytest.mark.parametrize("evidence, cited, last_title, sources", [
+    ([], True, False, []),
+    # numbered by first appearance; a row without a title is named by its URL
+    ([row(B, "Bee"), row(A, None), row(B, "Bee")], True, False,
+     [Source(n=1, url=B, title="Bee"), Source(n=2, url=A, title=A)]),
+    # a report with no summary lists them uncited
+    ([row(A, "Ay")], False, False, [Source(n=1, url=A, title="Ay", cited=False)]),
+    # a page whose rows carry two titles: the first, or the last (the synthesis's)
+    ([row(A, "First"), row(A, "Second")], True, False, [Source(n=1, url=A, title="First")]),
+    ([row(A, "First"), row(A, "Second")], True, True, [Source(n=1, url=A, title="Second")]),
+])
+def test_numbered_sources(evidence: list[dict[str, Any]], cited: bool, last_title: bool,
+                          sources: list[Source]) -> None:
+    assert policy.numbered_sources(evidence, cited=cited, last_title=last_title) == sources
+
+
+def test_synthesis_lines_cite_their_sources_numbers() -> None:
+    lines = policy.synthesis_lines([row(B, "Bee", "one"), row(A, None, "two"), row(B, "Bee 2", "three")])
+    assert [(line.source_n, line.quote, line.title) for line in lines] == [
+        (1, "one", "Bee"), (2, "two", A), (1, "three", "Bee 2")]
+
+
+@pytest.mark.parametrize("evidence, disclaimer", [
+    ([], policy.DISCLAIMER_MODEL_ONLY),   # the model alone: said before the summary
+    ([row(A, "Ay")], None),
+])
+def test_disclaimer_for(evidence: list[dict[str, Any]], disclaimer: str | None) -> None:
+    assert policy.disclaimer_for(evidence) == disclaimer
+
+
+@pytest.mark.parametrize("quotes, ceiling, fits", [
+    (4, 1024, True),    # room enough: what the quotes call for
+    (4, 384, True),     # shortened until its largest answer fits
+    (40, 64, False),    # never below SUMMARY_MIN_FIT_CHARS, even when that cannot fit
+])
+def test_summary_chars(quotes: int, ceiling: int, fits: bool) -> None:
+    chars = policy.summary_chars(quotes, ceiling)
+    wanted = planner.synthesis_chars(quotes)
+    bound = answer_token_bound(planner.synthesis_schema(chars))
+    assert chars <= wanted and bound is not None and (bound <= ceiling) is fits
+    if chars < wanted:  # shortened no more than it had to be
+        longer = answer_token_bound(planner.synthesis_schema(chars + policy.SUMMARY_STEP_CHARS))
+        assert longer is not None and longer > ceiling

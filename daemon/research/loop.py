@@ -52,8 +52,9 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
-from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept_labels, limits_for, next_step,
-                     policy_for, replan_choice, replan_slots, replanned, reusable_plan, starting_plan)
+from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept_labels, disclaimer_for, limits_for,
+                     next_step, numbered_sources, policy_for, replan_choice, replan_slots, replanned, reusable_plan,
+                     starting_plan, summary_chars, synthesis_lines)
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
@@ -64,7 +65,6 @@ log = logging.getLogger("briefd")
 T = TypeVar("T")
 
 SEARCH_CACHE_S = 24 * 3600
-SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
 RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
@@ -74,10 +74,6 @@ STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long f
 SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
 LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
-DISCLAIMER_MODEL_ONLY = (
-    "No usable sources were found for this brief: this answer rests on the model alone, "
-    "without evidence. Treat it as unverified."
-)
 
 
 @dataclass
@@ -1146,14 +1142,8 @@ class Research:
     async def synthesize(self) -> tuple[str, list[Source], str | None]:
         rows = self.store.evidence(self.run_id)
         evidence = decide.strongest_first(rows, [self.question, self.brief.question])
-        numbers: dict[str, int] = {}
-        lines: list[planner.EvidenceLine] = []
-        for e in evidence:
-            n = numbers.setdefault(e["url"], len(numbers) + 1)
-            lines.append(planner.EvidenceLine(source_n=n, quote=e["quote"], title=e["title"] or e["url"]))
-        titles = {e["url"]: e["title"] or e["url"] for e in evidence}
-        sources = [Source(n=n, url=url, title=titles[url]) for url, n in numbers.items()]
-        disclaimer = None if evidence else DISCLAIMER_MODEL_ONLY
+        lines, disclaimer = synthesis_lines(evidence), disclaimer_for(evidence)
+        sources = numbered_sources(evidence, last_title=True)
         if not evidence:
             self.state.count_fallback("model_only")
         chars = summary_chars(len(lines), self.svc.model.num_predict)
@@ -1183,13 +1173,8 @@ class Research:
         if self.brief.estimate and any(r.round > self.state.round for r in self.readings()):
             self.update_estimate(self.state.round + 1)
         self.state.stop_reason = stop_reason
-        numbers: dict[str, int] = {}
-        titles: dict[str, str] = {}
-        for e in self.store.evidence(self.run_id):
-            numbers.setdefault(e["url"], len(numbers) + 1)
-            titles.setdefault(e["url"], e["title"] or e["url"])
         # no summary was written, so none is cited: each is listed as used, with its number
-        sources = [Source(n=n, url=url, title=titles[url], cited=False) for url, n in numbers.items()]
+        sources = numbered_sources(self.store.evidence(self.run_id), cited=False)
         report = self.report("", sources, note)
         if not report["queries"]:
             report["open_questions"] = []  # nothing was searched: "no usable sources" would not be true
@@ -1387,15 +1372,6 @@ def first_to_read(ready: list[int], order: list[int]) -> int:
 async def _nothing() -> None:
     """A fetch not made (a page known bad): done at its first step, with no page."""
     return None
-
-
-def summary_chars(quotes: int, ceiling: int) -> int:
-    """The summary's length: what its quotes call for (planner.synthesis_chars), shortened until its
-    largest answer fits the `num_predict` setting, so the grammar ends it before the budget does."""
-    chars = planner.synthesis_chars(quotes)
-    while chars > SUMMARY_MIN_FIT_CHARS and (answer_token_bound(planner.synthesis_schema(chars)) or 0) > ceiling:
-        chars -= 50
-    return chars
 
 
 def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:

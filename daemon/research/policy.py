@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,9 @@ from ..rules import judge
 
 from . import followup, planner
 from ..core.brief import Brief, Estimate
+from ..rules.citations import Source
 from ..rules.decide import Limits, LoopState, Usage
+from ..model.llm import PROSE_CHARS, answer_token_bound
 
 
 @dataclass(frozen=True)
@@ -542,3 +544,52 @@ def reusable_plan(brief: Brief, earlier_brief: dict[str, Any] | None, plan: foll
     if (earlier_report.get("fallbacks") or {}).get("plan") or str(earlier_report.get("finished_at"))[:4] != today[:4]:
         return None
     return plan
+
+
+# ---- the synthesis: its sources, its disclaimer, its length ----------------------------------------
+
+SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
+SUMMARY_STEP_CHARS = 50  # a summary too long for the answer budget is shortened by this much at a time
+DISCLAIMER_MODEL_ONLY = (
+    "No usable sources were found for this brief: this answer rests on the model alone, "
+    "without evidence. Treat it as unverified."
+)
+
+
+def numbered_sources(evidence: Sequence[Mapping[str, Any]], cited: bool = True,
+                     last_title: bool = False) -> list[Source]:
+    """The evidence's pages numbered by first appearance, each titled by its first row's title (its
+    URL when it has none), or its last row's (`last_title`: what the synthesis has always used):
+    the numbers a summary cites, or, with no summary, those a report lists."""
+    numbers: dict[str, int] = {}
+    titles: dict[str, str] = {}
+    for e in evidence:
+        numbers.setdefault(e["url"], len(numbers) + 1)
+        if last_title:
+            titles[e["url"]] = e["title"] or e["url"]
+        else:
+            titles.setdefault(e["url"], e["title"] or e["url"])
+    return [Source(n=n, url=url, title=titles[url], cited=cited) for url, n in numbers.items()]
+
+
+def synthesis_lines(evidence: Sequence[Mapping[str, Any]]) -> list[planner.EvidenceLine]:
+    """The quotes the synthesis prompt shows, in the order given, each with its source's number
+    (numbered_sources) and its own row's title."""
+    numbers = {s.url: s.n for s in numbered_sources(evidence)}
+    return [planner.EvidenceLine(source_n=numbers[e["url"]], quote=e["quote"], title=e["title"] or e["url"])
+            for e in evidence]
+
+
+def disclaimer_for(evidence: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the report must say before the summary: that it rests on the model alone, when no
+    evidence was kept; nothing otherwise."""
+    return None if evidence else DISCLAIMER_MODEL_ONLY
+
+
+def summary_chars(quotes: int, ceiling: int) -> int:
+    """The summary's length: what its quotes call for (planner.synthesis_chars), shortened until its
+    largest answer fits the `num_predict` setting, so the grammar ends it before the budget does."""
+    chars = planner.synthesis_chars(quotes)
+    while chars > SUMMARY_MIN_FIT_CHARS and (answer_token_bound(planner.synthesis_schema(chars)) or 0) > ceiling:
+        chars -= SUMMARY_STEP_CHARS
+    return chars
