@@ -18,7 +18,10 @@ from briefd.daemon.research import followup, planner, policy
 from briefd.daemon.research.planner import EvidenceItem, Plan
 from briefd.daemon.research.policy import Discarded, Facts, Labels, accept_labels, limits_for, next_step, policy_for
 from briefd.daemon.rules import decide, judge, steps
+from briefd.daemon.report.assemble import done_report, evidence_items, source_items
+from briefd.daemon.report.report import blank_report
 from briefd.daemon.rules.citations import Source
+from briefd.daemon.sources.sources import kind_of_url
 from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
 
 QUESTION = "How much did the Northgate rail tunnel overrun its budget?"
@@ -400,3 +403,36 @@ def test_summary_chars(quotes: int, ceiling: int, fits: bool) -> None:
     if chars < wanted:  # shortened no more than it had to be
         longer = answer_token_bound(planner.synthesis_schema(chars + policy.SUMMARY_STEP_CHARS))
         assert longer is not None and longer > ceiling
+
+
+# ---- report.json's one shape (report/assemble.py) ---------------------------------------------------
+
+def test_a_done_report_has_the_blank_reports_shape() -> None:
+    report = done_report("b1", QUESTION, "2026-11-27T10:00:00Z", summary="s", stop_reason="max_rounds")
+    assert list(report) == list(blank_report("b1", "b1.json", QUESTION, None))
+    assert (report["status"], report["source_file"], report["summary"], report["stop_reason"]) == (
+        "done", None, "s", "max_rounds")
+
+
+def test_a_key_outside_the_shape_is_refused() -> None:
+    with pytest.raises(ValueError, match="not keys of report.json: colour; add them to report.REPORT_KEYS"):
+        done_report("b1", QUESTION, None, colour="blue")
+
+
+EVIDENCE_ROW = {"url": A, "title": "Ay", "quote": "q", "stance": None, "impact": None, "confidence": 0.5,
+                "round": 1, "summary": "s", "low": None, "high": None, "tier": "news", "unit": None, "scope": None,
+                "reading_date": "2024", "page": 3}
+
+
+@pytest.mark.parametrize("sources, source_n", [([Source(n=4, url=A, title="Ay")], 4), ([], None)])
+def test_evidence_items(sources: list[Source], source_n: int | None) -> None:
+    [item] = evidence_items([EVIDENCE_ROW], sources)
+    assert (item["source"], item["date"], item["page"], item["read_at"], item["reused_from"]) == (
+        source_n, "2024", 3, None, None)
+
+
+def test_source_items() -> None:
+    items = source_items([Source(n=1, url=A, title="Ay"), Source(n=2, url="library:doc.pdf", title="D",
+                                                                  cited=False)], {A: "abc"})
+    assert [(i["n"], i["cited"], i["kind"], i["text_sha256"]) for i in items] == [
+        (1, True, kind_of_url(A), "abc"), (2, False, kind_of_url("library:doc.pdf"), None)]

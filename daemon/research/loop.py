@@ -58,6 +58,7 @@ from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
+from ..report.assemble import done_report, evidence_items, source_items
 from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
                       Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
 
@@ -1181,18 +1182,10 @@ class Research:
         return report
 
     def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
-        by_url = {s.url: s.n for s in sources}
+        """report.json of this run (report/assemble.py's shape), from the store and the state."""
         rows = self.store.evidence(self.run_id)
-        evidence = [
-            {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
-             "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
-             "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
-             "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"],
-             "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from")}
-            for e in rows
-        ]
+        evidence = evidence_items(rows, sources)
         usage = self.usage(rows)
-        hashes = self.store.page_hashes([s.url for s in sources])
         facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
         verdict = self.policy.verdict_block(facts)
         estimate = self.policy.estimate_block(facts)
@@ -1201,41 +1194,35 @@ class Research:
             had_evidence=bool(evidence), verdict=verdict["value"] if verdict else None,
             estimate=(estimate["final"]["low"], estimate["final"]["high"], estimate["unit"],
                       self.state.stop_reason == decide.TARGET_REACHED) if estimate else None)
-        return {
-            "id": self.brief.id,
-            "sides": self.policy.sides(evidence, estimate),
-            "source_file": None,  # filled by the worker, which knows the file
-            "status": "done",
-            "question": self.brief.question,
-            "research_question": self.state.research_question,
-            "angles": self.state.angles,
-            "plan_relevance": self.state.plan_relevance,
-            "started_at": self.started_at,
-            "finished_at": utc_now(),
-            "stop_reason": self.state.stop_reason,
-            "stop_explanation": self.state.stop_explanation,
-            "summary": summary,
-            "disclaimer": disclaimer,
-            # text_sha256: the page text each source was read as, so a re-run can tell an edited page
-            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url),
-                         "text_sha256": hashes.get(s.url)} for s in sources],
-            "searched": list(self.sources),
-            "egress": self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
-                                                             model_hosts(self.svc.settings))),
-            "distrusted": [{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
-            "evidence": evidence,
-            "estimate": estimate,
-            "verdict": verdict,
-            "open_questions": asks,
-            "gaps": [g.text for g in self.state.open_gaps()],
-            "queries": self.store.queries(self.run_id),
-            "usage": usage,
-            "fallbacks": dict(self.state.fallbacks),
-            "model": self.svc.model.model,
-            "searxng_url": self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
-            "error": None,
-            "follows": self.follows_block(),
-        }
+        return done_report(
+            self.brief.id, self.brief.question, self.started_at,
+            sides=self.policy.sides(evidence, estimate),
+            research_question=self.state.research_question,
+            angles=self.state.angles,
+            plan_relevance=self.state.plan_relevance,
+            finished_at=utc_now(),
+            stop_reason=self.state.stop_reason,
+            stop_explanation=self.state.stop_explanation,
+            summary=summary,
+            disclaimer=disclaimer,
+            sources=source_items(sources, self.store.page_hashes([s.url for s in sources])),
+            searched=list(self.sources),
+            egress=self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
+                                                          model_hosts(self.svc.settings))),
+            distrusted=[{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
+            evidence=evidence,
+            estimate=estimate,
+            verdict=verdict,
+            open_questions=asks,
+            gaps=[g.text for g in self.state.open_gaps()],
+            queries=self.store.queries(self.run_id),
+            usage=usage,
+            fallbacks=dict(self.state.fallbacks),
+            model=self.svc.model.model,
+            searxng_url=self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
+            error=None,
+            follows=self.follows_block(),
+        )
 
     def follows_block(self) -> dict[str, Any] | None:
         """report.json's `follows` (followup.follows_block): the parent run this one started from."""
