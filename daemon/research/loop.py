@@ -556,9 +556,6 @@ class Research:
     def pages_allowed(self) -> int:
         return steps.pages_allowed(self.limits, steps.pages_read(self.state))
 
-    def pages_read(self) -> int:
-        return steps.pages_read(self.state)
-
     async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
         """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
         and never waits for a straggler while it has nothing else to read.
@@ -953,7 +950,8 @@ class Research:
             return []
         focus = steps.focus(self.question, gaps)
         matches = set(self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True))
-        cut = steps.passage_cut({i: row.text for i, row in trusted.items()}, matches, focus, self.topics(gaps), limit)
+        about = steps.topics(self.question, self.brief.question, gaps)
+        cut = steps.passage_cut({i: row.text for i, row in trusted.items()}, matches, focus, about, limit)
         rows = [trusted[i] for i in cut.read]
         if cut.skip_call:  # usage says so
             self.state.count_skipped("evidence")
@@ -1009,10 +1007,6 @@ class Research:
         self.events.emit("signal", message="page distrusted", round=round_no, url=url, reason=reason,
                          evidence_dropped=dropped)
 
-    def topics(self, gaps: list[decide.Gap]) -> list[str]:
-        """What evidence must be about (steps.topics)."""
-        return steps.topics(self.question, self.brief.question, gaps)
-
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
             return titles[url]
@@ -1048,6 +1042,7 @@ class Research:
                     self.distrust(round_no, span[0].url, reason)
         # the model read an injected page in this answer: what it proposes next may carry its text
         tainted = any(p.url in self.state.distrusted for p in prompt.passages.values())
+        about = steps.topics(self.question, self.brief.question, gaps)
         known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
         # when each quote's text was read: its page's last fetch or confirmation (a snippet: now,
         # the round's search having just returned it)
@@ -1068,7 +1063,7 @@ class Research:
             start, end = start + lead, start + tail
             quote = passage.text[start:end]
             skipped = steps.skipped_quote(quote, ref.url, passage.title, ref.origin == "page", self.state.distrusted,
-                                          self.topics(gaps), known)
+                                          about, known)
             if skipped is not None:
                 self.events.emit("evidence_skipped", round=round_no, **skipped)
                 continue
@@ -1097,7 +1092,7 @@ class Research:
                 self.events.emit("signal", message="proposals dropped: the model read a distrusted page",
                                  new_gaps=answer.new_gaps, new_queries=answer.new_queries)
             return
-        off_topic = steps.off_topic([*answer.new_queries, *answer.new_gaps], self.topics(gaps))
+        off_topic = steps.off_topic([*answer.new_queries, *answer.new_gaps], about)
         added = self.state.add_gaps([g for g in answer.new_gaps if g not in off_topic])
         queued = self.state.add_queries([q for q in answer.new_queries if q not in off_topic])
         if added or queued or off_topic:
@@ -1111,7 +1106,7 @@ class Research:
 
     def usage_now(self, tokens: int | None = None) -> Usage:
         return Usage(tokens=self.tokens_used() if tokens is None else tokens,
-                     seconds=self.wall_seconds(), pages=self.pages_read())
+                     seconds=self.wall_seconds(), pages=steps.pages_read(self.state))
 
     def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
         """What the policy decides from, read from the store (once; or the evidence rows and token
