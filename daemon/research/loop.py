@@ -45,11 +45,11 @@ from ..rules import judge
 from . import planner
 from ..core.brief import Brief
 from ..rules.citations import Source, number_sources, renumber
-from ..rules.decide import Limits, LoopState, Usage
+from ..rules.decide import LoopState, Usage
 from ..core.events import EventLog, LoggedOnly
 from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
 from ..model.hosts import ModelHosts, model_hosts
-from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
+from ..model.llm import CallRecord, ModelConfig, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
 from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept_labels, disclaimer_for, limits_for,
