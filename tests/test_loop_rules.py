@@ -18,8 +18,8 @@ from briefd.daemon.research import followup, planner, policy
 from briefd.daemon.research.planner import EvidenceItem, Plan
 from briefd.daemon.research.policy import Discarded, Facts, Labels, accept_labels, limits_for, next_step, policy_for
 from briefd.daemon.rules import decide, judge, steps
-from briefd.daemon.report.assemble import done_report, evidence_items, source_items
-from briefd.daemon.report.report import blank_report
+from briefd.daemon.report.assemble import done_report, evidence_items, source_items, usage_block
+from briefd.daemon.report.report import USAGE_KEYS, blank_report
 from briefd.daemon.rules.citations import Source
 from briefd.daemon.sources.sources import kind_of_url
 from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
@@ -436,3 +436,24 @@ def test_source_items() -> None:
                                                                   cited=False)], {A: "abc"})
     assert [(i["n"], i["cited"], i["kind"], i["text_sha256"]) for i in items] == [
         (1, True, kind_of_url(A), "abc"), (2, False, kind_of_url("library:doc.pdf"), None)]
+
+
+MODEL_USAGE = {"llm_calls": 3, "prompt_tokens": 900, "completion_tokens": 100, "llm_cache_hits": 1,
+               "llm_seconds": 2.5, "repaired_answers": 1, "retried_answers": 0, "fallback_answers": 0,
+               "poisoned_answers": 0}
+
+
+@pytest.mark.parametrize("late, evidence, given_up, reused", [
+    ({}, [], 0, 0),
+    ({A: "given up", B: "read"}, [{"reused_from": 7}, {"reused_from": None}], 1, 1),
+])
+def test_usage_block(late: dict[str, str], evidence: list[dict[str, Any]], given_up: int, reused: int) -> None:
+    state = LoopState(pages_fetched=2, page_cache_hits=1, local_reads=4, late=late, fallbacks={"replan": 1},
+                      calls_skipped={"evidence": 2})
+    usage = usage_block(MODEL_USAGE, 5, state, 12.34567, evidence, "given up")
+    assert set(usage) == {*USAGE_KEYS, "fallbacks", "calls_skipped"}
+    assert (usage["searches"], usage["pages_fetched"], usage["documents_read"], usage["wall_seconds"]) == (
+        5, 2, 4, 12.346)
+    assert (usage["late_pages"], usage["late_pages_given_up"], usage["evidence_reused"]) == (len(late), given_up,
+                                                                                             reused)
+    assert (usage["fallbacks"], usage["calls_skipped"], usage["llm_calls"]) == ({"replan": 1}, {"evidence": 2}, 3)

@@ -58,7 +58,7 @@ from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
-from ..report.assemble import done_report, evidence_items, source_items
+from ..report.assemble import done_report, evidence_items, source_items, usage_block
 from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
                       Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
 
@@ -1284,37 +1284,8 @@ class Research:
     def usage(self, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """report.json's usage; `evidence`: the run's evidence rows when the caller has read them."""
         evidence = self.store.evidence(self.run_id) if evidence is None else evidence
-        model = self.store.model_usage(self.run_id)
-        return {
-            "llm_calls": model["llm_calls"],
-            "prompt_tokens": model["prompt_tokens"],
-            "completion_tokens": model["completion_tokens"],
-            "searches": self.store.search_count(self.run_id),
-            "pages_fetched": self.state.pages_fetched,
-            "page_cache_hits": self.state.page_cache_hits,
-            # of those, the pages the store's own search offered (read by earlier briefs, on this
-            # brief's topic): what looking in the store first found, read without a fetch
-            "pages_reused": self.state.pages_reused,
-            # stored pages past max_age that their server said are unchanged (304: read from the store)
-            "pages_not_modified": self.state.pages_not_modified,
-            "page_bytes": self.state.page_bytes,  # bytes of page bodies downloaded (decoded)
-            "documents_read": self.state.local_reads,
-            "llm_cache_hits": model["llm_cache_hits"],
-            "wall_seconds": round(self.wall_seconds(), 3),
-            "llm_seconds": model["llm_seconds"],
-            # how the model's answers were made usable (a replayed answer counts where it was paid for)
-            "repaired_answers": model["repaired_answers"],
-            "retried_answers": model["retried_answers"],
-            "fallback_answers": model["fallback_answers"],
-            "poisoned_answers": model["poisoned_answers"],  # refused by the server every time: fallback used
-            "fallbacks": dict(self.state.fallbacks),
-            "calls_skipped": dict(self.state.calls_skipped),  # model calls not made: they could not help
-            # pages a round went on without (stragglers), and those of them never read
-            "late_pages": len(self.state.late),
-            "late_pages_given_up": sum(1 for what in self.state.late.values() if what == LATE_GIVEN_UP),
-            # evidence taken from an earlier run (a follow-up's parent), not read again
-            "evidence_reused": sum(1 for e in evidence if e.get("reused_from") is not None),
-        }
+        return usage_block(self.store.model_usage(self.run_id), self.store.search_count(self.run_id), self.state,
+                           self.wall_seconds(), evidence, LATE_GIVEN_UP)
 
     def check_cancel(self) -> None:
         if self.store.cancel_requested(self.run_id):
