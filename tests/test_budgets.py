@@ -293,7 +293,7 @@ def test_every_schema_briefd_sends_is_a_grammar_llama_cpp_accepts() -> None:
 def test_a_summary_fits_the_num_predict_setting_so_the_grammar_ends_it_before_the_budget() -> None:
     """With `num_predict` 384 (the demo's for a 270M model on 2 cores) the longest summary is
     shortened until its largest answer fits: a model writing to the grammar's bound finishes."""
-    from briefd.daemon.research.loop import SUMMARY_MIN_FIT_CHARS, summary_chars
+    from briefd.daemon.research.policy import SUMMARY_MIN_FIT_CHARS, summary_chars
     for ceiling in (120, 200, 384, 1024):
         for quotes in (0, 1, 2, 4, 8):
             chars = summary_chars(quotes, ceiling)

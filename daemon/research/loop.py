@@ -34,7 +34,7 @@ from ...store.briefs import search_pages_at
 
 from ..core import crashpoints
 
-from ..rules import decide
+from ..rules import decide, steps
 
 from ..sources import egress
 
@@ -45,17 +45,20 @@ from ..rules import judge
 from . import planner
 from ..core.brief import Brief
 from ..rules.citations import Source, number_sources, renumber
-from ..rules.decide import Limits, LoopState, Usage
+from ..rules.decide import LoopState, Usage
 from ..core.events import EventLog, LoggedOnly
 from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
 from ..model.hosts import ModelHosts, model_hosts
-from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
+from ..model.llm import CallRecord, ModelConfig, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
-from .policy import EstimatePolicy, Facts, policy_for
+from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept_labels, disclaimer_for, limits_for,
+                     next_step, numbered_sources, policy_for, replan_choice, replan_slots, replanned, reusable_plan,
+                     starting_plan, summary_chars, synthesis_lines)
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..core.settings import Settings
+from ..report.assemble import done_report, evidence_items, source_items, usage_block
 from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
                       Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
 from ..core.errors import BriefdError, ServiceUnavailable
@@ -64,7 +67,6 @@ log = logging.getLogger("briefd")
 T = TypeVar("T")
 
 SEARCH_CACHE_S = 24 * 3600
-SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
 RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
@@ -74,10 +76,6 @@ STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long f
 SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
 LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
-DISCLAIMER_MODEL_ONLY = (
-    "No usable sources were found for this brief: this answer rests on the model alone, "
-    "without evidence. Treat it as unverified."
-)
 
 
 @dataclass
@@ -112,18 +110,6 @@ class Outage(ServiceUnavailable):
     `fix` is set when it is not "start SearXNG": json format off, limiter on (only the user can
     end those), or SearXNG running while its engines fail (search.EnginesFailing).
     """
-
-
-def limits_for(brief: Brief, pages_per_round: int | None = None) -> Limits:
-    budget = brief.budget
-    return Limits(
-        max_rounds=brief.max_rounds,
-        max_searches_per_round=brief.max_searches_per_round,
-        pages_per_round=pages_per_round or max(3, 2 * brief.max_searches_per_round),
-        budget_tokens=getattr(budget, "llm_tokens", None) if budget else None,
-        budget_seconds=getattr(budget, "seconds", None) if budget else None,
-        budget_pages=getattr(budget, "pages", None) if budget else None,
-    )
 
 
 def today() -> str:
@@ -248,28 +234,17 @@ class Research:
                                  resumed.get("carried"), resumed.get("order") or resumed.get("read"),
                                  resumed.get("expected"))
                 continue
-            facts = self.facts()
-            reason = self.policy.stop_reason(facts)
-            queries: list[str] = []
-            if reason is None:
-                aim = self.policy.aimed_queries(facts)
-                lead = self.state.add_queries(aim.lead)
-                self.state.pending_queries = lead + [q for q in self.state.pending_queries if q not in lead]
-                if not self.state.pending_queries:
-                    self.state.add_queries(aim.refill)
-                queries = decide.take_queries(self.state, self.question, self.limits.max_searches_per_round)
-                if not queries:
-                    reason = decide.EXHAUSTED
-            reason = self.policy.settle(facts, reason)
-            self.state.next_action, self.state.why = decide.next_action(self.state, reason)
-            if reason is not None:
-                self.state.stop_reason = reason
-                self.state.stop_explanation = self.policy.explain_stop(facts, reason)
+            step = next_step(self.policy, self.facts(), self.question)
+            self.state.pending_queries = list(step.pending)
+            self.state.next_action, self.state.why = step.next_action, step.why
+            if step.stop_reason is not None:
+                self.state.stop_reason = step.stop_reason
+                self.state.stop_explanation = step.explanation
                 await self.last_stragglers()
                 self.state.phase = "synthesis"
                 self.checkpoint()
                 break
-            await self.round(self.state.round + 1, queries)
+            await self.round(self.state.round + 1, list(step.queries))
 
     async def search_ahead(self) -> None:
         """While the model plans, the question's web search and the pages it ranks highest are
@@ -326,38 +301,28 @@ class Research:
         self.events.emit("signal", message="planning")
         prompt = planner.plan_prompt(self.brief.question, self.brief.context or "", today())
         plan = await self.ask_plan(prompt)
-        score = decide.plan_relevance(self.brief.question, plan.queries)
-        slots = max(0, self.limits.max_searches_per_round - 1)  # round 1: the question, then the plan's
-        kept = decide.on_topic_queries(self.brief.question, plan.queries)
-        if score < decide.PLAN_RELEVANCE_MIN and not decide.replan_can_help(self.brief.question, plan.queries, slots):
+        question = self.brief.question
+        score = decide.plan_relevance(question, plan.queries)
+        slots = replan_slots(self.limits)  # round 1: the question, then the plan's
+        kept = decide.on_topic_queries(question, plan.queries)
+        choice = replan_choice(question, plan.queries, score, slots)
+        if choice == PLAN_TRIMMED:
             self.state.count_skipped("replan")
             self.events.emit("signal", message="plan off topic: its off-topic queries dropped; a second plan "
                                                "could not change round 1, so none was asked",
                              plan_relevance=round(score, 3), dropped=[q for q in plan.queries if q not in kept])
             plan = dataclasses.replace(plan, queries=kept)
-        elif score < decide.PLAN_RELEVANCE_MIN:
+        elif choice == PLAN_ASK_AGAIN:
             self.state.count_fallback("replan")
             self.events.emit("signal", message="plan off topic; asking again for its queries",
                              plan_relevance=round(score, 3))
             # only the queries round 1 can use are asked for again: the rest of a plan cannot change
             # round 1, and a second whole plan cost a small model about twice the tokens
             missed = [q for q in plan.queries if q not in kept]
-            asked = await self.ask("plan", planner.replan_prompt(self.brief.question, today(), missed, slots),
+            asked = await self.ask("plan", planner.replan_prompt(question, today(), missed, slots),
                                    planner.replan_schema(slots), planner.coerce_queries(slots), lambda: [])
-            queries = [*asked, *[q for q in kept if q not in asked]]
-            retry_score = decide.plan_relevance(self.brief.question, queries)
-            if retry_score > score:
-                plan, score = dataclasses.replace(plan, queries=queries), retry_score
-            # a plan whose queries missed the question went off topic as a whole, as a rule: its
-            # rewrite of the question gives way to the brief's own, and its gaps (which aim the
-            # later rounds' queries) keep only those that share a word with the question
-            if not decide.on_topic_queries(self.brief.question, [plan.research_question]):
-                plan = dataclasses.replace(plan, research_question=self.brief.question)
-            plan = dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [self.brief.question])])
-        # the question itself is always searched first: a weak model's plan can't steer round 1 off topic
-        self.use_plan(followup.Plan(research_question=plan.research_question, angles=plan.angles,
-                                    gaps=plan.gaps or [f"direct answer to: {self.brief.question}"],
-                                    queries=[self.brief.question, *plan.queries], plan_relevance=round(score, 3)))
+            plan, score = replanned(question, plan, score, asked)
+        self.use_plan(starting_plan(question, plan, score))
 
     def use_plan(self, plan: followup.Plan) -> None:
         """The plan becomes the state the rounds start from; its `plan ready` event records it
@@ -390,12 +355,9 @@ class Research:
         if earlier is None:
             return None
         row = self.store.get_brief(earlier[0])
-        plan = followup.recorded_plan(self.store.events(earlier[0]))
-        if row is None or plan is None or not followup.same_brief(json.loads(row.brief_json), self.brief):
-            return None
-        # a template plan (the model failed) is not kept: the model is asked again; nor is a plan of
-        # another year, whose queries may aim at that year (the answer cache keys plans by the date)
-        if (earlier[1].get("fallbacks") or {}).get("plan") or str(earlier[1].get("finished_at"))[:4] != today()[:4]:
+        plan = reusable_plan(self.brief, json.loads(row.brief_json) if row is not None else None,
+                             followup.recorded_plan(self.store.events(earlier[0])), earlier[1], today())
+        if plan is None:
             return None
         self.state.count_skipped("plan")
         self.events.emit("signal", message="plan taken from this brief's last done run (the same question, "
@@ -587,14 +549,7 @@ class Research:
         return set(known)
 
     def pages_allowed(self) -> int:
-        n = self.limits.pages_per_round
-        if self.limits.budget_pages is not None:
-            n = min(n, max(0, self.limits.budget_pages - self.pages_read()))
-        return n
-
-    def pages_read(self) -> int:
-        return (self.state.pages_fetched + self.state.page_cache_hits + self.state.pages_not_modified
-                + self.state.local_reads)
+        return steps.pages_allowed(self.limits, steps.pages_read(self.state))
 
     async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
         """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
@@ -959,9 +914,10 @@ class Research:
         SLOW_PAGE_MEMORY_S when it was too slow (then tried again); other transient failures
         are not remembered past this brief."""
         self.state.bad[url] = reason
-        if slow:
+        fate = steps.page_fate(transient, slow)
+        if fate == steps.FATE_SLOW:
             self.store.mark_slow_url(url, reason, SLOW_PAGE_MEMORY_S)
-        elif not transient:
+        elif fate == steps.FATE_BAD:
             self.store.mark_bad_url(url, reason)
 
     async def read_snippets(self, round_no: int, hits: list[SearchHit]) -> None:
@@ -971,7 +927,7 @@ class Research:
         The gaps stay as they stood when the round began, so a call's prompt depends only on the
         snippets (a resumed round sends the same prompts, and the answer cache replays them)."""
         gaps = self.state.open_gaps()
-        usable = [h for h in hits if h.content][: self.limits.pages_per_round * 2]
+        usable = [h for h in hits if h.content][: steps.snippets_allowed(self.limits)]
         ids = [self.store.save_snippet(h.url, h.content) for h in usable]
         titles = {h.url: h.title for h in usable}
         while ids:
@@ -987,22 +943,16 @@ class Research:
         trusted = self.trusted_passages(round_no, ids, titles)
         if not trusted:
             return []
-        focus = " ".join([self.question, *[g.text for g in gaps]])
-        # which passages match is the index's word; their order is decide.bm25_order's, among
-        # themselves: the same passages then always make the same prompt, however much the store holds
+        focus = steps.focus(self.question, gaps)
         matches = set(self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True))
-        matching = [i for i in trusted if i in matches]
-        ranked = [matching[n] for n in decide.bm25_order([trusted[i].text for i in matching], focus)][:limit]
-        topics = self.topics(gaps)
-        # only passages that could give a quote the rules keep (decide.is_related): a call reading
-        # none of them cannot change the outcome, so it is not made, and usage says so
-        rows = [trusted[i] for i in ranked if decide.is_related(trusted[i].text, topics)]
+        about = steps.topics(self.question, self.brief.question, gaps)
+        cut = steps.passage_cut({i: row.text for i, row in trusted.items()}, matches, focus, about, limit)
+        rows = [trusted[i] for i in cut.read]
+        if cut.skip_call:  # usage says so
+            self.state.count_skipped("evidence")
+            self.events.emit("signal", message="evidence call skipped: no passage shares a word with the "
+                                               "question or an open gap", round=round_no, passages=len(cut.ranked))
         if not rows:
-            if ranked:
-                self.state.count_skipped("evidence")
-                self.events.emit("signal", message="evidence call skipped: no passage shares a word with the "
-                                                   "question or an open gap", round=round_no,
-                                 passages=len(ranked))
             return []
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
                                       origin=r.origin, text=r.text) for r in rows]
@@ -1052,10 +1002,6 @@ class Research:
         self.events.emit("signal", message="page distrusted", round=round_no, url=url, reason=reason,
                          evidence_dropped=dropped)
 
-    def topics(self, gaps: list[decide.Gap]) -> list[str]:
-        """What evidence must be about: the research question, the brief's question, the open gaps."""
-        return [self.question, self.brief.question, *[g.text for g in gaps]]
-
     def title_for(self, url: str, titles: dict[str, str]) -> str:
         if url in titles and titles[url]:
             return titles[url]
@@ -1063,38 +1009,17 @@ class Research:
         return page.title if page and page.title else url
 
     def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
-        """The model's labels, checked: numbers must appear in the quote; the tier is capped
-        (judge.capped_tier) and confidence follows it; under a contract the stance is the quote's
-        figures' (judge.quote_stance), not the model's."""
-        if self.kind == "plain":
+        """The model's labels on `row`, as policy.accept_labels keeps them; a figure it discarded is
+        counted and told (evidence_skipped)."""
+        labels = accept_labels(self.brief, item, quote, row["url"], self.svc.settings.source_tiers)
+        if labels is None:
             return
-        row["tier"] = judge.capped_tier(row["url"], item.tier, self.svc.settings.source_tiers)
-        row["confidence"] = judge.tier_confidence(row["tier"], item.confidence)
-        if self.kind == "hypothesis":
-            contract = self.brief.hypothesis.contract if self.brief.hypothesis else None
-            row["stance"] = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
-            return
-        assert self.brief.estimate is not None, "an estimate brief always has its estimate block"
-        unit = self.brief.estimate.unit
-        kept: dict[str, float] = {}
-        for name in ("value", "low", "high"):
-            number = getattr(item, name)
-            if number is None:
-                continue
-            figure = judge.read_figure(number, quote, unit)
-            if figure.value is not None:
-                kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
-            else:
-                reason = figure.reason or judge.NOT_IN_QUOTE
-                self.state.figures_discarded[reason] = self.state.figures_discarded.get(reason, 0) + 1
-                self.events.emit("evidence_skipped", round=round_no, reason=f"number {reason}",
-                                 proposed=number, field=name, written=figure.written, quote=quote[:200])
-        if "value" in kept:
-            row["low"] = row["high"] = kept["value"]
-        elif "low" in kept or "high" in kept:  # one end alone stands for both
-            ends = [kept[name] for name in ("low", "high") if name in kept]
-            row["low"], row["high"] = min(ends), max(ends)
-        row["impact"] = (item.impact or "narrows_both") if row["low"] is not None else "neutral"
+        for figure in labels.discarded:
+            self.state.figures_discarded[figure.reason] = self.state.figures_discarded.get(figure.reason, 0) + 1
+            self.events.emit("evidence_skipped", round=round_no, reason=f"number {figure.reason}",
+                             proposed=figure.proposed, field=figure.field, written=figure.written, quote=quote[:200])
+        row.update(tier=labels.tier, confidence=labels.confidence, stance=labels.stance, low=labels.low,
+                   high=labels.high, impact=labels.impact)
 
     def integrate(self, round_no: int, prompt: planner.EvidencePrompt, answer: planner.EvidenceAnswer,
                   gaps: list[decide.Gap]) -> None:
@@ -1111,6 +1036,7 @@ class Research:
                     self.distrust(round_no, span[0].url, reason)
         # the model read an injected page in this answer: what it proposes next may carry its text
         tainted = any(p.url in self.state.distrusted for p in prompt.passages.values())
+        about = steps.topics(self.question, self.brief.question, gaps)
         known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
         # when each quote's text was read: its page's last fetch or confirmation (a snippet: now,
         # the round's search having just returned it)
@@ -1130,21 +1056,10 @@ class Research:
                                                  from_page=ref.origin == "page")
             start, end = start + lead, start + tail
             quote = passage.text[start:end]
-            if ref.url in self.state.distrusted:
-                self.events.emit("evidence_skipped", round=round_no, url=ref.url, quote=quote[:200],
-                                 reason=f"from a distrusted page: {self.state.distrusted[ref.url]}")
-                continue
-            not_evidence = decide.not_a_statement(quote, passage.title, from_page=ref.origin == "page")
-            if not_evidence:
-                self.events.emit("evidence_skipped", round=round_no, reason=not_evidence,
-                                 url=ref.url, quote=quote[:200])
-                continue
-            if not decide.is_related(quote, self.topics(gaps)):
-                self.events.emit("evidence_skipped", round=round_no, reason="unrelated to the question and gaps",
-                                 url=ref.url, quote=quote[:200])
-                continue
-            if (ref.url, quote) in known:
-                self.events.emit("evidence_skipped", round=round_no, reason="duplicate quote", url=ref.url)
+            skipped = steps.skipped_quote(quote, ref.url, passage.title, ref.origin == "page", self.state.distrusted,
+                                          about, known)
+            if skipped is not None:
+                self.events.emit("evidence_skipped", round=round_no, **skipped)
                 continue
             known.add((ref.url, quote))
             stored = self.store.passages([ref.passage_id])[0]
@@ -1159,7 +1074,7 @@ class Research:
             }
             self.read_labels(round_no, item, quote, row)
             rows.append(row)
-            if item.gap and item.confidence >= 0.5 and self.state.answer_gap(item.gap, round_no):
+            if steps.answers_gap(item.gap, item.confidence) and self.state.answer_gap(item.gap, round_no):
                 self.events.emit("signal", message="gap answered", gap=item.gap, round=round_no)
             self.events.emit("evidence_found", round=round_no, url=ref.url, title=passage.title,
                              quote=quote, summary=item.summary, confidence=row["confidence"],
@@ -1171,11 +1086,7 @@ class Research:
                 self.events.emit("signal", message="proposals dropped: the model read a distrusted page",
                                  new_gaps=answer.new_gaps, new_queries=answer.new_queries)
             return
-        # a proposal that shares no word with the question or an open gap is off topic, by the rule
-        # a quote is (decide.is_related): a small model echoes "what should I do next" as a query
-        topics = self.topics(gaps)
-        proposed = [*answer.new_queries, *answer.new_gaps]
-        off_topic = [p for p in proposed if not decide.is_related(p, topics)]
+        off_topic = steps.off_topic([*answer.new_queries, *answer.new_gaps], about)
         added = self.state.add_gaps([g for g in answer.new_gaps if g not in off_topic])
         queued = self.state.add_queries([q for q in answer.new_queries if q not in off_topic])
         if added or queued or off_topic:
@@ -1189,7 +1100,7 @@ class Research:
 
     def usage_now(self, tokens: int | None = None) -> Usage:
         return Usage(tokens=self.tokens_used() if tokens is None else tokens,
-                     seconds=self.wall_seconds(), pages=self.pages_read())
+                     seconds=self.wall_seconds(), pages=steps.pages_read(self.state))
 
     def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
         """What the policy decides from, read from the store (once; or the evidence rows and token
@@ -1221,14 +1132,8 @@ class Research:
     async def synthesize(self) -> tuple[str, list[Source], str | None]:
         rows = self.store.evidence(self.run_id)
         evidence = decide.strongest_first(rows, [self.question, self.brief.question])
-        numbers: dict[str, int] = {}
-        lines: list[planner.EvidenceLine] = []
-        for e in evidence:
-            n = numbers.setdefault(e["url"], len(numbers) + 1)
-            lines.append(planner.EvidenceLine(source_n=n, quote=e["quote"], title=e["title"] or e["url"]))
-        titles = {e["url"]: e["title"] or e["url"] for e in evidence}
-        sources = [Source(n=n, url=url, title=titles[url]) for url, n in numbers.items()]
-        disclaimer = None if evidence else DISCLAIMER_MODEL_ONLY
+        lines, disclaimer = synthesis_lines(evidence), disclaimer_for(evidence)
+        sources = numbered_sources(evidence, last_title=True)
         if not evidence:
             self.state.count_fallback("model_only")
         chars = summary_chars(len(lines), self.svc.model.num_predict)
@@ -1258,31 +1163,18 @@ class Research:
         if self.brief.estimate and any(r.round > self.state.round for r in self.readings()):
             self.update_estimate(self.state.round + 1)
         self.state.stop_reason = stop_reason
-        numbers: dict[str, int] = {}
-        titles: dict[str, str] = {}
-        for e in self.store.evidence(self.run_id):
-            numbers.setdefault(e["url"], len(numbers) + 1)
-            titles.setdefault(e["url"], e["title"] or e["url"])
         # no summary was written, so none is cited: each is listed as used, with its number
-        sources = [Source(n=n, url=url, title=titles[url], cited=False) for url, n in numbers.items()]
+        sources = numbered_sources(self.store.evidence(self.run_id), cited=False)
         report = self.report("", sources, note)
         if not report["queries"]:
             report["open_questions"] = []  # nothing was searched: "no usable sources" would not be true
         return report
 
     def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
-        by_url = {s.url: s.n for s in sources}
+        """report.json of this run (report/assemble.py's shape), from the store and the state."""
         rows = self.store.evidence(self.run_id)
-        evidence = [
-            {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
-             "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
-             "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
-             "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"],
-             "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from")}
-            for e in rows
-        ]
+        evidence = evidence_items(rows, sources)
         usage = self.usage(rows)
-        hashes = self.store.page_hashes([s.url for s in sources])
         facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
         verdict = self.policy.verdict_block(facts)
         estimate = self.policy.estimate_block(facts)
@@ -1291,41 +1183,35 @@ class Research:
             had_evidence=bool(evidence), verdict=verdict["value"] if verdict else None,
             estimate=(estimate["final"]["low"], estimate["final"]["high"], estimate["unit"],
                       self.state.stop_reason == decide.TARGET_REACHED) if estimate else None)
-        return {
-            "id": self.brief.id,
-            "sides": self.policy.sides(evidence, estimate),
-            "source_file": None,  # filled by the worker, which knows the file
-            "status": "done",
-            "question": self.brief.question,
-            "research_question": self.state.research_question,
-            "angles": self.state.angles,
-            "plan_relevance": self.state.plan_relevance,
-            "started_at": self.started_at,
-            "finished_at": utc_now(),
-            "stop_reason": self.state.stop_reason,
-            "stop_explanation": self.state.stop_explanation,
-            "summary": summary,
-            "disclaimer": disclaimer,
-            # text_sha256: the page text each source was read as, so a re-run can tell an edited page
-            "sources": [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url),
-                         "text_sha256": hashes.get(s.url)} for s in sources],
-            "searched": list(self.sources),
-            "egress": self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
-                                                             model_hosts(self.svc.settings))),
-            "distrusted": [{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
-            "evidence": evidence,
-            "estimate": estimate,
-            "verdict": verdict,
-            "open_questions": asks,
-            "gaps": [g.text for g in self.state.open_gaps()],
-            "queries": self.store.queries(self.run_id),
-            "usage": usage,
-            "fallbacks": dict(self.state.fallbacks),
-            "model": self.svc.model.model,
-            "searxng_url": self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
-            "error": None,
-            "follows": self.follows_block(),
-        }
+        return done_report(
+            self.brief.id, self.brief.question, self.started_at,
+            sides=self.policy.sides(evidence, estimate),
+            research_question=self.state.research_question,
+            angles=self.state.angles,
+            plan_relevance=self.state.plan_relevance,
+            finished_at=utc_now(),
+            stop_reason=self.state.stop_reason,
+            stop_explanation=self.state.stop_explanation,
+            summary=summary,
+            disclaimer=disclaimer,
+            sources=source_items(sources, self.store.page_hashes([s.url for s in sources])),
+            searched=list(self.sources),
+            egress=self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
+                                                          model_hosts(self.svc.settings))),
+            distrusted=[{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
+            evidence=evidence,
+            estimate=estimate,
+            verdict=verdict,
+            open_questions=asks,
+            gaps=[g.text for g in self.state.open_gaps()],
+            queries=self.store.queries(self.run_id),
+            usage=usage,
+            fallbacks=dict(self.state.fallbacks),
+            model=self.svc.model.model,
+            searxng_url=self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
+            error=None,
+            follows=self.follows_block(),
+        )
 
     def follows_block(self) -> dict[str, Any] | None:
         """report.json's `follows` (followup.follows_block): the parent run this one started from."""
@@ -1392,37 +1278,8 @@ class Research:
     def usage(self, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """report.json's usage; `evidence`: the run's evidence rows when the caller has read them."""
         evidence = self.store.evidence(self.run_id) if evidence is None else evidence
-        model = self.store.model_usage(self.run_id)
-        return {
-            "llm_calls": model["llm_calls"],
-            "prompt_tokens": model["prompt_tokens"],
-            "completion_tokens": model["completion_tokens"],
-            "searches": self.store.search_count(self.run_id),
-            "pages_fetched": self.state.pages_fetched,
-            "page_cache_hits": self.state.page_cache_hits,
-            # of those, the pages the store's own search offered (read by earlier briefs, on this
-            # brief's topic): what looking in the store first found, read without a fetch
-            "pages_reused": self.state.pages_reused,
-            # stored pages past max_age that their server said are unchanged (304: read from the store)
-            "pages_not_modified": self.state.pages_not_modified,
-            "page_bytes": self.state.page_bytes,  # bytes of page bodies downloaded (decoded)
-            "documents_read": self.state.local_reads,
-            "llm_cache_hits": model["llm_cache_hits"],
-            "wall_seconds": round(self.wall_seconds(), 3),
-            "llm_seconds": model["llm_seconds"],
-            # how the model's answers were made usable (a replayed answer counts where it was paid for)
-            "repaired_answers": model["repaired_answers"],
-            "retried_answers": model["retried_answers"],
-            "fallback_answers": model["fallback_answers"],
-            "poisoned_answers": model["poisoned_answers"],  # refused by the server every time: fallback used
-            "fallbacks": dict(self.state.fallbacks),
-            "calls_skipped": dict(self.state.calls_skipped),  # model calls not made: they could not help
-            # pages a round went on without (stragglers), and those of them never read
-            "late_pages": len(self.state.late),
-            "late_pages_given_up": sum(1 for what in self.state.late.values() if what == LATE_GIVEN_UP),
-            # evidence taken from an earlier run (a follow-up's parent), not read again
-            "evidence_reused": sum(1 for e in evidence if e.get("reused_from") is not None),
-        }
+        return usage_block(self.store.model_usage(self.run_id), self.store.search_count(self.run_id), self.state,
+                           self.wall_seconds(), evidence, LATE_GIVEN_UP)
 
     def check_cancel(self) -> None:
         if self.store.cancel_requested(self.run_id):
@@ -1462,15 +1319,6 @@ def first_to_read(ready: list[int], order: list[int]) -> int:
 async def _nothing() -> None:
     """A fetch not made (a page known bad): done at its first step, with no page."""
     return None
-
-
-def summary_chars(quotes: int, ceiling: int) -> int:
-    """The summary's length: what its quotes call for (planner.synthesis_chars), shortened until its
-    largest answer fits the `num_predict` setting, so the grammar ends it before the budget does."""
-    chars = planner.synthesis_chars(quotes)
-    while chars > SUMMARY_MIN_FIT_CHARS and (answer_token_bound(planner.synthesis_schema(chars)) or 0) > ceiling:
-        chars -= 50
-    return chars
 
 
 def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:

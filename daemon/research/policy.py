@@ -12,7 +12,8 @@ one stop rule and its order); a policy only says which of them apply to its kind
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,11 @@ from ..rules import decide
 from ..rules import judge
 from ..rules.numbers import number_text, span_text
 
-from . import planner
+from . import followup, planner
 from ..core.brief import Brief, Estimate
+from ..rules.citations import Source
 from ..rules.decide import Limits, LoopState, Usage
+from ..model.llm import PROSE_CHARS, answer_token_bound
 
 
 @dataclass(frozen=True)
@@ -351,3 +354,231 @@ def policy_for(brief: Brief) -> Policy:
     if brief.hypothesis is not None:
         return HypothesisPolicy(brief)
     return Policy(brief)
+
+
+def limits_for(brief: Brief) -> Limits:
+    """A brief's caps and budgets: its rounds and searches, its budgets, and the pages a round
+    reads: two per search, at least 3 (a round of one search still has a batch to read)."""
+    budget = brief.budget
+    return Limits(
+        max_rounds=brief.max_rounds,
+        max_searches_per_round=brief.max_searches_per_round,
+        pages_per_round=max(3, 2 * brief.max_searches_per_round),
+        budget_tokens=getattr(budget, "llm_tokens", None) if budget else None,
+        budget_seconds=getattr(budget, "seconds", None) if budget else None,
+        budget_pages=getattr(budget, "pages", None) if budget else None,
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the rounds do next (next_step): search `queries`, or stop for `stop_reason`.
+
+    `pending` is the query queue once this step's queries are taken: the loop keeps it.
+    `next_action` and `why` are what `briefd status` shows; `explanation` the stop sentence."""
+
+    queries: tuple[str, ...]
+    pending: tuple[str, ...]
+    stop_reason: str | None
+    explanation: str | None
+    next_action: str
+    why: str
+
+
+def next_step(policy: Policy, facts: Facts, question: str) -> Step:
+    """The query queue and when research is exhausted: the stop rule first (the kind's); else the
+    kind's aimed queries go to the front of the queue (its refill only when nothing else is
+    pending) and the round takes up to max_searches_per_round of them (decide.take_queries, with
+    its fallbacks from the question and open gaps). None left to take: `exhausted`. The kind then
+    settles the reason as the report states it. The state given is not changed."""
+    reason = policy.stop_reason(facts)
+    queue = dataclasses.replace(facts.state, pending_queries=list(facts.state.pending_queries))
+    queries: list[str] = []
+    if reason is None:
+        aim = policy.aimed_queries(facts)
+        lead = queue.add_queries(aim.lead)
+        queue.pending_queries = lead + [q for q in queue.pending_queries if q not in lead]
+        if not queue.pending_queries:
+            queue.add_queries(aim.refill)
+        queries = decide.take_queries(queue, question, facts.limits.max_searches_per_round)
+        if not queries:
+            reason = decide.EXHAUSTED
+    reason = policy.settle(facts, reason)
+    action, why = decide.next_action(facts.state, reason)
+    return Step(queries=tuple(queries), pending=tuple(queue.pending_queries), stop_reason=reason,
+                explanation=policy.explain_stop(facts, reason) if reason is not None else None,
+                next_action=action, why=why)
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """A figure the model proposed that code discarded (judge.read_figure), and why."""
+
+    field: str                # value, low or high
+    proposed: float
+    reason: str               # judge.NOT_IN_QUOTE, "in another unit (USD)", ...
+    written: str | None       # the amount as the quote writes it, when one was found
+
+
+@dataclass(frozen=True)
+class Labels:
+    """An evidence item's labels as kept: the model's, checked (accept_labels)."""
+
+    tier: str
+    confidence: float
+    stance: str | None = None
+    low: float | None = None
+    high: float | None = None
+    impact: str | None = None
+    discarded: tuple[Discarded, ...] = ()
+
+
+FIGURE_FIELDS = ("value", "low", "high")
+
+
+def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str,
+                  source_tiers: Sequence[tuple[str, str]] = ()) -> Labels | None:
+    """The model's labels on a quote, checked. None for a plain brief: it keeps the model's.
+
+    The tier is capped (judge.capped_tier: the organisation's rule, else the model's label up to
+    the host's ceiling) and confidence follows it (judge.tier_confidence). A hypothesis's stance
+    is the quote's figures' under a contract (judge.quote_stance), else the model's (neutral if
+    none). An estimate keeps a figure only where its quote states it (judge.read_figure, in the
+    brief's unit); a value stands for both ends, one end alone for both; its impact is the
+    model's (narrows_both if none) when a figure was kept, else neutral."""
+    kind = policy_for(brief).kind
+    if kind == "plain":
+        return None
+    tier = judge.capped_tier(url, item.tier, source_tiers)
+    confidence = judge.tier_confidence(tier, item.confidence)
+    if kind == "hypothesis":
+        contract = brief.hypothesis.contract if brief.hypothesis else None
+        stance = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
+        return Labels(tier=tier, confidence=confidence, stance=stance)
+    assert brief.estimate is not None, "an estimate brief always has its estimate block"
+    kept: dict[str, float] = {}
+    discarded: list[Discarded] = []
+    for name in FIGURE_FIELDS:
+        number = getattr(item, name)
+        if number is None:
+            continue
+        figure = judge.read_figure(number, quote, brief.estimate.unit)
+        if figure.value is not None:
+            kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
+        else:
+            discarded.append(Discarded(field=name, proposed=number, reason=figure.reason or judge.NOT_IN_QUOTE,
+                                       written=figure.written))
+    low = high = None
+    if "value" in kept:
+        low = high = kept["value"]
+    elif "low" in kept or "high" in kept:  # one end alone stands for both
+        ends = [kept[name] for name in ("low", "high") if name in kept]
+        low, high = min(ends), max(ends)
+    impact = (item.impact or "narrows_both") if low is not None else "neutral"
+    return Labels(tier=tier, confidence=confidence, low=low, high=high, impact=impact, discarded=tuple(discarded))
+
+
+# ---- the plan: when to ask again, and when an earlier run's plan is this run's -------------------
+
+PLAN_KEPT = "kept"            # on topic: the plan as the model made it
+PLAN_TRIMMED = "trimmed"      # off topic, and a second plan could not change round 1: its off-topic queries go
+PLAN_ASK_AGAIN = "ask again"  # off topic: the model is asked again for the queries round 1 can use
+
+
+def replan_slots(limits: Limits) -> int:
+    """How many planned queries round 1 searches: its searches less the question's own."""
+    return max(0, limits.max_searches_per_round - 1)
+
+
+def replan_choice(question: str, queries: Sequence[str], score: float, slots: int) -> str:
+    """Seed 5's gate on a plan whose queries score `score` (decide.plan_relevance): kept at
+    decide.PLAN_RELEVANCE_MIN or over; under it, asked again only when a second plan could change
+    what round 1 searches (decide.replan_can_help, `slots` planned queries), else trimmed."""
+    if score >= decide.PLAN_RELEVANCE_MIN:
+        return PLAN_KEPT
+    return PLAN_ASK_AGAIN if decide.replan_can_help(question, queries, slots) else PLAN_TRIMMED
+
+
+def replanned(question: str, plan: planner.Plan, score: float, asked: Sequence[str]) -> tuple[planner.Plan, float]:
+    """The plan after the model was asked again (`asked`: its new queries) and its score. The new
+    queries, then the first plan's on-topic ones, replace the plan's if they score higher. A plan
+    whose queries missed the question went off topic as a whole, as a rule: its rewrite of the
+    question gives way to the brief's own, and its gaps keep only those sharing a word with it."""
+    kept = decide.on_topic_queries(question, plan.queries)
+    queries = [*asked, *[q for q in kept if q not in asked]]
+    retry_score = decide.plan_relevance(question, queries)
+    if retry_score > score:
+        plan, score = dataclasses.replace(plan, queries=queries), retry_score
+    if not decide.on_topic_queries(question, [plan.research_question]):
+        plan = dataclasses.replace(plan, research_question=question)
+    return dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [question])]), score
+
+
+def starting_plan(question: str, plan: planner.Plan, score: float) -> followup.Plan:
+    """The plan the rounds start from: the question itself searched first (a weak model's plan
+    cannot steer round 1 off topic), and a gap to answer it when the plan named none."""
+    return followup.Plan(research_question=plan.research_question, angles=plan.angles,
+                         gaps=plan.gaps or [f"direct answer to: {question}"],
+                         queries=[question, *plan.queries], plan_relevance=round(score, 3))
+
+
+def reusable_plan(brief: Brief, earlier_brief: dict[str, Any] | None, plan: followup.Plan | None,
+                  earlier_report: dict[str, Any], today: str) -> followup.Plan | None:
+    """The plan of this brief's last done run, when this run may take it instead of asking the
+    model: the same question, context, focus and follows (followup.same_brief), made by the model
+    (a template plan, its fallback, is asked for again) in this year (the answer cache keys plans
+    by the date, and a plan of another year may aim its queries at that year). None: plan afresh."""
+    if earlier_brief is None or plan is None or not followup.same_brief(earlier_brief, brief):
+        return None
+    if (earlier_report.get("fallbacks") or {}).get("plan") or str(earlier_report.get("finished_at"))[:4] != today[:4]:
+        return None
+    return plan
+
+
+# ---- the synthesis: its sources, its disclaimer, its length ----------------------------------------
+
+SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
+SUMMARY_STEP_CHARS = 50  # a summary too long for the answer budget is shortened by this much at a time
+DISCLAIMER_MODEL_ONLY = (
+    "No usable sources were found for this brief: this answer rests on the model alone, "
+    "without evidence. Treat it as unverified."
+)
+
+
+def numbered_sources(evidence: Sequence[Mapping[str, Any]], cited: bool = True,
+                     last_title: bool = False) -> list[Source]:
+    """The evidence's pages numbered by first appearance, each titled by its first row's title (its
+    URL when it has none), or its last row's (`last_title`: what the synthesis has always used):
+    the numbers a summary cites, or, with no summary, those a report lists."""
+    numbers: dict[str, int] = {}
+    titles: dict[str, str] = {}
+    for e in evidence:
+        numbers.setdefault(e["url"], len(numbers) + 1)
+        if last_title:
+            titles[e["url"]] = e["title"] or e["url"]
+        else:
+            titles.setdefault(e["url"], e["title"] or e["url"])
+    return [Source(n=n, url=url, title=titles[url], cited=cited) for url, n in numbers.items()]
+
+
+def synthesis_lines(evidence: Sequence[Mapping[str, Any]]) -> list[planner.EvidenceLine]:
+    """The quotes the synthesis prompt shows, in the order given, each with its source's number
+    (numbered_sources) and its own row's title."""
+    numbers = {s.url: s.n for s in numbered_sources(evidence)}
+    return [planner.EvidenceLine(source_n=numbers[e["url"]], quote=e["quote"], title=e["title"] or e["url"])
+            for e in evidence]
+
+
+def disclaimer_for(evidence: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the report must say before the summary: that it rests on the model alone, when no
+    evidence was kept; nothing otherwise."""
+    return None if evidence else DISCLAIMER_MODEL_ONLY
+
+
+def summary_chars(quotes: int, ceiling: int) -> int:
+    """The summary's length: what its quotes call for (planner.synthesis_chars), shortened until its
+    largest answer fits the `num_predict` setting, so the grammar ends it before the budget does."""
+    chars = planner.synthesis_chars(quotes)
+    while chars > SUMMARY_MIN_FIT_CHARS and (answer_token_bound(planner.synthesis_schema(chars)) or 0) > ceiling:
+        chars -= SUMMARY_STEP_CHARS
+    return chars

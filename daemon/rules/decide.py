@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from .numbers import number_text, span_text
+from .numbers import span_text
 
 STOPWORDS = frozenset(
     """a an and are as at be been by can could did do does for from had has have how i if in
