@@ -52,6 +52,8 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
+from .pages import (LATE_FAILED, LATE_GIVEN_UP, LATE_READ, LATE_WAITING, PAGES_PER_BATCH, SLOW_PAGE_MEMORY_S,
+                    STRAGGLER_GRACE_S, PageScheduler, PageTask, first_to_read, nothing, rank_batches)
 from .policy import EstimatePolicy, Facts, policy_for
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
@@ -65,13 +67,8 @@ T = TypeVar("T")
 SEARCH_CACHE_S = 24 * 3600
 SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
 RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
-PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
-# Stragglers (issue 11): the model never waits for a slow page while it has something to read
-STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long for its next page, no more
-SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
-LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
 DISCLAIMER_MODEL_ONLY = (
     "No usable sources were found for this brief: this answer rests on the model alone, "
@@ -179,20 +176,10 @@ class Research:
         self.egress = egress.start(svc.settings.egress, earlier=self.store.load_egress(run_id))
         self.egress.on_change = lambda log: self.store.save_egress(run_id, log.snapshot())
         self.saved: dict[str, Any] = {}  # the state as last checkpointed (a round's start, mid-round)
-        # fetches that outlive the round that started them: its stragglers, by URL, and when each began
-        self.inflight: dict[str, asyncio.Task[tuple[str, list[int]] | None]] = {}
-        self.fetch_started: dict[str, float] = {}
-        # what is fetched while the model plans (search_ahead): the question's search, and its pages
-        self.ahead: asyncio.Task[None] | None = None
-        self.early_searches: dict[str, asyncio.Task[tuple[list[SearchHit], bool]]] = {}
-        self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
-        # how the rounds of the latest earlier run of the same question went (round_pages)
-        # (loaded for a resumed run too: its next rounds replay as a fresh run's would)
-        earlier = self.store.earlier_checkpoint(brief.question, run_id, brief.id)
-        self.earlier_rounds: list[dict[str, Any]] = (earlier or {}).get("past_rounds", [])
-        self.earlier_given_up = {url for url, what in (earlier or {}).get("late", {}).items() if what == LATE_GIVEN_UP}
-        self.replayed: set[str] = set()  # pages this run reads late because the earlier run did
+        # the fetches that outlive the step that started them, and the earlier run of this question's
+        # rounds (replayed): pages.py
+        self.pages = PageScheduler.after(self.store.earlier_checkpoint(brief.question, run_id, brief.id))
 
     @property
     def max_age(self) -> float:
@@ -209,7 +196,7 @@ class Research:
             if self.state.phase == "plan":
                 earlier = self.earlier_plan()  # a follow-up's, or this brief's last done run's
                 if earlier is None:
-                    self.ahead = asyncio.create_task(self.search_ahead())
+                    self.pages.ahead = asyncio.create_task(self.search_ahead())
                     await self.plan()
                 else:  # no model call to search ahead of
                     self.use_plan(earlier)
@@ -218,9 +205,7 @@ class Research:
             summary, sources, disclaimer = await self.synthesize()  # the stragglers keep loading meanwhile
         except BaseException:
             self.drop_early()
-            for task in self.inflight.values():  # a stop, a cancel or an outage: nothing keeps loading
-                task.cancel()
-            self.inflight.clear()
+            self.pages.cut_off()
             raise
         self.state.phase = "done"
         self.checkpoint()
@@ -235,11 +220,7 @@ class Research:
         out is remembered as slow (SLOW_PAGE_MEMORY_S). Their events are logged, not appended: the
         brief's event file ends with its report. (`run --once` cuts them off when its work is done.)"""
         self.events = LoggedOnly(self.store, self.run_id, self.events.brief_id, self.events.path)
-        for task in self.inflight.values():
-            self.svc.trailing.add(task)
-            task.add_done_callback(self.svc.trailing.discard)
-            task.add_done_callback(_retrieved)
-        self.inflight.clear()
+        self.pages.hand_over(self.svc.trailing, _retrieved)
 
     async def rounds(self) -> None:
         while self.state.phase == "rounds":
@@ -289,7 +270,7 @@ class Research:
         if WEB not in self.sources:
             return
         question = decide.clean_query(self.brief.question)  # as round 1 will ask it (LoopState.add_queries)
-        search = self.early_searches[question] = asyncio.create_task(self.search_web_now(question))
+        search = self.pages.early_searches[question] = asyncio.create_task(self.search_web_now(question))
         search.add_done_callback(_retrieved)
         if not self.brief.fetch_pages:
             return
@@ -299,25 +280,17 @@ class Research:
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
         chosen = self.choose_pages(candidates)
-        replay = decide.replayed_round(self.earlier_rounds, 1, [question], [], candidates, len(chosen))
+        replay = decide.replayed_round(self.pages.earlier_rounds, 1, [question], [], candidates, len(chosen))
         urls = replay[0] if replay else chosen  # round 1 asks the question first
         known_bad = self.store.bad_urls(urls)
         for url in urls:
             # a page known bad is not fetched; a cached page costs round 1 nothing
             if url not in known_bad and self.store.get_page(url, self.max_age) is None:
-                self.early_downloads[url] = asyncio.create_task(self.download_now(url))
+                self.pages.early_downloads[url] = asyncio.create_task(self.download_now(url))
 
     def drop_early(self) -> None:
         """The rounds are over: a download no round took is cut off (or named, if it was made)."""
-        if self.ahead is not None:
-            self.ahead.cancel()
-        for task in self.early_searches.values():
-            task.cancel()
-        unread = [url for url, task in self.early_downloads.items() if task.done() and not task.cancelled()]
-        for download in self.early_downloads.values():
-            download.cancel()
-        self.early_searches.clear()
-        self.early_downloads.clear()
+        unread = self.pages.drop_early()
         if unread:
             self.events.emit("signal", message="fetched while the model planned, and not read: no round chose "
                                                "these pages", urls=unread)
@@ -440,8 +413,8 @@ class Research:
         self.events.emit("round_started", round=round_no, queries=queries,
                          open_gaps=[g.text for g in self.state.open_gaps()])
         hits = await self.search_all(round_no, queries)
-        if self.ahead is not None:
-            await self.ahead  # its downloads are started once the question's search is back: take them
+        if self.pages.ahead is not None:
+            await self.pages.ahead  # its downloads are started once the question's search is back: take them
         self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
         # library documents and archive articles are read whole even in snippet mode: they are on
         # this machine, so reading them costs no fetch; only web pages are left to their snippets
@@ -539,7 +512,7 @@ class Research:
 
     async def search_web(self, query: str) -> tuple[list[SearchHit], bool]:
         """SearXNG's hits for a query: the one search_ahead started for it, or asked now."""
-        early = self.early_searches.pop(query, None)
+        early = self.pages.early_searches.pop(query, None)
         return await early if early is not None else await self.search_web_now(query)
 
     async def search_web_now(self, query: str) -> tuple[list[SearchHit], bool]:
@@ -622,7 +595,8 @@ class Research:
         stragglers", and a resumed round re-forms the very same batches.
         """
         late = set(self.state.current_round.get("late", []))
-        skipped = late | self.skip_known_bad(round_no, [u for u in urls if u not in late and u not in self.inflight])
+        fresh = [u for u in urls if u not in late and u not in self.pages.inflight]
+        skipped = late | self.skip_known_bad(round_no, fresh)
         fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in skipped}
         batches = [[u for u in batch if u not in skipped]
                    for batch in rank_batches(urls, self.state.current_round.get("carried", []))]
@@ -655,7 +629,7 @@ class Research:
                     # that changed (200, not 304: read again), which is what a re-run is for
                     await asyncio.wait([fetches[u] for u in loading], return_when=asyncio.FIRST_COMPLETED)
                     continue
-                arrived: set[asyncio.Task[tuple[str, list[int]] | None]] = set()
+                arrived: set[PageTask] = set()
                 # the model has read something this round (pages that all failed gave it nothing)
                 if self.batches_read == read_before and not carried.issuperset(loading):
                     arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
@@ -668,7 +642,7 @@ class Research:
         finally:
             for url, task in fetches.items():
                 if url in late:
-                    self.inflight[url] = task  # a straggler keeps loading for a later read
+                    self.pages.inflight[url] = task  # a straggler keeps loading for a later read
                 else:
                     task.cancel()
 
@@ -682,7 +656,7 @@ class Research:
         cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
         having arrived since, given up again (last_stragglers)."""
         chosen = self.choose_pages(candidates)
-        replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
+        replay = decide.replayed_round(self.pages.earlier_rounds, round_no, queries, self.state.visited, candidates,
                                        len(chosen))
         if replay is None:
             return chosen, [], [], False
@@ -690,7 +664,7 @@ class Research:
         # a page late then and known bad now is a straggler all the same: it took its place in the
         # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
         late = [url for url in then_late if url in [*fresh, *carried]]
-        self.replayed.update(late)
+        self.pages.replayed.update(late)
         self.events.emit("signal", message="the same round as the earlier run of this question: the same pages",
                          round=round_no, urls=fresh)
         known_bad = self.store.bad_urls(late)  # not fetched at all (skip_known_bad): no page_late for it
@@ -710,19 +684,16 @@ class Research:
         return [url for url, what in self.state.late.items() if what == LATE_WAITING]
 
     def start_fetch(self, round_no: int, url: str,
-                    hit: SearchHit | None) -> asyncio.Task[tuple[str, list[int]] | None]:
+                    hit: SearchHit | None) -> PageTask:
         """The fetch of a page: a straggler's own if one is still running, else a new one (none for a
         page known bad: a straggler replayed from an earlier run that has failed since, skip_known_bad)."""
-        task = self.inflight.pop(url, None)
+        task = self.pages.inflight.pop(url, None)
         if task is None and url in self.skip_known_bad(round_no, [url]):
-            task = asyncio.create_task(_nothing())
+            task = asyncio.create_task(nothing())
         elif task is None:
             task = asyncio.create_task(self.fetch_page_safely(round_no, url, hit))
-            self.fetch_started[url] = time.monotonic()
+            self.pages.started[url] = time.monotonic()
         return task
-
-    def loading_for(self, url: str) -> float:
-        return round(time.monotonic() - self.fetch_started.get(url, time.monotonic()), 1)
 
     def go_on_without(self, round_no: int, urls: list[str]) -> None:
         """Record stragglers: in the state, and in the last checkpoint as amended (not the live
@@ -730,7 +701,7 @@ class Research:
         one did, less these pages)."""
         for url in urls:
             self.state.late[url] = LATE_WAITING
-            self.events.emit("page_late", round=round_no, url=url, loading_s=self.loading_for(url),
+            self.events.emit("page_late", round=round_no, url=url, loading_s=self.pages.loading_for(url),
                              message="the model has read every page that arrived; the round goes on without this one")
         self.state.current_round["late"] = [*self.state.current_round.get("late", []), *urls]
         saved = self.saved
@@ -740,7 +711,7 @@ class Research:
             self.store.save_checkpoint(self.run_id, saved["round"], saved["phase"], saved)
 
     async def read_pages(self, round_no: int, batch: list[str],
-                         fetches: dict[str, asyncio.Task[tuple[str, list[int]] | None]],
+                         fetches: dict[str, PageTask],
                          gaps: list[decide.Gap]) -> None:
         """The model reads one batch of fetched pages (a straggler among them is taken in)."""
         pages = [fetches[u].result() for u in batch]
@@ -765,7 +736,8 @@ class Research:
         is dropped first, so nothing is counted twice.
         """
         round_no = self.state.round
-        again = [url for url in self.waiting_stragglers() if url in self.replayed and url in self.earlier_given_up]
+        again = [url for url in self.waiting_stragglers()
+                 if url in self.pages.replayed and url in self.pages.earlier_given_up]
         known_bad = self.store.bad_urls(again)  # still slow: not fetched at all, nothing to say
         for url in again:
             self.state.late[url] = LATE_GIVEN_UP
@@ -779,7 +751,7 @@ class Research:
         await asyncio.sleep(0)  # a fetch started here (a resumed run) takes its first step: a cached page is done in it
         if not self.store.evidence_count(self.run_id):
             await asyncio.wait(fetches.values())
-        elif replayed := [fetches[url] for url in waiting if url in self.replayed]:
+        elif replayed := [fetches[url] for url in waiting if url in self.pages.replayed]:
             # the earlier run of this question read these here (those it gave up are given up above):
             # waited for, as a replayed round waits for the pages that run read in time, or the
             # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
@@ -788,7 +760,7 @@ class Research:
         arrived = [url for url in waiting if fetches[url].done()]
         for url in waiting:
             if url not in arrived:
-                self.inflight[url] = fetches[url]
+                self.pages.inflight[url] = fetches[url]
                 self.give_up(round_no, url)
         self.checkpoint()
         gaps = self.state.open_gaps()
@@ -805,7 +777,7 @@ class Research:
         """A straggler still loading when the synthesis begins: recorded as not read, and
         remembered as slow while its fetch, left to end (hand_over), goes on, so no other brief
         fetches it meanwhile; if it arrives it is cached and forgotten as slow (fetch_one)."""
-        reason = (f"still loading after {self.loading_for(url):g} s when the synthesis began: not read "
+        reason = (f"still loading after {self.pages.loading_for(url):g} s when the synthesis began: not read "
                   f"(the fetch goes on; until it ends the page is remembered as slow)")
         self.state.late[url] = LATE_GIVEN_UP
         self.mark_bad(url, reason, transient=True, slow=True)
@@ -853,7 +825,7 @@ class Research:
             result = await self.archive_article(url)
             self.state.local_reads += 1
         else:
-            early = self.early_downloads.pop(url, None)
+            early = self.pages.early_downloads.pop(url, None)
             result = await early if early is not None else await self.download_now(url)
             if result.not_modified:
                 unchanged = self.unchanged_page(round_no, url, result)
@@ -1449,25 +1421,6 @@ def _retrieved(task: "asyncio.Task[Any]") -> None:
         log.debug("a background fetch met an outage: %s", failure)
     elif failure is not None:
         log.warning("a background fetch failed: %r", failure)
-
-
-def rank_batches(urls: list[str], carried: list[str], size: int = PAGES_PER_BATCH) -> list[list[str]]:
-    """A round's batches: its fresh pages in rank groups of `size`, then the stragglers it carried
-    from earlier rounds in groups of their own, so a page's lateness never reshapes the others'."""
-    fresh = [u for u in urls if u not in carried]
-    late = [u for u in urls if u in carried]
-    return [group[i:i + size] for group in (fresh, late) for i in range(0, len(group), size)]
-
-
-def first_to_read(ready: list[int], order: list[int]) -> int:
-    """Which of the batches whose pages all arrived the model reads next: the first by `order` (the
-    order an earlier run of the same round read them in, replayed), else the best-ranked."""
-    return min(ready, key=lambda n: (order.index(n) if n in order else len(order), n))
-
-
-async def _nothing() -> None:
-    """A fetch not made (a page known bad): done at its first step, with no page."""
-    return None
 
 
 def summary_chars(quotes: int, ceiling: int) -> int:
