@@ -52,8 +52,7 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
 from ..sources.pagework import PageUnreadable, PageWorkers
-from .pages import (LATE_FAILED, LATE_GIVEN_UP, LATE_READ, LATE_WAITING, PAGES_PER_BATCH, SLOW_PAGE_MEMORY_S,
-                    STRAGGLER_GRACE_S, PageScheduler, PageTask, first_to_read, nothing, rank_batches)
+from .pages import LATE_GIVEN_UP, SLOW_PAGE_MEMORY_S, Hooks, PageScheduler
 from .policy import EstimatePolicy, Facts, policy_for
 from ..core.retry import call_with_retries
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
@@ -179,7 +178,17 @@ class Research:
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
         # the fetches that outlive the step that started them, and the earlier run of this question's
         # rounds (replayed): pages.py
-        self.pages = PageScheduler.after(self.store.earlier_checkpoint(brief.question, run_id, brief.id))
+        self.pages = PageScheduler.after(self.page_hooks(), self.store.earlier_checkpoint(brief.question, run_id,
+                                                                                           brief.id))
+
+    def page_hooks(self) -> Hooks:
+        """What the page scheduler may ask of this run (pages.Hooks): it never reaches for the loop's names."""
+        return Hooks(store=self.store, run_id=self.run_id, sources=self.sources, state=lambda: self.state,
+                     brief=lambda: self.brief, emit=lambda kind, **fields: self.events.emit(kind, **fields),
+                     saved=lambda: self.saved, checkpoint=self.checkpoint, calls_made=lambda: self.batches_read,
+                     max_age=lambda: self.max_age, choose_pages=self.choose_pages, read_batch=self.read_batch,
+                     mark_bad=self.mark_bad, update_estimate=self.update_estimate, fetch=self.fetch_page_safely,
+                     download=self.download_now, search_web=self.search_web_now, retrieved=_retrieved)
 
     @property
     def max_age(self) -> float:
@@ -196,7 +205,7 @@ class Research:
             if self.state.phase == "plan":
                 earlier = self.earlier_plan()  # a follow-up's, or this brief's last done run's
                 if earlier is None:
-                    self.pages.ahead = asyncio.create_task(self.search_ahead())
+                    self.pages.ahead = asyncio.create_task(self.pages.search_ahead())
                     await self.plan()
                 else:  # no model call to search ahead of
                     self.use_plan(earlier)
@@ -220,7 +229,7 @@ class Research:
         out is remembered as slow (SLOW_PAGE_MEMORY_S). Their events are logged, not appended: the
         brief's event file ends with its report. (`run --once` cuts them off when its work is done.)"""
         self.events = LoggedOnly(self.store, self.run_id, self.events.brief_id, self.events.path)
-        self.pages.hand_over(self.svc.trailing, _retrieved)
+        self.pages.hand_over(self.svc.trailing)
 
     async def rounds(self) -> None:
         while self.state.phase == "rounds":
@@ -251,42 +260,11 @@ class Research:
             if reason is not None:
                 self.state.stop_reason = reason
                 self.state.stop_explanation = self.policy.explain_stop(facts, reason)
-                await self.last_stragglers()
+                await self.pages.last_stragglers()
                 self.state.phase = "synthesis"
                 self.checkpoint()
                 break
             await self.round(self.state.round + 1, queries)
-
-    async def search_ahead(self) -> None:
-        """While the model plans, the question's web search and the pages it ranks highest are
-        fetched: round 1 always searches the question first, so its pages are mostly these, and
-        the model reads them as soon as the plan is made instead of waiting for them (issue 11).
-
-        Only the downloads are early: round 1 takes the search (search_web) and the pages
-        (download) from these tasks, and records and reads them as if it had asked then, so the
-        events, the store and `usage` say what round 1 did. A page round 1 does not choose may
-        serve a later round; one no round takes is named when the rounds end (drop_early).
-        """
-        if WEB not in self.sources:
-            return
-        question = decide.clean_query(self.brief.question)  # as round 1 will ask it (LoopState.add_queries)
-        search = self.pages.early_searches[question] = asyncio.create_task(self.search_web_now(question))
-        search.add_done_callback(_retrieved)
-        if not self.brief.fetch_pages:
-            return
-        try:
-            hits, _ = await asyncio.shield(search)
-        except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
-            return
-        candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
-        chosen = self.choose_pages(candidates)
-        replay = decide.replayed_round(self.pages.earlier_rounds, 1, [question], [], candidates, len(chosen))
-        urls = replay[0] if replay else chosen  # round 1 asks the question first
-        known_bad = self.store.bad_urls(urls)
-        for url in urls:
-            # a page known bad is not fetched; a cached page costs round 1 nothing
-            if url not in known_bad and self.store.get_page(url, self.max_age) is None:
-                self.pages.early_downloads[url] = asyncio.create_task(self.download_now(url))
 
     def drop_early(self) -> None:
         """The rounds are over: a download no round took is cut off (or named, if it was made)."""
@@ -422,15 +400,16 @@ class Research:
         if urls is None:
             # fresh pages by rank, then earlier rounds' stragglers (their fetches still run), read
             # in batches of their own: whether a page was late never changes the others' batches
-            carried = self.waiting_stragglers()
-            fresh, late, order, replayed = self.round_pages(round_no, queries, [h.url for h in readable], carried)
+            carried = self.pages.waiting_stragglers()
+            candidates = [h.url for h in readable]
+            fresh, late, order, replayed = self.pages.round_pages(round_no, queries, candidates, carried)
             urls = [*fresh, *carried]
             expected = fresh if replayed else []  # a replayed round waits for these: see fetch_and_read
         self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
                                     "carried": list(carried or []), "order": list(order or []),
                                     "expected": list(expected or [])}
         self.checkpoint()
-        await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
+        await self.pages.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
             await self.read_snippets(round_no, [h for h in hits if not is_local(h.url)])
         # this round's rows (reset at its start); a distrusted page may have taken earlier ones away
@@ -549,21 +528,6 @@ class Research:
         were learned now or before; a brief asked again then sends the prompts its first run sent."""
         return decide.choose_urls(candidates, self.state, {}, self.pages_allowed())
 
-    def skip_known_bad(self, round_no: int, urls: list[str]) -> set[str]:
-        """The web pages among `urls` the store knows are bad (for good, or slow for now): recorded
-        as this run's bad pages, as a fetch that failed would have been, and not fetched."""
-        known = self.store.bad_urls([u for u in urls if kind_of_url(u) == WEB])
-        for url, reason in known.items():
-            if url not in self.state.visited:
-                self.state.visited.append(url)
-            self.state.bad[url] = reason
-            if self.state.late.get(url) == LATE_WAITING:  # a replayed straggler: it failed, as a fetch would
-                self.state.late[url] = LATE_FAILED
-        if known:
-            self.events.emit("signal", message="pages known bad are not fetched", round=round_no,
-                             urls=list(known))
-        return set(known)
-
     def pages_allowed(self) -> int:
         n = self.limits.pages_per_round
         if self.limits.budget_pages is not None:
@@ -573,215 +537,6 @@ class Research:
     def pages_read(self) -> int:
         return (self.state.pages_fetched + self.state.page_cache_hits + self.state.pages_not_modified
                 + self.state.local_reads)
-
-    async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
-        """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
-        and never waits for a straggler while it has nothing else to read.
-
-        Batches are fixed by search rank (pages 1-3, 4-6, ...) and read with the gaps as they
-        stood when the round began, so a batch's prompt depends only on what its pages say,
-        never on which fetch happened to finish first. That keeps the model busy while slower
-        pages are still downloading, and makes a resumed round send the very same prompts,
-        which the answer cache then replays instead of paying for them again.
-
-        Once the model has read a batch (made a call: pages that all failed give it nothing to
-        read) and every other batch whose pages all arrived, the round does not wait for a page
-        still loading: it goes on without it at once (go_on_without), and so it does for an
-        earlier round's straggler. Only a round that has read nothing yet waits, each page that
-        arrives giving the rest STRAGGLER_GRACE_S more: the model has nothing else to do then.
-        The batches are read without the stragglers, whose fetches keep running for the next
-        round (or the synthesis) to take in. The stragglers are checkpointed before any batch is
-        read without them, so a batch's pages are always "its rank group less the round's
-        stragglers", and a resumed round re-forms the very same batches.
-        """
-        late = set(self.state.current_round.get("late", []))
-        fresh = [u for u in urls if u not in late and u not in self.pages.inflight]
-        skipped = late | self.skip_known_bad(round_no, fresh)
-        fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in skipped}
-        batches = [[u for u in batch if u not in skipped]
-                   for batch in rank_batches(urls, self.state.current_round.get("carried", []))]
-        unread = [n for n, batch in enumerate(batches) if batch]
-        carried = set(self.waiting_stragglers())
-        expected = set(self.state.current_round.get("expected", []))
-        order = self.state.current_round.get("order", [])  # the earlier run's, for a replayed round
-        gaps = self.state.open_gaps()
-        read_before = self.batches_read
-        try:
-            while unread:
-                ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
-                if expected and order and ready:
-                    # a replayed round reads its batches in the earlier run's order, strictly: the
-                    # order of the answers makes the order of the evidence and of the next queries,
-                    # and a page checked by its server (304) may come a moment after another
-                    following = first_to_read(unread, order)
-                    ready = [following] if following in ready else []
-                if ready:
-                    n = first_to_read(ready, order)
-                    unread.remove(n)
-                    self.state.current_round["read"] = [*self.state.current_round.get("read", []), n]
-                    await self.read_pages(round_no, batches[n], fetches, gaps)
-                    continue
-                loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
-                if expected.intersection(loading):
-                    # the same round as the earlier run of this question (round_pages): it waits for
-                    # the pages that run read in time. Their other batches are replayed answers that
-                    # cost the model nothing, and a page among them that is slow now is mostly one
-                    # that changed (200, not 304: read again), which is what a re-run is for
-                    await asyncio.wait([fetches[u] for u in loading], return_when=asyncio.FIRST_COMPLETED)
-                    continue
-                arrived: set[PageTask] = set()
-                # the model has read something this round (pages that all failed gave it nothing)
-                if self.batches_read == read_before and not carried.issuperset(loading):
-                    arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
-                                                    return_when=asyncio.FIRST_COMPLETED)
-                if not arrived:
-                    self.go_on_without(round_no, loading)
-                    late.update(loading)
-                    batches = [[u for u in batch if u not in late] for batch in batches]
-                    unread = [n for n in unread if batches[n]]
-        finally:
-            for url, task in fetches.items():
-                if url in late:
-                    self.pages.inflight[url] = task  # a straggler keeps loading for a later read
-                else:
-                    task.cancel()
-
-    def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
-                    carried: list[str]) -> tuple[list[str], list[str], list[int], bool]:
-        """The round's fresh pages, those it goes on without from its start, and the order to read its
-        batches in: the earlier run's of this question when this round is the same as one of its
-        rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
-        rank order. The read order decides the order of the evidence and of the queries the answers
-        propose (first_to_read). A page read late then is recorded as a straggler and read (from the
-        cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
-        having arrived since, given up again (last_stragglers)."""
-        chosen = self.choose_pages(candidates)
-        replay = decide.replayed_round(self.pages.earlier_rounds, round_no, queries, self.state.visited, candidates,
-                                       len(chosen))
-        if replay is None:
-            return chosen, [], [], False
-        fresh, then_late, order = replay
-        # a page late then and known bad now is a straggler all the same: it took its place in the
-        # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
-        late = [url for url in then_late if url in [*fresh, *carried]]
-        self.pages.replayed.update(late)
-        self.events.emit("signal", message="the same round as the earlier run of this question: the same pages",
-                         round=round_no, urls=fresh)
-        known_bad = self.store.bad_urls(late)  # not fetched at all (skip_known_bad): no page_late for it
-        for url in late:
-            if url not in self.state.visited:
-                self.state.visited.append(url)
-            self.state.late[url] = LATE_WAITING
-            if url in known_bad:
-                continue
-            self.events.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
-                             message="read late, where the earlier run of this question read it: the same "
-                                     "prompts, replayed from the answer cache")
-        return fresh, late, order, True
-
-    def waiting_stragglers(self) -> list[str]:
-        """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""
-        return [url for url, what in self.state.late.items() if what == LATE_WAITING]
-
-    def start_fetch(self, round_no: int, url: str,
-                    hit: SearchHit | None) -> PageTask:
-        """The fetch of a page: a straggler's own if one is still running, else a new one (none for a
-        page known bad: a straggler replayed from an earlier run that has failed since, skip_known_bad)."""
-        task = self.pages.inflight.pop(url, None)
-        if task is None and url in self.skip_known_bad(round_no, [url]):
-            task = asyncio.create_task(nothing())
-        elif task is None:
-            task = asyncio.create_task(self.fetch_page_safely(round_no, url, hit))
-            self.pages.started[url] = time.monotonic()
-        return task
-
-    def go_on_without(self, round_no: int, urls: list[str]) -> None:
-        """Record stragglers: in the state, and in the last checkpoint as amended (not the live
-        state, which has moved on since the round began: a resumed round must start where this
-        one did, less these pages)."""
-        for url in urls:
-            self.state.late[url] = LATE_WAITING
-            self.events.emit("page_late", round=round_no, url=url, loading_s=self.pages.loading_for(url),
-                             message="the model has read every page that arrived; the round goes on without this one")
-        self.state.current_round["late"] = [*self.state.current_round.get("late", []), *urls]
-        saved = self.saved
-        if saved.get("current_round", {}).get("round") == round_no:
-            saved["current_round"]["late"] = list(self.state.current_round["late"])
-            saved["late"] = {**saved.get("late", {}), **{url: LATE_WAITING for url in urls}}
-            self.store.save_checkpoint(self.run_id, saved["round"], saved["phase"], saved)
-
-    async def read_pages(self, round_no: int, batch: list[str],
-                         fetches: dict[str, PageTask],
-                         gaps: list[decide.Gap]) -> None:
-        """The model reads one batch of fetched pages (a straggler among them is taken in)."""
-        pages = [fetches[u].result() for u in batch]
-        for url, page in zip(batch, pages):
-            if self.state.late.get(url) == LATE_WAITING:
-                self.state.late[url] = LATE_READ if page else LATE_FAILED
-            if page and url in self.state.offered:  # the store offered it: a page read before, no fetch
-                self.state.pages_reused += 1
-        ids = [i for page in pages if page for i in page[1]]
-        titles = {u: page[0] for u, page in zip(batch, pages) if page}
-        await self.read_batch(round_no, ids, titles, gaps)
-
-    async def last_stragglers(self) -> None:
-        """Before the synthesis: the stragglers that arrived are read (as part of the last round);
-        the rest are not waited for (the synthesis is the model's next work): they are given up,
-        and their fetches left to end on their own (hand_over). A brief with no evidence at all
-        waits for them, as long as their fetches may take: there is nothing to synthesize yet; a
-        re-run waits for those the run it replays read here.
-
-        Given up first and checkpointed, so a run resumed here reads the same arrived pages
-        (from the page cache) in the same batches; their evidence from an interrupted attempt
-        is dropped first, so nothing is counted twice.
-        """
-        round_no = self.state.round
-        again = [url for url in self.waiting_stragglers()
-                 if url in self.pages.replayed and url in self.pages.earlier_given_up]
-        known_bad = self.store.bad_urls(again)  # still slow: not fetched at all, nothing to say
-        for url in again:
-            self.state.late[url] = LATE_GIVEN_UP
-            if url not in known_bad:
-                self.events.emit("page_fetched", round=round_no, url=url, ok=False, late=True, replayed=True,
-                                 error="not read: the earlier run of this question gave it up at its synthesis")
-        waiting = self.waiting_stragglers()
-        if not waiting:
-            return
-        fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
-        await asyncio.sleep(0)  # a fetch started here (a resumed run) takes its first step: a cached page is done in it
-        if not self.store.evidence_count(self.run_id):
-            await asyncio.wait(fetches.values())
-        elif replayed := [fetches[url] for url in waiting if url in self.pages.replayed]:
-            # the earlier run of this question read these here (those it gave up are given up above):
-            # waited for, as a replayed round waits for the pages that run read in time, or the
-            # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
-            # the synthesis's turn, seen in tests/test_integration's second run)
-            await asyncio.wait(replayed)
-        arrived = [url for url in waiting if fetches[url].done()]
-        for url in waiting:
-            if url not in arrived:
-                self.pages.inflight[url] = fetches[url]
-                self.give_up(round_no, url)
-        self.checkpoint()
-        gaps = self.state.open_gaps()
-        for url in arrived:
-            self.store.drop_evidence(self.run_id, url)
-        for i in range(0, len(arrived), PAGES_PER_BATCH):
-            await self.read_pages(round_no, arrived[i:i + PAGES_PER_BATCH], fetches, gaps)
-        if arrived and round_no > 0:
-            self.state.new_evidence_per_round[round_no - 1:] = [self.store.evidence_count(self.run_id, round_no)]
-            if self.brief.estimate:
-                self.update_estimate(round_no)
-
-    def give_up(self, round_no: int, url: str) -> None:
-        """A straggler still loading when the synthesis begins: recorded as not read, and
-        remembered as slow while its fetch, left to end (hand_over), goes on, so no other brief
-        fetches it meanwhile; if it arrives it is cached and forgotten as slow (fetch_one)."""
-        reason = (f"still loading after {self.pages.loading_for(url):g} s when the synthesis began: not read "
-                  f"(the fetch goes on; until it ends the page is remembered as slow)")
-        self.state.late[url] = LATE_GIVEN_UP
-        self.mark_bad(url, reason, transient=True, slow=True)
-        self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
 
     async def fetch_page_safely(self, round_no: int, url: str,
                                 hit: SearchHit | None) -> tuple[str, list[int]] | None:
