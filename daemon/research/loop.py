@@ -20,7 +20,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,7 +29,6 @@ import httpx
 import ollama
 
 from ...store import PassageRow, Store, utc_now
-from ...store.briefs import search_pages_at
 
 from ..core import crashpoints
 
@@ -47,26 +45,23 @@ from ..core.brief import Brief
 from ..rules.citations import Source, number_sources, renumber
 from ..rules.decide import Limits, LoopState, Usage
 from ..core.events import EventLog, LoggedOnly
-from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
+from ..sources.fetch import FetchLimits
 from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import PROSE_CHARS, CallRecord, ModelConfig, answer_token_bound, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
-from ..sources.pagework import PageUnreadable, PageWorkers
+from ..sources.pagework import PageWorkers
+from .reading import Context, Reader
 from .pages import LATE_GIVEN_UP, SLOW_PAGE_MEMORY_S, Hooks, PageScheduler
 from .policy import EstimatePolicy, Facts, policy_for
-from ..core.retry import call_with_retries
-from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
+from ..sources.search import SearchHit
 from ..core.settings import Settings
-from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
-                      Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
+from ..sources.sources import WEB, ArchiveShelf, Searcher, chosen, fuse, is_local, kind_of_url
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
 
-SEARCH_CACHE_S = 24 * 3600
 SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
 RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
-LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
 DISCLAIMER_MODEL_ONLY = (
@@ -149,7 +144,6 @@ class Research:
         self.started_at = started_at
         self.events = events
         self.limits = limits_for(brief)
-        self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
         # began_s: now for a run just claimed; for one resumed before its first checkpoint (or from a
         # checkpoint older than began_s) started_at, to the second, is what is known
@@ -180,6 +174,8 @@ class Research:
         # rounds (replayed): pages.py
         self.pages = PageScheduler.after(self.page_hooks(), self.store.earlier_checkpoint(brief.question, run_id,
                                                                                            brief.id))
+        # every source the brief may use, behind one interface (reading.py)
+        self.reader = Reader(self.reading_context())
 
     def page_hooks(self) -> Hooks:
         """What the page scheduler may ask of this run (pages.Hooks): it never reaches for the loop's names."""
@@ -187,8 +183,18 @@ class Research:
                      brief=lambda: self.brief, emit=lambda kind, **fields: self.events.emit(kind, **fields),
                      saved=lambda: self.saved, checkpoint=self.checkpoint, calls_made=lambda: self.batches_read,
                      max_age=lambda: self.max_age, choose_pages=self.choose_pages, read_batch=self.read_batch,
-                     mark_bad=self.mark_bad, update_estimate=self.update_estimate, fetch=self.fetch_page_safely,
-                     download=self.download_now, search_web=self.search_web_now, retrieved=_retrieved)
+                     mark_bad=self.mark_bad, update_estimate=self.update_estimate,
+                     fetch=lambda round_no, url, hit: self.reader.fetch_safely(round_no, url, hit),
+                     download=lambda url: self.reader.web.download(url),
+                     search_web=lambda query: self.reader.web.search_now(query), retrieved=_retrieved)
+
+    def reading_context(self) -> Context:
+        """What the sources may ask of this run (reading.Context): they never reach for the loop's names."""
+        return Context(svc=self.svc, store=self.store, run_id=self.run_id, sources=self.sources, pages=self.pages,
+                       titles=self.titles, state=lambda: self.state, brief=lambda: self.brief,
+                       emit=lambda kind, **fields: self.events.emit(kind, **fields), max_age=lambda: self.max_age,
+                       max_age_given=self.max_age_given, title_for=self.title_for, mark_bad=self.mark_bad,
+                       on_wait=self.on_wait, outage=Outage, fatal=(Cancelled, Outage))
 
     @property
     def max_age(self) -> float:
@@ -432,92 +438,9 @@ class Research:
     async def search_all(self, round_no: int, queries: list[str]) -> list[SearchHit]:
         """Every query at every source the brief may use, at once, and in the pages earlier briefs
         read (search_store); one list by rank fusion (daemon/sources/sources.py)."""
-        answers = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
+        answers = await asyncio.gather(*(self.reader.search_one(round_no, q) for q in queries))
         self.state.asked.extend(q for q in queries if q not in self.state.asked)
         return fuse(hits for lists in answers for hits in lists)
-
-    async def search_one(self, round_no: int, query: str) -> list[list[SearchHit]]:
-        """One query at each source (the web through SearXNG, the library, the archives); a list per source."""
-        self.events.emit("search_query", round=round_no, query=query)
-        asks: list[Any] = []
-        if WEB in self.sources:
-            asks.append(self.search_web(query))
-        if LIBRARY in self.sources and self.svc.library is not None:
-            asks.append(self.search_local(self.svc.library, query))
-        if ARCHIVES in self.sources and self.svc.archives is not None:
-            asks.append(self.search_local(self.svc.archives, query))
-        looking = asyncio.ensure_future(self.search_store(query))  # in a thread, while the others answer
-        try:
-            answers: list[tuple[list[SearchHit], bool]] = await asyncio.gather(*asks)
-        except BaseException:
-            looking.cancel()
-            raise
-        lists = [hits for hits, _ in answers]
-        from_cache = bool(answers) and all(cached for _, cached in answers)  # the store asks no one
-        stored = await looking
-        lists.append(stored)
-        found = [h for hits in lists for h in hits]
-        self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
-        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in (*self.sources, STORE)}
-        self.events.emit("search_result", round=round_no, query=query, results=len(found),
-                         from_cache=from_cache, sources=by_source,
-                         urls=[h.url for h in fuse(lists)[:10]],
-                         **({"from_store": [h.url for h in stored]} if stored else {}))
-        return lists
-
-    async def search_store(self, query: str) -> list[SearchHit]:
-        """Web pages earlier briefs read (within max_age), ranked against the query like fresh
-        passages (BM25) and kept when on topic (sources.store_hits): offered as a source of their
-        own, read from the store without a download, whether the web lists them again or not. Only
-        for a brief that reads web pages; an empty store offers nothing, so a first-ever brief
-        does what it did before."""
-        if WEB not in self.sources or not self.brief.fetch_pages:
-            return []
-        # on a connection of its own in a thread: at 200,000 stored passages a search costs 0.1-0.3 s
-        # of CPU, which must not stop the event loop
-        found = await asyncio.to_thread(search_pages_at, self.store.path, query, self.max_age_given,
-                                        STORE_HITS_PER_QUERY)
-        found = [row for row in found if row.url not in self.state.visited]  # read by earlier briefs only
-        hits = store_hits(query, found, lambda url: self.title_for(url, {}))
-        self.state.offered.extend(h.url for h in hits if h.url not in self.state.offered)
-        return hits
-
-    async def search_local(self, source: Searcher, query: str) -> tuple[list[SearchHit], bool]:
-        """The library's or the archives' hits: on this machine, never cached (the index is the cache)."""
-        hits = await source.search(query, LOCAL_HITS_PER_QUERY)
-        for note in source.take_notes():
-            self.events.emit("signal", message=note)
-        return hits, False
-
-    async def search_web(self, query: str) -> tuple[list[SearchHit], bool]:
-        """SearXNG's hits for a query: the one search_ahead started for it, or asked now."""
-        early = self.pages.early_searches.pop(query, None)
-        return await early if early is not None else await self.search_web_now(query)
-
-    async def search_web_now(self, query: str) -> tuple[list[SearchHit], bool]:
-        """SearXNG's hits for a query (from the search cache when fresh); an outage ends the round."""
-        key = cache_key(query, self.params)
-        cached = self.store.cached_search(key, SEARCH_CACHE_S)
-        if cached is not None:
-            return [SearchHit(**h) for h in cached["hits"]], True
-        try:
-            response = await call_with_retries(
-                lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
-                               self.params, self.svc.settings.search_timeout_s),
-                service="searxng", on_wait=self.on_wait)
-        except (SearchRefused, SearchUnavailable) as exc:  # each carries its own fix, if it has one
-            raise Outage("searxng", str(exc), fix=exc.fix) from exc
-        self.store.set_waiting(self.run_id, None)
-        self.svc.outages.came_back("searxng")
-        self.store.cache_search(key, query, query_params(self.params),
-                                {"hits": [h.as_dict() for h in response.hits],
-                                 "unresponsive_engines": response.unresponsive_engines})
-        if response.unresponsive_engines:
-            self.events.emit("signal", message="unresponsive search engines",
-                             engines=response.unresponsive_engines)
-        if response.note:
-            self.events.emit("signal", message=response.note)
-        return response.hits, False
 
     # ---- fetch while the model reads ------------------------------------------------------------
 
@@ -537,154 +460,6 @@ class Research:
     def pages_read(self) -> int:
         return (self.state.pages_fetched + self.state.page_cache_hits + self.state.pages_not_modified
                 + self.state.local_reads)
-
-    async def fetch_page_safely(self, round_no: int, url: str,
-                                hit: SearchHit | None) -> tuple[str, list[int]] | None:
-        """`fetch_one`, where whatever one page does wrong marks that URL bad and nothing else.
-
-        A page's failure (MemoryError included: a page that costs too much is bad for good)
-        must never fail the round, or the brief would be retried and fetch it again. A store
-        error or a cancellation is the brief's, not the page's: those still propagate.
-        """
-        try:
-            return await self.fetch_one(round_no, url, hit)
-        except (sqlite3.Error, Cancelled, Outage):
-            raise
-        except Exception as exc:  # noqa: BLE001 - any page failure, by design (see above)
-            reason = f"page failed: {type(exc).__name__}: {exc}"[:500]
-            log.warning("%s: %s", url, reason)
-            self.mark_bad(url, reason, transient=False)
-            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason)
-            return None
-
-    async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> tuple[str, list[int]] | None:
-        """Fetch (or take from the cache), extract, store; returns (title, passage ids) or None."""
-        if url not in self.state.visited:
-            self.state.visited.append(url)
-        kind = kind_of_url(url)
-        if kind != WEB and kind not in self.sources:  # a local URL offered by another source: not this brief's
-            why = f"a {kind} URL, and this brief does not search {kind}"
-            self.mark_bad(url, why, transient=True)
-            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=why)
-            return None
-        if kind == LIBRARY:
-            return self.library_document(round_no, url)
-        cached = self.store.get_page(url, self.max_age)
-        if cached is not None and cached.ok:
-            self.state.page_cache_hits += 1
-            self.events.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
-                             status=cached.status, title=cached.title, chars=len(cached.text),
-                             from_cache=True)
-            return cached.title, self.store.passage_ids(url, "page")
-        if kind == ARCHIVES:
-            result = await self.archive_article(url)
-            self.state.local_reads += 1
-        else:
-            early = self.pages.early_downloads.pop(url, None)
-            result = await early if early is not None else await self.download_now(url)
-            if result.not_modified:
-                unchanged = self.unchanged_page(round_no, url, result)
-                if unchanged is not None:
-                    return unchanged
-                result = await self.download_now(url, conditional=False)  # its stored copy went meanwhile
-            if self.state.late.get(url) != LATE_GIVEN_UP:  # one arriving after it was given up is not read
-                self.state.pages_fetched += 1
-        if not result.ok:
-            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
-                          slow=result.timed_out)
-            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
-                             status=result.status, ok=False, error=result.error,
-                             seconds=round(result.elapsed_s, 3))
-            return None
-        # extraction and splitting run in a child process: never on the event loop, and killed
-        # at a deadline, so one page can neither freeze the daemon nor cost more than the bound
-        try:
-            page = await self.svc.pages.read(result.body, result.final_url, result.content_type)
-            reason = None if page else f"no readable text ({result.content_type or 'unknown type'})"
-        except PageUnreadable as exc:
-            page, reason = None, str(exc)
-        if page is None:
-            self.mark_bad(url, reason or "no readable text", transient=False)
-            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
-                             status=result.status, ok=False, error=reason)
-            return None
-        extracted, passages = page.extracted, page.passages
-        title = self.titles.get(url) or extracted.title or (hit.title if hit else "") or result.final_url
-        self.store.save_page(
-            url=url, final_url=result.final_url, status=result.status,
-            content_type=result.content_type, title=title, text=extracted.text,
-            size=len(result.body), extraction=extracted.method, error=None,
-            passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
-            etag=result.etag, last_modified=result.last_modified,
-        )
-        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it arrived after all
-            self.store.forget_slow_url(url)
-        self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
-                         status=result.status, title=title, chars=len(extracted.text),
-                         passages=len(passages), from_cache=False, truncated=result.truncated,
-                         seconds=round(result.elapsed_s, 3), **({"notes": page.notes} if page.notes else {}))
-        return title, self.store.passage_ids(url, "page")
-
-    async def download_now(self, url: str, conditional: bool = True) -> FetchResult:
-        """A web page's bytes, within the fetch limits and the daemon's concurrent-fetch slots.
-
-        A page stored with validators (older than max_age, or fetch_one would not ask) is asked
-        for conditionally: unchanged, the server answers 304 and no body is downloaded."""
-        stored = self.store.page_validators(url) if conditional else None
-        validators = Validators(*stored) if stored else None
-        async with self.svc.fetch_slots:
-            result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits, validators)
-        # every body downloaded for this brief, read or not (an early download no round took, a
-        # straggler given up that arrived): what the network carried, not what the model read
-        self.state.page_bytes += len(result.body)
-        return result
-
-    def unchanged_page(self, round_no: int, url: str, result: FetchResult) -> tuple[str, list[int]] | None:
-        """A 304: the stored copy is still the page, so its text and passages are read as they
-        are (no body, no extraction) and its age restarts now (Store.confirm_page). None when
-        the stored copy is no longer readable (the caller then downloads the page)."""
-        page = self.store.get_page(url, float("inf"))
-        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
-        if page is None or not ids:
-            return None
-        self.store.confirm_page(url, result.etag, result.last_modified)
-        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it answered after all
-            self.store.forget_slow_url(url)
-        else:
-            self.state.pages_not_modified += 1
-        self.events.emit("page_fetched", round=round_no, url=url, final_url=page.final_url,
-                         status=result.status, title=page.title, chars=len(page.text), passages=len(ids),
-                         from_cache=True, not_modified=True, seconds=round(result.elapsed_s, 3))
-        return page.title, ids
-
-    def library_document(self, round_no: int, url: str) -> tuple[str, list[int]] | None:
-        """A library document: read and split when it was indexed, so here it costs one store read."""
-        page = self.store.get_page(url, float("inf"))
-        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
-        if not ids:  # removed or changed since the search: the index will catch up, nothing is wrong with it
-            self.mark_bad(url, "no longer in the library index", transient=True)
-            self.events.emit("page_fetched", round=round_no, url=url, ok=False, source="library",
-                             error="no longer in the library index")
-            return None
-        assert page is not None
-        self.state.local_reads += 1
-        self.events.emit("page_fetched", round=round_no, url=url, final_url=url, title=page.title,
-                         chars=len(page.text), passages=len(ids), from_cache=False, source="library")
-        return page.title, ids
-
-    async def archive_article(self, url: str) -> FetchResult:
-        """An archive article's HTML as a fetch result, so it is extracted and cached like a web page."""
-        if self.svc.archives is None:
-            return FetchResult(url=url, final_url=url, error="no archives are configured")
-        try:
-            entry = await self.svc.archives.read(url, max_bytes=self.svc.settings.fetch_max_bytes,
-                                                 max_redirects=self.svc.settings.fetch_max_redirects)
-        except DocumentUnavailable as exc:
-            # transient: an archive is replaced by a newer download under the same name; the next
-            # brief tries the article again rather than remembering it as bad for good
-            return FetchResult(url=url, final_url=url, error=str(exc), transient=True)
-        self.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
-        return FetchResult(url=url, final_url=entry.url, status=200, content_type=entry.mimetype, body=entry.body)
 
     def mark_bad(self, url: str, reason: str, transient: bool, slow: bool = False) -> None:
         """Not read again by this brief; by none for good (a permanent failure), or for

@@ -27,7 +27,7 @@ from ..rules import decide
 from ..rules.decide import LoopState
 from ..sources.fetch import FetchResult
 from ..sources.search import SearchHit
-from ..sources.sources import WEB, kind_of_url
+from ..sources.sources import WEB, Found, Read, kind_of_url
 
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 # Stragglers (issue 11): the model never waits for a slow page while it has something to read
@@ -35,10 +35,7 @@ STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long f
 SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
 LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 
-Read = tuple[str, list[int]]
-"""A page read: the title a citation uses, and the ids of its stored passages."""
 PageTask = asyncio.Task[Read | None]  # a page's fetch and reading; None: the page could not be read
-Searched = tuple[list[SearchHit], bool]  # a search's hits, and whether they came from the search cache
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,7 @@ class Hooks:
     update_estimate: Callable[[int], None]  # the range after a round's readings
     fetch: Callable[[int, str, SearchHit | None], Coroutine[Any, Any, Read | None]]  # fetch, extract, store
     download: Callable[[str], Coroutine[Any, Any, FetchResult]]  # a web page's bytes
-    search_web: Callable[[str], Coroutine[Any, Any, Searched]]  # SearXNG's hits, asked now
+    search_web: Callable[[str], Coroutine[Any, Any, Found]]  # SearXNG's hits, asked now
     retrieved: Callable[[asyncio.Task[Any]], None]  # logs the failure of a task nobody awaits
 
 
@@ -80,7 +77,7 @@ class PageScheduler:
     started: dict[str, float] = field(default_factory=dict)
     # what is fetched while the model plans (search_ahead): the question's search, and its pages
     ahead: asyncio.Task[None] | None = None
-    early_searches: dict[str, asyncio.Task[Searched]] = field(default_factory=dict)
+    early_searches: dict[str, asyncio.Task[Found]] = field(default_factory=dict)
     early_downloads: dict[str, asyncio.Task[FetchResult]] = field(default_factory=dict)
     # how the rounds of the latest earlier run of the same question went (round_pages)
     # (loaded for a resumed run too: its next rounds replay as a fresh run's would)
