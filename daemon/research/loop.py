@@ -55,7 +55,7 @@ from .pages import LATE_GIVEN_UP, SLOW_PAGE_MEMORY_S, Hooks, PageScheduler
 from .policy import EstimatePolicy, Facts, policy_for
 from ..sources.search import SearchHit
 from ..core.settings import Settings
-from ..sources.sources import WEB, ArchiveShelf, Searcher, chosen, fuse, is_local, kind_of_url
+from ..sources.sources import WEB, ArchiveShelf, Searcher, chosen, fuse, kind_of_url
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
@@ -216,10 +216,10 @@ class Research:
                 else:  # no model call to search ahead of
                     self.use_plan(earlier)
             await self.rounds()
-            self.drop_early()
+            self.pages.drop_early()
             summary, sources, disclaimer = await self.synthesize()  # the stragglers keep loading meanwhile
         except BaseException:
-            self.drop_early()
+            self.pages.drop_early()
             self.pages.cut_off()
             raise
         self.state.phase = "done"
@@ -271,13 +271,6 @@ class Research:
                 self.checkpoint()
                 break
             await self.round(self.state.round + 1, queries)
-
-    def drop_early(self) -> None:
-        """The rounds are over: a download no round took is cut off (or named, if it was made)."""
-        unread = self.pages.drop_early()
-        if unread:
-            self.events.emit("signal", message="fetched while the model planned, and not read: no round chose "
-                                               "these pages", urls=unread)
 
     @property
     def question(self) -> str:
@@ -402,7 +395,7 @@ class Research:
         self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
         # library documents and archive articles are read whole even in snippet mode: they are on
         # this machine, so reading them costs no fetch; only web pages are left to their snippets
-        readable = hits if self.brief.fetch_pages else [h for h in hits if is_local(h.url)]
+        readable = self.reader.read_whole(hits, self.brief.fetch_pages)
         if urls is None:
             # fresh pages by rank, then earlier rounds' stragglers (their fetches still run), read
             # in batches of their own: whether a page was late never changes the others' batches
@@ -417,7 +410,7 @@ class Research:
         self.checkpoint()
         await self.pages.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
-            await self.read_snippets(round_no, [h for h in hits if not is_local(h.url)])
+            await self.read_snippets(round_no, self.reader.snippets_only(hits))
         # this round's rows (reset at its start); a distrusted page may have taken earlier ones away
         new = self.store.evidence_count(self.run_id, round_no)
         self.state.round = round_no

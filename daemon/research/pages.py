@@ -110,8 +110,8 @@ class PageScheduler:
             task.cancel()
         self.inflight.clear()
 
-    def drop_early(self) -> list[str]:
-        """The rounds are over: a download no round took is cut off. Returns those that had been made."""
+    def drop_early(self) -> None:
+        """The rounds are over: a download no round took is cut off (or named, if it was made)."""
         if self.ahead is not None:
             self.ahead.cancel()
         for task in self.early_searches.values():
@@ -121,7 +121,9 @@ class PageScheduler:
             download.cancel()
         self.early_searches.clear()
         self.early_downloads.clear()
-        return unread
+        if unread:
+            self.hooks.emit("signal", message="fetched while the model planned, and not read: no round chose "
+                                              "these pages", urls=unread)
 
     def hand_over(self, trailing: set[asyncio.Task[Any]]) -> None:
         """The stragglers still loading go on in `trailing` (the daemon's), their failures logged."""

@@ -36,7 +36,8 @@ from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
 from ..sources.pagework import PageUnreadable, PageWorkers
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
 from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
-                               Found, Read, Searcher, Source, fuse, kind_of_url, store_hits)
+                               Found, Read, Searcher, Source, fuse, is_local, kind_of_url,
+                               store_hits)
 from .pages import LATE_GIVEN_UP, PageScheduler
 
 log = logging.getLogger("briefd")
@@ -129,6 +130,15 @@ class Reader:
                  urls=[h.url for h in fuse(lists)[:10]],
                  **({"from_store": [h.url for h in stored]} if stored else {}))
         return lists
+
+    def read_whole(self, hits: list[SearchHit], fetch_pages: bool) -> list[SearchHit]:
+        """The hits read whole: all of them for a brief that reads pages; else the library's documents
+        and the archives' articles only (on this machine, reading them costs no fetch)."""
+        return hits if fetch_pages else [h for h in hits if is_local(h.url)]
+
+    def snippets_only(self, hits: list[SearchHit]) -> list[SearchHit]:
+        """The hits a brief that reads no pages reads by their snippets: the web's."""
+        return [h for h in hits if not is_local(h.url)]
 
     async def fetch_safely(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
         """`fetch_one`, where whatever one page does wrong marks that URL bad and nothing else.
