@@ -95,7 +95,7 @@ class Reader:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.web = WebPages(ctx)
-        self.stored = StoredPages(ctx, self.web)
+        self.stored: Source = StoredPages(ctx, self.web)  # searched apart: it asks no one (search_one)
         readers: list[Source] = [self.web]
         if LIBRARY in ctx.sources:
             readers.append(LibraryDocuments(ctx))
@@ -361,6 +361,7 @@ class LocalSource:
         self.ctx = ctx
 
     def shelf(self) -> Searcher | None:
+        """The index or shelf behind this source; None when none is configured (it is not searched)."""
         raise NotImplementedError
 
     async def search(self, query: str) -> Found:
