@@ -1,7 +1,7 @@
 """One hostile page can neither freeze the daemon nor cost more than the bound (issue 8, #2).
 
 A real HTTP server on loopback serves pathological pages; the research loop's own
-`fetch_one` fetches, reads and stores them in a real SQLite store, while a ticker
+`Reader.fetch_one` fetches, reads and stores them in a real SQLite store, while a ticker
 coroutine measures how long the event loop was kept from running it. A loop held for
 seconds is what made SIGTERM, intake and every other brief wait on one page.
 """
@@ -139,12 +139,12 @@ async def research_on(tmp_path: Path, pages: PageWorkers | None = None) -> Async
 
 async def fetch_with(tmp_path: Path, site: str, paths: list[str], pages: PageWorkers | None = None,
                      ) -> tuple[list[Any], float, Store, Research]:
-    """Run `Research.fetch_one` on each path in turn while measuring the event loop's lag."""
+    """Run `Reader.fetch_one` (research.reader) on each path in turn while measuring the event loop's lag."""
     async with research_on(tmp_path, pages) as research:
         results = []
         with LoopLag() as lag:
             for path in paths:
-                results.append(await research.fetch_one(1, site + path, None))
+                results.append(await research.reader.fetch_one(1, site + path, None))
     return results, lag.worst, research.store, research
 
 
@@ -186,7 +186,7 @@ def test_a_brief_stopped_while_a_costly_page_is_read_stops_at_once(tmp_path: Pat
 
     async def stop_mid_page() -> None:
         async with research_on(tmp_path) as research:
-            reading = asyncio.get_running_loop().create_task(research.fetch_one(1, site + "/link-farm", None))
+            reading = asyncio.get_running_loop().create_task(research.reader.fetch_one(1, site + "/link-farm", None))
             await asyncio.sleep(0.3)  # fetched (4 MB on loopback: tens of ms), now being read (over a second)
             assert not reading.done(), "the costly page should still be being read"
             reading.cancel()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from briefd.daemon.rules import decide
-from briefd.daemon.research.loop import PAGES_PER_BATCH, first_to_read, rank_batches
+from briefd.daemon.research.pages import PAGES_PER_BATCH, first_to_read, rank_batches
 from briefd.daemon.sources.sources import STORE, STORE_MIN_SHARE, store_hits
 from tests.conftest import Workspace, researched
 from tests.lab.bench import REPLAYED_TARGET, Run, changed_prompts, load_run, replayed_share

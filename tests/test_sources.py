@@ -183,7 +183,7 @@ def test_a_library_url_is_read_only_for_a_brief_that_searches_the_library(
                              text="The river is 14 metres deep.", size=28, extraction="plain", error=None,
                              passages=[(0, 0, 28, "The river is 14 metres deep.", None)])
     try:
-        got = asyncio.run(research.fetch_one(1, url, None))
+        got = asyncio.run(research.reader.fetch_one(1, url, None))
     finally:
         research.store.close()
     assert (got is not None) == read

@@ -189,7 +189,7 @@ def test_drop_evidence_removes_one_pages_rows_of_one_run_and_counts_by_round(tmp
 
 
 def test_a_slow_url_is_remembered_until_it_expires_and_forgotten_when_it_answers(tmp_path: Path) -> None:
-    from briefd.daemon.research.loop import SLOW_PAGE_MEMORY_S
+    from briefd.daemon.research.pages import SLOW_PAGE_MEMORY_S
     store = Store(tmp_path / "b.db")
     slow, gone, other = "http://a/slow", "http://a/404", "http://a/fine"
     store.mark_bad_url(gone, "HTTP 404")

@@ -5,7 +5,7 @@ What a user would notice: the rounds go on as soon as the model has read every p
 (the slow page is recorded as late); the synthesis does not wait for it either (it is recorded as
 not read, and remembered as slow from then on); its fetch is left to end while the daemon works
 on, and as it times out the mark stays, so a second brief that finds the same page does not fetch
-it at all (daemon.loop.SLOW_PAGE_MEMORY_S). The first brief's event file still ends with its report.
+it at all (daemon.research.pages.SLOW_PAGE_MEMORY_S). The first brief's event file still ends with its report.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,7 +29,6 @@ import httpx
 import ollama
 
 from ...store import PassageRow, Store, utc_now
-from ...store.briefs import search_pages_at
 
 from ..core import crashpoints
 
@@ -47,34 +45,27 @@ from ..core.brief import Brief
 from ..rules.citations import Source, number_sources, renumber
 from ..rules.decide import LoopState, Usage
 from ..core.events import EventLog, LoggedOnly
-from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
+from ..sources.fetch import FetchLimits
 from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import CallRecord, ModelConfig, estimate_tokens, prompt_budget
 from ..core.outages import OutageLog
-from ..sources.pagework import PageUnreadable, PageWorkers
+from ..sources.pagework import PageWorkers
+from .reading import Context, Reader
+from .pages import LATE_GIVEN_UP, SLOW_PAGE_MEMORY_S, Hooks, PageScheduler
 from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, EstimatePolicy, Facts, accept_labels, disclaimer_for, limits_for,
                      next_step, numbered_sources, policy_for, replan_choice, replan_slots, replanned, reusable_plan,
                      starting_plan, summary_chars, synthesis_lines)
-from ..core.retry import call_with_retries
-from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
+from ..sources.search import SearchHit
 from ..core.settings import Settings
 from ..report.assemble import done_report, evidence_items, source_items, usage_block
-from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
-                      Searcher, chosen, fuse, is_local, kind_of_url, store_hits)
+from ..sources.sources import WEB, ArchiveShelf, Searcher, chosen, fuse
 from ..core.errors import BriefdError, ServiceUnavailable
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
 
-SEARCH_CACHE_S = 24 * 3600
 RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
-PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
-LOCAL_HITS_PER_QUERY = 10  # documents the library (and each archive search) offers per query
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
-# Stragglers (issue 11): the model never waits for a slow page while it has something to read
-STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long for its next page, no more
-SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
-LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
 
 
@@ -134,7 +125,6 @@ class Research:
         self.started_at = started_at
         self.events = events
         self.limits = limits_for(brief)
-        self.params = brief.search
         saved = self.store.load_checkpoint(run_id)
         # began_s: now for a run just claimed; for one resumed before its first checkpoint (or from a
         # checkpoint older than began_s) started_at, to the second, is what is known
@@ -160,20 +150,32 @@ class Research:
         self.egress = egress.start(svc.settings.egress, earlier=self.store.load_egress(run_id))
         self.egress.on_change = lambda log: self.store.save_egress(run_id, log.snapshot())
         self.saved: dict[str, Any] = {}  # the state as last checkpointed (a round's start, mid-round)
-        # fetches that outlive the round that started them: its stragglers, by URL, and when each began
-        self.inflight: dict[str, asyncio.Task[tuple[str, list[int]] | None]] = {}
-        self.fetch_started: dict[str, float] = {}
-        # what is fetched while the model plans (search_ahead): the question's search, and its pages
-        self.ahead: asyncio.Task[None] | None = None
-        self.early_searches: dict[str, asyncio.Task[tuple[list[SearchHit], bool]]] = {}
-        self.early_downloads: dict[str, asyncio.Task[FetchResult]] = {}
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
-        # how the rounds of the latest earlier run of the same question went (round_pages)
-        # (loaded for a resumed run too: its next rounds replay as a fresh run's would)
-        earlier = self.store.earlier_checkpoint(brief.question, run_id, brief.id)
-        self.earlier_rounds: list[dict[str, Any]] = (earlier or {}).get("past_rounds", [])
-        self.earlier_given_up = {url for url, what in (earlier or {}).get("late", {}).items() if what == LATE_GIVEN_UP}
-        self.replayed: set[str] = set()  # pages this run reads late because the earlier run did
+        # the fetches that outlive the step that started them, and the earlier run of this question's
+        # rounds (replayed): pages.py
+        self.pages = PageScheduler.after(self.page_hooks(), self.store.earlier_checkpoint(brief.question, run_id,
+                                                                                           brief.id))
+        # every source the brief may use, behind one interface (reading.py)
+        self.reader = Reader(self.reading_context())
+
+    def page_hooks(self) -> Hooks:
+        """What the page scheduler may ask of this run (pages.Hooks): it never reaches for the loop's names."""
+        return Hooks(store=self.store, run_id=self.run_id, sources=self.sources, state=lambda: self.state,
+                     brief=lambda: self.brief, emit=lambda kind, **fields: self.events.emit(kind, **fields),
+                     saved=lambda: self.saved, checkpoint=self.checkpoint, calls_made=lambda: self.batches_read,
+                     max_age=lambda: self.max_age, choose_pages=self.choose_pages, read_batch=self.read_batch,
+                     mark_bad=self.mark_bad, update_estimate=self.update_estimate,
+                     fetch=lambda round_no, url, hit: self.reader.fetch_safely(round_no, url, hit),
+                     download=lambda url: self.reader.web.download(url),
+                     search_web=lambda query: self.reader.web.search_now(query), retrieved=_retrieved)
+
+    def reading_context(self) -> Context:
+        """What the sources may ask of this run (reading.Context): they never reach for the loop's names."""
+        return Context(svc=self.svc, store=self.store, run_id=self.run_id, sources=self.sources, pages=self.pages,
+                       titles=self.titles, state=lambda: self.state, brief=lambda: self.brief,
+                       emit=lambda kind, **fields: self.events.emit(kind, **fields), max_age=lambda: self.max_age,
+                       max_age_given=self.max_age_given, title_for=self.title_for, mark_bad=self.mark_bad,
+                       on_wait=self.on_wait, outage=Outage, fatal=(Cancelled, Outage))
 
     @property
     def max_age(self) -> float:
@@ -190,18 +192,16 @@ class Research:
             if self.state.phase == "plan":
                 earlier = self.earlier_plan()  # a follow-up's, or this brief's last done run's
                 if earlier is None:
-                    self.ahead = asyncio.create_task(self.search_ahead())
+                    self.pages.ahead = asyncio.create_task(self.pages.search_ahead())
                     await self.plan()
                 else:  # no model call to search ahead of
                     self.use_plan(earlier)
             await self.rounds()
-            self.drop_early()
+            self.pages.drop_early()
             summary, sources, disclaimer = await self.synthesize()  # the stragglers keep loading meanwhile
         except BaseException:
-            self.drop_early()
-            for task in self.inflight.values():  # a stop, a cancel or an outage: nothing keeps loading
-                task.cancel()
-            self.inflight.clear()
+            self.pages.drop_early()
+            self.pages.cut_off()
             raise
         self.state.phase = "done"
         self.checkpoint()
@@ -216,11 +216,7 @@ class Research:
         out is remembered as slow (SLOW_PAGE_MEMORY_S). Their events are logged, not appended: the
         brief's event file ends with its report. (`run --once` cuts them off when its work is done.)"""
         self.events = LoggedOnly(self.store, self.run_id, self.events.brief_id, self.events.path)
-        for task in self.inflight.values():
-            self.svc.trailing.add(task)
-            task.add_done_callback(self.svc.trailing.discard)
-            task.add_done_callback(_retrieved)
-        self.inflight.clear()
+        self.pages.hand_over(self.svc.trailing)
 
     async def rounds(self) -> None:
         while self.state.phase == "rounds":
@@ -240,57 +236,11 @@ class Research:
             if step.stop_reason is not None:
                 self.state.stop_reason = step.stop_reason
                 self.state.stop_explanation = step.explanation
-                await self.last_stragglers()
+                await self.pages.last_stragglers()
                 self.state.phase = "synthesis"
                 self.checkpoint()
                 break
             await self.round(self.state.round + 1, list(step.queries))
-
-    async def search_ahead(self) -> None:
-        """While the model plans, the question's web search and the pages it ranks highest are
-        fetched: round 1 always searches the question first, so its pages are mostly these, and
-        the model reads them as soon as the plan is made instead of waiting for them (issue 11).
-
-        Only the downloads are early: round 1 takes the search (search_web) and the pages
-        (download) from these tasks, and records and reads them as if it had asked then, so the
-        events, the store and `usage` say what round 1 did. A page round 1 does not choose may
-        serve a later round; one no round takes is named when the rounds end (drop_early).
-        """
-        if WEB not in self.sources:
-            return
-        question = decide.clean_query(self.brief.question)  # as round 1 will ask it (LoopState.add_queries)
-        search = self.early_searches[question] = asyncio.create_task(self.search_web_now(question))
-        search.add_done_callback(_retrieved)
-        if not self.brief.fetch_pages:
-            return
-        try:
-            hits, _ = await asyncio.shield(search)
-        except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
-            return
-        candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
-        chosen = self.choose_pages(candidates)
-        replay = decide.replayed_round(self.earlier_rounds, 1, [question], [], candidates, len(chosen))
-        urls = replay[0] if replay else chosen  # round 1 asks the question first
-        known_bad = self.store.bad_urls(urls)
-        for url in urls:
-            # a page known bad is not fetched; a cached page costs round 1 nothing
-            if url not in known_bad and self.store.get_page(url, self.max_age) is None:
-                self.early_downloads[url] = asyncio.create_task(self.download_now(url))
-
-    def drop_early(self) -> None:
-        """The rounds are over: a download no round took is cut off (or named, if it was made)."""
-        if self.ahead is not None:
-            self.ahead.cancel()
-        for task in self.early_searches.values():
-            task.cancel()
-        unread = [url for url, task in self.early_downloads.items() if task.done() and not task.cancelled()]
-        for download in self.early_downloads.values():
-            download.cancel()
-        self.early_searches.clear()
-        self.early_downloads.clear()
-        if unread:
-            self.events.emit("signal", message="fetched while the model planned, and not read: no round chose "
-                                               "these pages", urls=unread)
 
     @property
     def question(self) -> str:
@@ -397,26 +347,27 @@ class Research:
         self.events.emit("round_started", round=round_no, queries=queries,
                          open_gaps=[g.text for g in self.state.open_gaps()])
         hits = await self.search_all(round_no, queries)
-        if self.ahead is not None:
-            await self.ahead  # its downloads are started once the question's search is back: take them
+        if self.pages.ahead is not None:
+            await self.pages.ahead  # its downloads are started once the question's search is back: take them
         self.state.results_per_round = self.state.results_per_round[:round_no - 1] + [len(hits)]
         # library documents and archive articles are read whole even in snippet mode: they are on
         # this machine, so reading them costs no fetch; only web pages are left to their snippets
-        readable = hits if self.brief.fetch_pages else [h for h in hits if is_local(h.url)]
+        readable = self.reader.read_whole(hits, self.brief.fetch_pages)
         if urls is None:
             # fresh pages by rank, then earlier rounds' stragglers (their fetches still run), read
             # in batches of their own: whether a page was late never changes the others' batches
-            carried = self.waiting_stragglers()
-            fresh, late, order, replayed = self.round_pages(round_no, queries, [h.url for h in readable], carried)
+            carried = self.pages.waiting_stragglers()
+            candidates = [h.url for h in readable]
+            fresh, late, order, replayed = self.pages.round_pages(round_no, queries, candidates, carried)
             urls = [*fresh, *carried]
             expected = fresh if replayed else []  # a replayed round waits for these: see fetch_and_read
         self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
                                     "carried": list(carried or []), "order": list(order or []),
                                     "expected": list(expected or [])}
         self.checkpoint()
-        await self.fetch_and_read(round_no, urls, {h.url: h for h in hits})
+        await self.pages.fetch_and_read(round_no, urls, {h.url: h for h in hits})
         if not self.brief.fetch_pages:
-            await self.read_snippets(round_no, [h for h in hits if not is_local(h.url)])
+            await self.read_snippets(round_no, self.reader.snippets_only(hits))
         # this round's rows (reset at its start); a distrusted page may have taken earlier ones away
         new = self.store.evidence_count(self.run_id, round_no)
         self.state.round = round_no
@@ -437,92 +388,9 @@ class Research:
     async def search_all(self, round_no: int, queries: list[str]) -> list[SearchHit]:
         """Every query at every source the brief may use, at once, and in the pages earlier briefs
         read (search_store); one list by rank fusion (daemon/sources/sources.py)."""
-        answers = await asyncio.gather(*(self.search_one(round_no, q) for q in queries))
+        answers = await asyncio.gather(*(self.reader.search_one(round_no, q) for q in queries))
         self.state.asked.extend(q for q in queries if q not in self.state.asked)
         return fuse(hits for lists in answers for hits in lists)
-
-    async def search_one(self, round_no: int, query: str) -> list[list[SearchHit]]:
-        """One query at each source (the web through SearXNG, the library, the archives); a list per source."""
-        self.events.emit("search_query", round=round_no, query=query)
-        asks: list[Any] = []
-        if WEB in self.sources:
-            asks.append(self.search_web(query))
-        if LIBRARY in self.sources and self.svc.library is not None:
-            asks.append(self.search_local(self.svc.library, query))
-        if ARCHIVES in self.sources and self.svc.archives is not None:
-            asks.append(self.search_local(self.svc.archives, query))
-        looking = asyncio.ensure_future(self.search_store(query))  # in a thread, while the others answer
-        try:
-            answers: list[tuple[list[SearchHit], bool]] = await asyncio.gather(*asks)
-        except BaseException:
-            looking.cancel()
-            raise
-        lists = [hits for hits, _ in answers]
-        from_cache = bool(answers) and all(cached for _, cached in answers)  # the store asks no one
-        stored = await looking
-        lists.append(stored)
-        found = [h for hits in lists for h in hits]
-        self.store.record_query(self.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
-        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in (*self.sources, STORE)}
-        self.events.emit("search_result", round=round_no, query=query, results=len(found),
-                         from_cache=from_cache, sources=by_source,
-                         urls=[h.url for h in fuse(lists)[:10]],
-                         **({"from_store": [h.url for h in stored]} if stored else {}))
-        return lists
-
-    async def search_store(self, query: str) -> list[SearchHit]:
-        """Web pages earlier briefs read (within max_age), ranked against the query like fresh
-        passages (BM25) and kept when on topic (sources.store_hits): offered as a source of their
-        own, read from the store without a download, whether the web lists them again or not. Only
-        for a brief that reads web pages; an empty store offers nothing, so a first-ever brief
-        does what it did before."""
-        if WEB not in self.sources or not self.brief.fetch_pages:
-            return []
-        # on a connection of its own in a thread: at 200,000 stored passages a search costs 0.1-0.3 s
-        # of CPU, which must not stop the event loop
-        found = await asyncio.to_thread(search_pages_at, self.store.path, query, self.max_age_given,
-                                        STORE_HITS_PER_QUERY)
-        found = [row for row in found if row.url not in self.state.visited]  # read by earlier briefs only
-        hits = store_hits(query, found, lambda url: self.title_for(url, {}))
-        self.state.offered.extend(h.url for h in hits if h.url not in self.state.offered)
-        return hits
-
-    async def search_local(self, source: Searcher, query: str) -> tuple[list[SearchHit], bool]:
-        """The library's or the archives' hits: on this machine, never cached (the index is the cache)."""
-        hits = await source.search(query, LOCAL_HITS_PER_QUERY)
-        for note in source.take_notes():
-            self.events.emit("signal", message=note)
-        return hits, False
-
-    async def search_web(self, query: str) -> tuple[list[SearchHit], bool]:
-        """SearXNG's hits for a query: the one search_ahead started for it, or asked now."""
-        early = self.early_searches.pop(query, None)
-        return await early if early is not None else await self.search_web_now(query)
-
-    async def search_web_now(self, query: str) -> tuple[list[SearchHit], bool]:
-        """SearXNG's hits for a query (from the search cache when fresh); an outage ends the round."""
-        key = cache_key(query, self.params)
-        cached = self.store.cached_search(key, SEARCH_CACHE_S)
-        if cached is not None:
-            return [SearchHit(**h) for h in cached["hits"]], True
-        try:
-            response = await call_with_retries(
-                lambda: search(self.svc.http, self.svc.settings.searxng_url, query,
-                               self.params, self.svc.settings.search_timeout_s),
-                service="searxng", on_wait=self.on_wait)
-        except (SearchRefused, SearchUnavailable) as exc:  # each carries its own fix, if it has one
-            raise Outage("searxng", str(exc), fix=exc.fix) from exc
-        self.store.set_waiting(self.run_id, None)
-        self.svc.outages.came_back("searxng")
-        self.store.cache_search(key, query, query_params(self.params),
-                                {"hits": [h.as_dict() for h in response.hits],
-                                 "unresponsive_engines": response.unresponsive_engines})
-        if response.unresponsive_engines:
-            self.events.emit("signal", message="unresponsive search engines",
-                             engines=response.unresponsive_engines)
-        if response.note:
-            self.events.emit("signal", message=response.note)
-        return response.hits, False
 
     # ---- fetch while the model reads ------------------------------------------------------------
 
@@ -533,381 +401,8 @@ class Research:
         were learned now or before; a brief asked again then sends the prompts its first run sent."""
         return decide.choose_urls(candidates, self.state, {}, self.pages_allowed())
 
-    def skip_known_bad(self, round_no: int, urls: list[str]) -> set[str]:
-        """The web pages among `urls` the store knows are bad (for good, or slow for now): recorded
-        as this run's bad pages, as a fetch that failed would have been, and not fetched."""
-        known = self.store.bad_urls([u for u in urls if kind_of_url(u) == WEB])
-        for url, reason in known.items():
-            if url not in self.state.visited:
-                self.state.visited.append(url)
-            self.state.bad[url] = reason
-            if self.state.late.get(url) == LATE_WAITING:  # a replayed straggler: it failed, as a fetch would
-                self.state.late[url] = LATE_FAILED
-        if known:
-            self.events.emit("signal", message="pages known bad are not fetched", round=round_no,
-                             urls=list(known))
-        return set(known)
-
     def pages_allowed(self) -> int:
         return steps.pages_allowed(self.limits, steps.pages_read(self.state))
-
-    async def fetch_and_read(self, round_no: int, urls: list[str], hits: dict[str, SearchHit]) -> None:
-        """Fetch concurrently; the model reads each batch of pages as soon as that batch is fetched,
-        and never waits for a straggler while it has nothing else to read.
-
-        Batches are fixed by search rank (pages 1-3, 4-6, ...) and read with the gaps as they
-        stood when the round began, so a batch's prompt depends only on what its pages say,
-        never on which fetch happened to finish first. That keeps the model busy while slower
-        pages are still downloading, and makes a resumed round send the very same prompts,
-        which the answer cache then replays instead of paying for them again.
-
-        Once the model has read a batch (made a call: pages that all failed give it nothing to
-        read) and every other batch whose pages all arrived, the round does not wait for a page
-        still loading: it goes on without it at once (go_on_without), and so it does for an
-        earlier round's straggler. Only a round that has read nothing yet waits, each page that
-        arrives giving the rest STRAGGLER_GRACE_S more: the model has nothing else to do then.
-        The batches are read without the stragglers, whose fetches keep running for the next
-        round (or the synthesis) to take in. The stragglers are checkpointed before any batch is
-        read without them, so a batch's pages are always "its rank group less the round's
-        stragglers", and a resumed round re-forms the very same batches.
-        """
-        late = set(self.state.current_round.get("late", []))
-        skipped = late | self.skip_known_bad(round_no, [u for u in urls if u not in late and u not in self.inflight])
-        fetches = {url: self.start_fetch(round_no, url, hits.get(url)) for url in urls if url not in skipped}
-        batches = [[u for u in batch if u not in skipped]
-                   for batch in rank_batches(urls, self.state.current_round.get("carried", []))]
-        unread = [n for n, batch in enumerate(batches) if batch]
-        carried = set(self.waiting_stragglers())
-        expected = set(self.state.current_round.get("expected", []))
-        order = self.state.current_round.get("order", [])  # the earlier run's, for a replayed round
-        gaps = self.state.open_gaps()
-        read_before = self.batches_read
-        try:
-            while unread:
-                ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
-                if expected and order and ready:
-                    # a replayed round reads its batches in the earlier run's order, strictly: the
-                    # order of the answers makes the order of the evidence and of the next queries,
-                    # and a page checked by its server (304) may come a moment after another
-                    following = first_to_read(unread, order)
-                    ready = [following] if following in ready else []
-                if ready:
-                    n = first_to_read(ready, order)
-                    unread.remove(n)
-                    self.state.current_round["read"] = [*self.state.current_round.get("read", []), n]
-                    await self.read_pages(round_no, batches[n], fetches, gaps)
-                    continue
-                loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
-                if expected.intersection(loading):
-                    # the same round as the earlier run of this question (round_pages): it waits for
-                    # the pages that run read in time. Their other batches are replayed answers that
-                    # cost the model nothing, and a page among them that is slow now is mostly one
-                    # that changed (200, not 304: read again), which is what a re-run is for
-                    await asyncio.wait([fetches[u] for u in loading], return_when=asyncio.FIRST_COMPLETED)
-                    continue
-                arrived: set[asyncio.Task[tuple[str, list[int]] | None]] = set()
-                # the model has read something this round (pages that all failed gave it nothing)
-                if self.batches_read == read_before and not carried.issuperset(loading):
-                    arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
-                                                    return_when=asyncio.FIRST_COMPLETED)
-                if not arrived:
-                    self.go_on_without(round_no, loading)
-                    late.update(loading)
-                    batches = [[u for u in batch if u not in late] for batch in batches]
-                    unread = [n for n in unread if batches[n]]
-        finally:
-            for url, task in fetches.items():
-                if url in late:
-                    self.inflight[url] = task  # a straggler keeps loading for a later read
-                else:
-                    task.cancel()
-
-    def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
-                    carried: list[str]) -> tuple[list[str], list[str], list[int], bool]:
-        """The round's fresh pages, those it goes on without from its start, and the order to read its
-        batches in: the earlier run's of this question when this round is the same as one of its
-        rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
-        rank order. The read order decides the order of the evidence and of the queries the answers
-        propose (first_to_read). A page read late then is recorded as a straggler and read (from the
-        cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
-        having arrived since, given up again (last_stragglers)."""
-        chosen = self.choose_pages(candidates)
-        replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
-                                       len(chosen))
-        if replay is None:
-            return chosen, [], [], False
-        fresh, then_late, order = replay
-        # a page late then and known bad now is a straggler all the same: it took its place in the
-        # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
-        late = [url for url in then_late if url in [*fresh, *carried]]
-        self.replayed.update(late)
-        self.events.emit("signal", message="the same round as the earlier run of this question: the same pages",
-                         round=round_no, urls=fresh)
-        known_bad = self.store.bad_urls(late)  # not fetched at all (skip_known_bad): no page_late for it
-        for url in late:
-            if url not in self.state.visited:
-                self.state.visited.append(url)
-            self.state.late[url] = LATE_WAITING
-            if url in known_bad:
-                continue
-            self.events.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
-                             message="read late, where the earlier run of this question read it: the same "
-                                     "prompts, replayed from the answer cache")
-        return fresh, late, order, True
-
-    def waiting_stragglers(self) -> list[str]:
-        """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""
-        return [url for url, what in self.state.late.items() if what == LATE_WAITING]
-
-    def start_fetch(self, round_no: int, url: str,
-                    hit: SearchHit | None) -> asyncio.Task[tuple[str, list[int]] | None]:
-        """The fetch of a page: a straggler's own if one is still running, else a new one (none for a
-        page known bad: a straggler replayed from an earlier run that has failed since, skip_known_bad)."""
-        task = self.inflight.pop(url, None)
-        if task is None and url in self.skip_known_bad(round_no, [url]):
-            task = asyncio.create_task(_nothing())
-        elif task is None:
-            task = asyncio.create_task(self.fetch_page_safely(round_no, url, hit))
-            self.fetch_started[url] = time.monotonic()
-        return task
-
-    def loading_for(self, url: str) -> float:
-        return round(time.monotonic() - self.fetch_started.get(url, time.monotonic()), 1)
-
-    def go_on_without(self, round_no: int, urls: list[str]) -> None:
-        """Record stragglers: in the state, and in the last checkpoint as amended (not the live
-        state, which has moved on since the round began: a resumed round must start where this
-        one did, less these pages)."""
-        for url in urls:
-            self.state.late[url] = LATE_WAITING
-            self.events.emit("page_late", round=round_no, url=url, loading_s=self.loading_for(url),
-                             message="the model has read every page that arrived; the round goes on without this one")
-        self.state.current_round["late"] = [*self.state.current_round.get("late", []), *urls]
-        saved = self.saved
-        if saved.get("current_round", {}).get("round") == round_no:
-            saved["current_round"]["late"] = list(self.state.current_round["late"])
-            saved["late"] = {**saved.get("late", {}), **{url: LATE_WAITING for url in urls}}
-            self.store.save_checkpoint(self.run_id, saved["round"], saved["phase"], saved)
-
-    async def read_pages(self, round_no: int, batch: list[str],
-                         fetches: dict[str, asyncio.Task[tuple[str, list[int]] | None]],
-                         gaps: list[decide.Gap]) -> None:
-        """The model reads one batch of fetched pages (a straggler among them is taken in)."""
-        pages = [fetches[u].result() for u in batch]
-        for url, page in zip(batch, pages):
-            if self.state.late.get(url) == LATE_WAITING:
-                self.state.late[url] = LATE_READ if page else LATE_FAILED
-            if page and url in self.state.offered:  # the store offered it: a page read before, no fetch
-                self.state.pages_reused += 1
-        ids = [i for page in pages if page for i in page[1]]
-        titles = {u: page[0] for u, page in zip(batch, pages) if page}
-        await self.read_batch(round_no, ids, titles, gaps)
-
-    async def last_stragglers(self) -> None:
-        """Before the synthesis: the stragglers that arrived are read (as part of the last round);
-        the rest are not waited for (the synthesis is the model's next work): they are given up,
-        and their fetches left to end on their own (hand_over). A brief with no evidence at all
-        waits for them, as long as their fetches may take: there is nothing to synthesize yet; a
-        re-run waits for those the run it replays read here.
-
-        Given up first and checkpointed, so a run resumed here reads the same arrived pages
-        (from the page cache) in the same batches; their evidence from an interrupted attempt
-        is dropped first, so nothing is counted twice.
-        """
-        round_no = self.state.round
-        again = [url for url in self.waiting_stragglers() if url in self.replayed and url in self.earlier_given_up]
-        known_bad = self.store.bad_urls(again)  # still slow: not fetched at all, nothing to say
-        for url in again:
-            self.state.late[url] = LATE_GIVEN_UP
-            if url not in known_bad:
-                self.events.emit("page_fetched", round=round_no, url=url, ok=False, late=True, replayed=True,
-                                 error="not read: the earlier run of this question gave it up at its synthesis")
-        waiting = self.waiting_stragglers()
-        if not waiting:
-            return
-        fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
-        await asyncio.sleep(0)  # a fetch started here (a resumed run) takes its first step: a cached page is done in it
-        if not self.store.evidence_count(self.run_id):
-            await asyncio.wait(fetches.values())
-        elif replayed := [fetches[url] for url in waiting if url in self.replayed]:
-            # the earlier run of this question read these here (those it gave up are given up above):
-            # waited for, as a replayed round waits for the pages that run read in time, or the
-            # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
-            # the synthesis's turn, seen in tests/test_integration's second run)
-            await asyncio.wait(replayed)
-        arrived = [url for url in waiting if fetches[url].done()]
-        for url in waiting:
-            if url not in arrived:
-                self.inflight[url] = fetches[url]
-                self.give_up(round_no, url)
-        self.checkpoint()
-        gaps = self.state.open_gaps()
-        for url in arrived:
-            self.store.drop_evidence(self.run_id, url)
-        for i in range(0, len(arrived), PAGES_PER_BATCH):
-            await self.read_pages(round_no, arrived[i:i + PAGES_PER_BATCH], fetches, gaps)
-        if arrived and round_no > 0:
-            self.state.new_evidence_per_round[round_no - 1:] = [self.store.evidence_count(self.run_id, round_no)]
-            if self.brief.estimate:
-                self.update_estimate(round_no)
-
-    def give_up(self, round_no: int, url: str) -> None:
-        """A straggler still loading when the synthesis begins: recorded as not read, and
-        remembered as slow while its fetch, left to end (hand_over), goes on, so no other brief
-        fetches it meanwhile; if it arrives it is cached and forgotten as slow (fetch_one)."""
-        reason = (f"still loading after {self.loading_for(url):g} s when the synthesis began: not read "
-                  f"(the fetch goes on; until it ends the page is remembered as slow)")
-        self.state.late[url] = LATE_GIVEN_UP
-        self.mark_bad(url, reason, transient=True, slow=True)
-        self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
-
-    async def fetch_page_safely(self, round_no: int, url: str,
-                                hit: SearchHit | None) -> tuple[str, list[int]] | None:
-        """`fetch_one`, where whatever one page does wrong marks that URL bad and nothing else.
-
-        A page's failure (MemoryError included: a page that costs too much is bad for good)
-        must never fail the round, or the brief would be retried and fetch it again. A store
-        error or a cancellation is the brief's, not the page's: those still propagate.
-        """
-        try:
-            return await self.fetch_one(round_no, url, hit)
-        except (sqlite3.Error, Cancelled, Outage):
-            raise
-        except Exception as exc:  # noqa: BLE001 - any page failure, by design (see above)
-            reason = f"page failed: {type(exc).__name__}: {exc}"[:500]
-            log.warning("%s: %s", url, reason)
-            self.mark_bad(url, reason, transient=False)
-            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=reason)
-            return None
-
-    async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> tuple[str, list[int]] | None:
-        """Fetch (or take from the cache), extract, store; returns (title, passage ids) or None."""
-        if url not in self.state.visited:
-            self.state.visited.append(url)
-        kind = kind_of_url(url)
-        if kind != WEB and kind not in self.sources:  # a local URL offered by another source: not this brief's
-            why = f"a {kind} URL, and this brief does not search {kind}"
-            self.mark_bad(url, why, transient=True)
-            self.events.emit("page_fetched", round=round_no, url=url, ok=False, error=why)
-            return None
-        if kind == LIBRARY:
-            return self.library_document(round_no, url)
-        cached = self.store.get_page(url, self.max_age)
-        if cached is not None and cached.ok:
-            self.state.page_cache_hits += 1
-            self.events.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
-                             status=cached.status, title=cached.title, chars=len(cached.text),
-                             from_cache=True)
-            return cached.title, self.store.passage_ids(url, "page")
-        if kind == ARCHIVES:
-            result = await self.archive_article(url)
-            self.state.local_reads += 1
-        else:
-            early = self.early_downloads.pop(url, None)
-            result = await early if early is not None else await self.download_now(url)
-            if result.not_modified:
-                unchanged = self.unchanged_page(round_no, url, result)
-                if unchanged is not None:
-                    return unchanged
-                result = await self.download_now(url, conditional=False)  # its stored copy went meanwhile
-            if self.state.late.get(url) != LATE_GIVEN_UP:  # one arriving after it was given up is not read
-                self.state.pages_fetched += 1
-        if not result.ok:
-            self.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
-                          slow=result.timed_out)
-            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
-                             status=result.status, ok=False, error=result.error,
-                             seconds=round(result.elapsed_s, 3))
-            return None
-        # extraction and splitting run in a child process: never on the event loop, and killed
-        # at a deadline, so one page can neither freeze the daemon nor cost more than the bound
-        try:
-            page = await self.svc.pages.read(result.body, result.final_url, result.content_type)
-            reason = None if page else f"no readable text ({result.content_type or 'unknown type'})"
-        except PageUnreadable as exc:
-            page, reason = None, str(exc)
-        if page is None:
-            self.mark_bad(url, reason or "no readable text", transient=False)
-            self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
-                             status=result.status, ok=False, error=reason)
-            return None
-        extracted, passages = page.extracted, page.passages
-        title = self.titles.get(url) or extracted.title or (hit.title if hit else "") or result.final_url
-        self.store.save_page(
-            url=url, final_url=result.final_url, status=result.status,
-            content_type=result.content_type, title=title, text=extracted.text,
-            size=len(result.body), extraction=extracted.method, error=None,
-            passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
-            etag=result.etag, last_modified=result.last_modified,
-        )
-        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it arrived after all
-            self.store.forget_slow_url(url)
-        self.events.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
-                         status=result.status, title=title, chars=len(extracted.text),
-                         passages=len(passages), from_cache=False, truncated=result.truncated,
-                         seconds=round(result.elapsed_s, 3), **({"notes": page.notes} if page.notes else {}))
-        return title, self.store.passage_ids(url, "page")
-
-    async def download_now(self, url: str, conditional: bool = True) -> FetchResult:
-        """A web page's bytes, within the fetch limits and the daemon's concurrent-fetch slots.
-
-        A page stored with validators (older than max_age, or fetch_one would not ask) is asked
-        for conditionally: unchanged, the server answers 304 and no body is downloaded."""
-        stored = self.store.page_validators(url) if conditional else None
-        validators = Validators(*stored) if stored else None
-        async with self.svc.fetch_slots:
-            result = await fetch_page(self.svc.fetch_client, url, self.svc.fetch_limits, validators)
-        # every body downloaded for this brief, read or not (an early download no round took, a
-        # straggler given up that arrived): what the network carried, not what the model read
-        self.state.page_bytes += len(result.body)
-        return result
-
-    def unchanged_page(self, round_no: int, url: str, result: FetchResult) -> tuple[str, list[int]] | None:
-        """A 304: the stored copy is still the page, so its text and passages are read as they
-        are (no body, no extraction) and its age restarts now (Store.confirm_page). None when
-        the stored copy is no longer readable (the caller then downloads the page)."""
-        page = self.store.get_page(url, float("inf"))
-        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
-        if page is None or not ids:
-            return None
-        self.store.confirm_page(url, result.etag, result.last_modified)
-        if self.state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it answered after all
-            self.store.forget_slow_url(url)
-        else:
-            self.state.pages_not_modified += 1
-        self.events.emit("page_fetched", round=round_no, url=url, final_url=page.final_url,
-                         status=result.status, title=page.title, chars=len(page.text), passages=len(ids),
-                         from_cache=True, not_modified=True, seconds=round(result.elapsed_s, 3))
-        return page.title, ids
-
-    def library_document(self, round_no: int, url: str) -> tuple[str, list[int]] | None:
-        """A library document: read and split when it was indexed, so here it costs one store read."""
-        page = self.store.get_page(url, float("inf"))
-        ids = self.store.passage_ids(url, "page") if page is not None and page.ok else []
-        if not ids:  # removed or changed since the search: the index will catch up, nothing is wrong with it
-            self.mark_bad(url, "no longer in the library index", transient=True)
-            self.events.emit("page_fetched", round=round_no, url=url, ok=False, source="library",
-                             error="no longer in the library index")
-            return None
-        assert page is not None
-        self.state.local_reads += 1
-        self.events.emit("page_fetched", round=round_no, url=url, final_url=url, title=page.title,
-                         chars=len(page.text), passages=len(ids), from_cache=False, source="library")
-        return page.title, ids
-
-    async def archive_article(self, url: str) -> FetchResult:
-        """An archive article's HTML as a fetch result, so it is extracted and cached like a web page."""
-        if self.svc.archives is None:
-            return FetchResult(url=url, final_url=url, error="no archives are configured")
-        try:
-            entry = await self.svc.archives.read(url, max_bytes=self.svc.settings.fetch_max_bytes,
-                                                 max_redirects=self.svc.settings.fetch_max_redirects)
-        except DocumentUnavailable as exc:
-            # transient: an archive is replaced by a newer download under the same name; the next
-            # brief tries the article again rather than remembering it as bad for good
-            return FetchResult(url=url, final_url=url, error=str(exc), transient=True)
-        self.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
-        return FetchResult(url=url, final_url=entry.url, status=200, content_type=entry.mimetype, body=entry.body)
 
     def mark_bad(self, url: str, reason: str, transient: bool, slow: bool = False) -> None:
         """Not read again by this brief; by none for good (a permanent failure), or for
@@ -1302,23 +797,6 @@ def _retrieved(task: "asyncio.Task[Any]") -> None:
         log.warning("a background fetch failed: %r", failure)
 
 
-def rank_batches(urls: list[str], carried: list[str], size: int = PAGES_PER_BATCH) -> list[list[str]]:
-    """A round's batches: its fresh pages in rank groups of `size`, then the stragglers it carried
-    from earlier rounds in groups of their own, so a page's lateness never reshapes the others'."""
-    fresh = [u for u in urls if u not in carried]
-    late = [u for u in urls if u in carried]
-    return [group[i:i + size] for group in (fresh, late) for i in range(0, len(group), size)]
-
-
-def first_to_read(ready: list[int], order: list[int]) -> int:
-    """Which of the batches whose pages all arrived the model reads next: the first by `order` (the
-    order an earlier run of the same round read them in, replayed), else the best-ranked."""
-    return min(ready, key=lambda n: (order.index(n) if n in order else len(order), n))
-
-
-async def _nothing() -> None:
-    """A fetch not made (a page known bad): done at its first step, with no page."""
-    return None
 
 
 def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:

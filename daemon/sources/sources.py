@@ -49,6 +49,32 @@ LIBRARY_SCHEME = "file"  # a library document's URL is its file URI (Path.as_uri
 ARCHIVE_SCHEME = "zim"  # an archive article's: zim://<archive file name>/<entry path> (daemon.archives)
 
 
+Found = tuple[list[SearchHit], bool]
+"""A source's answer to one query: its hits, best first, and whether they came from a cache (no one was asked)."""
+Read = tuple[str, list[int]]
+"""A page, document or article read: the title a citation uses, and the ids of its passages in the store
+(each passage its text with its offsets in the page's text and, for a paged document, its page)."""
+
+
+class Source(Protocol):
+    """Where a brief may look, whatever it is (the web, the library, the archives, the pages earlier
+    briefs read): the loop asks each the same two things and merges the hits by rank (fuse), so it
+    never needs to know where a passage came from, except to cite it (`kind`, kind_of_url)."""
+
+    @property
+    def kind(self) -> str:
+        """WEB, LIBRARY, ARCHIVES or STORE: what a hit's `source` says, and a report's citation."""
+        ...
+
+    async def search(self, query: str) -> Found:
+        """The source's hits for free text."""
+        ...
+
+    async def read(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
+        """One hit read into the store as passages; None when it cannot be read (the reason is recorded)."""
+        ...
+
+
 class Searcher(Protocol):
     """A source on this machine: the library's index, or the archives."""
 
