@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from briefd.daemon.core.brief import validate_brief
+from briefd.daemon.ops import evaluate
 from tests.lab import web
 from tests.lab.docset import (
     PACKAGES_BY_NAME,
@@ -116,7 +117,6 @@ def test_each_source_and_model_gets_the_settings_a_user_would_have(tmp_path: Pat
 
 
 def test_the_set_parses_with_briefd_eval_s_own_reader() -> None:
-    evaluate = pytest.importorskip("briefd.daemon.evaluate", reason="briefd eval is not in this tree yet (h-eval)")
     for path in (QUESTIONS, SLICE):
         parsed = evaluate.parse_eval_set(path.read_bytes(), str(path))
         assert len(parsed.cases) == len(load(path)["briefs"])
@@ -228,8 +228,6 @@ def test_the_slice_runs_through_the_lab_web_and_library(tmp_path: Path) -> None:
                 page = client.get(docset.url(lab.web_port, docset.where(case["where"][0])[0].path))
                 assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         runs = run_driver(tmp_path / "bench", "scripted", ("web", "library"), docset, lab, SLICE, None)
-    if any("no `eval` command" in run.error for run in runs):
-        pytest.skip("briefd eval is not in this tree yet (issue 21 part 1, branch h-eval)")
     for run in runs:
         assert run.result is not None, f"{run.source}: {run.error}"
         totals = run.result["totals"]
