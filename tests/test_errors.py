@@ -34,10 +34,13 @@ DRAWN = re.compile(r"^(?P<indent> *)\* (?P<name>\w+) +(?P<where>here|[\w/]+\.py)
 
 
 def module_of(where: str) -> str:
-    """A drawing's "core/files.py" as an import name; store/ is its own package, "here" is errors.py."""
+    """A drawing's "core/files.py" as an import name; store/ and briefd/ are packages of their own ("briefd/errors.py"
+    is briefd.errors), "here" is errors.py."""
     if where == "here":
         return errors.__name__
     dotted = where.removesuffix(".py").replace("/", ".")
+    if dotted.startswith("briefd."):
+        return dotted
     return f"briefd.{dotted}" if dotted.startswith("store.") else f"briefd.daemon.{dotted}"
 
 

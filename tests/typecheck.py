@@ -33,7 +33,7 @@ def sources(root: Path) -> list[BuildSource]:
             parts = path.relative_to(top).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            if package == "briefd" and parts:  # briefd/ holds only its __init__; anything else is not the package
+            if package == "briefd" and len(parts) > 1:  # briefd/'s own modules; a folder below is not the package
                 continue
             found.append(BuildSource(str(path), ".".join((package, *parts)), None))
     return found

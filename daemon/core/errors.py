@@ -7,7 +7,7 @@ still do. The classes live beside the code that raises them; this drawing is the
 them all, and tests/test_errors.py fails when it and the code disagree. Private classes (a leading
 underscore) are signals inside one module, never raised past it, and are not drawn.
 
-* BriefdError                                   store/errors.py: the root (store/ imports nothing of the daemon)
+* BriefdError                                   briefd/errors.py: the root (store/ imports nothing of the daemon)
   * ServiceUnavailable                          here: a service briefs need is out; they wait, never fail
     * Outage                                    research/loop.py: SearXNG out through the loop's retries
     * ServiceDown                               model/llm.py: the model server unreachable or answering 5xx
@@ -51,7 +51,7 @@ the daemon (exit 3). The research loop turns SearXNG's failures into `Outage`, w
 
 from __future__ import annotations
 
-from ...store.errors import BriefdError
+from ...errors import BriefdError
 
 __all__ = ["BriefdError", "ServiceUnavailable"]
 
