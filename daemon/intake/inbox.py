@@ -84,6 +84,7 @@ from ..core.brief import MAX_BRIEF_BYTES, Brief, BriefError, _clean, id_from_fil
 from ..core.files import ProcessLock, hold_lock, read_at_most
 from ..research.followup import check_follows
 from ..report.report import write_rejection
+from .names import is_dir, not_a_brief
 from .series import record_accepted
 from ..core.supervise import RepeatLog
 from ..core.untrusted import log_text
@@ -126,29 +127,6 @@ def shortage(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in SHORTAGE_ERRNOS
 
 
-# Partly written files (CONTRACT.md): never taken, and not worth a word while a writer is busy with them.
-PARTIAL_SUFFIXES = (".tmp", ".part", "~")
-
-
-def not_a_brief(name: str, is_dir: bool) -> str | None:
-    """How an inbox entry that will never be taken is named in a notice ("notes.txt", "old/"), or None:
-    a candidate (*.json, even a folder: accept says why it is left), a dotfile or a partial file."""
-    lowered = name.lower()
-    if name.startswith(".") or lowered.endswith(PARTIAL_SUFFIXES) or lowered.endswith(".json"):
-        return None
-    return f"{_clean(name)}/" if is_dir else _clean(name)
-
-
-def not_briefs(folder: Path) -> list[str]:
-    """The inbox's entries that are not briefs and never will be (`briefd status` lists them)."""
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return []
-    return sorted(shown for entry in entries
-                  if (shown := not_a_brief(entry.name, _is_dir(entry))) is not None)
-
-
 def stray_notice(shown: str) -> str:
     """The daemon's one notice about an entry of the inbox that is not a brief: what it is, what to do."""
     if shown.endswith("/"):
@@ -157,13 +135,6 @@ def stray_notice(shown: str) -> str:
                 f"or the briefs in it up into the inbox)")
     return (f"{shown} is in the inbox but is not a brief: briefd takes only files named *.json; it stays there "
             f"untouched (move it out of the inbox, or rename it to end in .json if it is a brief)")
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
 
 
 def is_candidate(path: Path, inbox: Path) -> bool:
@@ -290,7 +261,7 @@ class Inbox:
             path = Path(entry.path)
             if is_candidate(path, self.folder):
                 self.notice(path)
-            elif (shown := not_a_brief(entry.name, _is_dir(entry))) is not None:
+            elif (shown := not_a_brief(entry.name, is_dir(entry))) is not None:
                 strays.add(shown)
         for shown in sorted(strays - self.strays):
             log.info("%s", log_text(stray_notice(shown)))

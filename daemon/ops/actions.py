@@ -12,11 +12,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable, Collection
-from typing import BinaryIO, TypeVar
+from collections.abc import Collection
+from typing import BinaryIO
 
-from ...store import Store
-from ...store.history import History
 from ..core.brief import Brief, parse_brief
 from ..core.settings import Settings
 from ..core.files import WriteFailed, atomic_write_with, folder_lock, lock_holder, make_folders
@@ -26,8 +24,8 @@ from ..intake.inbox import LOCK_NAME
 from ..research.followup import check_follows
 from ..sources.sources import refusal
 from .ending import cancel_brief
+from .status import open_store
 
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -43,25 +41,6 @@ class Outcome:
     run: int | None = None
     state: str | None = None
     found: bool = True
-
-
-def open_store(settings: Settings) -> Store | None:
-    """The store at settings.db, or None when none exists yet (nothing was ever accepted)."""
-    if not Path(settings.db).exists():
-        return None
-    return Store(settings.db)
-
-
-def from_history(settings: Settings, read: Callable[[History], list[T]]) -> list[T] | None:
-    """What `read(History(store))` gives (briefd list and search, GET /briefs and /search), the store
-    closed after; None when there is no store yet (nothing was ever accepted)."""
-    store = open_store(settings)
-    if store is None:
-        return None
-    try:
-        return read(History(store))
-    finally:
-        store.close()
 
 
 def check_brief(settings: Settings, data: bytes, name: str, ahead: Collection[str] = ()) -> Brief:

@@ -10,7 +10,7 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from .actions import open_store
+from .status import open_store
 from ..core.settings import Settings, settings_table
 from ...store import Store, damaged, diagnose
 from ..model import llm

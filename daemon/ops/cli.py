@@ -404,7 +404,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _open_store(settings: Settings) -> Store | None:
-    from .actions import open_store
+    from .status import open_store
 
     return open_store(settings)
 
@@ -490,7 +490,7 @@ STRAYS_SHOWN = 10  # names on `briefd status`'s inbox line; `status --json` has 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd list`: store.history's rows, as a table or JSON (the HTTP API's `GET /briefs` objects)."""
     from ...store.history import HistoryError, list_query
-    from .actions import from_history
+    from .status import from_history
 
     try:
         query = list_query(state=args.state, kind=args.kind, since=args.since, until=args.until,
@@ -519,7 +519,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_search(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd search TEXT`: store.history's hits, best first (the HTTP API's `GET /search?q=` objects)."""
     from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, search_words
-    from .actions import from_history
+    from .status import from_history
 
     text = " ".join(args.text)
     try:

@@ -61,13 +61,13 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .. import __version__
-from .actions import Outcome, cancel, check_brief, drop_into_inbox, from_history, open_store, retry
+from .actions import Outcome, cancel, check_brief, drop_into_inbox, retry
 from ..core.brief import MAX_BRIEF_BYTES, BriefError, id_from_filename, too_large
 from ..report.chart_png import PNG_FILE
 from ..report.charts import CHART_FILE, CHART_NAMES
 from ..core.files import TooLarge, read_file_at_most
 from ..intake.inbox import is_candidate
-from .status import progress_of, status_data
+from .status import from_history, open_store, progress_of, status_data
 from ...store import diagnose
 from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, list_query, search_words
 from ..core.settings import SERVE_TOKEN_MIN_CHARS, Settings

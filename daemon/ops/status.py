@@ -1,19 +1,46 @@
 """What `briefd status` and the HTTP API's `GET /status` and `GET /briefs/{id}` say of the daemon and of
-the briefs it works on: read from the store and the daemon's lock, for both doors, in one place."""
+the briefs it works on: read from the store and the daemon's lock, for both doors, in one place. Opening the
+store for reading (`open_store`, `from_history`: briefd list and search too) lives here, not in actions, so the
+commands that only read load nothing of what submit, cancel and retry need (follow-ups, the report writer,
+the model client): about 0.5 s at every start."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from .actions import open_store
 from ..core.settings import Settings
-from ...store import QUEUED, RUNNING
+from ...store import QUEUED, RUNNING, Store
+from ...store.history import History
 from ..core.files import lock_holder, store_lock_path
 from ..intake import series
-from ..intake.inbox import not_briefs
+from ..intake.names import not_briefs
 
 ORPHANED = "daemon not running: will resume when it starts"
+
+
+def open_store(settings: Settings) -> Store | None:
+    """The store at settings.db, or None when none exists yet (nothing was ever accepted). Here, not in
+    actions, so `briefd status` reads the store without loading what submit, cancel and retry need."""
+    if not Path(settings.db).exists():
+        return None
+    return Store(settings.db)
+
+
+T = TypeVar("T")
+
+
+def from_history(settings: Settings, read: Callable[[History], list[T]]) -> list[T] | None:
+    """What `read(History(store))` gives (briefd list and search, GET /briefs and /search), the store
+    closed after; None when there is no store yet (nothing was ever accepted)."""
+    store = open_store(settings)
+    if store is None:
+        return None
+    try:
+        return read(History(store))
+    finally:
+        store.close()
 
 
 def daemon_data(settings: Settings) -> dict[str, Any]:

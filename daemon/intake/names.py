@@ -1,0 +1,44 @@
+"""Which names in the inbox are briefs: the rule `briefd status` and the daemon's notices share.
+
+A module of its own, apart from the inbox's intake, so `briefd status` can list the strays without loading
+what taking a brief needs (follow-ups, report writing, the model client: about 0.3 s at every start).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..core.brief import _clean
+
+
+# Partly written files (CONTRACT.md): never taken, and not worth a word while a writer is busy with them.
+PARTIAL_SUFFIXES = (".tmp", ".part", "~")
+
+
+def not_a_brief(name: str, is_dir: bool) -> str | None:
+    """How an inbox entry that will never be taken is named in a notice ("notes.txt", "old/"), or None:
+    a candidate (*.json, even a folder: accept says why it is left), a dotfile or a partial file."""
+    lowered = name.lower()
+    if name.startswith(".") or lowered.endswith(PARTIAL_SUFFIXES) or lowered.endswith(".json"):
+        return None
+    return f"{_clean(name)}/" if is_dir else _clean(name)
+
+
+def not_briefs(folder: Path) -> list[str]:
+    """The inbox's entries that are not briefs and never will be (`briefd status` lists them)."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    return sorted(shown for entry in entries
+                  if (shown := not_a_brief(entry.name, is_dir(entry))) is not None)
+
+
+def is_dir(entry: os.DirEntry[str]) -> bool:
+    """Whether an entry is a folder itself (a link to one is not): an entry that vanished or cannot be
+    examined is named as a file, never an error, since a notice must not stop the scan."""
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
