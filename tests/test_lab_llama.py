@@ -20,7 +20,8 @@ import pytest
 from tests.conftest import OllamaLab
 from tests.lab.drivers import EXTRA_BUFTS_CRASH, InferenceRequest, LlamaDriver, Message, plain_cpu_buffers
 
-llama_cpp = pytest.importorskip("llama_cpp")
+llama_cpp = pytest.importorskip(
+    "llama_cpp", reason="llama-cpp-python is the lab extra's: make test installs it, and these tests run there")
 FEW_TOKENS = 6  # real inference on two busy cores: a handful of tokens is a second or two
 
 
