@@ -636,19 +636,35 @@ def test_a_poisoned_request_is_not_cached_so_a_later_run_asks_again(server: Scri
 def test_a_server_that_fails_the_probe_too_is_an_outage(server: Scripted) -> None:
     """Everything fails, the probe included: that is an outage, waited out, never a fallback."""
     attempts = 4
-    server.script(*[error(500, RUNNER_CRASHED)] * (attempts + 1))
+    probes = attempts - PROBE_AFTER_REFUSALS + 1  # one after each refusal from the second on
+    server.script(*[error(500, RUNNER_CRASHED)] * (attempts + probes))
     with pytest.raises(ServiceDown) as caught:
         ask(config(server.url, transport_attempts=attempts))
-    assert len(server.chats) == attempts + 1, "every attempt plus one probe"
-    assert sum(1 for body in server.chats if "format" not in body) == 1
+    assert len(server.chats) == attempts + probes, "every attempt, and a probe after each refusal from the second"
+    assert sum(1 for body in server.chats if "format" not in body) == probes
     assert "health probe failed too" in caught.value.reason and RUNNER_CRASHED in caught.value.reason
+
+
+def test_a_probe_that_fails_once_does_not_make_a_poisoned_request_an_outage(server: Scripted) -> None:
+    """A runner that one prompt crashed restarts: the probe sent while it reloads can fail too. The
+    next refusal of the same request is probed again, and its answer shows the request is poisoned
+    (before, one failed probe made the request an outage: waited out, the brief's call asked again)."""
+    server.script(*[error(500, RUNNER_CRASHED)] * PROBE_AFTER_REFUSALS, error(500, RUNNER_CRASHED),
+                  error(500, RUNNER_CRASHED), chat("OK", prompt_eval_count=7, eval_count=1),
+                  *[error(500, RUNNER_CRASHED)] * 4)
+    run = ask(config(server.url, transport_attempts=4))
+    assert run.result.outcome == "poisoned" and run.result.value == FALLBACK_PLAN
+    probes = [body for body in server.chats if "format" not in body]
+    assert len(probes) == 2 and len(server.chats) == PROBE_AFTER_REFUSALS + 1 + 2, \
+        "asked three times, probed twice, then no more"
+    assert [(r.purpose, r.outcome) for r in run.records] == [(PROBE_PURPOSE, "probe"), ("plan", "poisoned")]
 
 
 def test_a_server_unreachable_at_the_probe_is_an_outage(server: Scripted) -> None:
     """The probe's own failure mode (no answer at all, here a timeout) counts as unhealthy."""
     slow_probe = Reply(200, chat("OK").body, delay_s=1.0)
     server.script(error(500, RUNNER_CRASHED), error(500, RUNNER_CRASHED), slow_probe,
-                  error(500, RUNNER_CRASHED), error(500, RUNNER_CRASHED))
+                  error(500, RUNNER_CRASHED), slow_probe, error(500, RUNNER_CRASHED), slow_probe)
     with pytest.raises(ServiceDown) as caught:
         ask(config(server.url, timeout_s=0.3, transport_attempts=4))
     assert "health probe failed too (timed out" in caught.value.reason

@@ -21,8 +21,11 @@ Why it looks like this:
   one-word prompt and one token to generate. The probe needs the runner to load
   and generate, which `/api/version` or `/api/tags` would not prove (they answer
   while every inference crashes). The probe answers → the request is poisoned:
-  the caller's fallback, outcome "poisoned", no more asking. It fails too → an
-  outage, waited out as before.
+  the caller's fallback, outcome "poisoned", no more asking. It fails too → the
+  server was down at that moment, waited out as before, and the next refusal of
+  the same request is judged by a new probe: a runner that a prompt crashed
+  restarts, so one failed probe (made while it reloaded) must not turn a
+  poisoned request into an outage that is waited out and asked again.
 - Answers are cached by a hash of the exact request, so a restart replays
   finished calls instead of paying for them again.
 
@@ -890,7 +893,7 @@ def _transport_reason(exc: BaseException) -> str:
     return _one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
 
-# A request refused with this status this many times is judged by a health probe: the first
+# A request refused with this status this many times (and each time after) is judged by a health probe: the first
 # 500 may be a runner that crashed for another reason and restarts; the second, on the very same
 # request, is the one retry DESIGN.md allows before a fallback.
 RUNNER_FAILED_STATUS = 500
@@ -933,8 +936,9 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
                 num_predict: int | None = None) -> tuple[ollama.ChatResponse, str, float]:
     """One model attempt; transport failures are waited out by the retry policy, up to `transport_attempts`.
 
-    At the second HTTP 500 for this request a health probe decides: answered → `_Poisoned` (this
-    request crashes the model; the caller falls back), not answered → the outage is waited out.
+    From the second HTTP 500 for this request on, each refusal is judged by a health probe:
+    answered → `_Poisoned` (this request crashes the model; the caller falls back), not answered →
+    the outage is waited out, and the next refusal probes again.
     """
     refusals = 0
     probe_failed = ""  # said with every later reason: the user learns that the whole server is down
@@ -956,7 +960,7 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
             reason = _one_line(f"HTTP {exc.status_code}: {exc.error}")
             if exc.status_code == RUNNER_FAILED_STATUS:
                 refusals += 1
-                if refusals == PROBE_AFTER_REFUSALS:  # once per request: an outage is then waited out
+                if refusals >= PROBE_AFTER_REFUSALS:  # each refusal from the second: a failed probe may be a reload
                     probe = await health_probe(client, cfg)
                     if probe.healthy:
                         raise _Poisoned(
