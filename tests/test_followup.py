@@ -334,11 +334,11 @@ def test_a_follow_up_resumed_before_its_plan_was_saved_carries_the_evidence_once
                                                  "follows": "p", "focus": "in winter"}).encode(), "b.json")
         for _ in range(2):
             research.state = LoopState(began_s=0.0)  # what a resumed run finds: no checkpoint yet
-            plan = research.earlier_plan()
+            plan = research.planning.earlier_plan()
         assert plan is not None and plan.gaps[0] == "in winter"
         [row] = store.evidence(research.run_id)
         assert (row["quote"], row["reused_from"], row["round"]) == (PARENT_ROW["quote"], parent_run, 0)
-        assert research.usage()["evidence_reused"] == 1 and research.state.calls_skipped == {"plan": 1}
+        assert research.ledger.usage()["evidence_reused"] == 1 and research.state.calls_skipped == {"plan": 1}
         assert PARENT_ROW["url"] in research.state.visited, "a page whose quotes are carried is not read again"
     finally:
         store.close()

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from briefd.daemon.model.llm import PROBE_AFTER_REFUSALS, ModelConfig
-from briefd.daemon.research.loop import POISONED_MESSAGE
+from briefd.daemon.research.calls import POISONED_MESSAGE
 from briefd.daemon.report.report import USAGE_KEYS
 from tests.conftest import BRIEFD, OllamaLab, Workspace, serve_ollama
 from tests.lab.servers import SearchLab

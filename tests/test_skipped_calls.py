@@ -27,10 +27,10 @@ def test_a_batch_whose_passages_cannot_give_evidence_is_not_sent_to_the_model(tm
     research = _research(tmp_path, ["web"])  # the model server is a closed port: a call would fail loudly
     try:
         ids = _page(research, "http://a.example/x", ["It was the one that is there.", "They were all of it."])
-        asyncio.run(research.read_batch(1, ids, {}, research.state.open_gaps()))
+        asyncio.run(research.evidence.read_batch(1, ids, {}, research.state.open_gaps()))
         assert research.state.calls_skipped == {"evidence": 1}
         assert research.store.model_usage(research.run_id)["llm_calls"] == 0
-        assert research.usage()["calls_skipped"] == {"evidence": 1}
+        assert research.ledger.usage()["calls_skipped"] == {"evidence": 1}
     finally:
         research.store.close()
 
@@ -40,7 +40,7 @@ def test_a_batch_with_one_passage_about_the_question_is_read(tmp_path: Path, scr
     try:
         ids = _page(research, "http://a.example/y", ["It was the one that is there.",
                                                      "The Kestrel River is 14 metres deep at the bridge."])
-        asyncio.run(research.read_batch(1, ids, {}, research.state.open_gaps()))
+        asyncio.run(research.evidence.read_batch(1, ids, {}, research.state.open_gaps()))
         assert research.state.calls_skipped == {}
         assert research.store.model_usage(research.run_id)["llm_calls"] == 1
     finally:
@@ -52,12 +52,12 @@ def test_a_rounds_snippets_are_read_in_as_few_calls_as_the_prompt_allows(tmp_pat
     from briefd.daemon.sources.search import SearchHit
 
     research = _research(tmp_path, ["web"], scripted_ollama.url)
-    research.limits = dataclasses.replace(research.limits, pages_per_round=6)
+    research.evidence.limits = dataclasses.replace(research.limits, pages_per_round=6)
     hits = [SearchHit(url=f"http://a.example/{i}", title=f"Result {i}", engine="lab", source="web",
                       content=f"The Kestrel River was {i + 10} metres deep at gauge {i} in 2025, the river authority says.")
             for i in range(12)]
     try:
-        asyncio.run(research.read_snippets(1, hits))
+        asyncio.run(research.evidence.read_snippets(1, hits))
         assert research.store.model_usage(research.run_id)["llm_calls"] == 1
     finally:
         research.store.close()

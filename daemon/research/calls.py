@@ -1,0 +1,138 @@
+"""A brief's door to the model, and its running totals: what every call of a run shares.
+
+Each model call of a brief goes through `ModelCalls.ask`: the cancel check before it, the answer
+cache (a resumed or repeated run replays what it was answered), the record of every attempt in the
+store, the waits an outage imposes (said in the brief's status and events, and once in the daemon's
+outage log), and the counts the report's usage shows (fallbacks, poisoned requests, repairs, skipped
+retries). `Ledger` reads the run's usage so far from the store and the clock. Both sit below the
+loop and are handed what they need of it (the loop's state and event log change under them), so the
+loop keeps only the story of the brief.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+import time
+from typing import Any, TypeVar
+
+from ...store import Store
+from ..core import crashpoints
+from ..core.outages import OutageLog
+from ..model.hosts import ModelHosts
+from ..model.llm import ModelConfig, estimate_tokens, prompt_budget
+from ..report.assemble import usage_block
+from ..rules import steps
+from ..rules.decide import LoopState, Usage
+from . import planner
+from .pages import LATE_GIVEN_UP
+
+T = TypeVar("T")
+
+POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
+
+
+def today() -> str:
+    """The date the prompts give the model (UTC): what "recent" and "this year" mean to it."""
+    return datetime.now(timezone.utc).date().isoformat()
+
+
+@dataclass
+class ModelCalls:
+    """The model calls of one run. Callables where the loop's value changes under it: its state (a
+    test may replace it), its event log (replaced when the brief is handed over), its cancel check."""
+
+    store: Store
+    run_id: int
+    models: ModelHosts
+    model: ModelConfig
+    outages: OutageLog
+    state: Callable[[], LoopState]
+    emit: Callable[..., object]  # an event of the brief (EventLog.emit)
+    check_cancel: Callable[[], None]  # raises the loop's Cancelled when `briefd cancel` was asked
+
+    def fits(self, prompt: str) -> bool:
+        """Does this user prompt, with the system prompt, fit the model's prompt budget?"""
+        used = estimate_tokens(planner.SYSTEM_RESEARCHER) + estimate_tokens(prompt)
+        return used <= prompt_budget(self.model)
+
+    async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
+                  fallback: Callable[[], T], retry_cut: bool = True) -> T:
+        """One JSON answer for `purpose`, whatever the model does (llm.call_json): the brief goes on."""
+        self.check_cancel()
+        result = await self.models.call_json(
+            purpose=purpose, system=planner.SYSTEM_RESEARCHER,
+            user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
+            record=lambda rec: self.store.record_model_call(self.run_id, rec), on_wait=self.on_wait,
+            retry_cut=retry_cut,
+        )
+        crashpoints.reached("model_answer")
+        state = self.state()
+        if result.retry_skipped:
+            state.count_skipped(f"{purpose} retry")
+        self.store.set_waiting(self.run_id, None)
+        self.store.service_back(self.run_id)
+        self.outages.came_back("ollama")
+        if result.outcome in ("fallback", "poisoned"):
+            state.count_fallback(purpose)
+        if result.outcome == "poisoned":
+            # not an outage: the server answers everything else, so the brief goes on without this answer
+            self.emit("signal", message=POISONED_MESSAGE, purpose=purpose,
+                      reason=result.records[-1].error if result.records else None)
+        if result.repairs:
+            state.fallbacks["repaired_answers"] = state.fallbacks.get("repaired_answers", 0) + 1
+        return result.value
+
+    def on_wait(self, service: str, retry_at: float, reason: str, fix: str | None) -> None:
+        """A call waits to try again (retry.call_with_retries): the brief's status and event say why,
+        and the daemon's outage log hears it with its fix (SearXNG's engines failing has its own)."""
+        when = datetime.fromtimestamp(retry_at, timezone.utc).replace(microsecond=0).isoformat()
+        told = f"{reason}; to fix: {fix}" if fix is not None and fix not in reason else reason
+        self.store.set_waiting(self.run_id, f"{service}: {told} (retry at {when})")
+        self.outages.went_down(service, reason, fix)
+        given = {"fix": fix} if fix else {}
+        self.emit("waiting", service=service, reason=reason, retry_at=when, **given)
+
+
+@dataclass
+class Ledger:
+    """What a run has spent so far: tokens (the store's model calls), wall time, pages."""
+
+    store: Store
+    run_id: int
+    state: Callable[[], LoopState]
+
+    def wall_seconds(self) -> float:
+        """Since the run began (resumed runs included: time waiting on the queue counts)."""
+        began = self.state().began_s
+        assert began is not None
+        return max(0.0, time.time() - began)
+
+    def tokens_used(self) -> int:
+        usage = self.store.model_usage(self.run_id)
+        return usage["prompt_tokens"] + usage["completion_tokens"]
+
+    def usage_now(self, tokens: int | None = None) -> Usage:
+        """What the stop rule and the budgets read (decide.Usage)."""
+        return Usage(tokens=self.tokens_used() if tokens is None else tokens,
+                     seconds=self.wall_seconds(), pages=steps.pages_read(self.state()))
+
+    def usage(self, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """report.json's usage; `evidence`: the run's evidence rows when the caller has read them."""
+        evidence = self.store.evidence(self.run_id) if evidence is None else evidence
+        return usage_block(self.store.model_usage(self.run_id), self.store.search_count(self.run_id), self.state(),
+                           self.wall_seconds(), evidence, LATE_GIVEN_UP)
+
+
+class _AnswerCache:
+    """The store's model_answers table, seen through daemon.llm's AnswerCache protocol."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, key: str) -> str | None:
+        return self.store.cached_answer(key)
+
+    def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        self.store.cache_answer(key, answer, prompt_tokens, completion_tokens)
