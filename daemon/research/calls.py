@@ -11,14 +11,15 @@ loop keeps only the story of the brief.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-import time
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ...store import Store
 from ..core import crashpoints
+from ..core.brief import Brief
 from ..core.outages import OutageLog
 from ..model.hosts import ModelHosts
 from ..model.llm import ModelConfig, estimate_tokens, prompt_budget
@@ -31,6 +32,29 @@ from .pages import LATE_GIVEN_UP
 T = TypeVar("T")
 
 POISONED_MESSAGE = "the model server fails this request every time while it answers others; its fallback is used"
+
+
+class Ask(Protocol):
+    """The run's model door (calls.ModelCalls.ask), as the parts of a run call it."""
+
+    def __call__(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
+                 fallback: Callable[[], T], retry_cut: bool = ...) -> Awaitable[T]: ...
+
+
+class RunView:
+    """A part of the run that reads the loop's state and brief through callables: both can change under
+    it (a resumed run loads its state; a test may replace either), so it never keeps a copy."""
+
+    def __init__(self, state: Callable[[], LoopState], brief: Callable[[], Brief]) -> None:
+        self._state, self._brief = state, brief
+
+    @property
+    def state(self) -> LoopState:
+        return self._state()
+
+    @property
+    def brief(self) -> Brief:
+        return self._brief()
 
 
 def today() -> str:

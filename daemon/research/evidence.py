@@ -11,8 +11,8 @@ for the loop and the page scheduler, which hand it what it needs (it imports nei
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ...store import PassageRow, Store, utc_now
 from ..core.brief import Brief
@@ -20,22 +20,13 @@ from ..rules import decide, steps
 from ..rules.decide import Limits, LoopState
 from ..sources.search import SearchHit
 from . import planner
-from .calls import today
+from .calls import Ask, RunView, today
 from .policy import Policy, accept_labels
-
-T = TypeVar("T")
 
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
 
 
-class Ask(Protocol):
-    """The run's model door (calls.ModelCalls.ask), as this module calls it."""
-
-    def __call__(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
-                 fallback: Callable[[], T], retry_cut: bool = ...) -> Awaitable[T]: ...
-
-
-class EvidenceReader:
+class EvidenceReader(RunView):
     """Reads a run's batches of passages into evidence. Callables where the loop's value changes under
     it: its state and brief (a test may replace them), its event log (replaced at hand-over), the
     question (the plan's rewrite, once there is one)."""
@@ -47,17 +38,10 @@ class EvidenceReader:
         self.store, self.run_id, self.limits, self.policy = store, run_id, limits, policy
         self.kind = policy.kind
         self.source_tiers = source_tiers
-        self._state, self._brief, self._question = state, brief, question
+        super().__init__(state, brief)
+        self._question = question
         self.emit, self.ask, self.fits = emit, ask, fits
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
-
-    @property
-    def state(self) -> LoopState:
-        return self._state()
-
-    @property
-    def brief(self) -> Brief:
-        return self._brief()
 
     @property
     def question(self) -> str:

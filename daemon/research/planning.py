@@ -20,13 +20,12 @@ from ..core.brief import Brief
 from ..rules import decide, judge
 from ..rules.decide import Limits, LoopState
 from . import followup, planner
-from .calls import today
-from .evidence import Ask
+from .calls import Ask, RunView, today
 from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, replan_choice, replan_slots, replanned, reusable_plan,
                      starting_plan)
 
 
-class Planning:
+class Planning(RunView):
     """Plans one run. Callables where the loop's value changes under it: its state and brief (a test
     may replace them), its event log (replaced at hand-over)."""
 
@@ -35,17 +34,9 @@ class Planning:
                  ask: Ask, checkpoint: Callable[[], None], readings: Callable[[], list[judge.Reading]],
                  update_estimate: Callable[[int], None]) -> None:
         self.store, self.run_id, self.limits, self.previous = store, run_id, limits, previous
-        self._state, self._brief = state, brief
+        super().__init__(state, brief)
         self.emit, self.ask, self.checkpoint = emit, ask, checkpoint
         self.readings, self.update_estimate = readings, update_estimate
-
-    @property
-    def state(self) -> LoopState:
-        return self._state()
-
-    @property
-    def brief(self) -> Brief:
-        return self._brief()
 
     async def plan(self) -> None:
         """Seed 5: rewrite the question, plan, check the plan against the question, re-plan once."""
