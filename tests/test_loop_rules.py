@@ -302,14 +302,19 @@ OFF_PLAN = Plan(research_question="Celebrity diets in 2024", angles=["a"], queri
 @pytest.mark.parametrize("asked, queries, research_question, gaps", [
     # the new queries score higher: they replace the plan's; the off-topic rewrite and gaps go
     ([ON_TOPIC], [ON_TOPIC], QUESTION, ["tunnel audit findings"]),
-    # the model's second try is no better: the first plan's queries stay (its rewrite and gaps go all the same)
-    (["more celebrity gossip"], ["celebrity gossip"], QUESTION, ["tunnel audit findings"]),
+    # the model's second try is no better: neither try's off-topic queries are searched (issue 21: a
+    # re-plan that scored no better kept the first plan's junk); the rewrite and gaps go all the same
+    (["more celebrity gossip"], [], QUESTION, ["tunnel audit findings"]),
+    # a small model's second try, as Gemma 3 270M wrote them: only its on-topic query is kept
+    (["1", "d", "1-4", "http://127.0.0.1:8888/search", ON_TOPIC], [ON_TOPIC], QUESTION, ["tunnel audit findings"]),
+    (["1", "d", "e"], [], QUESTION, ["tunnel audit findings"]),
 ])
 def test_replanned(asked: list[str], queries: list[str], research_question: str, gaps: list[str]) -> None:
     score = decide.plan_relevance(QUESTION, OFF_PLAN.queries)
     plan, new_score = policy.replanned(QUESTION, OFF_PLAN, score, asked)
     assert (plan.queries, plan.research_question, plan.gaps) == (queries, research_question, gaps)
     assert new_score == max(score, decide.plan_relevance(QUESTION, queries))
+    assert all(2 * decide.relevance(q, [QUESTION]) >= 1.0 for q in plan.queries), "no off-topic query is searched"
 
 
 def test_an_on_topic_rewrite_survives_a_replan() -> None:

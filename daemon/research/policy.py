@@ -500,15 +500,18 @@ def replan_choice(question: str, queries: Sequence[str], score: float, slots: in
 
 
 def replanned(question: str, plan: planner.Plan, score: float, asked: Sequence[str]) -> tuple[planner.Plan, float]:
-    """The plan after the model was asked again (`asked`: its new queries) and its score. The new
-    queries, then the first plan's on-topic ones, replace the plan's if they score higher. A plan
-    whose queries missed the question went off topic as a whole, as a rule: its rewrite of the
-    question gives way to the brief's own, and its gaps keep only those sharing a word with it."""
+    """The plan after the model was asked again (`asked`: its new queries) and its score. Its queries
+    are the on-topic ones of both tries, the new first (decide.on_topic_queries, the rule a trimmed
+    plan follows): a plan was asked again because it was off topic, so neither try's off-topic
+    queries are searched, whichever scores higher (a small model's second try can be "1", "d" or
+    an echo of the prompt; none left: round 1 searches the question alone). The score is the
+    better of the first plan's and the kept queries'. A plan whose queries missed the question
+    went off topic as a whole, as a rule: its rewrite of the question gives way to the brief's
+    own, and its gaps keep only those sharing a word with it."""
     kept = decide.on_topic_queries(question, plan.queries)
-    queries = [*asked, *[q for q in kept if q not in asked]]
-    retry_score = decide.plan_relevance(question, queries)
-    if retry_score > score:
-        plan, score = dataclasses.replace(plan, queries=queries), retry_score
+    new = decide.on_topic_queries(question, asked)
+    queries = [*new, *[q for q in kept if q not in new]]
+    plan, score = dataclasses.replace(plan, queries=queries), max(score, decide.plan_relevance(question, queries))
     if not decide.on_topic_queries(question, [plan.research_question]):
         plan = dataclasses.replace(plan, research_question=question)
     return dataclasses.replace(plan, gaps=[g for g in plan.gaps if decide.is_related(g, [question])]), score
