@@ -99,3 +99,20 @@ def test_the_same_manual_unrated_weighs_too_little_to_decide(unrated) -> None:
         "the deciding sentence is kept in both runs: only the tier differs"
     assert report["verdict"]["value"] == "inconclusive", report["verdict"]["rule"]
     assert report["verdict"]["contradiction"] <= TIER_CAPS["news"]
+
+
+@pytest.mark.xfail(strict=True, reason="daemon/research/loop.py's Research.report must pass the evidence rows and "
+                                       "settings.source_tiers to source_items (issue 21; the lead's file): then "
+                                       "this passes and the marker goes")
+def test_each_report_says_the_tier_of_its_source_and_whether_a_rule_set_it(tiered, unrated) -> None:
+    for (ws, manuals), rated in ((tiered, True), (unrated, False)):
+        report = ws.report("pipe-buf")
+        source = report["sources"][0]
+        weighed = {e["tier"] for e in report["evidence"]}  # one document: one tier, the rule's or the model's label
+        assert source["url"] == (manuals / "pipe.7.txt").as_uri() and weighed == {source["tier"]}
+        assert source["tier_rule"] == (str(manuals) if rated else None)
+        assert (source["tier"] == ONE_SOURCE_TIERS[0]) is rated
+        md = (ws.outbox / "pipe-buf" / "report.md").read_text(encoding="utf-8").replace("\\", "")
+        why = (f"set by source_tiers: {manuals}" if rated else
+               "unrated: no source_tiers rule covers it, so the tier is the model's label")
+        assert f"· tier {source['tier']} ({why})" in md
