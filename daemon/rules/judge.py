@@ -1312,12 +1312,16 @@ def quote_stance(contract: Contract, quote: str) -> QuoteReading:
 ONE_SOURCE_TIERS: tuple[str, ...] = ("regulator",)
 
 
-def _one_source(stances: Sequence[Stance]) -> tuple[str, str] | None:
+def _one_source(stances: Sequence[Stance], torn: bool = False) -> tuple[str, str] | None:
     """(stance, domain) when an authoritative source decides alone; None otherwise.
 
     The stance is the one every credible stance takes (supports or contradicts), and a source
     of ONE_SOURCE_TIERS takes it; any credible stance on the other side, from any source,
-    including another quote of the same document, means the sources disagree."""
+    including another quote of the same document, means the sources disagree. `torn`: a
+    credible quote states figures on both sides of the target (neutral, as code cannot tell
+    which one is the metric): that is disagreement too, so one source cannot settle it."""
+    if torn:
+        return None
     sides: set[str] = set()
     deciding: list[str] = []
     for item in stances:
@@ -1348,15 +1352,18 @@ def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
     """
     stances: list[Stance] = []
     counted = {"supports": 0, "contradicts": 0, "neutral": 0}
+    torn = False
     for item in quotes:
         reading = quote_stance(contract, item.quote)
         counted[reading.stance] += 1
         tier = normalize_tier(item.tier)
         stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain))
+        outcomes = {f.outcome for f in reading.figures}
+        torn = torn or (MEETS in outcomes and FAILS in outcomes and TIER_CAPS[tier] >= CREDIBLE)
     weighed = _weigh(stances, DETERMINISTIC)
     head = (f"contract {contract.describe()}: {counted['supports']} quote(s) with a figure that meets it, "
             f"{counted['contradicts']} with one that fails it, {counted['neutral']} with none that decides")
-    alone = _one_source(stances) if weighed.value == "inconclusive" else None
+    alone = _one_source(stances, torn) if weighed.value == "inconclusive" else None
     if alone is None:
         return replace(weighed, rule=f"{head}; {weighed.rule}")
     stance, domain = alone
