@@ -16,6 +16,8 @@ Numbers used below (the worked examples are repeated as tests):
                       range meets its target only with that many inside it
   ONE_SOURCE_KEEPS = 0.05   one source moves a bound by its confidence, never all the way
   SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
+  ONE_SOURCE_TIERS = ("regulator",)   with a contract, one such source decides alone where no
+                                      credible quote disagrees (contract_verdict)
   MODEL_TIER_CEILING = "industry"   the highest tier the model's label alone gives a page
 
 A hypothesis verdict is `deterministic` only when computed from a contract (contract_verdict:
@@ -992,8 +994,8 @@ def _weigh(stances: Sequence[Stance], level: str) -> Verdict:
        contradiction comes from a tier at or above the best support's tier, or from a
        peer-reviewed or regulator source (a study or an official finding against the claim
        leaves it contested, however much else agrees). refuted symmetrically. Otherwise
-       inconclusive. 1.2 is more than any single item can carry (0.95), so a verdict always
-       rests on at least two domains.
+       inconclusive. 1.2 is more than any single item can carry (0.95), so a verdict weighed
+       here always rests on at least two domains (contract_verdict's one-source rule is apart).
     Adding a supporting item never undoes "supported"; the order of `stances` never matters.
     """
     best: dict[str, dict[str, tuple[float, int]]] = {"supports": {}, "contradicts": {}}
