@@ -128,9 +128,9 @@ VERDICTS: list[tuple[str, list[tuple[str, str, str]], str]] = [
     ("two credible domains fail it", [
         (ISSUE_QUOTE, "peer_reviewed", "lakeside.edu"),
         ("Lead was measured at 8.1 ppb.", "news", "tribune.example")], "refuted"),
-    ("one domain is one voice", [
-        ("The 90th-percentile lead level was 4.6 ppb.", "regulator", "deq.gov"),
-        ("It was 3.9 ppb in 2025.", "regulator", "deq.gov")], "inconclusive"),
+    ("one domain is one voice", [  # (a regulator may decide alone: test_source_tiers.py)
+        ("The 90th-percentile lead level was 4.6 ppb.", "industry", "water-engineering.example"),
+        ("It was 3.9 ppb in 2025.", "industry", "water-engineering.example")], "inconclusive"),
     ("quotes without a figure in the unit decide nothing", [
         ("The upgrade cut lead levels, officials said.", "regulator", "deq.gov"),
         ("Lead fell sharply after the upgrade.", "industry", "lmwa.example")], "inconclusive"),

@@ -34,7 +34,7 @@ from tests.lab.docset import (
     start_docset_lab,
 )
 from tests.lab.demo import DEMO_MODEL_ENV
-from tests.lab.docset_bench import CLOSED_PORT, derived_set, eval_env, pick, run_driver
+from tests.lab.docset_bench import CLOSED_PORT, LIBRARY_TIER, derived_set, eval_env, pick, run_driver
 from tests.lab.workspace import Workspace
 
 CASE_KEYS = {"brief", "expect", "where", "kind", "verified"}  # the eval set format, version 1 (and briefd eval below)
@@ -112,6 +112,7 @@ def test_each_source_and_model_gets_the_settings_a_user_would_have(tmp_path: Pat
     web_env, library = eval_env(ws, "web", docset), eval_env(ws, "library", docset, "llama")
     assert "BRIEFD_LIBRARY" not in web_env and "BRIEFD_EGRESS" not in web_env
     assert library["BRIEFD_LIBRARY"] == str(docset.folder) and library["BRIEFD_EGRESS"] == "none"
+    assert library["BRIEFD_SOURCE_TIERS"] == f"{docset.folder}={LIBRARY_TIER}" and "BRIEFD_SOURCE_TIERS" not in web_env
     assert all(library[key] == value for key, value in DEMO_MODEL_ENV.items())  # Gemma: the demo's settings
     assert not set(DEMO_MODEL_ENV) & set(web_env) and "BRIEFD_FETCH_TIMEOUT_S" not in web_env
 

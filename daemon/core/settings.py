@@ -96,7 +96,7 @@ class Settings:
     on_finish_timeout_s: float = 60.0  # the on_finish command is killed after this long
     log_level: str = "info"
     file_mode: int | None = None  # None: the umask decides (files.use_file_mode)
-    # The organisation's own tiers, (host or URL prefix, tier): win over the model (judge.capped_tier).
+    # The organisation's own tiers, (host, URL prefix or absolute path, tier): win over the model (judge.capped_tier).
     source_tiers: tuple[tuple[str, str], ...] = ()
     library: tuple[Path, ...] = ()  # folders of documents, indexed into the store (daemon.library)
     archives: tuple[Path, ...] = ()  # Kiwix ZIM files (daemon.archives)
@@ -775,16 +775,23 @@ _TIER_HOST = re.compile(r"(?=.{1,254}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9]
                         r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
 
 
-def _to_tiers(spec: _Spec, raw: Any, source: _Source) -> tuple[tuple[str, str], ...]:
-    """host or URL prefix -> tier: a TOML table, or "key=tier, key=tier" (environment, flag, TOML string).
+_PATH_KEY_STARTS = ("/", "~", "./", "../")
 
-    A key is a host name (covering its subdomains) or an http(s) URL prefix; a tier is one of
-    judge.TIERS exactly (an alias the model may use is not accepted here: this is the
-    organisation's own word and should say what it means)."""
+
+def _to_tiers(spec: _Spec, raw: Any, source: _Source) -> tuple[tuple[str, str], ...]:
+    """host, URL prefix or path -> tier: a TOML table, or "key=tier, key=tier" (environment, flag, TOML string).
+
+    A key is a host name (covering its subdomains), an http(s) URL prefix, or a path (starting
+    with "/", "~", "./" or "../"; relative to the file it is written in, like every path
+    setting): a library folder or document, or an archive file, so that an operator can say
+    their own manuals are the authority (judge.tier_rule). A path is stored absolute, so
+    judge.is_path_key knows it; whether it exists is `briefd check`'s to say (a folder may be
+    mounted later). A tier is one of judge.TIERS exactly (an alias the model may use is not
+    accepted here: this is the organisation's own word and should say what it means)."""
     if raw is None or raw == ():
         return ()
-    expected = ('host or URL prefix = tier pairs, e.g. "audit.example.org=regulator, '
-                'https://intranet.example.org/studies/=peer_reviewed"')
+    expected = ('host, URL prefix or path = tier pairs, e.g. "audit.example.org=regulator, '
+                'https://intranet.example.org/studies/=peer_reviewed, /srv/library/vendor-manuals=regulator"')
     if isinstance(raw, dict):
         pairs = list(raw.items())
     elif isinstance(raw, str):
@@ -803,17 +810,22 @@ def _to_tiers(spec: _Spec, raw: Any, source: _Source) -> tuple[tuple[str, str], 
         if not isinstance(tier, str) or tier.strip() not in TIERS:
             raise _Bad(expected, f"the tier for '{key}' must be one of {', '.join(TIERS)}, not {tier!r}")
         if not isinstance(key, str) or not key.strip():
-            raise _Bad(expected, "a rule has an empty host or URL prefix")
+            raise _Bad(expected, "a rule has an empty host, URL prefix or path")
         key = key.strip()
-        if "://" in key:
+        if key.startswith(_PATH_KEY_STARTS):
+            key = str(_to_path(spec, key, source))
+        elif "://" in key:
             try:
                 split = urlsplit(key)
             except ValueError:
                 split = None
+            if split is not None and split.scheme.lower() == "file":
+                raise _Bad(expected, f"'{key}' is a file URL: write the folder's path ({split.path or '/'})")
             if split is None or split.scheme.lower() not in ("http", "https") or not split.hostname:
                 raise _Bad(expected, f"'{key}' is not an http(s) URL prefix with a host")
         elif not _TIER_HOST.fullmatch(key):
-            raise _Bad(expected, f"'{key}' is not a host name (no path without a scheme: write https://{key})"
+            raise _Bad(expected, f"'{key}' is not a host name (no path without a scheme: write https://{key}; "
+                       f"a folder or archive: its full path)"
                        if "/" in key else f"'{key}' is not a host name")
         else:
             key = key.lower().rstrip(".")

@@ -14,6 +14,7 @@ from .status import open_store
 from ..core.settings import Settings, settings_table
 from ...store import Store, damaged, diagnose
 from ..model import llm
+from ..rules.judge import is_path_key
 from ..model.hosts import model_hosts
 from ..sources import egress, library, search
 from ..sources.archives import Archives
@@ -57,7 +58,35 @@ def _local_checks(settings: Settings, create_store: bool) -> list[Check]:
     else:
         results.append(_db_health(db))
     results.append(_library_health(settings))
+    tiers = _tier_paths(settings)
+    if tiers is not None:
+        results.append(tiers)
     return results
+
+
+def _tier_paths(settings: Settings) -> Check | None:
+    """The `source_tiers` rules that name a folder or archive (judge.is_path_key): each must exist
+    and lie where briefd reads documents (a `library` folder, or one of `archives`), else it tiers
+    nothing and the operator's manuals stay unrated without a word. None when no rule names a path."""
+    keys = [key for key, _ in settings.source_tiers if is_path_key(key)]
+    if not keys:
+        return None
+    missing = [key for key in keys if not Path(key).exists()]
+    if missing:
+        return False, f"source_tiers names {', '.join(missing)}, which does not exist", \
+            "correct the path in `source_tiers` (a library folder or an archive file), or remove its rule"
+    unread = [key for key in keys if not _read_by_briefd(Path(key), settings)]
+    if unread:
+        return False, f"source_tiers names {', '.join(unread)}, which is in no `library` folder and is not one of " \
+                      "`archives`: its rule tiers no document", \
+            "add the folder to `library` (or the file to `archives`), or point the rule at a folder inside one"
+    return True, f"source_tiers: {len(keys)} rule(s) tier library folders or archives", None
+
+
+def _read_by_briefd(path: Path, settings: Settings) -> bool:
+    """`path` overlaps a library folder (lies in one, or holds one) or is one of the archives."""
+    return path in settings.archives or any(
+        path == folder or folder in path.parents or path in folder.parents for folder in settings.library)
 
 
 def _library_health(settings: Settings) -> Check:

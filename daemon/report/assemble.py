@@ -14,6 +14,7 @@ from typing import Any
 
 from ..rules.citations import Source
 from ..rules.decide import LoopState
+from ..rules.judge import TIERS, normalize_tier, tier_rule
 from ..sources.sources import kind_of_url
 from .report import REPORT_KEYS, blank_report
 
@@ -31,11 +32,21 @@ def evidence_items(rows: Sequence[Mapping[str, Any]], sources: Sequence[Source])
     ]
 
 
-def source_items(sources: Sequence[Source], hashes: Mapping[str, str]) -> list[dict[str, Any]]:
+def source_items(sources: Sequence[Source], hashes: Mapping[str, str], rows: Sequence[Mapping[str, Any]] = (),
+                 source_tiers: Sequence[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """report.json's `sources`; text_sha256: the page text each was read as, so a re-run can tell
-    an edited page."""
-    return [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url),
-             "text_sha256": hashes.get(s.url)} for s in sources]
+    an edited page. Given the settings' `source_tiers` (and the evidence rows), each source also
+    says what it weighed as: `tier` (the best tier among its evidence, None without any) and
+    `tier_rule`, the source_tiers key that set it, None when the document is unrated (its tier is
+    the model's label, capped: judge.capped_tier), so a reader sees why a manual weighed little."""
+    items = [{"n": s.n, "url": s.url, "title": s.title, "cited": s.cited, "kind": kind_of_url(s.url),
+              "text_sha256": hashes.get(s.url)} for s in sources]
+    if source_tiers is not None:
+        for item, s in zip(items, sources):
+            tiers = [normalize_tier(e["tier"]) for e in rows if e["url"] == s.url and e["tier"]]
+            rule = tier_rule(s.url, source_tiers)
+            item.update(tier=min(tiers, key=TIERS.index, default=None), tier_rule=rule[0] if rule else None)
+    return items
 
 
 def done_report(brief_id: str, question: str, started_at: str | None, **found: Any) -> dict[str, Any]:

@@ -738,6 +738,19 @@ def _read_date(item: Mapping[str, Any], started_at: str) -> str:
     return read_at[:10]
 
 
+def _md_source_tier(source: Mapping[str, Any]) -> str:
+    """" · tier news (unrated: ...)" after a source whose report.json says how it was tiered
+    (assemble.source_items: `tier`, `tier_rule`), so the reader sees why a document weighed little; ""
+    for a source without evidence or a report from before the keys."""
+    tier = fold(source.get("tier"))
+    if not tier or "tier_rule" not in source:
+        return ""
+    rule = fold(source.get("tier_rule"))
+    why = (f"set by source_tiers: {rule}" if rule else
+           "unrated: no source_tiers rule covers it, so the tier is the model's label")
+    return f" · tier {md_escape(tier)} ({md_escape(why)})"
+
+
 def _md_follows(report: Mapping[str, Any]) -> list[str]:
     """The line that links a follow-up's report to the earlier one it started from."""
     follows = _dict(report.get("follows"))
@@ -970,6 +983,7 @@ def markdown_doc(report: Mapping[str, Any]) -> MarkdownDoc:
                 if _is_n(n):
                     doc.mark("list_item_open", id=f"{SOURCE_ANCHOR}{n}")
                 lines.append(f"- [{md_escape(n)}] {md_link(s.get('title'), s.get('url'))}{_md_pages(pages.get(n) if isinstance(n, int) else None)}")
+                lines[-1] += _md_source_tier(s)
             lines += [""]
     distrusted = _distrusted(report)
     if distrusted:

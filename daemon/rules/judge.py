@@ -16,6 +16,8 @@ Numbers used below (the worked examples are repeated as tests):
                       range meets its target only with that many inside it
   ONE_SOURCE_KEEPS = 0.05   one source moves a bound by its confidence, never all the way
   SUPPORT_NEEDED = 1.2, DOMINANCE = 2.0   the verdict rule's thresholds
+  ONE_SOURCE_TIERS = ("regulator",)   with a contract, one such source decides alone where no
+                                      credible quote disagrees (contract_verdict)
   MODEL_TIER_CEILING = "industry"   the highest tier the model's label alone gives a page
 
 A hypothesis verdict is `deterministic` only when computed from a contract (contract_verdict:
@@ -31,7 +33,7 @@ import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .numbers import number_text
 
@@ -479,24 +481,69 @@ def _under_prefix(url: str, prefix: str) -> bool:
     return path.endswith("/") or not tail or tail[0] in "/?#"
 
 
-def source_tier_rule(url: str, source_tiers: Sequence[tuple[str, str]]) -> str | None:
-    """The organisation's tier for `url` (the `source_tiers` setting), or None when no rule covers it.
+# A source_tiers key may also name where a document lives (core/settings.py makes it an absolute
+# path): a library folder or file covers the file:// URLs at or under it (the library's documents
+# are read at the paths under the configured folder, daemon/sources/library.py), and a Kiwix
+# archive file covers its zim://<file name>/... articles (an article's URL names its archive by
+# file name alone, daemon/sources/archives.py). Without such a rule a library document is
+# unrated: its tier is the model's label, so the product's own manual weighed like a news story.
+FILE_SCHEME, ARCHIVE_SCHEME = "file", "zim"
 
-    A key with "://" is a URL prefix, any other a host that also covers its subdomains (as
-    include_domains does). The most specific rule wins: URL prefixes before hosts, longer
-    before shorter."""
+
+def is_path_key(key: str) -> bool:
+    """True for a source_tiers key that names a folder or a file (settings stores those absolute)."""
+    return key.startswith("/")
+
+
+def _path_of(url: str, scheme: str) -> str | None:
+    """The decoded path of a file:// URL, or the archive file name of a zim:// URL; else None."""
+    try:
+        split = urlsplit(url)
+    except ValueError:
+        return None
+    if split.scheme.lower() != scheme:
+        return None
+    return unquote(split.netloc if scheme == ARCHIVE_SCHEME else split.path)
+
+
+def _covers_path(url: str, key: str) -> bool:
+    """`key` (an absolute path) is the document's file or a folder above it, or the archive it is in."""
+    document = _path_of(url, FILE_SCHEME)
+    if document is not None:
+        folder = key.rstrip("/") or "/"
+        return document == folder or document.startswith(folder.rstrip("/") + "/")
+    archive = _path_of(url, ARCHIVE_SCHEME)
+    return archive is not None and archive == key.rstrip("/").rpartition("/")[2]
+
+
+def tier_rule(url: str, source_tiers: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
+    """The `source_tiers` rule (key, tier) that sets `url`'s tier, or None when none covers it (unrated).
+
+    A key with "://" is a URL prefix, a key that is a path a library folder, document or
+    archive file (is_path_key), any other a host that also covers its subdomains (as
+    include_domains does). The most specific rule wins: URL prefixes and paths before hosts,
+    longer before shorter."""
     host = _host(url)
     best: tuple[int, int] | None = None
-    found: str | None = None
+    found: tuple[str, str] | None = None
     for key, tier in source_tiers:
         if "://" in key:
             hit, rank = _under_prefix(url, key), (1, len(key))
+        elif is_path_key(key):
+            hit, rank = _covers_path(url, key), (1, len(key))
         else:
             name = key.lower().rstrip(".")
             hit, rank = bool(host) and (host == name or host.endswith("." + name)), (0, len(name))
         if hit and (best is None or rank > best):
-            best, found = rank, normalize_tier(tier)
+            best, found = rank, (key, tier)
     return found
+
+
+def source_tier_rule(url: str, source_tiers: Sequence[tuple[str, str]]) -> str | None:
+    """The organisation's tier for `url` (the `source_tiers` setting), or None when no rule covers
+    it: the tier of the most specific rule (tier_rule)."""
+    rule = tier_rule(url, source_tiers)
+    return None if rule is None else normalize_tier(rule[1])
 
 
 def capped_tier(url: str, model_tier: str | None, source_tiers: Sequence[tuple[str, str]] = ()) -> str:
@@ -947,8 +994,8 @@ def _weigh(stances: Sequence[Stance], level: str) -> Verdict:
        contradiction comes from a tier at or above the best support's tier, or from a
        peer-reviewed or regulator source (a study or an official finding against the claim
        leaves it contested, however much else agrees). refuted symmetrically. Otherwise
-       inconclusive. 1.2 is more than any single item can carry (0.95), so a verdict always
-       rests on at least two domains.
+       inconclusive. 1.2 is more than any single item can carry (0.95), so a verdict weighed
+       here always rests on at least two domains (contract_verdict's one-source rule is apart).
     Adding a supporting item never undoes "supported"; the order of `stances` never matters.
     """
     best: dict[str, dict[str, tuple[float, int]]] = {"supports": {}, "contradicts": {}}
@@ -1258,6 +1305,41 @@ def quote_stance(contract: Contract, quote: str) -> QuoteReading:
     return QuoteReading("neutral", figures, why)
 
 
+# One source suffices for a contract when code read its figure (never the model's label) in a
+# source of these tiers: the organisation's source_tiers rule says the document is the authority
+# (a product's own manual, a regulator's own filing), or the host is a government's (capped_tier).
+# A second source is asked for everywhere else because any one page may be wrong; the authority
+# on a fact is not corroborated by a blog repeating it. It decides only where no credible quote
+# reads the other way: where sources disagree, the weighing (_weigh) decides, as before.
+ONE_SOURCE_TIERS: tuple[str, ...] = ("regulator",)
+
+
+def _one_source(stances: Sequence[Stance], torn: bool = False) -> tuple[str, str] | None:
+    """(stance, domain) when an authoritative source decides alone; None otherwise.
+
+    The stance is the one every credible stance takes (supports or contradicts), and a source
+    of ONE_SOURCE_TIERS takes it; any credible stance on the other side, from any source,
+    including another quote of the same document, means the sources disagree. `torn`: a
+    credible quote states figures on both sides of the target (neutral, as code cannot tell
+    which one is the metric): that is disagreement too, so one source cannot settle it."""
+    if torn:
+        return None
+    sides: set[str] = set()
+    deciding: list[str] = []
+    for item in stances:
+        if item.stance not in ("supports", "contradicts"):
+            continue
+        tier = normalize_tier(item.tier)
+        if tier_confidence(tier, item.confidence) < CREDIBLE:
+            continue
+        sides.add(item.stance)
+        if tier in ONE_SOURCE_TIERS:
+            deciding.append(item.domain)
+    if len(sides) != 1 or not deciding:
+        return None
+    return sides.pop(), min(deciding)
+
+
 def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
     """The verdict of a hypothesis with a contract: `deterministic`.
 
@@ -1267,16 +1349,28 @@ def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
     its source's tier allows (TIER_CAPS: the tier is the organisation's source_tiers rule or
     the model's label capped by capped_tier), not the model's confidence, and the quotes are
     weighed by the same rule as `verdict` (independent domains, 1.2, 2x, no equal-or-higher
-    tier against).
+    tier against). Where that leaves it inconclusive, one source decides when it is of
+    ONE_SOURCE_TIERS and no credible quote disagrees (_one_source): the rule says "one source".
     """
     stances: list[Stance] = []
     counted = {"supports": 0, "contradicts": 0, "neutral": 0}
+    torn = False
     for item in quotes:
         reading = quote_stance(contract, item.quote)
         counted[reading.stance] += 1
         tier = normalize_tier(item.tier)
         stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain))
+        outcomes = {f.outcome for f in reading.figures}
+        torn = torn or (MEETS in outcomes and FAILS in outcomes and TIER_CAPS[tier] >= CREDIBLE)
     weighed = _weigh(stances, DETERMINISTIC)
     head = (f"contract {contract.describe()}: {counted['supports']} quote(s) with a figure that meets it, "
             f"{counted['contradicts']} with one that fails it, {counted['neutral']} with none that decides")
-    return replace(weighed, rule=f"{head}; {weighed.rule}")
+    alone = _one_source(stances, torn) if weighed.value == "inconclusive" else None
+    if alone is None:
+        return replace(weighed, rule=f"{head}; {weighed.rule}")
+    stance, domain = alone
+    value = "supported" if stance == "supports" else "refuted"
+    tiers = " or ".join(ONE_SOURCE_TIERS)
+    why = (f"{value}: one source suffices: code read a figure that {'meets' if value == 'supported' else 'fails'} "
+           f"the contract in a {tiers} source ({domain}), and no credible source disagrees")
+    return replace(weighed, value=value, rule=f"{head}; {why}")

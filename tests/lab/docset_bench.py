@@ -47,6 +47,10 @@ EVAL_TIMEOUT_S = 4 * 3600
 SHOWN_GOAL = 0.9
 KEPT_GOAL = 0.7
 NARROW = 0.1  # an estimate's final width under this share of its prior's must have the truth inside
+# The library is the projects' own manuals, as Debian packages them: an operator who keeps such a library
+# says so in source_tiers (a folder = its tier), and a figure code reads in a manual can then decide a claim
+# about its program alone (judge.ONE_SOURCE_TIERS). Without it each manual is unrated ("news", 0.6).
+LIBRARY_TIER = "regulator"
 
 
 def model_name(driver: str) -> str:
@@ -107,14 +111,16 @@ def run_eval(set_path: Path, env: dict[str, str], work: Path, timeout: float = E
 
 
 def eval_env(ws: Workspace, source: str, docset: Docset, driver: str = "scripted") -> dict[str, str]:
-    """The settings a user of each source would have: the lab's SearXNG; or the library alone, egress none.
+    """The settings a user of each source would have: the lab's SearXNG; or the library alone, egress none,
+    tiered as the manuals it is (LIBRARY_TIER).
     Gemma gets the demo's settings for a 270M model on 2 cores (each call near 30 s: tests/lab/demo.py): with
     briefd's defaults its calls ran past the 300 s model timeout here, twice in a row for one brief."""
     model = DEMO_MODEL_ENV if driver == "llama" else {}
     if source == "web":
         env = ws.env(**model)
     else:
-        env = ws.env(BRIEFD_LIBRARY=str(docset.folder), BRIEFD_EGRESS="none", **model)
+        env = ws.env(BRIEFD_LIBRARY=str(docset.folder), BRIEFD_EGRESS="none",
+                     BRIEFD_SOURCE_TIERS=f"{docset.folder}={LIBRARY_TIER}", **model)
     env.pop("BRIEFD_FETCH_TIMEOUT_S", None)  # briefd's default, not the synthetic lab's 4 s for its slow pages
     return env
 
