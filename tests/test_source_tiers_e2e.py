@@ -101,9 +101,6 @@ def test_the_same_manual_unrated_weighs_too_little_to_decide(unrated) -> None:
     assert report["verdict"]["contradiction"] <= TIER_CAPS["news"]
 
 
-@pytest.mark.xfail(strict=True, reason="daemon/research/loop.py's Research.report must pass the evidence rows and "
-                                       "settings.source_tiers to source_items (issue 21; the lead's file): then "
-                                       "this passes and the marker goes")
 def test_each_report_says_the_tier_of_its_source_and_whether_a_rule_set_it(tiered, unrated) -> None:
     for (ws, manuals), rated in ((tiered, True), (unrated, False)):
         report = ws.report("pipe-buf")
