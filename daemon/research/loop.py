@@ -668,7 +668,8 @@ class Research:
     def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
         """report.json of this run (report/assemble.py's shape), from the store and the state."""
         rows = self.store.evidence(self.run_id)
-        evidence = evidence_items(rows, sources)
+        hypothesis = self.brief.hypothesis
+        evidence = evidence_items(rows, sources, contract=bool(hypothesis and hypothesis.contract))
         usage = self.usage(rows)
         facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
         verdict = self.policy.verdict_block(facts)
