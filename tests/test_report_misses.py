@@ -49,6 +49,8 @@ SSH_TIMEOUT = ("Specifies the timeout (in seconds) used when connecting to the S
                "default system TCP timeout.")
 DECIMAL = "The decimal module has a user alterable precision (defaulting to 28 places)."
 DECIMAL_URL = "file:///usr/share/doc/python3/html/library/decimal.html"
+M4 = ("When not specified, nesting defaults to unlimited on platforms that can detect stack overflow, and to 1024 "
+      "levels otherwise.")
 
 QUESTION = "Why was the Kestrel River bridge closed?"
 REWRITE = "What was the Kestrel River bridge closed for in 2024 according to the county?"
@@ -80,9 +82,14 @@ SSH_ITEM = {"url": SSH_URL, "quote": SSH, "low": None}
 
 
 @pytest.mark.parametrize(("report", "found", "text"), [
-    # an estimate that read nothing: its prior, said to be the prior
+    # an estimate that kept nothing: its prior, said to be the prior
     (dict(estimate=estimate((10, 5000), (10, 5000)), evidence=[]), False,
-     "No source stated the quantity in connections; the range is your prior, unchanged (10\u20135,000 connections)"),
+     "No source was kept; the range is your prior, unchanged (10\u20135,000 connections)"),
+    # a kept quote states it in words, but no figure was read from it (docset m4-nesting, library run):
+    # "no source stated it" would be false
+    (dict(estimate=estimate((10, 100000), (10, 100000), unit="levels"), evidence=[{**SSH_ITEM, "quote": M4}]),
+     False, "No figure in levels was read from the 1 quote kept; the range is your prior, unchanged "
+            "(10\u2013100,000 levels)"),
     # figures read that did not move it
     (dict(estimate=estimate((10, 5000), (10, 5000)), evidence=[{**SSH_ITEM, "low": 45, "high": 45}]), False,
      "The 1 figure read did not move the range; the range is your prior, unchanged (10\u20135,000 connections)"),
@@ -116,11 +123,11 @@ def test_the_answer_says_what_was_found_or_that_nothing_was(report: dict[str, An
 def test_an_estimate_that_found_nothing_does_not_open_with_its_prior_as_the_answer() -> None:
     report = done(question="What will the Northgate tunnel cost?",
                   estimate=estimate((100, 2000), (100, 2000), unit="USD million"), evidence=[])
-    assert report["answer"] == {"found": False, "text": "No source stated the quantity in USD million; the range is "
-                                                        "your prior, unchanged (100\u20132,000 USD million)"}
+    assert report["answer"] == {"found": False, "text": "No source was kept; the range is your prior, unchanged "
+                                                        "(100\u20132,000 USD million)"}
     md = render_markdown(report)
     answer = next(line for line in md.splitlines() if line.startswith("**Answer:**"))
-    assert answer.startswith("**Answer:** none found. No source stated the quantity in USD million"), answer
+    assert answer.startswith("**Answer:** none found. No source was kept; the range is your prior"), answer
     assert not answer.startswith("**Answer:** 100"), "its own prior shown as the answer"
 
 
@@ -162,7 +169,7 @@ def test_list_tells_a_run_that_found_nothing_from_one_that_answered(
 
     entries = {e["id"]: e for e in json.loads(capsys.readouterr().out)}
     assert entries["pg"]["answer_found"] is False and entries["ssh"]["answer_found"] is True  # GET /briefs: the page
-    assert entries["pg"]["answer"].startswith("No source stated the quantity in connections")
+    assert entries["pg"]["answer"].startswith("No source was kept; the range is your prior, unchanged")
     # a plain brief's Answer column is neither the fallback's boilerplate nor the model's rewrite
     assert entries["kestrel"]["answer"] == "The model wrote no summary; 1 quote from 1 source kept, see the evidence"
     assert REWRITE not in entries["kestrel"]["answer"]

@@ -286,7 +286,7 @@ def outcome_of(trace: RunTrace) -> Outcome:
     usage = report.get("usage") or {}
     answer = report.get("answer")
     line = answer.get("text") if isinstance(answer, dict) else answer
-    # a miss stated as a miss ("No source stated the quantity ...; the range is your prior") is no
+    # a miss stated as a miss ("No figure in connections was read ...; the range is your prior") is no
     # answer line, whatever words of the question or the prior it repeats
     missed = isinstance(answer, dict) and answer.get("found") is False
     return Outcome(

@@ -158,8 +158,11 @@ def _estimate_answer(estimate: Mapping[str, Any], evidence: list[Any]) -> Answer
         return Answer(True, f"{final} {unit}".strip())
     read = sum(1 for e in evidence if as_dict(e).get("low") is not None)
     prior = f"the range is your prior, unchanged ({initial} {unit})".replace(" )", ")")
-    if not read:
-        return Answer(False, f"No source stated the quantity in {unit or 'its unit'}; {prior}")
+    if not evidence:
+        return Answer(False, f"No source was kept; {prior}")
+    if not read:  # a kept quote may state it in words the figure rules did not read: not "no source stated it"
+        quotes = f"{len(evidence)} quote{'' if len(evidence) == 1 else 's'}"
+        return Answer(False, f"No figure in {unit or 'the unit'} was read from the {quotes} kept; {prior}")
     figures = "figure" if read == 1 else "figures"
     return Answer(False, f"The {read} {figures} read did not move the range; {prior}")
 
