@@ -103,7 +103,7 @@ SSH_ITEM = {"url": SSH_URL, "quote": SSH, "low": None}
     (dict(verdict={"value": "inconclusive", "evidence_level": "deterministic"}, evidence=[SSH_ITEM]), False,
      "The sources kept did not decide the claim; the verdict is inconclusive (deterministic)"),
     (dict(verdict={"value": "inconclusive", "evidence_level": "advisory"}, evidence=[]), False,
-     "No source bore on the claim; the verdict is inconclusive (advisory)"),
+     "No source was kept; the verdict is inconclusive (advisory)"),
     # a plain brief: the summary the model wrote from kept quotes
     (dict(summary="Unresponsive servers are dropped after about 45 seconds [1]. More.", evidence=[SSH_ITEM]), True,
      "Unresponsive servers are dropped after about 45 seconds [1]."),

@@ -179,7 +179,7 @@ def _verdict_answer(verdict: Mapping[str, Any], evidence: list[Any]) -> Answer:
     if value in DECIDED:
         return Answer(True, f"{value} ({level})")
     if not evidence:
-        return Answer(False, f"No source bore on the claim; the verdict is {value} ({level})")
+        return Answer(False, f"No source was kept; the verdict is {value} ({level})")
     return Answer(False, f"The sources kept did not decide the claim; the verdict is {value} ({level})")
 
 
