@@ -207,6 +207,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "status": "done, failed or cancelled",
         "question": "what the brief asked",
         "answer": "the answer line the report leads with",
+        "answer_found": "1 when that line states an answer, 0 when it says none was found (report.json's "
+                        "answer.found); NULL for runs reported before schema 8",
         "summary": "the report's summary (Markdown, cites sources as [n])",
         "stop_reason": "why the research stopped",
         "started_at": "when the run started (UTC)",

@@ -26,7 +26,7 @@ from pathlib import Path
 import sqlite_utils
 from ..errors import BriefdError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -308,8 +308,16 @@ def _migration_7(db: sqlite_utils.Database) -> None:
                "WHERE state IN ('done', 'failed', 'cancelled')")
 
 
+def _migration_8(db: sqlite_utils.Database) -> None:
+    """Reports that never dress up a miss (issue 21): whether a run's answer line states an answer
+    (report.json's `answer.found`), so `briefd list` and the web page tell a run that found nothing
+    from one that found its answer without reading each whole report.json. Runs reported before
+    this version stay NULL: not known."""
+    db.table("reports").add_column("answer_found", int)
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
-              6: _migration_6, 7: _migration_7}
+              6: _migration_6, 7: _migration_7, 8: _migration_8}
 
 
 class SchemaTooNew(BriefdError, RuntimeError):

@@ -68,6 +68,7 @@ class BriefEntry:
     state: str
     stop_reason: str | None
     answer: str | None        # the report's answer line; None before the run ends
+    answer_found: bool | None  # whether that line states an answer (report.json's answer.found); None: not known
     question: str
     error: str | None
     accepted_at: str
@@ -198,7 +199,7 @@ def _list_sql(query: ListQuery) -> tuple[str, list[Any]]:
     sql = (f"SELECT b.brief_id, b.run_id, {_KIND} AS kind, b.state, b.stop_reason, r.answer, b.question, b.error, "
            "b.accepted_at, b.started_at, b.finished_at, "
            f"(SELECT count(*) FROM briefs c WHERE c.brief_id = b.brief_id AND c.state {rejected} 'rejected'), "
-           "s.next_run_at FROM briefs b LEFT JOIN reports r ON r.run_id = b.run_id "
+           "s.next_run_at, r.answer_found FROM briefs b LEFT JOIN reports r ON r.run_id = b.run_id "
            "LEFT JOIN schedules s ON s.brief_id = b.brief_id AND s.cancelled_at IS NULL "
            f"WHERE {' AND '.join(where)} ORDER BY b.run_id DESC LIMIT ?")
     return sql, [*params, query.limit]
@@ -215,7 +216,8 @@ class History:
         sql, params = _list_sql(query or ListQuery())
         return [BriefEntry(id=row[0], run=row[1], kind=row[2], state=row[3], stop_reason=row[4], answer=row[5],
                            question=row[6] or "", error=row[7], accepted_at=row[8], started_at=row[9],
-                           finished_at=row[10], runs=row[11], next_run_at=row[12])
+                           finished_at=row[10], runs=row[11], next_run_at=row[12],
+                           answer_found=None if row[13] is None else bool(row[13]))
                 for row in self.store.db.execute(sql, params).fetchall()]
 
     def search(self, text: str, limit: int | str | None = None) -> list[SearchHit]:

@@ -97,6 +97,7 @@ def realistic_report() -> dict[str, Any]:
                                                {"host": "news.example", "requests": 2}], "refused": []},
         "changes": None,
         "follows": None,
+        "answer": {"found": True, "text": "78.5\u201396 USD/kWh"},
     }
 
 

@@ -319,10 +319,10 @@ def test_on_finish_runs_with_the_brief_in_its_environment(tmp_path: Path) -> Non
     ended = onfinish.Ended("b-1", "done", tmp_path / "outbox" / "b-1")
     assert asyncio.run(onfinish.run((sys.executable, str(script), str(out)), ended, 10)) == 0
     seen = json.loads(out.read_text())
-    told = {"BRIEFD_ID", "BRIEFD_STATUS", "BRIEFD_OUTDIR", "BRIEFD_REPORT"}  # the four briefd sets (README)
+    told = {"BRIEFD_ID", "BRIEFD_STATUS", "BRIEFD_OUTDIR", "BRIEFD_REPORT", "BRIEFD_ANSWER_FOUND"}  # the five (README)
     assert {k: v for k, v in seen.items() if k in told} == {
         "BRIEFD_ID": "b-1", "BRIEFD_STATUS": "done", "BRIEFD_OUTDIR": str(tmp_path / "outbox" / "b-1"),
-        "BRIEFD_REPORT": str(tmp_path / "outbox" / "b-1" / "report.json")}
+        "BRIEFD_REPORT": str(tmp_path / "outbox" / "b-1" / "report.json"), "BRIEFD_ANSWER_FOUND": "no"}
 
 
 def test_on_finish_never_gets_the_daemons_secrets_or_its_notify_socket(tmp_path: Path,

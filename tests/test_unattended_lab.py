@@ -249,7 +249,9 @@ def test_on_finish_runs_when_a_brief_ends_and_its_failure_fails_nothing(tmp_path
     outdir = workspace.outbox / "told"
     assert env["BRIEFD_ID"] == "told" and env["BRIEFD_STATUS"] == "done"
     assert env["BRIEFD_OUTDIR"] == str(outdir) and env["BRIEFD_REPORT"] == str(outdir / "report.json")
-    assert json.loads(Path(env["BRIEFD_REPORT"]).read_text())["id"] == "told"
+    told = json.loads(Path(env["BRIEFD_REPORT"]).read_text())
+    assert told["id"] == "told"
+    assert env["BRIEFD_ANSWER_FOUND"] == ("yes" if told["answer"]["found"] else "no"), "as its report says"
     [warned] = log_lines(result.stderr, "WARNING", "told: on_finish")
     assert "exited 7" in warned and "notified" in warned
     assert os.environ.get("BRIEFD_ID") is None

@@ -127,3 +127,30 @@ def test_history_search_finds_the_finished_brief(paced_api: Api, browser) -> Non
     page.fill("#q", "Northgate")
     page.click("#search button")
     expect(page.locator("#hits li").first).to_contain_text("from-the-page")
+
+
+def test_a_done_estimate_that_found_nothing_is_not_shown_as_answered(paced_api: Api, browser) -> None:
+    """Issue 21's walkthrough: an estimate no source answers was listed green as "done" with its own prior
+    as the answer. The lab's pages say nothing of boiling points (the Lakeside pages' figures are lead, in
+    ppb), so the range stays the prior: the row says the run found no answer, in the miss's colour."""
+    from playwright.sync_api import expect
+
+    brief = {"id": "everest", "question": "What is the boiling point of water at the top of Mount Everest?",
+             "depth": "quick", "estimate": {"unit": "degrees Celsius", "low": 50, "high": 100}}
+    assert paced_api.client.post("/briefs", json=brief).status_code == 202
+    body = paced_api.done("everest", timeout=240)
+    report = body["report"]
+    assert body["state"] == "done" and report["answer"]["found"] is False, report["answer"]
+    page = browser.new_page()
+    page.goto(paced_api.base + "/")
+    row = page.locator('#briefs tr[data-id="everest"]')
+    expect(row.locator("td.state")).to_contain_text("done")
+    expect(row.locator("td.state")).to_contain_text("no answer found")
+    expect(row.locator("td.state")).to_have_class("state miss")
+    expect(row.locator("td.answer")).to_contain_text("the range is your prior, unchanged (50\u2013100 degrees Celsius)")
+    miss, answered = (page.evaluate(f"getComputedStyle(document.documentElement).getPropertyValue('--{name}')")
+                      for name in ("miss", "ok"))
+    colour = row.locator("td.state").evaluate("e => getComputedStyle(e).color")
+    assert miss.strip() != answered.strip() and colour == page.evaluate(
+        "c => { const s = document.createElement('span'); s.style.color = c; document.body.append(s);"
+        " const got = getComputedStyle(s).color; s.remove(); return got; }", miss.strip()), colour

@@ -255,6 +255,7 @@ OTHER_VARIABLES: dict[str, str] = {
     "BRIEFD_STATUS": "given to on_finish: done, failed or cancelled",
     "BRIEFD_REPORT": "given to on_finish: the path of report.json",
     "BRIEFD_OUTDIR": "given to on_finish: the brief's outbox folder",
+    "BRIEFD_ANSWER_FOUND": "given to on_finish: yes when the report found an answer, no when it found none",
 }
 
 

@@ -490,7 +490,7 @@ STRAYS_SHOWN = 10  # names on `briefd status`'s inbox line; `status --json` has 
 def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd list`: store.history's rows, as a table or JSON (the HTTP API's `GET /briefs` objects)."""
     from ...store.history import HistoryError, list_query
-    from .status import from_history
+    from .status import from_history, state_cell
 
     try:
         query = list_query(state=args.state, kind=args.kind, since=args.since, until=args.until,
@@ -508,8 +508,7 @@ def cmd_list(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     schedules = any(entry.next_run_at for entry in entries)
     headers = ["ID", "STATE", "KIND", "RUNS", "ACCEPTED", "FINISHED", *(["NEXT RUN"] if schedules else []), "ANSWER"]
-    rows = [[entry.id, f"{entry.state}: {entry.stop_reason}" if entry.stop_reason not in (None, entry.state)
-             else entry.state, entry.kind or "-", str(entry.runs), _minute(entry.accepted_at),
+    rows = [[entry.id, state_cell(entry), entry.kind or "-", str(entry.runs), _minute(entry.accepted_at),
              _minute(entry.finished_at), *([_minute(entry.next_run_at)] if schedules else []),
              entry.answer or entry.error or ""] for entry in entries]
     print(_aligned(headers, rows))

@@ -97,7 +97,8 @@ def cancel_brief(settings: Settings, store: Store, brief_id: str) -> BriefRow | 
     brief: Brief | None = ended["brief"]
     write_report(outdir, ended["report"], brief.formats if brief else ("json", "md"))
     if settings.on_finish:  # the command line has no event loop to run it beside: it runs now
-        onfinish.run_now(settings.on_finish, onfinish.Ended(run.brief_id, CANCELLED, outdir),
+        onfinish.run_now(settings.on_finish, onfinish.Ended(run.brief_id, CANCELLED, outdir,
+                                                              onfinish.answer_found(ended["report"])),
                          settings.on_finish_timeout_s)
     return run
 

@@ -286,9 +286,12 @@ def outcome_of(trace: RunTrace) -> Outcome:
     usage = report.get("usage") or {}
     answer = report.get("answer")
     line = answer.get("text") if isinstance(answer, dict) else answer
+    # a miss stated as a miss ("No figure in connections was read ...; the range is your prior") is no
+    # answer line, whatever words of the question or the prior it repeats
+    missed = isinstance(answer, dict) and answer.get("found") is False
     return Outcome(
         status=str(report.get("status") or trace.state),
-        answer_line=" ".join(x for x in (str(line or ""), trace.answer_line) if x),
+        answer_line="" if missed else " ".join(x for x in (str(line or ""), trace.answer_line) if x),
         summary=str(report.get("summary") or ""),
         prior=_range(estimate.get("initial")), final=_range(estimate.get("final")),
         verdict=verdict.get("value"), verdict_rule=str(verdict.get("rule") or ""),

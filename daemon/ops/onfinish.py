@@ -1,8 +1,10 @@
 """The `on_finish` command: tell someone that a brief ended (mail, chat, a ticket inside the network).
 
 The operator gives a command as its words (argv: `on_finish = ["/usr/local/bin/notify", "ops"]`);
-briefd runs it when a brief ends (done, failed, cancelled) with the brief's id, status, report
-path and outbox folder in its environment, never through a shell and never with brief text on
+briefd runs it when a brief ends (done, failed, cancelled) with the brief's id, status, whether
+its report found an answer (BRIEFD_ANSWER_FOUND: `yes` or `no`, report.json's `answer.found`: a
+notice that says "done" for an estimate left at its prior misleads), report path and outbox folder
+in its environment, never through a shell and never with brief text on
 its command line, so nothing a brief or a page says can become a command. It inherits the
 daemon's environment (PATH, HOME, LANG, a proxy...) less what is the daemon's alone: every secret
 setting's variable (BRIEFD_SERVE_TOKEN: settings.secret_variables) and systemd's notify protocol
@@ -26,7 +28,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..rules.numbers import number_text
 from .sdnotify import NOTIFY_VARIABLES
@@ -37,6 +39,12 @@ log = logging.getLogger("briefd")
 TAIL_BYTES = 2000  # the end of the command's stderr kept for the log (its start is usually the least useful)
 
 
+def answer_found(report: Mapping[str, Any]) -> bool:
+    """Whether a report found an answer (report.json's `answer.found`; a report without one: no)."""
+    answer = report.get("answer")
+    return isinstance(answer, Mapping) and answer.get("found") is True
+
+
 @dataclass(frozen=True)
 class Ended:
     """What the command is told about a brief that ended."""
@@ -44,13 +52,15 @@ class Ended:
     brief_id: str
     status: str        # done | failed | cancelled
     outdir: Path
+    answer_found: bool = False  # the report's answer.found: a run that ended without one found none
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
-        """The daemon's environment, less its secrets and systemd's notify variables, plus the four
+        """The daemon's environment, less its secrets and systemd's notify variables, plus the five
         BRIEFD_ variables the README documents."""
         withheld = secret_variables() | set(NOTIFY_VARIABLES)
         kept = {name: value for name, value in base.items() if name not in withheld}
         return {**kept, "BRIEFD_ID": self.brief_id, "BRIEFD_STATUS": self.status,
+                "BRIEFD_ANSWER_FOUND": "yes" if self.answer_found else "no",
                 "BRIEFD_REPORT": str(self.outdir / "report.json"), "BRIEFD_OUTDIR": str(self.outdir)}
 
 

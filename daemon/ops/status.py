@@ -11,13 +11,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..core.settings import Settings
-from ...store import QUEUED, RUNNING, Store
-from ...store.history import History
+from ...store import DONE, QUEUED, RUNNING, Store
+from ...store.history import BriefEntry, History
 from ..core.files import lock_holder, store_lock_path
 from ..intake import series
 from ..intake.names import not_briefs
 
 ORPHANED = "daemon not running: will resume when it starts"
+NO_ANSWER = "no answer found"  # a done run whose report found none: list's state says so beside "done"
 
 
 def open_store(settings: Settings) -> Store | None:
@@ -95,3 +96,11 @@ def status_data(settings: Settings) -> dict[str, Any]:
                 "inbox_not_briefs": strays}
     finally:
         store.close()
+
+
+def state_cell(entry: BriefEntry) -> str:
+    """`briefd list`'s STATE: the state, why it stopped, and, for a done run whose report found no
+    answer (report.json's answer.found), that it found none: "done" alone read as answered for an
+    estimate left at its own prior."""
+    state = f"{entry.state}: {entry.stop_reason}" if entry.stop_reason not in (None, entry.state) else entry.state
+    return f"{state}, {NO_ANSWER}" if entry.answer_found is False and entry.state == DONE else state

@@ -33,7 +33,7 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -430,12 +430,14 @@ class Daemon:
             log.error("run --once gave up waiting for %s after once_patience_s (%g s): %s; %d brief(s) stay "
                       "queued; to fix: %s", service, self.settings.once_patience_s, reason, waiting, fix)
 
-    def ended(self, brief_id: str, status: str, outdir: Path) -> None:
-        """A brief ended: its on_finish command starts beside the daemon's work (daemon.onfinish)."""
+    def ended(self, brief_id: str, status: str, outdir: Path, report: Mapping[str, Any]) -> None:
+        """A brief ended: its on_finish command starts beside the daemon's work (daemon.onfinish),
+        told whether its report found an answer."""
         argv = self.settings.on_finish
         if not argv:
             return
-        task = asyncio.create_task(onfinish.run(argv, onfinish.Ended(brief_id, status, outdir),
+        ended = onfinish.Ended(brief_id, status, outdir, onfinish.answer_found(report))
+        task = asyncio.create_task(onfinish.run(argv, ended,
                                                 self.settings.on_finish_timeout_s), name=f"on_finish {brief_id}")
         self.hooks.add(task)
         task.add_done_callback(self.hook_ended)
@@ -608,7 +610,7 @@ class Daemon:
             events.finish("complete", state=DONE, stop_reason=report["stop_reason"], history=history_row(report, kind_of(brief)),
                           report=str(outdir / "report.json"), usage=report["usage"],
                           sources=len(report["sources"]), evidence=len(report["evidence"]))
-            self.ended(run.brief_id, DONE, outdir)
+            self.ended(run.brief_id, DONE, outdir, report)
         except Cancelled:
             assert research is not None and brief is not None  # only Research.run raises it
             self.cancelled(run, brief, research, outdir, events)
@@ -693,7 +695,7 @@ class Daemon:
                               note=FAILED_NOTE if found and found["evidence"] else None, found=found)
         self.write_ended(run, brief, outdir, report, events)
         events.finish("failed", state=FAILED, stop_reason=stop_reason, error=error, history=history_row(report, kind_of(brief)))
-        self.ended(run.brief_id, FAILED, outdir)
+        self.ended(run.brief_id, FAILED, outdir, report)
 
     def cancelled(self, run: BriefRow, brief: Brief, research: Research, outdir: Path, events: EventLog) -> None:
         """`briefd cancel` reached a running brief: it ends `cancelled`, keeping what it found."""
@@ -705,7 +707,7 @@ class Daemon:
         events.finish("cancelled", state=CANCELLED, stop_reason=CANCELLED, reason=note, history=history_row(report, kind_of(brief)),
                       report=str(outdir / "report.json"), usage=report["usage"],
                       sources=len(report["sources"]), evidence=len(report["evidence"]))
-        self.ended(run.brief_id, CANCELLED, outdir)
+        self.ended(run.brief_id, CANCELLED, outdir, report)
 
     def found_so_far(self, run: BriefRow, research: Research | None, stop_reason: str,
                      note: str) -> dict[str, Any] | None:

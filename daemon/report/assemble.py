@@ -9,22 +9,41 @@ read from the evidence rows (each quote's entry, each source's) are pure functio
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..core.untrusted import as_dict, as_list, fold
 from ..rules.citations import Source
 from ..rules.decide import LoopState
-from ..rules.judge import TIERS, normalize_tier, tier_rule
+from ..rules.judge import TIER_CAPS, TIERS, normalize_tier, tier_confidence, tier_rule
 from ..sources.sources import kind_of_url
-from .report import REPORT_KEYS, blank_report
+from .report import REPORT_KEYS, blank_report, range_text, summary_first_sentence
 
 
-def evidence_items(rows: Sequence[Mapping[str, Any]], sources: Sequence[Source]) -> list[dict[str, Any]]:
-    """report.json's `evidence`: each stored row as a reader sees it, with its source's number."""
+def weighed_confidence(tier: str | None, confidence: Any, *, contract: bool = False) -> float:
+    """The confidence the rules give a quote, the one a report shows: the model's, capped by the
+    source's tier (judge.tier_confidence: an estimate's and a hypothesis's rows are stored capped
+    already, a plain brief's are not, so a library page the model called 1.00 showed 1.00 where any
+    rule weighs it 0.6); under a contract the model's confidence is not read at all, the quote
+    weighs its tier's cap (judge.contract_verdict)."""
+    if contract:
+        return TIER_CAPS[normalize_tier(tier)]
+    return tier_confidence(tier, confidence if isinstance(confidence, (int, float)) else 0.0)
+
+
+def evidence_items(rows: Sequence[Mapping[str, Any]], sources: Sequence[Source], *,
+                   contract: bool = False) -> list[dict[str, Any]]:
+    """report.json's `evidence`: each stored row as a reader sees it, with its source's number.
+    `confidence` is the one the rules weigh (weighed_confidence; `contract`: the brief's hypothesis
+    has a contract), `model_confidence` the model's own, as stored."""
     by_url = {s.url: s.n for s in sources}
     return [
         {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
-         "stance": e["stance"], "impact": e["impact"], "confidence": e["confidence"],
+         "stance": e["stance"], "impact": e["impact"],
+         "confidence": weighed_confidence(e["tier"], e["confidence"], contract=contract),
+         "model_confidence": e["confidence"],
          "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
          "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"],
          "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from")}
@@ -49,15 +68,22 @@ def source_items(sources: Sequence[Source], hashes: Mapping[str, str], rows: Seq
     return items
 
 
+PLAN_KEYS = ("angles", "gaps", "open_questions")  # report.json's lists the model's plan and gaps fill
+
+
 def done_report(brief_id: str, question: str, started_at: str | None, **found: Any) -> dict[str, Any]:
-    """A done run's report: blank_report, status done, with `found` filled in. `source_file` is
-    the worker's to fill (it knows the file). A key outside the shape (REPORT_KEYS) is refused."""
+    """A done run's report: blank_report, status done, with `found` filled in, and its `answer`
+    (answer_of) read from them. `source_file` is the worker's to fill (it knows the file). A key
+    outside the shape (REPORT_KEYS) is refused."""
     unknown = sorted(set(found) - set(REPORT_KEYS))
     if unknown:
         raise ValueError(f"not keys of report.json: {', '.join(unknown)}; add them to report.REPORT_KEYS "
                          f"and blank_report first")
     report = blank_report(brief_id, "", question, started_at, status="done")
     report.update(source_file=None, **found)
+    for key in PLAN_KEYS:  # what the model planned, as text: never its JSON's punctuation
+        report[key] = plan_text(as_list(report[key]))
+    report["answer"] = answer_of(report).as_dict()  # read from the report it heads: one rule for every reader
     return report
 
 
@@ -96,3 +122,98 @@ def usage_block(model: Mapping[str, Any], searches: int, state: LoopState, wall_
         # evidence taken from an earlier run (a follow-up's parent), not read again
         "evidence_reused": sum(1 for e in evidence if e.get("reused_from") is not None),
     }
+
+
+# ---- the answer line ------------------------------------------------------------------------------
+
+DECIDED = frozenset({"supported", "refuted"})  # a verdict that answers the claim; inconclusive does not
+SYNTHESIS = "synthesis"  # the fallbacks key counted when the model wrote no summary (Research.ask's purpose)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """report.json's `answer` (CONTRACT.md): whether the run found an answer, and the line that
+    says it, or says that none was found. What `briefd list`, the web page, on_finish and
+    report.md lead with, so a miss is never shown as an answer (an estimate that read nothing
+    used to lead with its own prior, in the same words as a range the sources gave)."""
+
+    found: bool
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def answer_of(report: Mapping[str, Any]) -> Answer:
+    """The answer a report states, by the brief's kind: an estimate's range only where the
+    sources moved it from the prior, a decided verdict, a plain brief's summary only where the
+    model wrote one from kept evidence. Anything else is a miss, said in words."""
+    estimate = as_dict(report.get("estimate"))
+    if estimate:
+        return _estimate_answer(estimate, as_list(report.get("evidence")))
+    verdict = as_dict(report.get("verdict"))
+    if verdict:
+        return _verdict_answer(verdict, as_list(report.get("evidence")))
+    return _plain_answer(report)
+
+
+def _estimate_answer(estimate: Mapping[str, Any], evidence: list[Any]) -> Answer:
+    """A range the sources moved, or the prior said to be the prior."""
+    unit = fold(estimate.get("unit"))
+    final, initial = range_text(estimate.get("final")), range_text(estimate.get("initial"))
+    if not final:
+        return Answer(False, "No range was computed")
+    moved = _bounds(estimate.get("final")) != _bounds(estimate.get("initial"))
+    if moved or not initial:
+        return Answer(True, f"{final} {unit}".strip())
+    read = sum(1 for e in evidence if as_dict(e).get("low") is not None)
+    prior = f"the range is your prior, unchanged ({initial} {unit})".replace(" )", ")")
+    if not evidence:
+        return Answer(False, f"No source was kept; {prior}")
+    if not read:  # a kept quote may state it in words the figure rules did not read: not "no source stated it"
+        quotes = f"{len(evidence)} quote{'' if len(evidence) == 1 else 's'}"
+        return Answer(False, f"No figure in {unit or 'the unit'} was read from the {quotes} kept; {prior}")
+    figures = "figure" if read == 1 else "figures"
+    return Answer(False, f"The {read} {figures} read did not move the range; {prior}")
+
+
+def _bounds(value: Any) -> tuple[Any, Any]:
+    rng = as_dict(value)
+    return rng.get("low"), rng.get("high")
+
+
+def _verdict_answer(verdict: Mapping[str, Any], evidence: list[Any]) -> Answer:
+    """A decided verdict, or a verdict that decided nothing, said so."""
+    value = fold(verdict.get("value")) or "undecided"
+    level = fold(verdict.get("evidence_level")) or "no level"
+    if value in DECIDED:
+        return Answer(True, f"{value} ({level})")
+    if not evidence:
+        return Answer(False, f"No source was kept; the verdict is {value} ({level})")
+    return Answer(False, f"The sources kept did not decide the claim; the verdict is {value} ({level})")
+
+
+def _plain_answer(report: Mapping[str, Any]) -> Answer:
+    """A summary the model wrote from kept evidence, or what there is instead, in words."""
+    evidence = as_list(report.get("evidence"))
+    summary = summary_first_sentence(report.get("summary"))
+    wrote = bool(summary) and not as_dict(report.get("fallbacks")).get(SYNTHESIS)
+    if not evidence:
+        return Answer(False, "No source was found" + ("; the summary rests on the model alone" if wrote else ""))
+    if wrote:
+        return Answer(True, summary)
+    sources = len({fold(as_dict(e).get("url")) for e in evidence})
+    quotes = f"{len(evidence)} quote{'' if len(evidence) == 1 else 's'}"
+    return Answer(False, f"The model wrote no summary; {quotes} from {sources} source"
+                         f"{'' if sources == 1 else 's'} kept, see the evidence")
+
+
+# ---- the plan as the report shows it -------------------------------------------------------------
+
+_WORD = re.compile(r"[^\W\d_]{2,}")  # two letters in a row, in any script: a word, not a bracket or a digit
+
+
+def plan_text(fragments: Iterable[Any]) -> list[str]:
+    """The plan's angles and gaps that are text: a small model's plan can leave JSON's punctuation
+    behind as items (`},`, `][`), which a report listed as the angles researched."""
+    return [fold(f) for f in fragments if _WORD.search(fold(f))]

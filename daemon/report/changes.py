@@ -10,7 +10,10 @@ what they need first is the difference. This module compares the previous run's 
 - the sources: new, gone, or changed (the same URL whose page text hash differs: the page was
   edited since the previous run read it);
 - the quotes: added or withdrawn, by URL and quote text (whitespace runs folded, so a page
-  re-extracted with other line breaks is not a change);
+  re-extracted with other line breaks is not a change); a quote of the same page that differs in
+  a few words (a figure updated: "9 seconds" → "12 seconds") is one quote `edited`, with its
+  word-level difference, not the same text added and withdrawn (a report cuts quotes to about
+  150 characters, so a figure changed at the end of a long quote showed as no difference at all);
 - the question, when the id was resubmitted with another one.
 
 Pure: two dicts in, one dict out; the worker does the store and outbox reads, report.py the
@@ -20,6 +23,7 @@ rendering. A report from an older briefd lacks keys (no `text_sha256` on its sou
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -77,13 +81,63 @@ def _unique(items: Iterable[dict[str, Any]], but: set[tuple[str, str]]) -> list[
     return out
 
 
+EDITED_SIMILARITY = 0.6  # the share of words two quotes of one page keep for one to be the other, edited
+
+
+def word_diff(old: str, new: str) -> list[dict[str, str]]:
+    """The word-level difference of two texts, in order: runs of words kept (`=`), removed (`-`)
+    and added (`+`), each run's words joined by single spaces."""
+    a, b = old.split(), new.split()
+    runs: list[dict[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            runs.append({"op": "=", "text": " ".join(a[i1:i2])})
+            continue
+        if i2 > i1:
+            runs.append({"op": "-", "text": " ".join(a[i1:i2])})
+        if j2 > j1:
+            runs.append({"op": "+", "text": " ".join(b[j1:j2])})
+    return runs
+
+
+def similarity(old: str, new: str) -> float:
+    """The share of their words two texts keep in the same order (difflib's ratio over words)."""
+    return difflib.SequenceMatcher(None, old.split(), new.split(), autojunk=False).ratio()
+
+
+def _edits(withdrawn: list[dict[str, Any]], added: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pairs (old, new) of one page's quotes that are the same quote edited: each new quote with
+    the most similar old one of its page at EDITED_SIMILARITY or more, each quote in one pair."""
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    left = list(withdrawn)
+    for item in added:
+        url, text = quote_key(item)
+        scored = [(similarity(quote_key(o)[1], text), i) for i, o in enumerate(left) if quote_key(o)[0] == url]
+        best = max(scored, default=None)
+        if best is not None and best[0] >= EDITED_SIMILARITY:
+            pairs.append((left.pop(best[1]), item))
+    return pairs
+
+
 def quote_changes(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Quotes the new run found that the previous did not (`added`), and the reverse (`withdrawn`)."""
+    """Quotes the new run found that the previous did not (`added`), the reverse (`withdrawn`),
+    and one page's quotes that are the same quote with some words changed (`edited`: the new
+    quote's reference, its `old_quote` and the word-level `diff`)."""
     old, new = _dicts(previous.get("evidence")), _dicts(current.get("evidence"))
     old_keys, new_keys = {quote_key(e) for e in old}, {quote_key(e) for e in new}
     old_titles, new_titles = _titles(previous), _titles(current)
-    return {"added": [_ref(e, new_titles, numbered=True) for e in _unique(new, old_keys)],
-            "withdrawn": [_ref(e, old_titles, numbered=False) for e in _unique(old, new_keys)]}
+    added, withdrawn = _unique(new, old_keys), _unique(old, new_keys)
+    pairs = _edits(withdrawn, added)
+    paired = {id(item) for pair in pairs for item in pair}
+    return {"added": [_ref(e, new_titles, numbered=True) for e in added if id(e) not in paired],
+            "withdrawn": [_ref(e, old_titles, numbered=False) for e in withdrawn if id(e) not in paired],
+            "edited": [_edited(o, e, new_titles) for o, e in pairs]}
+
+
+def _edited(old: Mapping[str, Any], new: Mapping[str, Any], titles: Mapping[str, str]) -> dict[str, Any]:
+    """A quote edited since the previous run: the new one's reference, the old text, the word-level diff."""
+    return {**_ref(new, titles, numbered=True), "old_quote": old.get("quote"),
+            "diff": word_diff(quote_key(old)[1], quote_key(new)[1])}
 
 
 def source_changes(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -131,10 +185,14 @@ def range_change(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dic
     old_items, new_items = _dicts(previous.get("evidence")), _dicts(current.get("evidence"))
     old_keys, new_keys = {quote_key(e) for e in old_items}, {quote_key(e) for e in new_items}
     old_titles, new_titles = _titles(previous), _titles(current)
+    added = [e for e in _unique(new_items, old_keys) if _bears_on_range(e)]
+    gone = [e for e in _unique(old_items, new_keys) if _bears_on_range(e)]
+    pairs = _edits(gone, added)  # a figure edited in its quote: one quote, its changed words shown
+    paired = {id(item) for pair in pairs for item in pair}
     return {"old": old, "new": new, "old_unit": old_unit, "unit": new_unit,
-            "because": [_ref(e, new_titles, numbered=True) for e in _unique(new_items, old_keys) if _bears_on_range(e)],
-            "withdrawn": [_ref(e, old_titles, numbered=False)
-                          for e in _unique(old_items, new_keys) if _bears_on_range(e)]}
+            "because": [_ref(e, new_titles, numbered=True) for e in added if id(e) not in paired]
+            + [_edited(o, e, new_titles) for o, e in pairs],
+            "withdrawn": [_ref(e, old_titles, numbered=False) for e in gone if id(e) not in paired]}
 
 
 def verdict_change(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any] | None:

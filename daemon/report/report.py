@@ -62,7 +62,7 @@ CONTRACT_KEYS: tuple[str, ...] = (
 EXTRA_KEYS: tuple[str, ...] = (
     "research_question", "angles", "disclaimer", "error", "fallbacks", "model", "searxng_url",
     "open_questions", "plan_relevance", "sides", "chart", "stop_explanation", "distrusted", "searched",
-    "egress", "changes", "follows",
+    "egress", "changes", "follows", "answer",
 )
 REPORT_KEYS: tuple[str, ...] = CONTRACT_KEYS + EXTRA_KEYS
 USAGE_KEYS: tuple[str, ...] = (
@@ -113,6 +113,8 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "egress": None,
         "changes": None,  # what changed since the id's previous run (daemon/report/changes.py): done re-runs only
         "follows": None,  # the earlier brief a follow-up started from (daemon/research/followup.py)
+        # what the run found, or that it found nothing (report/assemble.py's answer_of); CONTRACT.md
+        "answer": {"found": False, "text": ""},
     }
 
 
@@ -621,7 +623,11 @@ def _labelled(report: Mapping[str, Any], fields: tuple[tuple[str, str], ...]) ->
 def _answer_lines(report: Mapping[str, Any]) -> list[str]:
     """The answer, first after the question: the computed range against its target, or the
     verdict and what its evidence level means. A plain brief's answer is its summary, which
-    comes right after the status lines."""
+    comes right after the status lines. A run that found no answer (`answer.found` false) says
+    so instead, in the words of its `answer`: its prior is not an answer."""
+    stated = _dict(report.get("answer"))
+    if stated.get("found") is False and fold(stated.get("text")):
+        return [f"**Answer:** none found. {md_escape(stated.get('text'))}.", ""]
     estimate = _dict(report.get("estimate"))
     if estimate:
         final = range_text(estimate.get("final"))
@@ -645,7 +651,11 @@ def _answer_lines(report: Mapping[str, Any]) -> list[str]:
 def answer_text(report: Mapping[str, Any]) -> str:
     """The answer in one plain line, for `briefd list`, search results and the HTTP API: the
     computed range, the verdict, or the summary's first sentence (citations and Markdown left
-    as they are: the caller escapes for its output)."""
+    as they are: the caller escapes for its output). A report with an `answer` says its text,
+    found or not; an older report's is derived as it was."""
+    answer = _dict(report.get("answer"))
+    if isinstance(answer.get("text"), str) and (answer.get("found") or fold(answer.get("text"))):
+        return fold(answer.get("text"))
     estimate = _dict(report.get("estimate"))
     if estimate:
         final = range_text(estimate.get("final"))
@@ -653,8 +663,12 @@ def answer_text(report: Mapping[str, Any]) -> str:
     verdict = _dict(report.get("verdict"))
     if verdict:
         return f"{fold(verdict.get('value')) or 'undecided'} ({fold(verdict.get('evidence_level')) or 'no level'})"
-    summary = " ".join(fold(report.get("summary")).split())
-    first = re.split(r"(?<=[.!?])\s", summary, maxsplit=1)[0]
+    return summary_first_sentence(report.get("summary"))
+
+
+def summary_first_sentence(summary: Any) -> str:
+    """A summary's first sentence, cut at ANSWER_TEXT_CHARS: a plain brief's answer line."""
+    first = re.split(r"(?<=[.!?])\s", fold(summary), maxsplit=1)[0]
     return first[:ANSWER_TEXT_CHARS] + ("…" if len(first) > ANSWER_TEXT_CHARS else "")
 
 
@@ -664,9 +678,16 @@ def history_row(report: Mapping[str, Any], kind: str | None) -> dict[str, Any]:
     failed estimate brief has no estimate in its report); None when the brief could not be read."""
     return {"brief_id": report.get("id"), "kind": kind, "status": report.get("status"),
             "question": fold(report.get("question")), "answer": answer_text(report),
+            "answer_found": _answer_found(report),
             "summary": fold(report.get("summary")), "stop_reason": report.get("stop_reason"),
             "started_at": report.get("started_at"), "finished_at": report.get("finished_at"),
             "report_json": json.dumps(report, ensure_ascii=False, default=str)}
+
+
+def _answer_found(report: Mapping[str, Any]) -> bool | None:
+    """report.json's `answer.found`, or None for a report without it (an older briefd's)."""
+    found = _dict(report.get("answer")).get("found")
+    return found if isinstance(found, bool) else None
 
 
 def _pages_not_read(report: Mapping[str, Any]) -> bool:
@@ -682,12 +703,15 @@ def _strength(item: Mapping[str, Any]) -> float:
     return -1.0 if value is None else value
 
 
-def evidence_by_source(report: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+def evidence_by_source(report: Mapping[str, Any], *, weighed: bool | None = None) -> list[list[dict[str, Any]]]:
     """The evidence grouped by source (its number, else its URL), strongest first: groups by
-    their strongest item's confidence, items within a group likewise; ties keep report order."""
+    their strongest item's confidence, items within a group likewise; ties keep report order.
+    `weighed`: only the items the rules give some weight (True) or none (False, confidence 0.00)."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     known = _source_numbers(report)
     for item in (_dict(e) for e in _list(report.get("evidence"))):
+        if weighed is not None and (finite(item.get("confidence")) != 0) != weighed:
+            continue
         n = item.get("source")
         key = ("n", n) if _is_n(n) and n in known else ("url", fold(item.get("url")))
         groups.setdefault(key, []).append(item)
@@ -696,13 +720,26 @@ def evidence_by_source(report: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
 
 
 def _md_evidence(report: Mapping[str, Any]) -> list[str]:
+    lines = ["## Evidence", ""]
+    groups, unweighed = evidence_by_source(report, weighed=True), evidence_by_source(report, weighed=False)
+    if not groups and not unweighed:
+        return lines + ["_No evidence was found._", ""]
+    if groups:
+        lines += ["_Strongest first, grouped by source._", ""]
+    lines += _md_evidence_groups(report, groups)
+    if unweighed:  # kept, but no rule counts them: never among "the strongest"
+        lines += [f"_{md_escape(UNWEIGHED_NOTE)}_", ""]
+    return lines + _md_evidence_groups(report, unweighed)
+
+
+UNWEIGHED_NOTE = "Kept, but given no weight (confidence 0.00): no rule counted these quotes."
+
+
+def _md_evidence_groups(report: Mapping[str, Any], groups: list[list[dict[str, Any]]]) -> list[str]:
+    """Evidence groups, each under its source, each quote with its caption."""
     known = _source_numbers(report)
     by_n = {_dict(s).get("n"): _dict(s) for s in _list(report.get("sources"))}
-    lines = ["## Evidence", ""]
-    groups = evidence_by_source(report)
-    if not groups:
-        return lines + ["_No evidence was found._", ""]
-    lines += ["_Strongest first, grouped by source._", ""]
+    lines: list[str] = []
     for items in groups:
         n = items[0].get("source")
         if _is_n(n) and n in known:
@@ -821,7 +858,8 @@ def _md_some(texts: list[str]) -> str:
 
 
 def _md_why(label: str, refs: list[Any], known: set[int]) -> str:
-    texts = [_md_quote_ref(_dict(r), known) for r in refs]
+    texts = [_md_quote_edit(_dict(r), known) if _dict(r).get("diff") else _md_quote_ref(_dict(r), known)
+             for r in refs]
     return f"{label}: {_md_some(texts)}" if texts else ""
 
 
@@ -863,7 +901,49 @@ def _md_change_items(changes: Mapping[str, Any], known: set[int]) -> list[str]:
     for label, refs in (("Quotes added", quotes.get("added")), ("Quotes withdrawn", quotes.get("withdrawn"))):
         if _list(refs):
             items.append(f"**{label}:** " + _md_some([_md_quote_ref(_dict(r), known) for r in _list(refs)]))
+    if _list(quotes.get("edited")):
+        items.append("**Quotes edited:** " + _md_some([_md_quote_edit(_dict(r), known)
+                                                       for r in _list(quotes.get("edited"))]))
     return items
+
+
+EDIT_CONTEXT_WORDS = 6  # words kept on each side of a change in a quote "What changed" shows edited
+
+
+def _md_quote_edit(ref: Mapping[str, Any], known: set[int]) -> str:
+    """A quote edited since the previous run, where its words changed: `“… after **9 → 12** seconds”`,
+    the unchanged words around each change cut to EDIT_CONTEXT_WORDS a side."""
+    n = ref.get("source")
+    where = _md_cite_link(n) if _is_n(n) and n in known else md_link(ref.get("title"), ref.get("url"))
+    runs = [_dict(r) for r in _list(ref.get("diff"))]
+    return f"{where} “{' '.join(_md_diff_pieces(runs))}”"
+
+
+def _context(words: list[str], k: int, *, before: bool, after: bool) -> list[str]:
+    """Unchanged words of an edited quote: k next to a change `before` them (their first k) and k
+    next to one `after` them (their last k), the rest an ellipsis."""
+    if len(words) <= k * (before + after) or not (before or after):
+        return words
+    head, tail = (words[:k] if before else []), (words[-k:] if after else [])
+    return [*head, "…", *tail]
+
+
+def _md_diff_pieces(runs: list[dict[str, Any]]) -> list[str]:
+    """The pieces of an edited quote as report.md writes them: kept words (cut around the changes),
+    a replacement as `**old → new**`, words only removed or only added said so."""
+    pieces: list[str] = []
+    k = EDIT_CONTEXT_WORDS
+    for i, run in enumerate(runs):
+        op, words = run.get("op"), fold(run.get("text")).split()
+        if op == "=":
+            pieces.append(md_escape(" ".join(_context(words, k, before=i > 0, after=i < len(runs) - 1))))
+        elif op == "-" and i + 1 < len(runs) and _dict(runs[i + 1]).get("op") == "+":
+            pieces.append(f"**{md_escape(' '.join(words))} → {md_escape(fold(_dict(runs[i + 1]).get('text')))}**")
+        elif op == "-":
+            pieces.append(f"**(removed: {md_escape(' '.join(words))})**")
+        elif op == "+" and not (i > 0 and _dict(runs[i - 1]).get("op") == "-"):
+            pieces.append(f"**(added: {md_escape(' '.join(words))})**")
+    return [p for p in pieces if p]
 
 
 def _md_changes(report: Mapping[str, Any]) -> list[str]:

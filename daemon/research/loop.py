@@ -373,7 +373,7 @@ class Research:
         # in half the room, and the fallback (the strongest quotes, cited) says what was found
         summary = await self.calls.ask("synthesis", prompt, planner.synthesis_schema(chars),
                                  planner.coerce_synthesis([s.n for s in sources], chars),
-                                 lambda: planner.template_summary(self.question, lines), retry_cut=False)
+                                 lambda: planner.template_summary(self.brief.question, lines), retry_cut=False)
         summary, cited = renumber(summary, sources)
         return summary, number_sources(cited, sources), disclaimer
 
@@ -402,7 +402,8 @@ class Research:
     def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
         """report.json of this run (report/assemble.py's shape), from the store and the state."""
         rows = self.store.evidence(self.run_id)
-        evidence = evidence_items(rows, sources)
+        hypothesis = self.brief.hypothesis
+        evidence = evidence_items(rows, sources, contract=bool(hypothesis and hypothesis.contract))
         usage = self.ledger.usage(rows)
         facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
         verdict = self.policy.verdict_block(facts)
