@@ -130,7 +130,7 @@ def test_a_figure_counts_only_where_its_quote_states_the_quantity(
     (Contract(">=", 32, "symbolic links", "symbolic links followed"), SYMLINKS, "supports"),
     (Contract(">", 20, "level", "maximum compression level"), ZSTD_ULTRA, "supports"),   # "20+" is 20 or more
     (Contract("<", 20, "level", "maximum compression level"), ZSTD_ULTRA, "contradicts"),
-    (Contract(">", 4000, "statuses", "largest CHILD_MAX"), CHILD_MAX, "supports"),
+    (Contract(">", 4000, "statuses", "maximum CHILD_MAX value"), CHILD_MAX, "supports"),
     # a row size, a command line's variable, a formula's constant, an example's option: no reading
     (Contract(">", 500e6, "bytes", "maximum length of a string"), SQLITE_ROW, "neutral"),
     (Contract(">=", 10, "connections", "default max_connections"), PG_MAKE, "neutral"),
@@ -203,3 +203,56 @@ def test_the_figure_stated_as_the_quantity_still_narrows_it() -> None:
     assert rng == (100, 100)
     assert reason == decide.TARGET_REACHED
     assert discarded == 1
+
+
+# ----------------------------------------------------------------- a neighbouring limit is not the metric
+
+# Quotes the docset's contract briefs kept (lab-scripted, library), each with a figure in the contract's
+# unit; only those naming the metric are readings of it.
+FLEX_BUFFER = ("The default size of this buffer (16384 bytes) is almost always too large. The ideal size for this "
+               "buffer is the length of the longest token expected, in bytes, plus a little more.")  # flex-doc
+FANOTIFY = ("For performance reasons, it is recommended to use a large buffer size (for example, 4096 bytes), so "
+            "that multiple events can be retrieved by a single read(2).")                             # fanotify.7
+FLEX_REENTRANT = "Flex allocates about 84 bytes for the reentrant scanner structure when you call yylex init()."
+MQ = "The default value for msgsize_max is 8192 bytes."                                              # mq_overview.7
+ZSTD_CLEVEL = "ZSTD_CLEVEL just replaces the default compression level (3)."                        # zstd.1
+GIT_ZLIB = ("If that is not set, defaults to -1, the zlib default, which is \"a default compromise between speed "
+            "and compression (currently equivalent to level 6).\"")                                   # git-config
+DIR_COLORS = "LINK 36 Symbolic link"                                                                 # dir_colors.5
+TCP_RMEM = "(On Linux 2.4, the default is 87380*2 bytes, lowered to 87380 in low-memory systems)."  # tcp.7
+BPF = ("If the string length is larger than size, just size-1 bytes are copied and the last byte is set to "
+       "NUL.")                                                                                        # bpf-helpers.7
+FLEX_INPUT = Contract("<", 8192, "bytes", "default input buffer size")
+ZSTD_MAX = Contract(">", 20, "level", "maximum compression level")
+SYMLINK_MIN = Contract(">=", 32, "symbolic links", "symbolic links followed")
+PIPE_BUF_MIN = Contract(">", 8192, "bytes", "PIPE_BUF")
+
+
+@pytest.mark.parametrize("contract, quote, stance", [
+    (FLEX_INPUT, FLEX_BUFFER, "contradicts"),
+    (FLEX_INPUT, FANOTIFY, "neutral"),          # a buffer size, not the scanner's default input buffer
+    (FLEX_INPUT, FLEX_REENTRANT, "neutral"),
+    (FLEX_INPUT, MQ, "neutral"),
+    (ZSTD_MAX, ZSTD_ULTRA, "supports"),
+    (ZSTD_MAX, ZSTD_CLEVEL, "neutral"),         # the default level, not the maximum
+    (ZSTD_MAX, GIT_ZLIB, "neutral"),
+    (SYMLINK_MIN, SYMLINKS, "supports"),
+    (SYMLINK_MIN, DIR_COLORS, "neutral"),       # a colour code
+    (PIPE_BUF_MIN, PIPE_BUF, "contradicts"),
+    (PIPE_BUF_MIN, PIPE_CAPACITY, "neutral"),   # the pipe's capacity and page size, not PIPE_BUF
+    (PIPE_BUF_MIN, TCP_RMEM, "neutral"),
+    (PIPE_BUF_MIN, BPF, "neutral"),
+])
+def test_a_neighbouring_limit_in_the_same_unit_is_no_reading_of_the_metric(
+        contract: Contract, quote: str, stance: str) -> None:
+    assert judge.quote_stance(contract, quote).stance == stance
+
+
+@pytest.mark.parametrize("unit, proposed, quote, reason", [
+    ("bytes", 2, TCP_RMEM, IN_CODE),            # "87380*2 bytes"
+    ("bytes", 1, BPF, IN_CODE),                 # "size-1 bytes"
+    ("symbolic links", 1, "Specifies the color used for an orphaned symbolic link (one which points to a "
+                          "nonexistent file).", NO_UNIT.format(unit="symbolic links")),
+])
+def test_an_expression_or_a_pronoun_is_no_figure(unit: str, proposed: float, quote: str, reason: str) -> None:
+    assert judge.read_figure(proposed, quote, unit).reason == reason

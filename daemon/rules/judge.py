@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
+from .decide import content_words
 from .numbers import number_text
 
 # ----------------------------------------------------------------- amounts
@@ -343,6 +345,8 @@ def _unit_names(unit: str) -> tuple[str, ...]:
     singular ("statuses" -> "status", "symbolic links" -> "symbolic link"), less a scale word
     ("million people": the quote writes "2.1 million people", the scale read with the number)."""
     key = " ".join(re.sub(_SCALE_IN_UNIT, " ", unit).split()) or " ".join(unit.split())
+    if not key:
+        return ()
     group = next((g for g in _UNIT_NAMES if key.lower() in (n.lower() for n in g)), None)
     if group is not None:
         return group
@@ -358,7 +362,7 @@ def _unit_after(unit: str) -> re.Pattern[str]:
     """What must follow a number for it to be stated in `unit` ("7.6 ppb", "64 outstanding requests":
     up to two words may come between)."""
     names = sorted(_unit_names(unit), key=len, reverse=True)
-    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names)
+    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names) or "(?!)"
     between = rf"(?:(?!(?:{_KNOWN_UNIT_WORDS})(?![\w-]))[a-z][\w-]*\s+){{0,2}}?"
     return re.compile(rf"[\s-]?{between}(?:{words})(?![\w-])", re.IGNORECASE)
 
@@ -368,14 +372,15 @@ def _unit_named(unit: str) -> re.Pattern[str]:
     """The unit named as a word anywhere ("The maximum number of bytes ..."); not inside an identifier
     (max_connections names no connections)."""
     names = sorted(_unit_names(unit), key=len, reverse=True)
-    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names)
+    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names) or "(?!)"
     return re.compile(rf"(?<![\w.-])(?:{words})(?![\w-])", re.IGNORECASE)
 
 
 # Code, a formula or a command line around a number: "make MAX_CONNECTIONS=5 check", "-DOS_OTHER=1",
 # "LALR(1)", "fork(2)", "ceil((max_connections + 6) / 16) * 17", "curl --max-redirs 3 --location".
-# "+" and "/" are operators between operands ("a + 6", "24/7"), not a sign ("rose +5%").
-_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[\s)][/+]\s+|\w\(|(?<!\S)--?[A-Za-z][\w-]*\s+)$")
+# "+" and "/" are operators between operands ("a + 6", "24/7"), not a sign ("rose +5%"); so is "-" after a
+# name ("size-1 bytes"), not between two numbers ("4-6 ppb", a range).
+_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\(|(?<!\S)--?[A-Za-z][\w-]*\s+)$")
 _CODE_AFTER = re.compile(r"\)*\s*(?:[=*/^]|\s\+\s*[\w(]|\+[\w(])")
 # A version or a reference: "2.6.11", "since Linux 2.2", "Lua 5.2", "section 6.2", "page 24", "RFC 1122".
 _VERSION_AFTER = re.compile(r"\.\d")
@@ -403,19 +408,27 @@ _EARLIER_RELEASE = re.compile(r"\s*(?:before|until|prior\s+to)\s+(?:[A-Za-z][\w+
                               re.IGNORECASE)
 # How far before a figure its unit may be named: this sentence and the one before it ("The maximum
 # number of bytes in a string ... is defined by SQLITE_MAX_LENGTH. The default value of this macro is
-# 1 billion"), not a whole table or page.
+# 1 billion"), not a whole table or page; and never more than SUBJECT_CHARS back.
 SUBJECT_SENTENCES = 2
+SUBJECT_CHARS = 300
 
 
-def _sentence_starts(quote: str, start: int) -> list[int]:
+@lru_cache(maxsize=32)
+def _sentence_ends(quote: str) -> tuple[int, ...]:
+    """Where each sentence of `quote` begins: 0, then after each sentence end (once per quote)."""
+    return (0, *(m.end() for m in _SENTENCE_END.finditer(quote)))
+
+
+def _sentence_starts(quote: str, start: int) -> tuple[int, ...]:
     """Where each sentence before the figure at `start` begins (0 first), the figure's own last."""
-    return [0, *(m.end() for m in _SENTENCE_END.finditer(quote, 0, start))]
+    ends = _sentence_ends(quote)
+    return ends[:bisect_right(ends, start)]
 
 
 def _subject_before(quote: str, start: int) -> str:
     """The text a figure's unit may be named in: SUBJECT_SENTENCES sentences ending at the figure."""
     starts = _sentence_starts(quote, start)
-    return quote[starts[-min(SUBJECT_SENTENCES, len(starts))]:start]
+    return quote[max(starts[-min(SUBJECT_SENTENCES, len(starts))], start - SUBJECT_CHARS):start]
 
 
 def _money_or_share(unit: str) -> bool:
@@ -470,8 +483,9 @@ def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | No
     year = bool(_YEAR.fullmatch(amount.raw.strip()))
     if _DATE_AFTER.match(quote, end) or (year and _DATE_BEFORE.search(quote, back, start)):
         return -1, f"{NOT_THE_QUANTITY} (a date)"
-    # A negative bare number is a setting's special value ("Set this option to -1 to make it unlimited").
-    if amount.value >= 0 and _unit_named(unit).search(_subject_before(quote, start)) \
+    # A negative bare number is a setting's special value ("Set this option to -1 to make it unlimited"), and
+    # a bare "one" a pronoun as often as a number ("an orphaned symbolic link (one which points ...)").
+    if amount.value >= 0 and amount.raw.lower() != "one" and _unit_named(unit).search(_subject_before(quote, start)) \
             and _CLAUSE_GOES_ON.match(quote, end):
         return end, None
     return -1, f"{NOT_THE_QUANTITY} (no {unit} beside it)"
@@ -1409,12 +1423,43 @@ def _is_range(quote: str, a: Amount, b: Amount) -> bool:
     return True
 
 
+def _stem(word: str) -> str:
+    """A word less its plural or past ending, enough to match "links" to "link", "needed" to "need"."""
+    for ending in ("ing", "ed", "es", "s"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            return word[:-len(ending)]
+    return word
+
+
+def _metric_words(contract: Contract) -> set[str]:
+    """The metric's own words, stemmed, less the unit's ("maximum compression level" in "level": maximum,
+    compression)."""
+    unit = {_stem(w) for w in content_words(contract.unit)}
+    return {_stem(w) for w in content_words(contract.metric)} - unit
+
+
+def names_the_metric(contract: Contract, quote: str) -> bool:
+    """True when `quote` names more than half of the metric's own words (_metric_words), or the contract
+    names no metric, or its unit is money, a share or a trace concentration. A count or a size (bytes,
+    seconds, levels) is said of many things in one manual: a figure in it from a neighbouring limit
+    ("the default compression level (3)" against the maximum compression level, "a large buffer size
+    (for example, 4096 bytes)" against the default input buffer size) is no reading of the metric."""
+    wanted = _metric_words(contract)
+    if not wanted or _money_or_share(contract.unit):
+        return True
+    found = wanted & {_stem(w) for w in content_words(quote)}
+    return 2 * len(found) > len(wanted)
+
+
 def quote_stance(contract: Contract, quote: str) -> QuoteReading:
     """The quote's stance on the contract, from its figures alone (the model's label plays no part).
 
     supports: at least one figure meets the contract and none fails it; contradicts: at least
     one fails and none meets; neutral: no figure in the unit decides, or figures on both sides
-    (the quote gives two readings and code cannot tell which one is the metric)."""
+    (the quote gives two readings and code cannot tell which one is the metric), or the quote
+    does not name the metric (names_the_metric: its figures are another quantity's)."""
+    if not names_the_metric(contract, quote):
+        return QuoteReading("neutral", (), f"does not name the metric ({contract.metric})")
     figures = quote_figures(contract, quote)
     outcomes = {f.outcome for f in figures}
     if MEETS in outcomes and FAILS in outcomes:
