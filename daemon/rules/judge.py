@@ -3,7 +3,9 @@
 The model proposes labels and numbers; the rules here decide. Code, not the
 model, reads amounts out of quotes and converts them to the brief's unit; a
 number the model proposes that its quote does not state in that unit (or in
-another scale of it) is discarded with its true reason (read_figure). The
+another scale of it), or does not state as the quantity asked (inside code, a
+formula, a version, another unit's figure: figure_reading), is discarded with its
+true reason (read_figure); a contract reads its figures by the same rule. The
 estimate's range, its progress score, when to stop, which bound to research
 next, and a hypothesis's verdict are all computed from the evidence by rules
 written down in this file, so each can be checked with a table of cases.
@@ -309,7 +311,9 @@ class Figure:
     writes, whatever scale the model copied it in) and `reason` is None. Discarded: `value`
     is None and `reason` is the true one: NOT_IN_QUOTE when no amount in the quote is that
     number, or "in another unit (USD)" when the quote states it, but in a unit that does not
-    convert to the brief's (no exchange rates offline; money is not a percent). `written` is
+    convert to the brief's (no exchange rates offline; money is not a percent), or "not stated as
+    the quantity (...)" when the quote has the number but not as the quantity asked (figure_reading:
+    "make MAX_CONNECTIONS=5 check", a formula's "+ 6", "Linux 2.6"). `written` is
     the amount as the quote writes it ("US$0.43bn"), when one was found."""
 
     proposed: float
