@@ -12,6 +12,8 @@ the prior and the brief says no figure was kept.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from briefd.daemon.core.brief import Brief, validate_brief
 from briefd.daemon.research import planner
@@ -256,3 +258,14 @@ def test_a_neighbouring_limit_in_the_same_unit_is_no_reading_of_the_metric(
 ])
 def test_an_expression_or_a_pronoun_is_no_figure(unit: str, proposed: float, quote: str, reason: str) -> None:
     assert judge.read_figure(proposed, quote, unit).reason == reason
+
+
+@given(st.text(max_size=300), st.sampled_from(["connections", "bytes", "MiB", "seconds", "symbolic links",
+                                               "USD million", "percent", "ppb", "million people"]))
+def test_property_every_amount_is_read_or_refused_with_a_reason(text: str, unit: str) -> None:
+    """Any page text: each amount parse_amounts finds is stated as the quantity or refused with a reason
+    of the two families, and nothing else is invented."""
+    read = judge.stated_amounts(text, unit)
+    assert [a for a, _ in read] == judge.parse_amounts(text)
+    for _, why in read:
+        assert why is None or why.startswith((judge.NOT_THE_QUANTITY + " (", judge.OTHER_UNIT + " ("))
