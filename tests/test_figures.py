@@ -250,4 +250,5 @@ def test_property_read_figure_is_total(proposed: float, quote: str, unit: str) -
     figure = judge.read_figure(proposed, quote, unit)
     assert (figure.value is None) == (figure.reason is not None)
     assert figure.value is None or math.isfinite(figure.value)
-    assert figure.reason in (None, judge.NOT_IN_QUOTE) or figure.reason.startswith(judge.OTHER_UNIT + " (")
+    assert figure.reason in (None, judge.NOT_IN_QUOTE) or figure.reason.startswith(judge.OTHER_UNIT + " (") \
+        or figure.reason.startswith(judge.NOT_THE_QUANTITY + " (")

@@ -3,7 +3,9 @@
 The model proposes labels and numbers; the rules here decide. Code, not the
 model, reads amounts out of quotes and converts them to the brief's unit; a
 number the model proposes that its quote does not state in that unit (or in
-another scale of it) is discarded with its true reason (read_figure). The
+another scale of it), or does not state as the quantity asked (inside code, a
+formula, a version, another unit's figure: figure_reading), is discarded with its
+true reason (read_figure); a contract reads its figures by the same rule. The
 estimate's range, its progress score, when to stop, which bound to research
 next, and a hypothesis's verdict are all computed from the evidence by rules
 written down in this file, so each can be checked with a table of cases.
@@ -29,12 +31,14 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 import sys
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
+from .decide import content_words
 from .numbers import number_text
 
 # ----------------------------------------------------------------- amounts
@@ -294,7 +298,7 @@ def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = SAME_F
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
     return any(converted is not None and _close(value, converted, rel_tol)
-               for converted in (to_unit(a, unit) for a in parse_amounts(quote)))
+               for converted in (to_unit(a, unit) for a, why in stated_amounts(quote, unit) if why is None))
 
 
 NOT_IN_QUOTE = "not in its quote"
@@ -309,13 +313,201 @@ class Figure:
     writes, whatever scale the model copied it in) and `reason` is None. Discarded: `value`
     is None and `reason` is the true one: NOT_IN_QUOTE when no amount in the quote is that
     number, or "in another unit (USD)" when the quote states it, but in a unit that does not
-    convert to the brief's (no exchange rates offline; money is not a percent). `written` is
+    convert to the brief's (no exchange rates offline; money is not a percent), or "not stated as
+    the quantity (...)" when the quote has the number but not as the quantity asked (figure_reading:
+    "make MAX_CONNECTIONS=5 check", a formula's "+ 6", "Linux 2.6"). `written` is
     the amount as the quote writes it ("US$0.43bn"), when one was found."""
 
     proposed: float
     value: float | None
     reason: str | None
     written: str | None = None
+
+
+# ----------------------------------------------------------------- a figure stated as the quantity
+
+NOT_THE_QUANTITY = "not stated as the quantity"
+
+# Units a manual writes in more than one way: a figure followed by any name of its group is in that unit.
+# Bare "B", "K" and "M" are left out on purpose: "8B" may be bits, "512K" and "5M" are read as scale words.
+_UNIT_NAMES: tuple[tuple[str, ...], ...] = (
+    ("ppb", "parts per billion", "parts-per-billion"), ("ppm", "parts per million", "parts-per-million"),
+    ("ppt", "parts per trillion", "parts-per-trillion"),
+    ("bytes", "byte"), ("bits", "bit"),
+    ("KB", "KiB", "kB", "kilobytes", "kilobyte", "kibibytes"),
+    ("MB", "MiB", "megabytes", "megabyte", "mebibytes"), ("GB", "GiB", "gigabytes", "gigabyte", "gibibytes"),
+    ("seconds", "second", "secs", "sec", "s"), ("milliseconds", "millisecond", "msecs", "msec", "ms"),
+    ("microseconds", "microsecond", "usec", "µs"), ("minutes", "minute", "mins", "min"),
+    ("hours", "hour", "hrs", "hr", "h"), ("days", "day"),
+)
+# A unit-like word written against a number: "8MB", "40MB download", "16kB", "2 hours" beside a figure in
+# another unit is that unit's figure, not the brief's.
+_KNOWN_UNITS = frozenset(n.lower() for group in _UNIT_NAMES for n in group)
+_KNOWN_UNIT_WORDS = _alternation(_KNOWN_UNITS)
+
+
+def _unit_names(unit: str) -> tuple[str, ...]:
+    """Every way a quote may write `unit`: its group in _UNIT_NAMES, else the unit as given and its
+    singular ("statuses" -> "status", "symbolic links" -> "symbolic link"), less a scale word
+    ("million people": the quote writes "2.1 million people", the scale read with the number)."""
+    key = " ".join(re.sub(_SCALE_IN_UNIT, " ", unit).split()) or " ".join(unit.split())
+    if not key:
+        return ()
+    group = next((g for g in _UNIT_NAMES if key.lower() in (n.lower() for n in g)), None)
+    if group is not None:
+        return group
+    singular = re.sub(r"(?:(?<=[sxz])|(?<=ch)|(?<=sh))es$|(?<!s)s$", "", key)
+    return (key, singular) if singular != key else (key,)
+
+
+_SCALE_IN_UNIT = re.compile(r"\b(?:thousands?|millions?|billions?|trillions?)\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=64)
+def _unit_after(unit: str) -> re.Pattern[str]:
+    """What must follow a number for it to be stated in `unit` ("7.6 ppb", "64 outstanding requests":
+    up to two words may come between)."""
+    names = sorted(_unit_names(unit), key=len, reverse=True)
+    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names) or "(?!)"
+    between = rf"(?:(?!(?:{_KNOWN_UNIT_WORDS})(?![\w-]))[a-z][\w-]*\s+){{0,2}}?"
+    return re.compile(rf"[\s-]?{between}(?:{words})(?![\w-])", re.IGNORECASE)
+
+
+@lru_cache(maxsize=64)
+def _unit_named(unit: str) -> re.Pattern[str]:
+    """The unit named as a word anywhere ("The maximum number of bytes ..."); not inside an identifier
+    (max_connections names no connections)."""
+    names = sorted(_unit_names(unit), key=len, reverse=True)
+    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names) or "(?!)"
+    return re.compile(rf"(?<![\w.-])(?:{words})(?![\w-])", re.IGNORECASE)
+
+
+# Code, a formula or a command line around a number: "make MAX_CONNECTIONS=5 check", "-DOS_OTHER=1",
+# "LALR(1)", "fork(2)", "ceil((max_connections + 6) / 16) * 17", "curl --max-redirs 3 --location".
+# "+" and "/" are operators between operands ("a + 6", "24/7"), not a sign ("rose +5%"); so is "-" after a
+# name ("size-1 bytes"), not between two numbers ("4-6 ppb", a range).
+_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\(|(?<!\S)--?[A-Za-z][\w-]*\s+)$")
+_CODE_AFTER = re.compile(r"\)*\s*(?:[=*/^]|\s\+\s*[\w(]|\+[\w(])")
+# A version or a reference: "2.6.11", "since Linux 2.2", "Lua 5.2", "section 6.2", "page 24", "RFC 1122".
+_VERSION_AFTER = re.compile(r"\.\d")
+_NAME_BEFORE = re.compile(
+    r"(?<![\w.])(?:version|release|v|rev|revision|page|pages|p\.|pp\.|section|sections|chapter|rfc|figure|"
+    r"fig\.|table|step|appendix|posix\.?|iso|ieee|std|draft|issue|no\.|#)\s*$", re.IGNORECASE)
+# A capitalised name right before the number ("Linux 2.2", "Lua 5.2", "ServerAliveCountMax 3"), unless the
+# word merely starts a sentence ("Around 15 ...").
+_NAME_BEFORE_CASED = re.compile(r"(?<![.!?]\s)(?<![.!?]\s\s)(?<!^)\b[A-Z][\w+]*[A-Za-z+]\s+$")
+_MONTHS = (r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+           r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
+_DATE_BEFORE = re.compile(rf"\b(?:{_MONTHS}|in|since|until|before|after|copyright|\(c\)|©)\s+$", re.IGNORECASE)
+_DATE_AFTER = re.compile(rf"\s+(?:{_MONTHS})\b", re.IGNORECASE)
+# A figure "each" is the size of one of many things ("rows of 12 bytes each"), not the quantity asked.
+_EACH = re.compile(r"\s*(?:each|apiece)\b", re.IGNORECASE)
+# What may follow a figure whose unit is named before it ("... is 1 billion (1,000,000,000)."): the end
+# of a clause or a word that starts another one; any other word makes it a count of something else.
+_CLAUSE_GOES_ON = re.compile(
+    r"\+?\s*(?:$|[.,;:)\]!?(]|\b(?:and|or|but|which|that|if|when|while|unless|for|on|in|at|by|so|is|was|are|"
+    r"were|to|of|with|as|than|otherwise|currently|default|by\s+default|since|before|after)\b)",
+    re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\"'])")
+# "Before Linux 2.6.18, the limit on the recursion depth was 5": what an older release did, not the quantity.
+_EARLIER_RELEASE = re.compile(r"\s*(?:before|until|prior\s+to)\s+(?:[A-Za-z][\w+-]*\s+){0,2}v?\d+(?:\.\d+)+,",
+                              re.IGNORECASE)
+# How far before a figure its unit may be named: this sentence and the one before it ("The maximum
+# number of bytes in a string ... is defined by SQLITE_MAX_LENGTH. The default value of this macro is
+# 1 billion"), not a whole table or page; and never more than SUBJECT_CHARS back.
+SUBJECT_SENTENCES = 2
+SUBJECT_CHARS = 300
+
+
+@lru_cache(maxsize=32)
+def _sentence_ends(quote: str) -> tuple[int, ...]:
+    """Where each sentence of `quote` begins: 0, then after each sentence end (once per quote)."""
+    return (0, *(m.end() for m in _SENTENCE_END.finditer(quote)))
+
+
+def _sentence_starts(quote: str, start: int) -> tuple[int, ...]:
+    """Where each sentence before the figure at `start` begins (0 first), the figure's own last."""
+    ends = _sentence_ends(quote)
+    return ends[:bisect_right(ends, start)]
+
+
+def _subject_before(quote: str, start: int) -> str:
+    """The text a figure's unit may be named in: SUBJECT_SENTENCES sentences ending at the figure."""
+    starts = _sentence_starts(quote, start)
+    return quote[max(starts[-min(SUBJECT_SENTENCES, len(starts))], start - SUBJECT_CHARS):start]
+
+
+def _money_or_share(unit: str) -> bool:
+    target = parse_unit(unit)
+    return target.currency is not None or target.ratio is not None
+
+
+def _beside(quote: str, amount: Amount) -> str:
+    """The unit-like word written right after `amount`: "MB" for "8MB", "hours" for "2 hours", or ""."""
+    after = re.match(r"(?:\s?([A-Za-zµ]+)|([A-Za-zµ]+))", quote[amount.span[1]:amount.span[1] + 24])
+    if after is None:
+        return ""
+    word = after.group(1) or after.group(2) or ""
+    attached = after.group(2) is not None
+    return word if attached or word.lower() in _KNOWN_UNITS else ""
+
+
+def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | None]:
+    """Whether `quote` states `amount` as the quantity in `unit`: (where its unit ends, None), or
+    (-1, why not).
+
+    A figure counts when its unit (or another name of it: "MiB", "ms") is written beside it
+    ("100 connections", "64 outstanding requests"), or named before it in this sentence or the
+    one before ("The maximum number of bytes ... is 1 billion (1,000,000,000)") with nothing
+    after the figure that makes it a count of something else. It never counts inside code, a
+    formula or a command line ("make MAX_CONNECTIONS=5 check", "+ 6) / 16", "LALR(1)",
+    "curl --max-redirs 3"), as a version or a reference ("Linux 2.6.11", "section 6.2"), as a
+    date, as an earlier release's value ("Before Linux 2.6.18, the limit ... was 5"), in
+    another unit ("8MB" is no count of file descriptors, "2 hours" no figure in
+    seconds) or as the size of each of many things ("rows of 12 bytes each"). Money and shares
+    carry their unit in the amount (to_unit decides); the code and formula rule holds for them too.
+    """
+    start, end = amount.span
+    back = max(0, start - 40)
+    if _CODE_BEFORE.search(quote, back, start) or _CODE_AFTER.match(quote, end):
+        return -1, f"{NOT_THE_QUANTITY} (inside code, a formula or a command line)"
+    if _EARLIER_RELEASE.match(quote, _sentence_starts(quote, start)[-1], start):
+        return -1, f"{NOT_THE_QUANTITY} (an earlier release's value)"
+    if _money_or_share(unit) or amount.currency is not None or amount.ratio is not None:
+        return end, None  # the amount carries its unit: to_unit says whether it is the brief's
+    written = _unit_after(unit).match(quote, end)
+    if written is not None:
+        if _EACH.match(quote, written.end()):
+            return -1, f"{NOT_THE_QUANTITY} (the size of each of many things)"
+        return written.end(), None
+    other = _beside(quote, amount)
+    if other:
+        return -1, f"{OTHER_UNIT} ({other})"
+    if _VERSION_AFTER.match(quote, end) or _NAME_BEFORE_CASED.search(quote, back, start) \
+            or _NAME_BEFORE.search(quote, back, start):
+        return -1, f"{NOT_THE_QUANTITY} (a version, a name's number or a reference)"
+    year = bool(_YEAR.fullmatch(amount.raw.strip()))
+    if _DATE_AFTER.match(quote, end) or (year and _DATE_BEFORE.search(quote, back, start)):
+        return -1, f"{NOT_THE_QUANTITY} (a date)"
+    # A negative bare number is a setting's special value ("Set this option to -1 to make it unlimited"), and
+    # a bare "one" a pronoun as often as a number ("an orphaned symbolic link (one which points ...)").
+    if amount.value >= 0 and amount.raw.lower() != "one" and _unit_named(unit).search(_subject_before(quote, start)) \
+            and _CLAUSE_GOES_ON.match(quote, end):
+        return end, None
+    return -1, f"{NOT_THE_QUANTITY} (no {unit} beside it)"
+
+
+def stated_amounts(quote: str, unit: str) -> list[tuple[Amount, str | None]]:
+    """Every amount in `quote` with why it is not stated as the quantity in `unit` (None: it is;
+    figure_reading). The low end of a range shares the unit written once after its high end
+    ("10-20 seconds", "between 10 and 20 seconds")."""
+    amounts = parse_amounts(quote)
+    whys = [figure_reading(a, quote, unit)[1] for a in amounts]
+    for i in range(len(amounts) - 1):
+        no_unit = whys[i] is not None and whys[i] == f"{NOT_THE_QUANTITY} (no {unit} beside it)"
+        if no_unit and whys[i + 1] is None and _is_range(quote, amounts[i], amounts[i + 1]):
+            whys[i] = None
+    return list(zip(amounts, whys))
 
 
 def _unit_words(amount: Amount) -> str:
@@ -358,19 +550,26 @@ def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FI
        convert to `unit` (0.43 or 430 for "US$0.43bn" in a brief in percent): discarded,
        "in another unit (USD)".
     4. Otherwise: discarded, NOT_IN_QUOTE (the model may read, not invent).
+    Steps 1 and 2 take only amounts the quote states as the quantity (figure_reading): an amount
+    that is the number but is not ("make MAX_CONNECTIONS=5 check", "8MB" for file descriptors)
+    is discarded with figure_reading's reason, before steps 3 and 4.
     """
     if not isinstance(proposed, (int, float)) or isinstance(proposed, bool) or not math.isfinite(proposed):
         return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
     target = parse_unit(unit)
-    amounts = [(a, c if c is not None and math.isfinite(c) else None)
-               for a, c in ((a, to_unit(a, unit)) for a in parse_amounts(quote))]
-    for amount, converted in amounts:
+    read = [(a, c if c is not None and math.isfinite(c) else None, why)
+            for a, why in stated_amounts(quote, unit) for c in (to_unit(a, unit),)]
+    stated = [(a, c) for a, c, why in read if why is None]
+    for amount, converted in stated:
         if converted is not None and _close(proposed, converted, rel_tol):
             return Figure(proposed=proposed, value=converted, reason=None, written=amount.raw)
-    for amount, converted in amounts:
+    for amount, converted in stated:
         if converted is not None and any(_close(proposed, x, rel_tol) for x in _as_written(amount, target)):
             return Figure(proposed=proposed, value=converted, reason=None, written=amount.raw)
-    for amount, converted in amounts:
+    for amount, converted, why in read:
+        if why is not None and any(_close(proposed, x, rel_tol) for x in _in_any_scale(amount, target)):
+            return Figure(proposed=proposed, value=None, reason=why, written=amount.raw)
+    for amount, converted, _ in read:
         if converted is None and any(_close(proposed, x, rel_tol) for x in _in_any_scale(amount, target)):
             return Figure(proposed=proposed, value=None, reason=f"{OTHER_UNIT} ({_unit_words(amount)})",
                           written=amount.raw)
@@ -1138,28 +1337,13 @@ _THRESHOLD_WORDS = (r"action\s+levels?|limits?|targets?|thresholds?|standards?|g
                     r"caps?|ceilings?")
 _THRESHOLD_AFTER = re.compile(rf"\s*(?:[\w-]+\s+){{0,2}}?(?:{_THRESHOLD_WORDS})\b", re.IGNORECASE)
 _THRESHOLD_BEFORE = re.compile(rf"(?<!\w)(?:{_THRESHOLD_WORDS})\s+(?:of|is|was|at|set\s+at)\s*$", re.IGNORECASE)
-# Units with a spelled-out form: "7.6 parts per billion" is 7.6 ppb.
-_UNIT_NAMES: tuple[tuple[str, ...], ...] = (
-    ("ppb", "parts per billion", "parts-per-billion"), ("ppm", "parts per million", "parts-per-million"),
-    ("ppt", "parts per trillion", "parts-per-trillion"),
-)
-
-
-@lru_cache(maxsize=64)
-def _unit_after(unit: str) -> re.Pattern[str]:
-    """What must follow a number for it to be stated in `unit` (a unit of things: "ppb", "homes")."""
-    key = " ".join(unit.lower().split())
-    names = next((group for group in _UNIT_NAMES if key in group), (key,))
-    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"[\s-]?(?:{words})(?![A-Za-z])", re.IGNORECASE)
-
-
 def _stated_in(amount: Amount, quote: str, unit: str) -> float | None:
     """The amount in `unit`, or None when the quote does not state it in that unit.
 
     Money and percent units: to_unit decides (a currency or a percent sign is part of the
-    amount). Any other unit must be written right after the number ("7.6 ppb"), or a bare
-    count ("148 homes", "2025") would be read as 148 ppb."""
+    amount). A trace or share unit must be written right after a bare number ("7.6 ppb"), or a
+    bare count ("148 homes", "2025") would be read as 148 ppb. Any other unit: figure_reading
+    (written beside the number, or named before it; never in code, a version or a date)."""
     found = _in_unit(amount, quote, unit)
     return found[0] if found else None
 
@@ -1180,10 +1364,11 @@ def _in_unit(amount: Amount, quote: str, unit: str) -> tuple[float, int] | None:
     target = parse_unit(unit)
     if target.ratio and amount.ratio and _RATIO_FAMILY[target.ratio] != _RATIO_FAMILY[amount.ratio]:
         return None
-    if target.currency is not None or target.percent or (target.ratio and amount.ratio):
-        return value, amount.span[1]  # the amount carries its unit ("$4m", "34 percent", "7.6 ppb")
-    written = _unit_after(unit).match(quote, amount.span[1])
-    return (value, written.end()) if written else None
+    if target.ratio and amount.ratio is None:  # a bare "7.6" is a reading in ppb only with "ppb" after it
+        written = _unit_after(unit).match(quote, amount.span[1])
+        return (value, written.end()) if written else None
+    end, why = figure_reading(amount, quote, unit)  # "$4m", "34 percent" carry their unit; a count says it
+    return (value, end) if why is None else None
 
 
 def _names_a_threshold(quote: str, start: int, end: int) -> bool:
@@ -1263,14 +1448,16 @@ def quote_figures(contract: Contract, quote: str) -> tuple[ClaimFigure, ...]:
             continue
         bound = _BOUND.search(before)
         inf = math.inf
-        if bound is None:
+        if bound is None and quote.startswith("+", a.span[1]):  # "levels 20+": 20 or more
+            low, low_open, high, high_open = value, False, inf, True
+        elif bound is None:
             low, low_open, high, high_open = value, False, value, False
         elif bound.group("su") or bound.group("cu"):
             low, low_open, high, high_open = -inf, True, value, bool(bound.group("su"))
         else:
             low, low_open, high, high_open = value, bool(bound.group("sl")), inf, True
         raw = (bound.group(0) if bound else "") + a.raw
-        if bound is not None and _at_target(contract, value):
+        if (bound is not None or math.isinf(high)) and _at_target(contract, value):
             figures.append(ClaimFigure(raw, low, high, low_open, high_open, RESTATES))
             continue
         figures.append(ClaimFigure(raw, low, high, low_open, high_open, _decide(contract, low, low_open, high, high_open)))
@@ -1287,12 +1474,43 @@ def _is_range(quote: str, a: Amount, b: Amount) -> bool:
     return True
 
 
+def _stem(word: str) -> str:
+    """A word less its plural or past ending, enough to match "links" to "link", "needed" to "need"."""
+    for ending in ("ing", "ed", "es", "s"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            return word[:-len(ending)]
+    return word
+
+
+def _metric_words(contract: Contract) -> set[str]:
+    """The metric's own words, stemmed, less the unit's ("maximum compression level" in "level": maximum,
+    compression)."""
+    unit = {_stem(w) for w in content_words(contract.unit)}
+    return {_stem(w) for w in content_words(contract.metric)} - unit
+
+
+def names_the_metric(contract: Contract, quote: str) -> bool:
+    """True when `quote` names more than half of the metric's own words (_metric_words), or the contract
+    names no metric, or its unit is money, a share or a trace concentration. A count or a size (bytes,
+    seconds, levels) is said of many things in one manual: a figure in it from a neighbouring limit
+    ("the default compression level (3)" against the maximum compression level, "a large buffer size
+    (for example, 4096 bytes)" against the default input buffer size) is no reading of the metric."""
+    wanted = _metric_words(contract)
+    if not wanted or _money_or_share(contract.unit):
+        return True
+    found = wanted & {_stem(w) for w in content_words(quote)}
+    return 2 * len(found) > len(wanted)
+
+
 def quote_stance(contract: Contract, quote: str) -> QuoteReading:
     """The quote's stance on the contract, from its figures alone (the model's label plays no part).
 
     supports: at least one figure meets the contract and none fails it; contradicts: at least
     one fails and none meets; neutral: no figure in the unit decides, or figures on both sides
-    (the quote gives two readings and code cannot tell which one is the metric)."""
+    (the quote gives two readings and code cannot tell which one is the metric), or the quote
+    does not name the metric (names_the_metric: its figures are another quantity's)."""
+    if not names_the_metric(contract, quote):
+        return QuoteReading("neutral", (), f"does not name the metric ({contract.metric})")
     figures = quote_figures(contract, quote)
     outcomes = {f.outcome for f in figures}
     if MEETS in outcomes and FAILS in outcomes:

@@ -1,0 +1,271 @@
+"""A figure counts only where its quote states it as the quantity asked (issue 21, part 3).
+
+judge.figure_reading is the rule; read_figure (estimates) and quote_figures (contracts) read
+through it. The tables are real sentences: from the Debian manuals of the real-document set
+(tests/lab/docset.py; the path of each is given) and the issue's own examples from PostgreSQL,
+R and SQLite's documentation, both ways: figures the rule must keep and figures it must refuse.
+Then the PostgreSQL case where the range is computed (accept_labels, EstimatePolicy): a formula's
+"+ 6" and a build variable's "=5" made 5-6 connections with "target reached"; now the range is
+the prior and the brief says no figure was kept.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from briefd.daemon.core.brief import Brief, validate_brief
+from briefd.daemon.research import planner
+from briefd.daemon.research.policy import EstimatePolicy, Facts, accept_labels
+from briefd.daemon.rules import decide, judge
+from briefd.daemon.rules.decide import Limits, LoopState, Usage
+from briefd.daemon.rules.judge import Contract
+
+# manpages/path_resolution.7
+SYMLINKS = ("As currently implemented on Linux, the maximum number of symbolic links that will be followed while "
+            "resolving a pathname is 40.  Before Linux 2.6.18, the limit on the recursion depth was 5.")
+# manpages/pipe.7
+PIPE_CAPACITY = ("Before Linux 2.6.11, the capacity of a pipe was the same as the system page size (e.g., 4096 bytes "
+                 "on i386).  Since Linux 2.6.11, the pipe capacity is 16 pages (i.e., 65,536 bytes in a system with "
+                 "a page size of 4096 bytes).")
+PIPE_BUF = "POSIX.1 requires PIPE_BUF to be at least 512 bytes.  (On Linux, PIPE_BUF is 4096 bytes.)"
+# manpages/tcp.7
+KEEPALIVE = ("The default value is 7200 seconds (2 hours).  An idle connection is terminated after approximately an "
+             "additional 11 minutes (9 probes an interval of 75 seconds apart) when keep-alive is enabled.")
+# bash-doc/bashref.html, CHILD_MAX
+CHILD_MAX = ("Set the number of exited child status values for the shell to remember. Bash will not allow this value "
+             "to be decreased below a POSIX-mandated minimum, and there is a maximum value (currently 8192) that "
+             "this may not exceed.")
+# curl/curl.1, --max-redirs: the prose and its example
+CURL_PROSE = ("When -L, --location is used, to prevent curl from following too many redirects, by default, the "
+              "limit is set to 50 redirects. Set this option to -1 to make it unlimited.")
+CURL_EXAMPLE = "curl --max-redirs 3 --location https://example.com"
+# zstd/zstd.1
+ZSTD_TRAIN = ("The training set should ideally contain a lot of samples (> 100), and weight typically 100x the "
+              "target dictionary size (for example, ~10 MB for a 100 KB dictionary).")
+ZSTD_MEMORY = ("-M#, --memory=#: Set a memory usage limit. By default, zstd uses 128 MiB for decompression as the "
+               "maximum amount of memory the decompressor is allowed to use")
+ZSTD_ULTRA = "--ultra: unlocks high compression levels 20+ (maximum 22), using a lot more memory."
+# manpages/feature_test_macros.7, an example command line
+FTM = "$ cc -D_XOPEN_SOURCE=500 ftm.c"
+# git-doc/user-manual.html: a download size
+GIT_DOWNLOAD = "# Git itself (approx. 40MB download):"
+# openssh-client/sftp.1
+SFTP = ("Increasing this may slightly improve file transfer speed but will increase memory usage.  The default is 64 "
+        "outstanding requests.")
+# git-doc/gitformat-chunk.html: the size of each row of a table
+ROWS = "This consists of (C+1) rows of 12 bytes each,"
+# The issue's own examples (PostgreSQL's kernel resources table and regression tests, R's installation
+# manual, SQLite's limits page, a grammar's build notes)
+PG_SEMAPHORES = ("SEMMNI Maximum number of semaphore identifiers at least "
+                 "ceil((max_connections + autovacuum_max_workers + 6) / 16)")
+PG_FORMULA = "ceil((max_connections + autovacuum_max_workers + 6) / 16) * 17 plus room for other applications"
+PG_MAKE = "make MAX_CONNECTIONS=5 check"
+PG_PROSE = "The default is typically 100 connections, but might be less if your kernel settings will not support it"
+R_STACK = "R expects at least 8MB of stack and 256 file descriptors"
+SQLITE_MAX = ("The maximum number of bytes in a string or BLOB in SQLite is defined by the preprocessor macro "
+              "SQLITE_MAX_LENGTH. The default value of this macro is 1 billion (1 thousand million or 1,000,000,000).")
+SQLITE_ROW = "the rows are small, about 50 bytes each"
+GRAMMAR = "The grammar is LALR(1); build it with -DOS_OTHER=1"
+
+KEPT = None
+IN_CODE = f"{judge.NOT_THE_QUANTITY} (inside code, a formula or a command line)"
+NO_UNIT = judge.NOT_THE_QUANTITY + " (no {unit} beside it)"
+VERSION = f"{judge.NOT_THE_QUANTITY} (a version, a name's number or a reference)"
+EARLIER = f"{judge.NOT_THE_QUANTITY} (an earlier release's value)"
+EACH = f"{judge.NOT_THE_QUANTITY} (the size of each of many things)"
+
+
+@pytest.mark.parametrize("unit, proposed, quote, reason", [
+    # kept: the unit beside the figure, or named before it in its sentence or the one before
+    ("redirects", 50, CURL_PROSE, KEPT),
+    ("symbolic links", 40, SYMLINKS, KEPT),                     # "the maximum number of symbolic links ... is 40"
+    ("bytes", 65536, PIPE_CAPACITY, KEPT),
+    ("bytes", 4096, PIPE_BUF, KEPT),
+    ("seconds", 7200, KEEPALIVE, KEPT),
+    ("seconds", 75, KEEPALIVE, KEPT),
+    ("statuses", 8192, CHILD_MAX, KEPT),                        # "child status values ... (currently 8192)"
+    ("MiB", 128, ZSTD_MEMORY, KEPT),
+    ("requests", 64, SFTP, KEPT),                               # one word between: "64 outstanding requests"
+    ("connections", 100, PG_PROSE, KEPT),
+    ("file descriptors", 256, R_STACK, KEPT),
+    ("bytes", 1e9, SQLITE_MAX, KEPT),                           # the unit in the subject, a sentence before
+    ("KB", 100, ZSTD_TRAIN, KEPT),
+    # refused: code, a formula, a command line
+    ("redirects", 3, CURL_EXAMPLE, IN_CODE),
+    ("connections", 6, PG_FORMULA, IN_CODE),
+    ("connections", 16, PG_SEMAPHORES, IN_CODE),
+    ("connections", 17, PG_FORMULA, IN_CODE),
+    ("connections", 5, PG_MAKE, IN_CODE),
+    ("bytes", 500, FTM, IN_CODE),
+    ("states", 1, GRAMMAR, IN_CODE),                            # LALR(1) and -DOS_OTHER=1
+    # refused: another unit beside it
+    ("file descriptors", 8, R_STACK, f"{judge.OTHER_UNIT} (MB)"),
+    ("seconds", 2, KEEPALIVE, f"{judge.OTHER_UNIT} (hours)"),
+    ("seconds", 11, KEEPALIVE, f"{judge.OTHER_UNIT} (minutes)"),
+    ("bytes", 10, ZSTD_TRAIN, f"{judge.OTHER_UNIT} (MB)"),
+    ("bytes", 40, GIT_DOWNLOAD, f"{judge.OTHER_UNIT} (MB)"),
+    # refused: a count of something else, a per-item size, a version, an earlier release
+    ("bytes", 16, PIPE_CAPACITY, NO_UNIT.format(unit="bytes")),  # "16 pages"
+    ("seconds", 9, KEEPALIVE, NO_UNIT.format(unit="seconds")),   # "9 probes"
+    ("bytes", 12, ROWS, EACH),
+    ("bytes", 50, SQLITE_ROW, EACH),
+    ("symbolic links", 2.6, SYMLINKS, VERSION),
+    ("symbolic links", 5, SYMLINKS, EARLIER),
+    ("bytes", 4096, PIPE_CAPACITY.split("  ")[0], EARLIER),     # "Before Linux 2.6.11, ... 4096 bytes on i386"
+    ("connections", 100, PG_MAKE, judge.NOT_IN_QUOTE),
+    ("redirects", -1, CURL_PROSE, NO_UNIT.format(unit="redirects")),   # "Set this option to -1": a special value
+])
+def test_a_figure_counts_only_where_its_quote_states_the_quantity(
+        unit: str, proposed: float, quote: str, reason: str | None) -> None:
+    figure = judge.read_figure(proposed, quote, unit)
+    assert figure.reason == reason, figure
+    assert (figure.value is None) is (reason is not None)
+
+
+# ----------------------------------------------------------------- contracts read figures by the same rule
+
+@pytest.mark.parametrize("contract, quote, stance", [
+    # the unit named in the subject, not after the number: read (it was "no figure")
+    (Contract(">", 500e6, "bytes", "maximum length of a string"), SQLITE_MAX, "supports"),
+    (Contract(">=", 32, "symbolic links", "symbolic links followed"), SYMLINKS, "supports"),
+    (Contract(">", 20, "level", "maximum compression level"), ZSTD_ULTRA, "supports"),   # "20+" is 20 or more
+    (Contract("<", 20, "level", "maximum compression level"), ZSTD_ULTRA, "contradicts"),
+    (Contract(">", 4000, "statuses", "maximum CHILD_MAX value"), CHILD_MAX, "supports"),
+    # a row size, a command line's variable, a formula's constant, an example's option: no reading
+    (Contract(">", 500e6, "bytes", "maximum length of a string"), SQLITE_ROW, "neutral"),
+    (Contract(">=", 10, "connections", "default max_connections"), PG_MAKE, "neutral"),
+    (Contract(">=", 10, "connections", "default max_connections"), PG_FORMULA, "neutral"),
+    (Contract("<=", 20, "redirects", "default redirect limit"), CURL_EXAMPLE, "neutral"),
+    (Contract("<=", 20, "redirects", "default redirect limit"), CURL_PROSE, "contradicts"),
+    # an earlier release's limit is no reading of today's
+    (Contract("<", 32, "symbolic links", "symbolic links followed"), SYMLINKS, "contradicts"),
+])
+def test_a_contract_reads_only_figures_stated_as_its_quantity(contract: Contract, quote: str, stance: str) -> None:
+    assert judge.quote_stance(contract, quote).stance == stance
+
+
+# ----------------------------------------------------------------- the 5-6 case, where the range is computed
+
+PG_QUESTION = "What is PostgreSQL's default max_connections?"
+PG_ESTIMATE = {"unit": "connections", "low": 10, "high": 5000, "target_width": 20}
+PG_LIMITS = Limits(max_rounds=3, max_searches_per_round=3, pages_per_round=6, budget_tokens=50000)
+
+
+def _pg_brief() -> Brief:
+    return validate_brief({"question": PG_QUESTION, "estimate": PG_ESTIMATE}, "pg.json")
+
+
+def _range_from(brief: Brief, items: list[tuple[float, str, str]]) -> tuple[tuple[float, float], str | None, int]:
+    """What the estimate rule makes of the model's figures: each (number, quote, url) checked by
+    accept_labels, the kept ones read as the loop reads them, the range computed by EstimatePolicy;
+    then the stop reason after that round and how many figures were discarded."""
+    policy = EstimatePolicy(brief)
+    readings: list[judge.Reading] = []
+    discarded = 0
+    for number, quote, url in items:
+        item = planner.EvidenceItem(sentence_ids=["s1"], summary=quote, confidence=0.95, gap="g", value=number,
+                                    tier="regulator")
+        labels = accept_labels(brief, item, quote, url)
+        assert labels is not None
+        discarded += len(labels.discarded)
+        if labels.low is not None and labels.high is not None:
+            readings.append(judge.Reading(low=labels.low, high=labels.high, confidence=labels.confidence,
+                                          impact=labels.impact or "neutral", source=url, round=1))
+    low, high = policy.range_after(readings)
+    history = [{"round": 1, "low": low, "high": high, "progress_score": policy.score((low, high)), "tokens": 100}]
+    state = LoopState(phase="rounds", round=1, estimate_history=history, new_evidence_per_round=[len(items)])
+    facts = Facts(state=state, limits=PG_LIMITS, usage=Usage(tokens=100, seconds=1.0, pages=2), readings=readings)
+    return (low, high), policy.stop_reason(facts), discarded
+
+
+def test_a_formula_and_a_build_variable_do_not_collapse_the_range() -> None:
+    """Issue 21: the "+ 6" of a semaphore formula in a table row and `make MAX_CONNECTIONS=5 check`,
+    from two sources, made the range 5-6 connections and "target reached". Neither states the
+    quantity: both are discarded, the range stays the prior and the target is not reached."""
+    brief = _pg_brief()
+    rng, reason, discarded = _range_from(brief, [
+        (6, PG_SEMAPHORES, "https://www.postgresql.org/docs/current/kernel-resources.html"),
+        (5, PG_MAKE, "https://www.postgresql.org/docs/current/regress-run.html"),
+    ])
+    assert rng == (10, 5000)
+    assert reason != decide.TARGET_REACHED
+    assert discarded == 2
+
+
+def test_the_figure_stated_as_the_quantity_still_narrows_it() -> None:
+    """The other way: the prose that states 100 connections, from two sources, reaches the target."""
+    brief = _pg_brief()
+    rng, reason, discarded = _range_from(brief, [
+        (100, PG_PROSE, "https://www.postgresql.org/docs/current/runtime-config-connection.html"),
+        (100, "max_connections: the default is typically 100 connections.", "https://wiki.example.org/pg"),
+        (5, PG_MAKE, "https://www.postgresql.org/docs/current/regress-run.html"),
+    ])
+    assert rng == (100, 100)
+    assert reason == decide.TARGET_REACHED
+    assert discarded == 1
+
+
+# ----------------------------------------------------------------- a neighbouring limit is not the metric
+
+# Quotes the docset's contract briefs kept (lab-scripted, library), each with a figure in the contract's
+# unit; only those naming the metric are readings of it.
+FLEX_BUFFER = ("The default size of this buffer (16384 bytes) is almost always too large. The ideal size for this "
+               "buffer is the length of the longest token expected, in bytes, plus a little more.")  # flex-doc
+FANOTIFY = ("For performance reasons, it is recommended to use a large buffer size (for example, 4096 bytes), so "
+            "that multiple events can be retrieved by a single read(2).")                             # fanotify.7
+FLEX_REENTRANT = "Flex allocates about 84 bytes for the reentrant scanner structure when you call yylex init()."
+MQ = "The default value for msgsize_max is 8192 bytes."                                              # mq_overview.7
+ZSTD_CLEVEL = "ZSTD_CLEVEL just replaces the default compression level (3)."                        # zstd.1
+GIT_ZLIB = ("If that is not set, defaults to -1, the zlib default, which is \"a default compromise between speed "
+            "and compression (currently equivalent to level 6).\"")                                   # git-config
+DIR_COLORS = "LINK 36 Symbolic link"                                                                 # dir_colors.5
+TCP_RMEM = "(On Linux 2.4, the default is 87380*2 bytes, lowered to 87380 in low-memory systems)."  # tcp.7
+BPF = ("If the string length is larger than size, just size-1 bytes are copied and the last byte is set to "
+       "NUL.")                                                                                        # bpf-helpers.7
+FLEX_INPUT = Contract("<", 8192, "bytes", "default input buffer size")
+ZSTD_MAX = Contract(">", 20, "level", "maximum compression level")
+SYMLINK_MIN = Contract(">=", 32, "symbolic links", "symbolic links followed")
+PIPE_BUF_MIN = Contract(">", 8192, "bytes", "PIPE_BUF")
+
+
+@pytest.mark.parametrize("contract, quote, stance", [
+    (FLEX_INPUT, FLEX_BUFFER, "contradicts"),
+    (FLEX_INPUT, FANOTIFY, "neutral"),          # a buffer size, not the scanner's default input buffer
+    (FLEX_INPUT, FLEX_REENTRANT, "neutral"),
+    (FLEX_INPUT, MQ, "neutral"),
+    (ZSTD_MAX, ZSTD_ULTRA, "supports"),
+    (ZSTD_MAX, ZSTD_CLEVEL, "neutral"),         # the default level, not the maximum
+    (ZSTD_MAX, GIT_ZLIB, "neutral"),
+    (SYMLINK_MIN, SYMLINKS, "supports"),
+    (SYMLINK_MIN, DIR_COLORS, "neutral"),       # a colour code
+    (PIPE_BUF_MIN, PIPE_BUF, "contradicts"),
+    (PIPE_BUF_MIN, PIPE_CAPACITY, "neutral"),   # the pipe's capacity and page size, not PIPE_BUF
+    (PIPE_BUF_MIN, TCP_RMEM, "neutral"),
+    (PIPE_BUF_MIN, BPF, "neutral"),
+])
+def test_a_neighbouring_limit_in_the_same_unit_is_no_reading_of_the_metric(
+        contract: Contract, quote: str, stance: str) -> None:
+    assert judge.quote_stance(contract, quote).stance == stance
+
+
+@pytest.mark.parametrize("unit, proposed, quote, reason", [
+    ("bytes", 2, TCP_RMEM, IN_CODE),            # "87380*2 bytes"
+    ("bytes", 1, BPF, IN_CODE),                 # "size-1 bytes"
+    ("symbolic links", 1, "Specifies the color used for an orphaned symbolic link (one which points to a "
+                          "nonexistent file).", NO_UNIT.format(unit="symbolic links")),
+])
+def test_an_expression_or_a_pronoun_is_no_figure(unit: str, proposed: float, quote: str, reason: str) -> None:
+    assert judge.read_figure(proposed, quote, unit).reason == reason
+
+
+@given(st.text(max_size=300), st.sampled_from(["connections", "bytes", "MiB", "seconds", "symbolic links",
+                                               "USD million", "percent", "ppb", "million people"]))
+def test_property_every_amount_is_read_or_refused_with_a_reason(text: str, unit: str) -> None:
+    """Any page text: each amount parse_amounts finds is stated as the quantity or refused with a reason
+    of the two families, and nothing else is invented."""
+    read = judge.stated_amounts(text, unit)
+    assert [a for a, _ in read] == judge.parse_amounts(text)
+    for _, why in read:
+        assert why is None or why.startswith((judge.NOT_THE_QUANTITY + " (", judge.OTHER_UNIT + " ("))
