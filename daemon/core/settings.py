@@ -203,9 +203,9 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("file_mode", "mode", "mode of every file briefd writes, in octal (e.g. \"0640\"; folders it makes get "
                                "x where r); unset: what the umask gives, 0644 under umask 022",
           shown_default="unset", example="0640"),
-    _Spec("source_tiers", "tiers", "your own trusted sources: host or URL prefix = tier (regulator, peer_reviewed, "
-                                   "industry, news, social), comma-separated in the environment, a [source_tiers] "
-                                   "table in briefd.toml; wins over the model's label",
+    _Spec("source_tiers", "tiers", "your own trusted sources: host, URL prefix, library folder or archive file = "
+                                   "tier (regulator, peer_reviewed, industry, news, social), comma-separated in the "
+                                   "environment, a [source_tiers] table in briefd.toml; wins over the model's label",
           shown_default="none", example="audit.example.org=regulator"),
     _Spec("library", "paths", "folders of documents to research (PDF, DOCX, ODT, EPUB, Markdown, text, HTML), "
                               "indexed into the store and kept current; separated by ':' in the environment, "
