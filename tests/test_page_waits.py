@@ -1,4 +1,5 @@
-"""The model never waits on a page beyond a short grace, whatever the round read (issue 22, item 1).
+"""The model never waits on a page beyond a short grace, whatever the round read (issue 22, item 1),
+and a brief asked again reads its pages in the batches its earlier run read them in (item 2).
 
 A brief whose round fetched a page but made no evidence call for it (no passage worth a call), while
 another page is slower than the fetch timeout, used to hold its synthesis until that fetch timed
@@ -6,6 +7,8 @@ out (18 s on the lab): the round "had read nothing" and the brief "had no eviden
 rules that waited as long as a fetch may take. These tests drive the real PageScheduler with a page
 that never comes (a fetch that only a cancel ends) and assert what a user notices: the rounds and
 the synthesis go on within the grace, and the wait that remains is an event and a usage figure.
+A replayed round's batches must not depend on which fetch (from the store) beats the replayed
+answers: every batch is a prompt, and a prompt the earlier run did not send is paid again.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 import pytest
 
 from briefd.daemon.report.assemble import usage_block
-from briefd.daemon.research.pages import LATE_GIVEN_UP, STRAGGLER_GRACE_S, Hooks, PageScheduler
+from briefd.daemon.research.pages import (LATE_GIVEN_UP, LATE_READ, LATE_WAITING, STRAGGLER_GRACE_S, Hooks,
+                                          PageScheduler)
 from briefd.daemon.rules.decide import LoopState
 from briefd.daemon.sources.search import SearchHit
 from briefd.daemon.sources.sources import Read
@@ -37,7 +41,9 @@ class Run:
         self.store = store
         self.state = LoopState(phase="rounds")
         self.events: list[dict[str, Any]] = []
-        self.calls = 0  # evidence calls made: none, every batch is worth no call
+        self.calls = 0  # evidence calls made (none unless `calls` says every batch makes one)
+        self.delays: dict[str, float] = {}  # seconds a page takes to come (from the store, under load)
+        self.counting = False  # does each batch read make an evidence call
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.events.append({"type": kind, **fields})
@@ -45,10 +51,12 @@ class Run:
     async def fetch(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
         if url == SLOW:
             await asyncio.Event().wait()  # only the cancel at the end of the test ends it
+        await asyncio.sleep(self.delays.get(url, 0.0))
         return (url, [])  # a page read, no passage in it worth a call
 
     async def read_batch(self, round_no: int, ids: list[int], titles: dict[str, str], gaps: list[Any]) -> None:
         self.emit("read", round=round_no, titles=sorted(titles))
+        self.calls += self.counting
 
     async def never(self, *args: Any) -> Any:
         raise AssertionError("not asked in these tests")
@@ -112,3 +120,40 @@ def test_every_wait_on_a_page_is_an_event_with_its_seconds_and_counted_in_usage(
                         0, run.state, 1.0, [], LATE_GIVEN_UP)
     assert usage["page_wait_seconds"] == pytest.approx(sum(e["seconds"] for e in waits), abs=0.05)
     assert usage["page_wait_seconds"] >= STRAGGLER_GRACE_S * 0.9  # the model did wait, once, for the grace
+
+
+CARRIED = "https://example.org/carried"  # late in round 1, read in round 2: an earlier round's straggler
+EARLIER_ROUNDS = [  # the earlier run of the same question, as its checkpoint keeps it (LoopState.past_rounds)
+    {"round": 1, "queries": ["q1"], "urls": [FAST, CARRIED], "late": [CARRIED], "carried": [], "read": [0]},
+    {"round": 2, "queries": ["q2"], "urls": [SLOW.replace("slow", "second"), CARRIED], "late": [],
+     "carried": [CARRIED], "read": [0, 1]},
+]
+
+
+async def a_replayed_round_2(run: Run) -> None:
+    """Round 2 of a brief asked again, as the loop runs it (Research.round): its pages from round_pages,
+    round 1's straggler carried; the answers are replayed (instant), the straggler takes a moment to
+    come from the store."""
+    pages = PageScheduler.after(run.hooks(), {"past_rounds": EARLIER_ROUNDS, "late": {}})
+    run.state.round, run.state.visited, run.state.late = 1, [FAST, CARRIED], {CARRIED: LATE_WAITING}
+    carried = pages.waiting_stragglers()
+    second = EARLIER_ROUNDS[1]["urls"][0]
+    fresh, late, order, expected = pages.round_pages(2, ["q2"], [second], carried)
+    urls = [*fresh, *carried]
+    run.state.current_round = {"round": 2, "queries": ["q2"], "urls": urls, "late": late, "carried": carried,
+                               "order": order, "expected": expected}
+    try:
+        await asyncio.wait_for(pages.fetch_and_read(2, urls, {}), timeout=60)
+    finally:
+        pages.cut_off()
+
+
+def test_a_replayed_round_reads_an_earlier_rounds_straggler_in_the_batch_its_earlier_run_did(run: Run) -> None:
+    run.counting = True  # each batch is an (answered from the cache) evidence call
+    run.delays[CARRIED] = 0.5  # a stored page read under load: slower than the replayed answers
+    asyncio.run(a_replayed_round_2(run))
+    second = EARLIER_ROUNDS[1]["urls"][0]
+    assert [e["titles"] for e in run.events if e["type"] == "read"] == [[second], [CARRIED]], (
+        "round 2's batches, in the earlier run's order: the same prompts, replayed")
+    assert not [e for e in run.events if e["type"] == "page_late"], "the straggler was read where it was then"
+    assert run.state.late[CARRIED] == LATE_READ

@@ -253,19 +253,22 @@ class PageScheduler:
                     task.cancel()
 
     def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
-                    carried: list[str]) -> tuple[list[str], list[str], list[int], bool]:
-        """The round's fresh pages, those it goes on without from its start, and the order to read its
-        batches in: the earlier run's of this question when this round is the same as one of its
-        rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
-        rank order. The read order decides the order of the evidence and of the queries the answers
-        propose (first_to_read). A page read late then is recorded as a straggler and read (from the
-        cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
-        having arrived since, given up again (last_stragglers)."""
+                    carried: list[str]) -> tuple[list[str], list[str], list[int], list[str]]:
+        """The round's fresh pages, those it goes on without from its start, the order to read its
+        batches in, and the pages it waits for (fetch_and_read): the earlier run's of this question
+        when this round is the same as one of its rounds (decide.replayed_round), else the best-ranked
+        candidates (choose_pages), none, rank order and none. The read order decides the order of the
+        evidence and of the queries the answers propose (first_to_read). A page read late then is
+        recorded as a straggler and read (from the cache) where that run read it; one that run gave
+        up is known bad now (skip_known_bad) or, having arrived since, given up again (last_stragglers).
+        Every other page of the round, an earlier round's straggler it carries included, was read in
+        this round then: it is waited for, or its batch, and every prompt after it, would depend on
+        whether its fetch (from the store) beat the replayed answers (issue 22)."""
         chosen = self.hooks.choose_pages(candidates)
         replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
                                        len(chosen))
         if replay is None:
-            return chosen, [], [], False
+            return chosen, [], [], []
         fresh, then_late, order = replay
         # a page late then and known bad now is a straggler all the same: it took its place in the
         # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
@@ -283,7 +286,7 @@ class PageScheduler:
             self.hooks.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
                             message="read late, where the earlier run of this question read it: the same "
                                     "prompts, replayed from the answer cache")
-        return fresh, late, order, True
+        return fresh, late, order, [url for url in [*fresh, *carried] if url not in then_late]
 
     async def wait_for_page(self, round_no: int, loading: Mapping[str, PageTask], grace: float) -> bool:
         """The model waits for the next of `loading` to arrive, `grace` seconds at most: whether one
