@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from briefd.daemon.report.assemble import usage_block
-from briefd.daemon.research.pages import (LATE_GIVEN_UP, LATE_READ, LATE_WAITING, STRAGGLER_GRACE_S, Hooks,
-                                          PageScheduler)
+from briefd.daemon.research.pages import (LATE_GIVEN_UP, LATE_READ, LATE_WAITING, PATIENT_GRACE_S,
+                                          STRAGGLER_GRACE_S, Hooks, PageScheduler)
 from briefd.daemon.rules.decide import LoopState
 from briefd.daemon.sources.search import SearchHit
 from briefd.daemon.sources.sources import Read
@@ -32,6 +32,7 @@ from briefd.store import Store
 FAST = "https://example.org/fast"  # arrives at once, and is worth no evidence call
 SLOW = "https://example.org/slow"  # slower than any fetch timeout: never arrives while the brief runs
 MARGIN_S = 8.0  # a loaded machine; the rule this replaces waited as long as a fetch may take (20 s)
+# (the test gives up on it at PATIENT_GRACE_S + 3 margins: 29 s, past any margin this rule is held to)
 
 
 class Run:
@@ -90,7 +91,7 @@ async def a_brief_with_a_slow_page(run: Run) -> tuple[PageScheduler, float, floa
     round_s = time.monotonic() - began
     began = time.monotonic()
     try:  # still waiting past twice the margin: the page's fetch, not the grace, would have ended it
-        await asyncio.wait_for(pages.last_stragglers(), timeout=STRAGGLER_GRACE_S + 2 * MARGIN_S)
+        await asyncio.wait_for(pages.last_stragglers(), timeout=PATIENT_GRACE_S + 3 * MARGIN_S)
     except asyncio.TimeoutError:
         pass
     finally:
@@ -102,7 +103,7 @@ def test_a_brief_with_no_evidence_goes_to_its_synthesis_within_the_grace_not_at_
         run: Run) -> None:
     pages, round_s, stragglers_s = asyncio.run(a_brief_with_a_slow_page(run))
     assert round_s < STRAGGLER_GRACE_S + MARGIN_S, "the round went on without the slow page"
-    assert stragglers_s < STRAGGLER_GRACE_S + MARGIN_S, (
+    assert stragglers_s < PATIENT_GRACE_S + MARGIN_S, (
         f"the synthesis waited {stragglers_s:.1f} s for a page that never came")
     assert run.state.late[SLOW] == LATE_GIVEN_UP
     assert [e["titles"] for e in run.events if e["type"] == "read"] == [[FAST]], "the model read what came"
@@ -113,7 +114,7 @@ def test_every_wait_on_a_page_is_an_event_with_its_seconds_and_counted_in_usage(
     waits = [e for e in run.events if e["type"] == "waiting_for_page"]
     idle = [e for e in waits if not e["arrived"]]  # a wait no page ended: the grace ran out
     assert idle and all(SLOW in e["urls"] for e in idle), waits
-    assert all(0 <= e["seconds"] < STRAGGLER_GRACE_S + MARGIN_S for e in waits), waits
+    assert all(0 <= e["seconds"] < PATIENT_GRACE_S + MARGIN_S for e in waits), waits
     usage = usage_block({key: 0 for key in ("llm_calls", "prompt_tokens", "completion_tokens", "llm_cache_hits",
                                             "llm_seconds", "repaired_answers", "retried_answers",
                                             "fallback_answers", "poisoned_answers")},

@@ -32,9 +32,11 @@ from ..sources.sources import WEB, Found, Read, kind_of_url
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 # Stragglers (issue 11): the model never waits for a slow page while it has something to read
 STRAGGLER_GRACE_S = 1.0    # the model waits this long for its next page, no more (wait_for_page)
-# a replayed brief waits longer for a page its earlier run read in time (a stored page, a 304, or one
-# changed since, which a re-run is for): else its batches, and so its prompts, differ and it pays again
-REPLAY_GRACE_S = 5.0
+# the longer grace, where going on without a page costs more than the wait: a page a replayed brief's
+# earlier run read in time (a stored page, a 304, or one changed since, which a re-run is for: else its
+# batches, and so its prompts, differ and it pays again), and any page of a brief with no evidence yet
+# (else its synthesis has nothing to say: pages slow to come on a loaded machine are still read)
+PATIENT_GRACE_S = 5.0
 SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
 LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 
@@ -196,7 +198,7 @@ class PageScheduler:
         read) and every other batch whose pages all arrived, the round does not wait for a page
         still loading: it goes on without it at once (go_on_without), and so it does for an
         earlier round's straggler. Only a round that has read nothing yet waits, each page that
-        arrives giving the rest STRAGGLER_GRACE_S more (REPLAY_GRACE_S for a page a replayed round
+        arrives giving the rest STRAGGLER_GRACE_S more (PATIENT_GRACE_S for a page a replayed round
         read in time then): the model has nothing else to do then, and never waits longer.
         The batches are read without the stragglers, whose fetches keep running for the next
         round (or the synthesis) to take in. The stragglers are checkpointed before any batch is
@@ -237,7 +239,7 @@ class PageScheduler:
                 # 304: read again), which is what a re-run is for. A round that has read nothing yet
                 # (pages that all failed, or none worth a call, gave the model nothing) waits for a
                 # page that is not an earlier round's straggler. Each wait is bounded (wait_for_page)
-                grace = (REPLAY_GRACE_S if expected.intersection(loading) else
+                grace = (PATIENT_GRACE_S if expected.intersection(loading) else
                          STRAGGLER_GRACE_S if self.hooks.calls_made() == read_before
                          and not carried.issuperset(loading) else 0.0)
                 if not grace or not await self.wait_for_page(round_no, {u: fetches[u] for u in loading}, grace):
@@ -355,9 +357,9 @@ class PageScheduler:
         """Before the synthesis: the stragglers that arrived are read (as part of the last round);
         the rest are not waited for (the synthesis is the model's next work): they are given up,
         and their fetches left to end on their own (hand_over). A brief with no evidence at all
-        waits for them while they keep arriving (each giving the rest STRAGGLER_GRACE_S more: there
+        waits for them while they keep arriving (each giving the rest PATIENT_GRACE_S more: there
         is nothing to synthesize yet, but a page that does not come is not waited for); a re-run so
-        waits for those the run it replays read here (REPLAY_GRACE_S).
+        waits for those the run it replays read here.
 
         Given up first and checkpointed, so a run resumed here reads the same arrived pages
         (from the page cache) in the same batches; their evidence from an interrupted attempt
@@ -383,12 +385,12 @@ class PageScheduler:
             # waited for, as a replayed round waits for the pages that run read in time, or the
             # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
             # the synthesis's turn, seen in tests/test_integration's second run)
-            await self.wait_while_arriving(round_no, replayed, REPLAY_GRACE_S)
+            await self.wait_while_arriving(round_no, replayed, PATIENT_GRACE_S)
         if not self.store.evidence_count(self.hooks.run_id):
             # nothing to synthesize yet: the pages still loading are waited for while they keep
             # coming, never longer than the grace for one that does not (issue 22: a page slower
             # than the fetch timeout held the synthesis 18 s)
-            await self.wait_while_arriving(round_no, fetches, STRAGGLER_GRACE_S)
+            await self.wait_while_arriving(round_no, fetches, PATIENT_GRACE_S)
         arrived = [url for url in waiting if fetches[url].done()]
         for url in waiting:
             if url not in arrived:
