@@ -233,3 +233,53 @@ def test_side_by_side_cells_in_html_show_text_not_markdown() -> None:
     # report.md keeps its Markdown, escaped: the same cell reads the same once rendered
     markdown = render_markdown(report)
     assert "**410**" in markdown and "\\[final\\]" in markdown
+
+
+# --------------------------------------------------------------------------- a cancel during the synthesis
+
+
+def synthesis_phase(ws: Workspace, brief_id: str) -> bool:
+    """The brief's rounds are over and its synthesis asked (the checkpoint before it says so)."""
+    store = Store(ws.db)
+    try:
+        run = store.latest_run(brief_id)
+        saved = store.load_checkpoint(run.run_id) if run is not None else None
+        return bool(saved and saved.get("phase") == "synthesis")
+    finally:
+        store.close()
+
+
+def test_a_cancel_while_the_synthesis_is_written_ends_the_brief_cancelled(tmp_path: Path,
+                                                                          search_lab: SearchLab) -> None:
+    """Issue 22, item 3: the cancel came after the last step's own check (the synthesis, a model call
+    seconds long), so the brief ended `done` while `briefd cancel` had said it would stop. It ends
+    cancelled now, or the command says the brief had already finished: never both silent and done."""
+    # each answer takes seconds, as a real model's synthesis does: the cancel lands while it is written
+    proc, url = start_ollama(tmp_path / "logs", "scripted", name="ollama-paced", extra=("--seconds-per-answer", "6"))
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=url, model="lab-scripted")
+    ws.drop("late.json", {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 1,
+                          "fetch_pages": False})
+    log = tmp_path / "daemon.log"
+    try:
+        with open(log, "w") as sink:
+            daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(), cwd=ws.root, stdout=sink, stderr=sink)
+        try:
+            wait_for(lambda: synthesis_phase(ws, "late"), 240, "the synthesis to be asked")
+            said = ws.briefd("cancel", "late", timeout=60)
+            wait_for(lambda: (ws.outbox / "late" / "report.json").exists() and ws.events("late")[-1]["type"]
+                     in ("complete", "cancelled"), 120, "the brief to end")
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        proc.stop()
+    report = ws.report("late")
+    if "will stop" in said.stdout:  # the command said the brief would stop: it did
+        assert said.returncode == 0, said.stderr
+        assert report["status"] == CANCELLED and report["stop_reason"] == CANCELLED, report["status"]
+        assert ws.events("late")[-1]["type"] == "cancelled"
+        assert_full_shape(report)
+        assert report["usage"]["llm_calls"] >= 2, "the calls paid, the synthesis among them, are counted"
+    else:  # the synthesis was quicker than the command: it says so, and the brief is done
+        assert said.returncode != 0 and "is done" in said.stdout + said.stderr, (said.stdout, said.stderr)
+        assert report["status"] == "done"

@@ -607,9 +607,14 @@ class Daemon:
             crashpoints.reached("report_written")
             self.store.service_back(run.run_id)
             self.outages.came_back("outbox")  # its report was written
-            events.finish("complete", state=DONE, stop_reason=report["stop_reason"], history=history_row(report, kind_of(brief)),
-                          report=str(outdir / "report.json"), usage=report["usage"],
-                          sources=len(report["sources"]), evidence=len(report["evidence"]))
+            # a cancel asked until the brief ends reaches it, though its last step (the synthesis) is
+            # past: checked in the transaction that ends it done, so `briefd cancel` (which flags it
+            # in a transaction of its own) either ends it cancelled or finds it done (issue 22)
+            with self.store.immediate():
+                research.check_cancel()
+                events.finish("complete", state=DONE, stop_reason=report["stop_reason"],
+                              history=history_row(report, kind_of(brief)), report=str(outdir / "report.json"),
+                              usage=report["usage"], sources=len(report["sources"]), evidence=len(report["evidence"]))
             self.ended(run.brief_id, DONE, outdir, report)
         except Cancelled:
             assert research is not None and brief is not None  # only Research.run raises it

@@ -119,6 +119,7 @@ def usage_block(model: Mapping[str, Any], searches: int, state: LoopState, wall_
         # pages a round went on without (stragglers), and those of them never read
         "late_pages": len(state.late),
         "late_pages_given_up": sum(1 for what in state.late.values() if what == given_up),
+        "page_wait_seconds": round(state.page_wait_s, 3),  # the model idle, waiting for a page
         # evidence taken from an earlier run (a follow-up's parent), not read again
         "evidence_reused": sum(1 for e in evidence if e.get("reused_from") is not None),
     }

@@ -70,7 +70,7 @@ USAGE_KEYS: tuple[str, ...] = (
     "page_cache_hits", "pages_reused", "pages_not_modified", "page_bytes", "documents_read", "llm_cache_hits",
     "wall_seconds", "llm_seconds",
     "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
-    "late_pages", "late_pages_given_up", "evidence_reused",
+    "late_pages", "late_pages_given_up", "page_wait_seconds", "evidence_reused",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
 ANSWER_TEXT_CHARS = 200  # the answer line `briefd list` shows: the first sentence, cut here
@@ -209,6 +209,7 @@ _USAGE_LABELS: dict[str, str] = {
     "poisoned_answers": "Requests the model server always refused (fallback used)",
     "late_pages": "Slow pages a round went on without",
     "late_pages_given_up": "Slow pages never read (still loading at the synthesis)",
+    "page_wait_seconds": "Time the model waited for a page",
     "evidence_reused": "Evidence items taken from an earlier run",
 }
 

@@ -269,9 +269,9 @@ class Research:
             # in batches of their own: whether a page was late never changes the others' batches
             carried = self.pages.waiting_stragglers()
             candidates = [h.url for h in readable]
-            fresh, late, order, replayed = self.pages.round_pages(round_no, queries, candidates, carried)
+            # a replayed round waits for the pages it read then (expected): see fetch_and_read
+            fresh, late, order, expected = self.pages.round_pages(round_no, queries, candidates, carried)
             urls = [*fresh, *carried]
-            expected = fresh if replayed else []  # a replayed round waits for these: see fetch_and_read
         self.state.current_round = {"round": round_no, "queries": queries, "urls": urls, "late": list(late or []),
                                     "carried": list(carried or []), "order": list(order or []),
                                     "expected": list(expected or [])}

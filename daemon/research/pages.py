@@ -31,7 +31,12 @@ from ..sources.sources import WEB, Found, Read, kind_of_url
 
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 # Stragglers (issue 11): the model never waits for a slow page while it has something to read
-STRAGGLER_GRACE_S = 1.0    # a round that has read nothing yet waits this long for its next page, no more
+STRAGGLER_GRACE_S = 1.0    # the model waits this long for its next page, no more (wait_for_page)
+# the longer grace, where going on without a page costs more than the wait: a page a replayed brief's
+# earlier run read in time (a stored page, a 304, or one changed since, which a re-run is for: else its
+# batches, and so its prompts, differ and it pays again), and any page of a brief with no evidence yet
+# (else its synthesis has nothing to say: pages slow to come on a loaded machine are still read)
+PATIENT_GRACE_S = 5.0
 SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
 LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
 
@@ -193,7 +198,8 @@ class PageScheduler:
         read) and every other batch whose pages all arrived, the round does not wait for a page
         still loading: it goes on without it at once (go_on_without), and so it does for an
         earlier round's straggler. Only a round that has read nothing yet waits, each page that
-        arrives giving the rest STRAGGLER_GRACE_S more: the model has nothing else to do then.
+        arrives giving the rest STRAGGLER_GRACE_S more (PATIENT_GRACE_S for a page a replayed round
+        read in time then): the model has nothing else to do then, and never waits longer.
         The batches are read without the stragglers, whose fetches keep running for the next
         round (or the synthesis) to take in. The stragglers are checkpointed before any batch is
         read without them, so a batch's pages are always "its rank group less the round's
@@ -227,19 +233,16 @@ class PageScheduler:
                     await self.read_pages(round_no, batches[n], fetches, gaps)
                     continue
                 loading = [u for n in unread for u in batches[n] if not fetches[u].done()]
-                if expected.intersection(loading):
-                    # the same round as the earlier run of this question (round_pages): it waits for
-                    # the pages that run read in time. Their other batches are replayed answers that
-                    # cost the model nothing, and a page among them that is slow now is mostly one
-                    # that changed (200, not 304: read again), which is what a re-run is for
-                    await asyncio.wait([fetches[u] for u in loading], return_when=asyncio.FIRST_COMPLETED)
-                    continue
-                arrived: set[PageTask] = set()
-                # the model has read something this round (pages that all failed gave it nothing)
-                if self.hooks.calls_made() == read_before and not carried.issuperset(loading):
-                    arrived, _ = await asyncio.wait([fetches[u] for u in loading], timeout=STRAGGLER_GRACE_S,
-                                                    return_when=asyncio.FIRST_COMPLETED)
-                if not arrived:
+                # the same round as the earlier run of this question (round_pages) waits for the pages
+                # that run read in time: their other batches are replayed answers that cost the model
+                # nothing, and a page among them that is slow now is mostly one that changed (200, not
+                # 304: read again), which is what a re-run is for. A round that has read nothing yet
+                # (pages that all failed, or none worth a call, gave the model nothing) waits for a
+                # page that is not an earlier round's straggler. Each wait is bounded (wait_for_page)
+                grace = (PATIENT_GRACE_S if expected.intersection(loading) else
+                         STRAGGLER_GRACE_S if self.hooks.calls_made() == read_before
+                         and not carried.issuperset(loading) else 0.0)
+                if not grace or not await self.wait_for_page(round_no, {u: fetches[u] for u in loading}, grace):
                     self.go_on_without(round_no, loading)
                     late.update(loading)
                     batches = [[u for u in batch if u not in late] for batch in batches]
@@ -252,19 +255,22 @@ class PageScheduler:
                     task.cancel()
 
     def round_pages(self, round_no: int, queries: list[str], candidates: list[str],
-                    carried: list[str]) -> tuple[list[str], list[str], list[int], bool]:
-        """The round's fresh pages, those it goes on without from its start, and the order to read its
-        batches in: the earlier run's of this question when this round is the same as one of its
-        rounds (decide.replayed_round), else the best-ranked candidates (choose_pages), none and
-        rank order. The read order decides the order of the evidence and of the queries the answers
-        propose (first_to_read). A page read late then is recorded as a straggler and read (from the
-        cache) where that run read it; one that run gave up is known bad now (skip_known_bad) or,
-        having arrived since, given up again (last_stragglers)."""
+                    carried: list[str]) -> tuple[list[str], list[str], list[int], list[str]]:
+        """The round's fresh pages, those it goes on without from its start, the order to read its
+        batches in, and the pages it waits for (fetch_and_read): the earlier run's of this question
+        when this round is the same as one of its rounds (decide.replayed_round), else the best-ranked
+        candidates (choose_pages), none, rank order and none. The read order decides the order of the
+        evidence and of the queries the answers propose (first_to_read). A page read late then is
+        recorded as a straggler and read (from the cache) where that run read it; one that run gave
+        up is known bad now (skip_known_bad) or, having arrived since, given up again (last_stragglers).
+        Every other page of the round, an earlier round's straggler it carries included, was read in
+        this round then: it is waited for, or its batch, and every prompt after it, would depend on
+        whether its fetch (from the store) beat the replayed answers (issue 22)."""
         chosen = self.hooks.choose_pages(candidates)
         replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
                                        len(chosen))
         if replay is None:
-            return chosen, [], [], False
+            return chosen, [], [], []
         fresh, then_late, order = replay
         # a page late then and known bad now is a straggler all the same: it took its place in the
         # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
@@ -282,7 +288,25 @@ class PageScheduler:
             self.hooks.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
                             message="read late, where the earlier run of this question read it: the same "
                                     "prompts, replayed from the answer cache")
-        return fresh, late, order, True
+        return fresh, late, order, [url for url in [*fresh, *carried] if url not in then_late]
+
+    async def wait_for_page(self, round_no: int, loading: Mapping[str, PageTask], grace: float) -> bool:
+        """The model waits for the next of `loading` to arrive, `grace` seconds at most: whether one
+        did. No rule makes it wait longer on a page (issue 22); each wait is an event
+        (`waiting_for_page`, with its seconds) and counted in usage (page_wait_seconds)."""
+        began = time.monotonic()
+        arrived, _ = await asyncio.wait(loading.values(), timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+        waited = time.monotonic() - began
+        self.state.page_wait_s = round(self.state.page_wait_s + waited, 3)
+        self.hooks.emit("waiting_for_page", round=round_no, seconds=round(waited, 2), urls=list(loading),
+                        arrived=[url for url, task in loading.items() if task in arrived])
+        return bool(arrived)
+
+    async def wait_while_arriving(self, round_no: int, fetches: Mapping[str, PageTask], grace: float) -> None:
+        """Wait for `fetches` while they keep arriving: each that arrives gives the rest `grace` more."""
+        while loading := {url: task for url, task in fetches.items() if not task.done()}:
+            if not await self.wait_for_page(round_no, loading, grace):
+                return
 
     def waiting_stragglers(self) -> list[str]:
         """Pages earlier rounds went on without, not yet read nor given up (their fetches still run)."""
@@ -333,8 +357,9 @@ class PageScheduler:
         """Before the synthesis: the stragglers that arrived are read (as part of the last round);
         the rest are not waited for (the synthesis is the model's next work): they are given up,
         and their fetches left to end on their own (hand_over). A brief with no evidence at all
-        waits for them, as long as their fetches may take: there is nothing to synthesize yet; a
-        re-run waits for those the run it replays read here.
+        waits for them while they keep arriving (each giving the rest PATIENT_GRACE_S more: there
+        is nothing to synthesize yet, but a page that does not come is not waited for); a re-run so
+        waits for those the run it replays read here.
 
         Given up first and checkpointed, so a run resumed here reads the same arrived pages
         (from the page cache) in the same batches; their evidence from an interrupted attempt
@@ -355,14 +380,17 @@ class PageScheduler:
         fetches = {url: self.start_fetch(round_no, url, None) for url in waiting}
         # a fetch started here (a resumed run) takes its first step: a cached page is done in it
         await asyncio.sleep(0)
-        if not self.store.evidence_count(self.hooks.run_id):
-            await asyncio.wait(fetches.values())
-        elif replayed := [fetches[url] for url in waiting if url in self.replayed]:
+        if replayed := {url: fetches[url] for url in waiting if url in self.replayed}:
             # the earlier run of this question read these here (those it gave up are given up above):
             # waited for, as a replayed round waits for the pages that run read in time, or the
             # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
             # the synthesis's turn, seen in tests/test_integration's second run)
-            await asyncio.wait(replayed)
+            await self.wait_while_arriving(round_no, replayed, PATIENT_GRACE_S)
+        if not self.store.evidence_count(self.hooks.run_id):
+            # nothing to synthesize yet: the pages still loading are waited for while they keep
+            # coming, never longer than the grace for one that does not (issue 22: a page slower
+            # than the fetch timeout held the synthesis 18 s)
+            await self.wait_while_arriving(round_no, fetches, PATIENT_GRACE_S)
         arrived = [url for url in waiting if fetches[url].done()]
         for url in waiting:
             if url not in arrived:

@@ -368,6 +368,7 @@ class LoopState:
     # url → what became of a page a round went on without (the loop's LATE_* words): still
     # `waiting` ones are taken into the next round, or read (or given up) before the synthesis
     late: dict[str, str] = field(default_factory=dict)
+    page_wait_s: float = 0.0  # seconds the model waited for a page (pages.PageScheduler.wait_for_page)
     # when the run began, in epoch seconds to the microsecond: the wall time in `usage` and the
     # seconds budget (the brief's started_at is to the second, up to a second off for a short brief)
     began_s: float | None = None
