@@ -174,7 +174,7 @@ def topic_terms(topic: str) -> set[str]:
 def terms_needed(terms: Collection[str]) -> int:
     """How many of a topic's terms a passage must share: one of a one- or two-term topic, two of
     a longer one (TERMS_FOR_TWO), so that a single common word cannot carry it."""
-    return 2 if len(terms) >= TERMS_FOR_TWO else min(1, len(terms))
+    return 2 if len(terms) >= TERMS_FOR_TWO else 1
 
 
 def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
@@ -188,6 +188,10 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
     shares only "default" with the question, and so does every other sentence of the manual; the
     passage it sits in shares "hash", "symbol", "table". Why two terms: "What is the boiling point
     of water at the top of Mount Everest?" shares only "water" with a page on lead in tap water.
+    Why not weigh terms by how rare they are among the passages at hand: when search works, the
+    passages at hand are all about the question, so its every term is common among them (refusing
+    terms found in over half of 20 such passages refused the answer's passage for 8 of 55 of the
+    real-document set's questions).
     """
     own, read = _terms(text), _terms(f"{text}\n{context}")
     for topic in topics:
