@@ -1,10 +1,11 @@
 """Relevance: a quote must answer something the question asks, not share a common word (issue 21).
 
-The walkthrough's miss (seen with the lab's small real model; the scripted one quotes only sentences
-sharing two words, so the loop test below stands in a model that quotes what says "water"): "What is the boiling point of water at the top of Mount Everest?" kept two
+The walkthrough's miss: "What is the boiling point of water at the top of Mount Everest?" kept two
 Lakeside lead-in-water quotes and listed them as "the strongest quotes found for" the question,
-because the gate (decide.is_related) passed anything sharing one content word ("water"). The rule
-now (decide.bears_on): read with the passage it was quoted from, a quote shares two of a longer
+because the gate (decide.is_related) passed anything sharing one content word ("water"). It was seen
+with the lab's small real model; the scripted one quotes only sentences sharing two words with the
+question, so the loop test below stands in a model that quotes whatever says "water". The rule now
+(decide.bears_on): read with the passage it was quoted from, a quote shares two of a longer
 question's terms, one of them in the quote itself.
 
 Table-tested on real text both ways: sentences of the Debian manuals of briefd's real-document set
