@@ -100,6 +100,15 @@ UNRELATED = [
 ]
 
 
+# (question, a sentence of another manual that shares two of its many terms): a long question needs three
+TWO_OF_MANY = [
+    ("What is the default size of GNU m4's internal symbol hash table?",
+     "It sets window size to 8 MiB by default (can be changed manually, see wlog)."),
+    ("What is the default size of GNU m4's internal symbol hash table?",
+     "--maxdict=# Limit dictionary to specified size (default: 112640 bytes)."),
+]
+
+
 @pytest.mark.parametrize("question, quote, passage", ANSWERS)
 def test_a_manuals_answer_bears_on_its_question_read_with_its_passage(question: str, quote: str,
                                                                      passage: str) -> None:
@@ -113,6 +122,13 @@ def test_a_sentence_sharing_one_word_with_the_question_does_not_bear_on_it(quest
     assert decide.is_related(sentence, [question]), "the old gate passed it: the row tests what it should"
     assert not decide.bears_on(sentence, [question], context=passage)
     assert not decide.bears_on(passage or sentence, [question])
+
+
+@pytest.mark.parametrize("question, sentence", TWO_OF_MANY)
+def test_two_generic_terms_of_a_long_question_do_not_bear_on_it(question: str, sentence: str) -> None:
+    assert len(decide.topic_terms(question)) >= decide.TERMS_FOR_THREE
+    assert len(decide.topic_terms(question) & decide.topic_terms(sentence)) == 2
+    assert not decide.bears_on(sentence, [question])
 
 
 def test_lakeside_lead_in_water_does_not_bear_on_the_boiling_point_on_everest() -> None:
