@@ -6,7 +6,7 @@ because the gate (decide.is_related) passed anything sharing one content word ("
 with the lab's small real model; the scripted one quotes only sentences sharing two words with the
 question, so the loop test below stands in a model that quotes whatever says "water". The rule now
 (decide.bears_on): read with the passage it was quoted from, a quote shares two of a longer
-question's terms, one of them in the quote itself.
+question's terms (three of a long one), one of them in the quote itself.
 
 Table-tested on real text both ways: sentences of the Debian manuals of briefd's real-document set
 (tests/lab/docset, copied here verbatim so the test needs no download) and the synthetic lab's pages
