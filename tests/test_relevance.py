@@ -174,6 +174,17 @@ def test_a_quote_is_kept_with_the_passage_it_was_quoted_from() -> None:
                                [UNRELATED[0][0]], set(), context=UNRELATED[0][2])["reason"] == steps.UNRELATED
 
 
+def test_a_quote_about_something_else_never_heads_the_strongest_however_confident() -> None:
+    """A quote kept for an open gap ("lead in tap water") that does not bear on the question comes after
+    one that does, whatever the model's confidence: the fallback summary lists them in this order."""
+    lakeside = next(p for p in PAGES if p.slug == "lakeside-utility-release")
+    items = [{"id": 1, "quote": lakeside.paragraphs[0], "title": lakeside.title, "confidence": 0.98,
+              "low": None, "stance": None},
+             {"id": 2, "quote": "At the top of Mount Everest water boils at about 70 degrees.", "title": "Altitude",
+              "confidence": 0.4, "low": None, "stance": None}]
+    assert [e["id"] for e in decide.strongest_first(items, [EVEREST])] == [2, 1]
+
+
 def _lakeside_pages(research: Research) -> list[int]:
     """The lab's Lakeside pages (lead in tap water), stored as read: one passage a paragraph."""
     ids: list[int] = []

@@ -367,11 +367,15 @@ def is_decisive(item: Mapping[str, Any]) -> bool:
 def strongest_first(evidence: Iterable[Mapping[str, Any]], topics: Sequence[str]) -> list[Any]:
     """Evidence in the order the synthesis is shown it, strongest first.
 
-    Decisive items first (a figure or a stance: what decides the range or the verdict), then by
-    relevance to the question plus confidence, then by id. The synthesis is told to cite the
-    strongest, so the source that decided the result is normally among the cited ones.
+    Decisive items first (a figure or a stance: what decides the range or the verdict), then the
+    items that bear on the topics (bears_on, read with their page's title: a quote kept for an open
+    gap may not bear on the question itself), then by relevance to the question plus confidence,
+    then by id. The synthesis is told to cite the strongest, so the source that decided the result is
+    normally among the cited ones; and the fallback summary lists the first of them as "the strongest
+    quotes found for" the question, which a quote about something else at confidence 0.98 must not head.
     """
     return sorted(evidence, key=lambda e: (not is_decisive(e),
+                                           not bears_on(e["quote"], topics, context=e.get("title") or ""),
                                            -relevance(e["quote"], topics) - (e["confidence"] or 0), e["id"]))
 
 
