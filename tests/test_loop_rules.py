@@ -246,17 +246,20 @@ OPENED, OVERRUN_TWICE, TALKS = ("The tunnel opened to trains in 2019.",
                                 "Budget talks went on.")
 BATCH = {11: OPENED, 12: OVERRUN_TWICE, 13: TALKS}
 FOCUS = "tunnel budget overrun"
+TWO_TERMS = "tunnel budget"
 
 
 @pytest.mark.parametrize("matches, about, limit, ranked, read, skip", [
     # the matching passages, best first by BM25 among themselves
-    ({11, 12, 13}, [FOCUS], 12, (12, 13, 11), (12, 13, 11), False),
+    ({11, 12, 13}, [TWO_TERMS], 12, (12, 13, 11), (12, 13, 11), False),
     # cut to the call's limit
-    ({11, 12, 13}, [FOCUS], 2, (12, 13), (12, 13), False),
+    ({11, 12, 13}, [TWO_TERMS], 2, (12, 13), (12, 13), False),
     # what the index did not match is not offered
-    ({11, 13}, [FOCUS], 12, (13, 11), (13, 11), False),
-    # only passages that share a word with the question or a gap are read
+    ({11, 13}, [TWO_TERMS], 12, (13, 11), (13, 11), False),
+    # only passages that bear on the question or a gap are read: one term of a two-term topic
     ({11, 12, 13}, ["trains timetable"], 12, (12, 13, 11), (11,), False),
+    # two of a longer one: "tunnel" alone, "budget" alone do not bear on the tunnel's budget overrun
+    ({11, 12, 13}, [FOCUS], 12, (12, 13, 11), (12,), False),
     # none does: the call is skipped (it could not change the outcome)
     ({11, 12, 13}, ["harbour dredging"], 12, (12, 13, 11), (), True),
     # nothing matched: no call, and nothing to say about it

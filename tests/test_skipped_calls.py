@@ -1,9 +1,9 @@
 """Model calls that cannot change the outcome are not made, and usage says how many (issue 11).
 
-An evidence call reads passages and may keep only quotes that share a content word with the
-question or an open gap (decide.is_related). Full-text search matches on any word, "the" and
-"was" included, so a batch can hold only passages none of whose sentences could be kept:
-that call is skipped and counted in usage.calls_skipped.
+An evidence call reads passages and may keep only quotes that bear on the question or an open
+gap (decide.bears_on: two of a longer question's terms, not one common word). Full-text search
+matches on any word, "the" and "was" included, so a batch can hold only passages none of whose
+sentences could be kept: that call is skipped and counted in usage.calls_skipped.
 """
 
 from __future__ import annotations

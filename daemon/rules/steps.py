@@ -67,20 +67,23 @@ def topics(question: str, brief_question: str, gaps: Sequence[Gap]) -> list[str]
 
 
 def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted: Mapping[str, str],
-                  about: Sequence[str], known: Collection[tuple[str, str]]) -> dict[str, Any] | None:
+                  about: Sequence[str], known: Collection[tuple[str, str]], *,
+                  context: str = "") -> dict[str, Any] | None:
     """Why a quote the model chose is not kept, as its evidence_skipped event says it; None: keep it.
 
     The filters, in order: from a page distrusted (an injection, even one found in this very
-    answer); not a statement (a heading, a headline, a menu: decide.not_a_statement); sharing no
-    word with the question or an open gap (`about`: decide.is_related); the same quote of the same
-    page kept already (`known`: (url, quote) pairs). A quote whose sentence ids the prompt did
-    not have never gets here (the loop counts it as an evaluator failure)."""
+    answer); not a statement (a heading, a headline, a menu: decide.not_a_statement); not bearing on
+    the question or an open gap (`about`: decide.bears_on), read with the page's title and its
+    `context`, the passage it was quoted from (the loop should pass it: without it, a quote that
+    names its subject only in the sentence before has the title alone to name it); the same quote
+    of the same page kept already (`known`: (url, quote) pairs). A quote whose sentence ids the
+    prompt did not have never gets here (the loop counts it as an evaluator failure)."""
     if url in distrusted:
         return {"url": url, "quote": quote[:200], "reason": f"from a distrusted page: {distrusted[url]}"}
     not_evidence = decide.not_a_statement(quote, title, from_page=from_page)
     if not_evidence:
         return {"reason": not_evidence, "url": url, "quote": quote[:200]}
-    if not decide.is_related(quote, about):
+    if not decide.bears_on(quote, about, context=f"{title}\n{context}"):
         return {"reason": UNRELATED, "url": url, "quote": quote[:200]}
     if (url, quote) in known:
         return {"reason": DUPLICATE, "url": url}
@@ -124,8 +127,8 @@ def passage_cut(passages: Mapping[int, str], matches: Collection[int], focus_tex
     """Which of a batch's passages (id → text, in batch order) an evidence call reads. Which match
     is the index's word (`matches`); their order is decide.bm25_order's among themselves, so the
     same passages always make the same prompt however much the store holds; the top `limit` are
-    taken, and of those only the ones that share a word with the question or an open gap
-    (decide.is_related, the rule a quote is kept by)."""
+    taken, and of those only the ones that bear on the question or an open gap (decide.bears_on,
+    the rule a quote is kept by: a passage sharing one common word holds no quote it would keep)."""
     matching = [i for i in passages if i in matches]
     ranked = [matching[n] for n in decide.bm25_order([passages[i] for i in matching], focus_text)][:limit]
-    return PassageCut(ranked=tuple(ranked), read=tuple(i for i in ranked if decide.is_related(passages[i], about)))
+    return PassageCut(ranked=tuple(ranked), read=tuple(i for i in ranked if decide.bears_on(passages[i], about)))
