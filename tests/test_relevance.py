@@ -218,9 +218,10 @@ def test_everest_keeps_no_lakeside_quote_and_reports_none_as_the_strongest(tmp_p
         return coerce({"items": [{"sentence_ids": [sid], "summary": "water", "confidence": 0.98, "gap": ""}
                                  for sid in ids[:4]], "new_gaps": [], "new_queries": []})
 
-    research.ask = a_small_model  # type: ignore[method-assign]
+    research.evidence.ask = a_small_model  # the model door the evidence reader and the synthesis call
+    research.calls.ask = a_small_model
     try:
-        asyncio.run(research.read_batch(1, _lakeside_pages(research), {}, []))
+        asyncio.run(research.evidence.read_batch(1, _lakeside_pages(research), {}, []))
         summary, _, _ = asyncio.run(research.synthesize())
         assert "Lakeside" not in summary and "lead" not in summary, summary
         assert research.store.evidence(research.run_id) == []

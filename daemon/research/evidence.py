@@ -77,8 +77,8 @@ class EvidenceReader(RunView):
         rows = [trusted[i] for i in cut.read]
         if cut.skip_call:  # usage says so
             self.state.count_skipped("evidence")
-            self.emit("signal", message="evidence call skipped: no passage shares a word with the "
-                                               "question or an open gap", round=round_no, passages=len(cut.ranked))
+            self.emit("signal", message="evidence call skipped: no passage bears on the question or an open gap",
+                      round=round_no, passages=len(cut.ranked))
         if not rows:
             return []
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
@@ -184,7 +184,7 @@ class EvidenceReader(RunView):
             start, end = start + lead, start + tail
             quote = passage.text[start:end]
             skipped = steps.skipped_quote(quote, ref.url, passage.title, ref.origin == "page", self.state.distrusted,
-                                          about, known)
+                                          about, known, context=passage.text)
             if skipped is not None:
                 self.emit("evidence_skipped", round=round_no, **skipped)
                 continue
