@@ -151,7 +151,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "completion_tokens": "tokens written (Ollama's eval_count)",
         "outcome": "ok, repaired (fixed JSON), retried, error (the first attempt; a retry follows), "
                    "fallback (a default was used), cached (answered from model_answers, no model time), "
-                   "poisoned (the server refused the request every time), probe",
+                   "poisoned (the server refused the request every time), probe, "
+                   "replayed (a failure kept in model_answers given again: its fallback, no model time)",
         "attempt": "1, or 2 for the retry that quotes the parse error",
         "truncated_prompt": "1 when the prompt was cut to fit the model's context",
         "truncated_answer": "1 when the answer was cut off at its token budget",
@@ -164,6 +165,10 @@ COLUMNS: dict[str, dict[str, str]] = {
         "prompt_tokens": "tokens the original call read",
         "completion_tokens": "tokens the original call wrote",
         "created_at": "when it was kept (UTC)",
+        "failed": "empty for an answer; fallback or poisoned for a failure kept so that the same prompt "
+                  "is not paid again (replayed for a day, then asked again)",
+        "error": "why the kept failure failed",
+        "retry_skipped": "1 when the kept failure was an answer cut off and not asked again",
     },
     "events": {
         "run_id": _RUN,

@@ -26,7 +26,7 @@ from pathlib import Path
 import sqlite_utils
 from ..errors import BriefdError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -308,8 +308,18 @@ def _migration_7(db: sqlite_utils.Database) -> None:
                "WHERE state IN ('done', 'failed', 'cancelled')")
 
 
+def _migration_8(db: sqlite_utils.Database) -> None:
+    """Failures kept (issue 22): a call that ended in a deterministic fallback (a bad answer after the
+    retry, an answer cut at its budget with no shorter schema, a request refused for what it asks, a
+    poisoned request) is kept by its prompt hash too, so a second pass or a resumed run replays the
+    fallback instead of paying for the same failure. Rows of earlier versions are answers (failed NULL)."""
+    db.table("model_answers").add_column("failed", str)        # fallback | poisoned; NULL: an answer
+    db.table("model_answers").add_column("error", str)         # why the call failed, as model_calls said it
+    db.table("model_answers").add_column("retry_skipped", int)  # 1: cut off and not asked again
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
-              6: _migration_6, 7: _migration_7}
+              6: _migration_6, 7: _migration_7, 8: _migration_8}
 
 
 class SchemaTooNew(BriefdError, RuntimeError):
