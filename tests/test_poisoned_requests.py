@@ -212,3 +212,36 @@ def test_a_chaos_model_with_failures_fixed_per_prompt_cannot_keep_a_brief_loopin
     # the health probe is the same tiny prompt each time, asked on purpose; no other answer is paid twice
     assert not [c for c in stats["calls"] if c.get("duplicate") and c["task"]]
     assert sum(1 for c in answered(stats) if c["task"] == "") == len(poisoned), "one probe per poisoned prompt"
+
+
+SYNTHESIS_FAULTS = {
+    "poisoned": {"kind": "poison"},
+    "bad-answer": {"kind": "answer", "message": "I am sorry, I cannot summarise these sources."},
+}
+
+
+@pytest.mark.parametrize("failure", list(SYNTHESIS_FAULTS))
+def test_a_second_pass_replays_a_failed_synthesis_instead_of_asking_again(
+        tmp_path, search_lab: SearchLab, model_lab: OllamaLab, failure: str) -> None:
+    """Issue 22: the same brief asked again under a new id paid again for its synthesis, which had
+    failed the first time and failed the same way again (the failure was never kept). Snippets only,
+    so that both passes read the same evidence and send the same synthesis prompt."""
+    model_lab.fault(**SYNTHESIS_FAULTS[failure], match=POISONS["synthesis"])
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=model_lab.url,
+                   model="lab-scripted")
+    brief = {**BRIEF, "fetch_pages": False}
+    ws.drop(f"{BRIEF_ID}.json", brief)
+    assert run_once(ws).returncode == 0
+    first = [c for c in model_lab.stats()["calls"] if c["task"] == "synthesis"]
+    assert first, "the synthesis was asked"
+    ws.drop(f"{BRIEF_ID}-again.json", brief)
+    result = run_once(ws, (f"{BRIEF_ID}-again",))
+    assert result.returncode == 0, result.stderr[-4000:]
+    again = [c for c in model_lab.stats()["calls"] if c["task"] == "synthesis"]
+    assert len(again) == len(first), "the failed synthesis was asked again"
+    report = ws.report(f"{BRIEF_ID}-again")
+    assert report["status"] == "done" and report["fallbacks"].get("synthesis") == 1
+    assert report["usage"]["replayed_failures"] == 1 and report["summary"].strip()
+    assert report["summary"] == ws.report(BRIEF_ID)["summary"], "the same fallback as the first pass"
+    told = signals(ws.events(f"{BRIEF_ID}-again"), POISONED_MESSAGE)
+    assert len(told) == (1 if failure == "poisoned" else 0), "a replayed poisoned call is said as the first was"
