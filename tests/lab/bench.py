@@ -352,11 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         failing_model(url)
         ws = Workspace(root=root, searxng_url=lab.searxng_url, ollama_url=url, model="lab-scripted")
         rows = run_pass(ws, "first") + run_pass(ws, "again", AGAIN_SUFFIX)
+        # the second pass's prompts, read before the scheduled pass makes a later run of the same ids
+        changed = [line for brief_id in BRIEFS
+                   for line in changed_prompts(load_run(ws.db, brief_id), load_run(ws.db, brief_id + AGAIN_SUFFIX))]
         # the second pass's ids asked once more, as a scheduled re-run is: a run of an id asked before
         # checks every page it takes (conditional requests); none changed (issue 12: 0 bytes, 0 calls)
         rows += run_pass(ws, "scheduled", AGAIN_SUFFIX)
-        changed = [line for brief_id in BRIEFS
-                   for line in changed_prompts(load_run(ws.db, brief_id), load_run(ws.db, brief_id + AGAIN_SUFFIX))]
     cols = ["pass", "brief", "wall_seconds", "llm_seconds", "busy", "busy_of_run", "llm_calls", "llm_cache_hits",
             "replayed_failures", "fallback_answers", "poisoned_answers", "prompt_tokens", "completion_tokens",
             "searches", "pages_fetched", "page_cache_hits", "pages_reused", "late_pages", "late_pages_given_up",
