@@ -20,7 +20,7 @@ from sqlite_utils.db import Table
 
 from .db import (
     BUSY_TIMEOUT_S, CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING,
-    connect, fts_or_query, sha256_hex, utc_now,
+    NOT_MODEL_CALLS, connect, fts_or_query, sha256_hex, utc_now,
 )
 
 
@@ -514,11 +514,11 @@ class Store:
         "replayed" row is a kept failure given again (no model time): replayed_failures.
         """
         row = self.db.execute(
-            """SELECT
-                 SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned', 'replayed') THEN 1 ELSE 0 END),
+            f"""SELECT
+                 SUM(CASE WHEN outcome NOT IN {NOT_MODEL_CALLS} THEN 1 ELSE 0 END),
                  COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),
                  SUM(CASE WHEN outcome = 'cached' THEN 1 ELSE 0 END),
-                 COALESCE(SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned', 'replayed') THEN seconds ELSE 0 END), 0),
+                 COALESCE(SUM(CASE WHEN outcome NOT IN {NOT_MODEL_CALLS} THEN seconds ELSE 0 END), 0),
                  SUM(CASE WHEN outcome = 'repaired' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'retried' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END),

@@ -35,6 +35,12 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED = (
 )
 
 
+# model_calls outcomes that are no request answered by the model: an answer or a kept failure given
+# again from model_answers, a request the server refused every time. Usage and the canned queries count
+# the rest as model calls (SQL: `outcome NOT IN NOT_MODEL_CALLS`).
+NOT_MODEL_CALLS = "('cached', 'poisoned', 'replayed')"
+
+
 def utc_now(after_s: float = 0.0) -> str:
     """ISO 8601 UTC with seconds, the one timestamp format of the store and the reports (now, or
     `after_s` seconds from now: when a mark expires, when a waiting brief is due)."""
