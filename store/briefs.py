@@ -20,7 +20,7 @@ from sqlite_utils.db import Table
 
 from .db import (
     BUSY_TIMEOUT_S, CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING,
-    connect, fts_or_query, sha256_hex, utc_now,
+    NOT_MODEL_CALLS, connect, fts_or_query, sha256_hex, utc_now,
 )
 
 
@@ -49,6 +49,7 @@ class ModelUsage(TypedDict):
     retried_answers: int
     fallback_answers: int
     poisoned_answers: int
+    replayed_failures: int
 
 
 @dataclass
@@ -509,18 +510,20 @@ class Store:
         """What the run's model calls cost, from the store: the report's usage is this, not a tally in memory.
 
         A "poisoned" row is a request the server refused every time (no answer, no tokens): it is
-        counted apart, as poisoned_answers, not as a model call nor as a bad-output fallback.
+        counted apart, as poisoned_answers, not as a model call nor as a bad-output fallback. A
+        "replayed" row is a kept failure given again (no model time): replayed_failures.
         """
         row = self.db.execute(
-            """SELECT
-                 SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned') THEN 1 ELSE 0 END),
+            f"""SELECT
+                 SUM(CASE WHEN outcome NOT IN {NOT_MODEL_CALLS} THEN 1 ELSE 0 END),
                  COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),
                  SUM(CASE WHEN outcome = 'cached' THEN 1 ELSE 0 END),
-                 COALESCE(SUM(CASE WHEN outcome NOT IN ('cached', 'poisoned') THEN seconds ELSE 0 END), 0),
+                 COALESCE(SUM(CASE WHEN outcome NOT IN {NOT_MODEL_CALLS} THEN seconds ELSE 0 END), 0),
                  SUM(CASE WHEN outcome = 'repaired' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'retried' THEN 1 ELSE 0 END),
                  SUM(CASE WHEN outcome = 'fallback' THEN 1 ELSE 0 END),
-                 SUM(CASE WHEN outcome = 'poisoned' THEN 1 ELSE 0 END)
+                 SUM(CASE WHEN outcome = 'poisoned' THEN 1 ELSE 0 END),
+                 SUM(CASE WHEN outcome = 'replayed' THEN 1 ELSE 0 END)
                FROM model_calls WHERE run_id = ?""",
             [run_id],
         ).fetchone()
@@ -530,6 +533,7 @@ class Store:
             "llm_seconds": round(float(row[4] or 0.0), 3),
             "repaired_answers": int(row[5] or 0), "retried_answers": int(row[6] or 0),
             "fallback_answers": int(row[7] or 0), "poisoned_answers": int(row[8] or 0),
+            "replayed_failures": int(row[9] or 0),
         }
 
     def model_outcomes(self, run_id: int) -> dict[str, int]:
@@ -537,14 +541,33 @@ class Store:
             "SELECT outcome, count(*) FROM model_calls WHERE run_id = ? GROUP BY outcome", [run_id]).fetchall()}
 
     def cached_answer(self, prompt_hash: str) -> str | None:
-        row = self.db.execute("SELECT answer FROM model_answers WHERE prompt_hash = ?", [prompt_hash]).fetchone()
+        row = self.db.execute("SELECT answer FROM model_answers WHERE prompt_hash = ? AND failed IS NULL",
+                              [prompt_hash]).fetchone()
         return row[0] if row else None
 
     def cache_answer(self, prompt_hash: str, answer: str, prompt_tokens: int | None,
                      completion_tokens: int | None) -> None:
         self.db.table("model_answers").upsert(
             {"prompt_hash": prompt_hash, "answer": answer, "prompt_tokens": prompt_tokens,
-             "completion_tokens": completion_tokens, "created_at": utc_now()},
+             "completion_tokens": completion_tokens, "created_at": utc_now(), "failed": None, "error": None,
+             "retry_skipped": None},
+            pk="prompt_hash",
+        )
+
+    def cached_failure(self, prompt_hash: str, max_age_s: float) -> tuple[str, str, bool] | None:
+        """(outcome, error, retry_skipped) of this prompt's kept failure when it is younger than
+        `max_age_s` (an older one is asked again: the server or the model may have been fixed)."""
+        row = self.db.execute("SELECT failed, error, retry_skipped, created_at FROM model_answers "
+                              "WHERE prompt_hash = ? AND failed IS NOT NULL", [prompt_hash]).fetchone()
+        if not row or _age_seconds(row[3]) > max_age_s:
+            return None
+        return str(row[0]), str(row[1] or ""), bool(row[2])
+
+    def cache_failure(self, prompt_hash: str, outcome: str, error: str, retry_skipped: bool) -> None:
+        """Keep a deterministic failure by its prompt (llm.KEPT_FAILURES): replayed, not paid again."""
+        self.db.table("model_answers").upsert(
+            {"prompt_hash": prompt_hash, "answer": "", "prompt_tokens": None, "completion_tokens": None,
+             "created_at": utc_now(), "failed": outcome, "error": error, "retry_skipped": int(retry_skipped)},
             pk="prompt_hash",
         )
 

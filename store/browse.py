@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .db import NOT_MODEL_CALLS
+
 _RUN = "the run (briefs.run_id) it belongs to"
 _ROUND = "the research round (1, 2, ...) it belongs to"
 
@@ -151,7 +153,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "completion_tokens": "tokens written (Ollama's eval_count)",
         "outcome": "ok, repaired (fixed JSON), retried, error (the first attempt; a retry follows), "
                    "fallback (a default was used), cached (answered from model_answers, no model time), "
-                   "poisoned (the server refused the request every time), probe",
+                   "poisoned (the server refused the request every time), probe, "
+                   "replayed (a failure kept in model_answers given again: its fallback, no model time)",
         "attempt": "1, or 2 for the retry that quotes the parse error",
         "truncated_prompt": "1 when the prompt was cut to fit the model's context",
         "truncated_answer": "1 when the answer was cut off at its token budget",
@@ -164,6 +167,10 @@ COLUMNS: dict[str, dict[str, str]] = {
         "prompt_tokens": "tokens the original call read",
         "completion_tokens": "tokens the original call wrote",
         "created_at": "when it was kept (UTC)",
+        "failed": "empty for an answer; fallback or poisoned for a failure kept so that the same prompt "
+                  "is not paid again (replayed for a day, then asked again)",
+        "error": "why the kept failure failed",
+        "retry_skipped": "1 when the kept failure was an answer cut off and not asked again",
     },
     "events": {
         "run_id": _RUN,
@@ -325,15 +332,16 @@ order by items desc""",
                        "Leave brief_id empty for every brief.",
         "sql": f"""
 select m.purpose,
-       sum(m.outcome not in ('cached', 'poisoned')) as calls,
+       sum(m.outcome not in {NOT_MODEL_CALLS}) as calls,
        sum(m.outcome = 'cached') as cache_hits,
        coalesce(sum(m.prompt_tokens), 0) as prompt_tokens,
        coalesce(sum(m.completion_tokens), 0) as completion_tokens,
-       round(coalesce(sum(case when m.outcome not in ('cached', 'poisoned') then m.seconds end), 0), 1)
+       round(coalesce(sum(case when m.outcome not in {NOT_MODEL_CALLS} then m.seconds end), 0), 1)
          as seconds,
-       round(avg(case when m.outcome not in ('cached', 'poisoned') then m.seconds end), 2) as mean_seconds,
+       round(avg(case when m.outcome not in {NOT_MODEL_CALLS} then m.seconds end), 2) as mean_seconds,
        sum(m.outcome = 'repaired') as repaired, sum(m.outcome = 'retried') as retried,
-       sum(m.outcome = 'fallback') as fallbacks, sum(m.truncated_prompt) as prompts_cut,
+       sum(m.outcome = 'fallback') as fallbacks, sum(m.outcome = 'replayed') as failures_replayed,
+       sum(m.truncated_prompt) as prompts_cut,
        sum(m.truncated_answer) as answers_cut
 from model_calls m left join briefs b on b.run_id = m.run_id
 where {_ANY_BRIEF}
@@ -344,14 +352,14 @@ order by seconds desc""",
         "title": "What each run cost",
         "description": "Per run, newest first: model calls, tokens, model seconds, wall seconds, searches "
                        "and evidence.",
-        "sql": """
+        "sql": f"""
 select b.run_id, b.brief_id, b.state, b.stop_reason,
        (select count(*) from model_calls m where m.run_id = b.run_id
-          and m.outcome not in ('cached', 'poisoned')) as model_calls,
+          and m.outcome not in {NOT_MODEL_CALLS}) as model_calls,
        (select coalesce(sum(m.prompt_tokens), 0) + coalesce(sum(m.completion_tokens), 0)
           from model_calls m where m.run_id = b.run_id) as tokens,
        (select round(coalesce(sum(m.seconds), 0), 1) from model_calls m where m.run_id = b.run_id
-          and m.outcome not in ('cached', 'poisoned')) as model_seconds,
+          and m.outcome not in {NOT_MODEL_CALLS}) as model_seconds,
        round((julianday(b.finished_at) - julianday(b.started_at)) * 86400) as wall_seconds,
        (select count(*) from queries q where q.run_id = b.run_id) as searches,
        (select count(*) from evidence e where e.run_id = b.run_id) as evidence
@@ -419,12 +427,12 @@ order by ev.seq""",
         "title": "How busy the model was",
         "description": "Per finished run: model seconds as a share of wall seconds (how much the model waited "
                        "for the network).",
-        "sql": """
+        "sql": f"""
 select b.run_id, b.brief_id,
-       round(sum(case when m.outcome not in ('cached', 'poisoned') then m.seconds else 0 end), 1)
+       round(sum(case when m.outcome not in {NOT_MODEL_CALLS} then m.seconds else 0 end), 1)
          as model_seconds,
        round((julianday(b.finished_at) - julianday(b.started_at)) * 86400) as wall_seconds,
-       round(100.0 * sum(case when m.outcome not in ('cached', 'poisoned') then m.seconds else 0 end)
+       round(100.0 * sum(case when m.outcome not in {NOT_MODEL_CALLS} then m.seconds else 0 end)
              / max((julianday(b.finished_at) - julianday(b.started_at)) * 86400, 1), 1) as busy_pct
 from briefs b join model_calls m on m.run_id = b.run_id
 where b.finished_at is not null and b.started_at is not null

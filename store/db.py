@@ -26,13 +26,19 @@ from pathlib import Path
 import sqlite_utils
 from ..errors import BriefdError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
 QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED = (
     "queued", "running", "done", "failed", "cancelled", "rejected",
 )
+
+
+# model_calls outcomes that are no request answered by the model: an answer or a kept failure given
+# again from model_answers, a request the server refused every time. Usage and the canned queries count
+# the rest as model calls (SQL: `outcome NOT IN NOT_MODEL_CALLS`).
+NOT_MODEL_CALLS = "('cached', 'poisoned', 'replayed')"
 
 
 def utc_now(after_s: float = 0.0) -> str:
@@ -316,8 +322,18 @@ def _migration_8(db: sqlite_utils.Database) -> None:
     db.table("reports").add_column("answer_found", int)
 
 
+def _migration_9(db: sqlite_utils.Database) -> None:
+    """Failures kept (issue 22): a call that ended in a deterministic fallback (a bad answer after the
+    retry, an answer cut at its budget with no shorter schema, a request refused for what it asks, a
+    poisoned request) is kept by its prompt hash too, so a second pass or a resumed run replays the
+    fallback instead of paying for the same failure. Rows of earlier versions are answers (failed NULL)."""
+    db.table("model_answers").add_column("failed", str)        # fallback | poisoned; NULL: an answer
+    db.table("model_answers").add_column("error", str)         # why the call failed, as model_calls said it
+    db.table("model_answers").add_column("retry_skipped", int)  # 1: cut off and not asked again
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
-              6: _migration_6, 7: _migration_7, 8: _migration_8}
+              6: _migration_6, 7: _migration_7, 8: _migration_8, 9: _migration_9}
 
 
 class SchemaTooNew(BriefdError, RuntimeError):

@@ -109,7 +109,7 @@ def filled(tmp_path: Path) -> Path:
                                      evidence(SLOW, "news", 0.4, "about 400 pairs")])
         for rec in (call("plan", "ok", 2.0, 300, 100), call("evidence", "ok", 3.0, 800, 50),
                     call("evidence", "repaired", 1.0, 700, 40), call("evidence", "cached", 0.0, 0, 0),
-                    call("synthesis", "fallback", 4.0, 1000, 500)):
+                    call("synthesis", "fallback", 4.0, 1000, 500), call("synthesis", "replayed", 0.0, 0, 0)):
             store.record_model_call(kestrel, rec)
         store.mark_bad_url(GONE, "HTTP 404")
         store.mark_slow_url(SLOW, "no answer in 20 s", 3600)
@@ -187,6 +187,8 @@ def test_canned_queries_answer_what_their_titles_say(ds: Datasette) -> None:
     assert (purposes["evidence"]["prompt_tokens"], purposes["evidence"]["completion_tokens"]) == (1500, 90)
     assert (purposes["evidence"]["seconds"], purposes["evidence"]["repaired"]) == (4.0, 1)
     assert (purposes["plan"]["calls"], purposes["synthesis"]["fallbacks"]) == (1, 1)
+    # a kept failure given again (issue 22) cost no model call: counted apart
+    assert (purposes["synthesis"]["calls"], purposes["synthesis"]["failures_replayed"]) == (1, 1)
     every_brief = {r["purpose"]: r["calls"] for r in query_rows(ds, "model_calls_by_purpose", brief_id="")}
     assert every_brief["plan"] == 2
     failed = {r["url"]: r for r in query_rows(ds, "failed_pages", brief_id="")}

@@ -693,6 +693,21 @@ def test_a_poisoned_prompt_is_refused_every_time_while_others_are_answered(lab: 
         lab.fault(kind="poison")  # a poison needs the text it matches
 
 
+def test_a_prompt_answered_badly_every_time_only_when_it_holds_both_texts(lab: LabServer) -> None:
+    """A model that answers one brief's synthesis badly, for good (issue 22's bench): `match` and `also`
+    must both be in the request; the same task for another question, and other tasks, are answered."""
+    lab.reset()
+    lab.fault(kind="answer", match="Berlin Brandenburg", also="QUESTION", message="I cannot.")
+    for _ in range(2):
+        assert chat(lab, "lab-scripted", plan_prompt(QUESTION), PLAN_SCHEMA).content == "I cannot."
+    assert chat(lab, "lab-scripted", plan_prompt("Why was the Kestrel River bridge closed?"),
+                PLAN_SCHEMA).content != "I cannot."
+    assert chat(lab, "lab-scripted", "Berlin Brandenburg, in one word.", None).content != "I cannot.", \
+        "without the second text: answered"
+    assert len(lab.stats()["pending_faults"]) == 1, "never used up"
+    lab.reset()
+
+
 def test_a_fault_can_start_after_some_calls_get_through(lab: LabServer) -> None:
     lab.reset()
     prompt = plan_prompt(QUESTION)

@@ -24,6 +24,8 @@ from briefd.daemon.model.llm import (
     RETRY_PREFIX,
     CallRecord,
     CallResult,
+    FAILURE_REPLAY_S,
+    KeptFailure,
     ModelConfig,
     ModelMissing,
     ServiceDown,
@@ -169,6 +171,7 @@ class DictCache:
 
     def __init__(self) -> None:
         self.answers: dict[str, tuple[str, int | None, int | None]] = {}
+        self.failures: dict[str, tuple[KeptFailure, float]] = {}  # key -> (failure, when kept: monotonic)
 
     def get(self, key: str) -> str | None:
         hit = self.answers.get(key)
@@ -176,6 +179,18 @@ class DictCache:
 
     def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         self.answers[key] = (answer, prompt_tokens, completion_tokens)
+        self.failures.pop(key, None)
+
+    def failure(self, key: str, max_age_s: float) -> KeptFailure | None:
+        kept = self.failures.get(key)
+        return kept[0] if kept and time.monotonic() - kept[1] <= max_age_s else None
+
+    def put_failure(self, key: str, failure: KeptFailure) -> None:
+        self.failures[key] = (failure, time.monotonic())
+
+    def older(self, seconds: float) -> None:
+        """Every kept failure `seconds` older (a later day's run)."""
+        self.failures = {k: (f, at - seconds) for k, (f, at) in self.failures.items()}
 
 
 def config(url: str, **overrides: Any) -> ModelConfig:
@@ -438,7 +453,7 @@ def test_bad_output_twice_gives_the_fallback_and_never_raises(server: Scripted) 
     assert [(r.outcome, r.attempt) for r in run.records] == [("error", 1), ("fallback", 2)]
     assert "no JSON object" in (run.records[0].error or "")
     assert len(server.chats) == 2
-    assert cache.answers == {}  # a failure is never cached: the next run asks again
+    assert cache.answers == {}  # no answer is kept: the failure is kept apart (test_a_deterministic_failure_...)
 
 
 def test_an_empty_answer_is_retried_with_a_placeholder_the_client_does_not_drop(server: Scripted) -> None:
@@ -625,12 +640,66 @@ def test_a_request_refused_every_time_while_the_server_answers_a_probe_gets_the_
     assert len(run.waits) == PROBE_AFTER_REFUSALS - 1, "only the first refusal was waited out"
 
 
-def test_a_poisoned_request_is_not_cached_so_a_later_run_asks_again(server: Scripted) -> None:
+def test_a_poisoned_request_is_replayed_for_a_day_then_a_fixed_server_gets_its_chance(server: Scripted) -> None:
+    """Issue 22: the same request, the same model and options, is refused the same way: a second pass
+    replays the poisoned fallback. The key cannot see an upgraded Ollama, so after FAILURE_REPLAY_S it is
+    asked again (this test said before that a later run always asks again)."""
     server.script(*[error(500, RUNNER_CRASHED)] * PROBE_AFTER_REFUSALS, chat("OK"), chat(GOOD))
     cache = DictCache()
     assert ask(config(server.url), cache=cache).result.outcome == "poisoned"
     assert not cache.answers
+    asked = len(server.chats)
+    again = ask(config(server.url), cache=cache)
+    assert again.result.outcome == "poisoned" and len(server.chats) == asked, "replayed, not asked"
+    cache.older(FAILURE_REPLAY_S + 60)
     assert ask(config(server.url), cache=cache).result.outcome == "ok", "a fixed server gets its chance"
+
+
+CUT_NO_SHORTER = (chat(CUT, done_reason="length"),)
+BAD_TWICE = (chat("I cannot answer that."), chat('{"research_question": "x", "queries": []}'))
+REFUSED = (error(400, "invalid JSON schema in format"),)
+POISONED = (*[error(500, RUNNER_CRASHED)] * PROBE_AFTER_REFUSALS, chat("OK"))
+
+
+@pytest.mark.parametrize("replies, schema, outcome, skipped", [
+    (BAD_TWICE, SCHEMA, "fallback", False),
+    (CUT_NO_SHORTER, AT_FLOOR, "fallback", True),
+    (REFUSED, SCHEMA, "fallback", False),
+    (POISONED, SCHEMA, "poisoned", False),
+], ids=["bad-after-the-retry", "cut-with-no-shorter-answer", "refused-4xx", "poisoned"])
+def test_a_deterministic_failure_is_replayed_as_its_fallback_without_asking(
+        server: Scripted, replies: tuple[Reply, ...], schema: dict[str, Any], outcome: str, skipped: bool) -> None:
+    """Issue 22: a second pass asked the model again every prompt that had failed, for the same failure."""
+    server.script(*replies, chat(GOOD))
+    cache = DictCache()
+    first = ask(config(server.url), cache=cache, schema=schema)
+    assert (first.result.outcome, first.result.retry_skipped) == (outcome, skipped)
+    asked = len(server.chats)
+    again = ask(config(server.url), cache=cache, schema=schema)
+    assert len(server.chats) == asked, "the same request was asked again for the same failure"
+    assert (again.result.outcome, again.result.value, again.result.retry_skipped) == (outcome, FALLBACK_PLAN, skipped)
+    [rec] = again.records
+    assert rec.outcome == "replayed" and (rec.prompt_tokens, rec.completion_tokens, rec.seconds) == (0, 0, 0.0)
+    assert first.records[-1].error and first.records[-1].error in (rec.error or "")
+
+
+def test_a_kept_failure_is_asked_again_when_the_model_or_its_options_change(server: Scripted) -> None:
+    server.script(*BAD_TWICE, chat(GOOD), chat(GOOD))
+    cache = DictCache()
+    assert ask(config(server.url), cache=cache).result.outcome == "fallback"
+    assert ask(config(server.url, seed=43), cache=cache).result.outcome == "ok"
+    assert ask(config(server.url, model="lab-other"), cache=cache).result.outcome == "ok"
+    assert len(server.chats) == 4
+
+
+def test_an_outage_is_never_kept(server: Scripted) -> None:
+    """503 (a full queue), a timeout, no connection: the server's trouble, not the request's."""
+    server.script(*[error(503, "server busy")] * 2, chat(GOOD))
+    cache = DictCache()
+    with pytest.raises(ServiceDown):
+        ask(config(server.url, transport_attempts=2), cache=cache)
+    assert not cache.failures
+    assert ask(config(server.url), cache=cache).result.outcome == "ok"
 
 
 def test_a_server_that_fails_the_probe_too_is_an_outage(server: Scripted) -> None:

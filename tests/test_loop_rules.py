@@ -448,7 +448,7 @@ def test_source_items() -> None:
 
 MODEL_USAGE = {"llm_calls": 3, "prompt_tokens": 900, "completion_tokens": 100, "llm_cache_hits": 1,
                "llm_seconds": 2.5, "repaired_answers": 1, "retried_answers": 0, "fallback_answers": 0,
-               "poisoned_answers": 0}
+               "poisoned_answers": 0, "replayed_failures": 2}
 
 
 @pytest.mark.parametrize("late, evidence, given_up, reused", [
@@ -465,3 +465,4 @@ def test_usage_block(late: dict[str, str], evidence: list[dict[str, Any]], given
     assert (usage["late_pages"], usage["late_pages_given_up"], usage["evidence_reused"]) == (len(late), given_up,
                                                                                              reused)
     assert (usage["fallbacks"], usage["calls_skipped"], usage["llm_calls"]) == ({"replan": 1}, {"evidence": 2}, 3)
+    assert usage["replayed_failures"] == 2

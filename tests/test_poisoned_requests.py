@@ -14,6 +14,7 @@ with a restarted round re-running nothing that had already succeeded.
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -212,3 +213,57 @@ def test_a_chaos_model_with_failures_fixed_per_prompt_cannot_keep_a_brief_loopin
     # the health probe is the same tiny prompt each time, asked on purpose; no other answer is paid twice
     assert not [c for c in stats["calls"] if c.get("duplicate") and c["task"]]
     assert sum(1 for c in answered(stats) if c["task"] == "") == len(poisoned), "one probe per poisoned prompt"
+
+
+SYNTHESIS_FAULTS = {
+    "poisoned": {"kind": "poison"},
+    "bad-answer": {"kind": "answer", "message": "I am sorry, I cannot summarise these sources."},
+}
+
+
+@pytest.mark.parametrize("failure", list(SYNTHESIS_FAULTS))
+def test_a_second_pass_replays_a_failed_synthesis_instead_of_asking_again(
+        tmp_path, search_lab: SearchLab, model_lab: OllamaLab, failure: str) -> None:
+    """Issue 22: the same brief asked again under a new id paid again for its synthesis, which had
+    failed the first time and failed the same way again (the failure was never kept). Snippets only,
+    so that both passes read the same evidence and send the same synthesis prompt."""
+    model_lab.fault(**SYNTHESIS_FAULTS[failure], match=POISONS["synthesis"])
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=model_lab.url,
+                   model="lab-scripted")
+    brief = {**BRIEF, "fetch_pages": False}
+    ws.drop(f"{BRIEF_ID}.json", brief)
+    assert run_once(ws).returncode == 0
+    first = [c for c in model_lab.stats()["calls"] if c["task"] == "synthesis"]
+    assert first, "the synthesis was asked"
+    ws.drop(f"{BRIEF_ID}-again.json", brief)
+    result = run_once(ws, (f"{BRIEF_ID}-again",))
+    assert result.returncode == 0, result.stderr[-4000:]
+    again = [c for c in model_lab.stats()["calls"] if c["task"] == "synthesis"]
+    assert len(again) == len(first), "the failed synthesis was asked again"
+    report = ws.report(f"{BRIEF_ID}-again")
+    assert report["status"] == "done" and report["fallbacks"].get("synthesis") == 1
+    assert report["usage"]["replayed_failures"] == 1 and report["summary"].strip()
+    assert report["summary"] == ws.report(BRIEF_ID)["summary"], "the same fallback as the first pass"
+    told = signals(ws.events(f"{BRIEF_ID}-again"), POISONED_MESSAGE)
+    assert len(told) == (1 if failure == "poisoned" else 0), "a replayed poisoned call is said as the first was"
+
+
+def test_a_run_resumed_after_a_crash_replays_its_poisoned_synthesis(
+        tmp_path, search_lab: SearchLab, model_lab: OllamaLab) -> None:
+    """Issue 22: killed after its report was written (the synthesis had fallen back), the brief is
+    resumed from its last checkpoint and writes its synthesis again: the poisoned request is replayed
+    from the store, not refused twice more and probed again."""
+    model_lab.fault(kind="poison", match=POISONS["synthesis"])
+    ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=model_lab.url,
+                   model="lab-scripted")
+    ws.drop(f"{BRIEF_ID}.json", {**BRIEF, "fetch_pages": False})
+    assert run_once(ws, BRIEFD_CRASH_AT="report_written:1").returncode == -signal.SIGKILL
+    refused = [c for c in model_lab.stats()["calls"] if c["outcome"] == "poison-500"]
+    assert len(refused) == PROBE_AFTER_REFUSALS
+    result = run_once(ws)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = ws.report(BRIEF_ID)
+    assert report["status"] == "done" and report["fallbacks"].get("synthesis")
+    assert [c for c in model_lab.stats()["calls"] if c["outcome"] == "poison-500"] == refused, \
+        "the resumed run asked the poisoned synthesis again"
+    assert report["usage"]["replayed_failures"] >= 1

@@ -139,3 +139,11 @@ def test_the_bench_says_which_prompt_changed_and_why() -> None:
         "k-again: evidence: round 1: pages differ: slow is here, first pass: late (loading 1.2 s) in round 1, "
         "read in round 2",
         "k-again: evidence: round 2: pages differ: slow was with them in the first pass, now: read in round 1"]
+
+
+def test_the_bench_counts_a_replayed_failure_as_replayed_not_as_a_changed_prompt() -> None:
+    """Issue 22: a failure kept by the first pass and given again costs nothing: not a prompt that changed."""
+    first = Run("n", [("plan", "p", "ok"), ("synthesis", "s", "fallback")], [], evidence=2)
+    again = Run("n-again", [("plan", "p", "cached"), ("synthesis", "s", "replayed")], [], evidence=2)
+    assert changed_prompts(first, again) == []
+    assert replayed_share({"llm_cache_hits": 1, "replayed_failures": 1, "llm_calls": 0}) == 1.0

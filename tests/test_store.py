@@ -131,16 +131,17 @@ def test_model_usage_comes_from_recorded_calls(tmp_path: Path) -> None:
     run = add(store, "a")
     for outcome, pt, ct in (("ok", 100, 20), ("retried", 50, 5), ("cached", None, None),
                             ("repaired", 10, 2), ("fallback", None, None), ("fallback", None, None),
-                            ("poisoned", None, None)):
+                            ("poisoned", None, None), ("replayed", 0, 0)):
         store.record_model_call(run, CallRecord(
             purpose="plan", model="m", prompt_hash="h", started_at="2026-11-22T00:00:00Z", seconds=1.5,
             prompt_tokens=pt, completion_tokens=ct, outcome=outcome, answer="{}", error=None,
             truncated_prompt=False, truncated_answer=False, attempt=1))
     usage = store.model_usage(run)
-    # a request the server refused every time got no answer: not a model call, counted apart
+    # a request the server refused every time got no answer: not a model call, counted apart; nor is a
+    # kept failure replayed (issue 22): no model time
     assert usage == {"llm_calls": 5, "prompt_tokens": 160, "completion_tokens": 27,
                      "llm_cache_hits": 1, "llm_seconds": 7.5, "repaired_answers": 1,
-                     "retried_answers": 1, "fallback_answers": 2, "poisoned_answers": 1}
+                     "retried_answers": 1, "fallback_answers": 2, "poisoned_answers": 1, "replayed_failures": 1}
 
 
 def test_page_cache_respects_age(tmp_path: Path) -> None:
@@ -210,3 +211,30 @@ def test_a_slow_url_is_remembered_until_it_expires_and_forgotten_when_it_answers
     store.forget_slow_url(gone)
     assert store.bad_urls([slow, gone]) == {gone: "HTTP 404"}
     store.close()
+
+
+def test_a_version_7_store_keeps_its_answers_and_keeps_failures_apart_from_them(tmp_path: Path) -> None:
+    """Issue 22: model_answers gains kept failures. An answer written by the previous schema is still
+    replayed, a kept failure is never taken for an answer, and one older than the replay age is not given."""
+    from briefd.store import db as store_db
+
+    path = tmp_path / "v7.db"
+    conn = sqlite3.connect(path)
+    legacy = sqlite_utils_db(conn)
+    for version in range(1, 8):
+        store_db.MIGRATIONS[version](legacy)
+    conn.execute("PRAGMA user_version = 7")
+    legacy["model_answers"].insert({"prompt_hash": "old", "answer": '{"a": 1}', "prompt_tokens": 9,
+                                    "completion_tokens": 3, "created_at": "2026-01-01T00:00:00Z"})
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    assert store.cached_answer("old") == '{"a": 1}' and store.cached_failure("old", 3600) is None
+    store.cache_failure("bad", "poisoned", "HTTP 500: llama runner process has terminated", False)
+    assert store.cached_answer("bad") is None, "a kept failure is not an answer"
+    assert store.cached_failure("bad", 3600) == ("poisoned", "HTTP 500: llama runner process has terminated", False)
+    store.db.execute("UPDATE model_answers SET created_at = '2026-01-01T00:00:00Z' WHERE prompt_hash = 'bad'")
+    assert store.cached_failure("bad", 3600) is None, "too old: asked again"
+    store.cache_failure("cut", "fallback", "cut off", True)
+    store.cache_answer("cut", '{"a": 2}', 5, 5)  # asked again later and answered: the answer replaces it
+    assert store.cached_answer("cut") == '{"a": 2}' and store.cached_failure("cut", 3600) is None

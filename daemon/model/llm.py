@@ -27,7 +27,16 @@ Why it looks like this:
   restarts, so one failed probe (made while it reloaded) must not turn a
   poisoned request into an outage that is waited out and asked again.
 - Answers are cached by a hash of the exact request, so a restart replays
-  finished calls instead of paying for them again.
+  finished calls instead of paying for them again. So are deterministic failures
+  (issue 22): an answer still unusable after the retry, one cut at its budget with
+  no shorter answer to ask for, a request refused for what it asks (4xx) or
+  poisoned (500 while the probe answers). The model, its seed and temperature are
+  in the key, so the same request gets the same failure: a second pass or a resumed
+  run replays its fallback (outcome "replayed") instead of paying for it again.
+  Outages (no connection, timeouts, 503, a 500 the probe could not tell) raise and
+  are never kept. A kept failure is replayed for `FAILURE_REPLAY_S` only: the key
+  cannot see a fixed Ollama or a model re-pulled under the same name, and a day
+  later such a server gets its chance.
 
 Facts about the `ollama` client 0.6.x this relies on (read from its source):
 - Its default timeout is none: `make_client` always passes one.
@@ -75,6 +84,8 @@ T = TypeVar("T")
 
 __all__ = [
     "AnswerCache",
+    "FAILURE_REPLAY_S",
+    "KeptFailure",
     "AnswerError",
     "LONG_TEXT_CHARS",
     "OUTPUT_FLOOR_TOKENS",
@@ -731,19 +742,38 @@ def parse_json_answer(text: str) -> Any:
 
 # ---- the call --------------------------------------------------------------------------------------
 
-Outcome = Literal["ok", "repaired", "retried", "fallback", "cached", "error", "poisoned", "probe"]
+Outcome = Literal["ok", "repaired", "retried", "fallback", "cached", "error", "poisoned", "probe", "replayed"]
 
 RETRY_PREFIX = "Your previous answer could not be used:"
 _EMPTY_ANSWER_PLACEHOLDER = "(empty answer)"
 _MAX_REASON_CHARS = 300
 
 
+# How long a kept failure is replayed: a second pass and a resumed run come within it; after it the
+# same request is asked again, as Ollama may have been upgraded or the model pulled anew meanwhile
+# (neither changes the prompt's key).
+FAILURE_REPLAY_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class KeptFailure:
+    """A deterministic failure of one request, as the answer cache keeps it."""
+
+    outcome: Literal["fallback", "poisoned"]
+    error: str
+    retry_skipped: bool = False
+
+
 class AnswerCache(Protocol):
-    """Where finished answers are kept by prompt hash (the store implements it)."""
+    """Where finished answers, and deterministic failures, are kept by prompt hash (the store implements it)."""
 
     def get(self, key: str) -> str | None: ...
 
     def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None: ...
+
+    def failure(self, key: str, max_age_s: float) -> KeptFailure | None: ...
+
+    def put_failure(self, key: str, failure: KeptFailure) -> None: ...
 
 
 @dataclass
@@ -1044,7 +1074,9 @@ async def call_json(
     retried only when a shorter answer can exist (`shorter_schema`): the retry asks for fewer items
     in words and sends the tighter schema (and its smaller budget); when none can, the fallback at once. A request Ollama keeps refusing with HTTP 500 while its health probe is
     answered → `fallback()` as "poisoned" (the probe is recorded as a "probe" call: it cost
-    model time). Raises only ServiceDown (Ollama unreachable after every transport attempt,
+    model time). Each of those fallbacks is kept in `cache`; a kept failure younger than
+    `FAILURE_REPLAY_S` is given again (its fallback, with the outcome it had; recorded as one
+    "replayed" call, no model time) instead of asking. Raises only ServiceDown (Ollama unreachable after every transport attempt,
     the probe included) and ModelMissing (404). Every attempt is passed to `record`.
     """
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -1063,6 +1095,12 @@ async def call_json(
             completion_tokens=sum(r.completion_tokens or 0 for r in records),
         )
 
+    def failed(outcome: Literal["fallback", "poisoned"], retry_skipped: bool = False) -> CallResult[T]:
+        """The fallback, and the failure kept: the same request would fail the same way (see the module doc)."""
+        if cache is not None:
+            cache.put_failure(key, KeptFailure(outcome, records[-1].error or "", retry_skipped))
+        return result(fallback(), outcome, [], retry_skipped=retry_skipped)
+
     if cache is not None:
         stored = cache.get(key)
         if stored is not None:
@@ -1075,6 +1113,12 @@ async def call_json(
                                 seconds=0.0, prompt_tokens=0, completion_tokens=0, outcome="cached",
                                 answer=stored))
                 return result(value, "cached", repairs)
+        kept = cache.failure(key, FAILURE_REPLAY_S)
+        if kept is not None:
+            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
+                            seconds=0.0, prompt_tokens=0, completion_tokens=0, outcome="replayed", answer="",
+                            error=f"replayed failure ({kept.outcome}): {kept.error}"))
+            return result(fallback(), kept.outcome, [], retry_skipped=kept.retry_skipped)
 
     over_budget = not fits(cfg, system, user)
     attempt_messages, attempt_schema = messages, schema
@@ -1087,13 +1131,13 @@ async def call_json(
             emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="fallback",
                             answer="", error=str(exc), truncated_prompt=over_budget, attempt=attempt))
-            return result(fallback(), "fallback", [])
+            return failed("fallback")
         except _Poisoned as exc:
             emit(_probe_record(cfg, exc.probe))
             emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="poisoned",
                             answer="", error=exc.reason, truncated_prompt=over_budget, attempt=attempt))
-            return result(fallback(), "poisoned", [])
+            return failed("poisoned")
         answer = response.message.content or ""
         prompt_tokens, completion_tokens = response.prompt_eval_count, response.eval_count
         truncated_answer = response.done_reason == "length"
@@ -1111,7 +1155,7 @@ async def call_json(
                 why = "no shorter answer can exist" if retry_cut else "a shorter answer would not be better"
                 rec.outcome, rec.error = "fallback", f"it was cut off at the {budget}-token limit ({reason}) and {why}"
                 emit(rec)
-                return result(fallback(), "fallback", [], retry_skipped=True)
+                return failed("fallback", retry_skipped=True)
             if shorter is not None:
                 reason = (f"it was cut off at the {budget}-token limit ({reason}); "
                           f"give a shorter answer with {', '.join(shorter.asks)}")
@@ -1128,7 +1172,7 @@ async def call_json(
         if cache is not None:
             cache.put(key, answer, final.prompt_tokens, final.completion_tokens)
         return final
-    return result(fallback(), "fallback", [])
+    return failed("fallback")
 
 
 # ---- briefd check ----------------------------------------------------------------------------------

@@ -114,6 +114,8 @@ def usage_block(model: Mapping[str, Any], searches: int, state: LoopState, wall_
         "retried_answers": model["retried_answers"],
         "fallback_answers": model["fallback_answers"],
         "poisoned_answers": model["poisoned_answers"],  # refused by the server every time: fallback used
+        # failures kept by an earlier run of the same prompt (model and options unchanged): its fallback again
+        "replayed_failures": model["replayed_failures"],
         "fallbacks": dict(state.fallbacks),
         "calls_skipped": dict(state.calls_skipped),  # model calls not made: they could not help
         # pages a round went on without (stragglers), and those of them never read

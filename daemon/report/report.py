@@ -69,7 +69,7 @@ USAGE_KEYS: tuple[str, ...] = (
     "llm_calls", "prompt_tokens", "completion_tokens", "searches", "pages_fetched",
     "page_cache_hits", "pages_reused", "pages_not_modified", "page_bytes", "documents_read", "llm_cache_hits",
     "wall_seconds", "llm_seconds",
-    "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers",
+    "repaired_answers", "retried_answers", "fallback_answers", "poisoned_answers", "replayed_failures",
     "late_pages", "late_pages_given_up", "page_wait_seconds", "evidence_reused",
 )
 FORMATS: frozenset[str] = frozenset({"json", "md", "html"})
@@ -207,6 +207,7 @@ _USAGE_LABELS: dict[str, str] = {
     "retried_answers": "Answers retried",
     "fallback_answers": "Answers replaced by a fallback",
     "poisoned_answers": "Requests the model server always refused (fallback used)",
+    "replayed_failures": "Failed calls replayed from an earlier run (same prompt, model and options; fallback used)",
     "late_pages": "Slow pages a round went on without",
     "late_pages_given_up": "Slow pages never read (still loading at the synthesis)",
     "page_wait_seconds": "Time the model waited for a page",

@@ -22,7 +22,7 @@ from ..core import crashpoints
 from ..core.brief import Brief
 from ..core.outages import OutageLog
 from ..model.hosts import ModelHosts
-from ..model.llm import ModelConfig, estimate_tokens, prompt_budget
+from ..model.llm import KeptFailure, ModelConfig, estimate_tokens, prompt_budget
 from ..report.assemble import usage_block
 from ..rules import steps
 from ..rules.decide import LoopState, Usage
@@ -160,3 +160,13 @@ class _AnswerCache:
 
     def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         self.store.cache_answer(key, answer, prompt_tokens, completion_tokens)
+
+    def failure(self, key: str, max_age_s: float) -> KeptFailure | None:
+        kept = self.store.cached_failure(key, max_age_s)
+        if kept is None:
+            return None
+        outcome, error, retry_skipped = kept
+        return KeptFailure("poisoned" if outcome == "poisoned" else "fallback", error, retry_skipped)
+
+    def put_failure(self, key: str, failure: KeptFailure) -> None:
+        self.store.cache_failure(key, failure.outcome, failure.error, failure.retry_skipped)

@@ -41,7 +41,11 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   gets that HTTP error, with Ollama's body ``{"error": "llama runner process has
   terminated: exit status 2"}`` by default, for as long as the server runs (until
   ``/lab/reset``), while every other request is answered: a prompt that crashes
-  Ollama's runner each time. Logged as outcome ``poison-500``;
+  Ollama's runner each time. Logged as outcome ``poison-500``. ``also``: a second text the
+  request must contain too (one brief's synthesis: its question and the synthesis's words);
+- ``POST /lab/fault`` ``{"kind": "answer", "match": "TEXT", "message": "ANSWER"}`` (``also`` as
+  above): every request that matches is answered ``ANSWER``, for as long as the server runs: a
+  model that answers one prompt badly every time (its retry contains the text too);
 - ``POST /lab/reset``: clear stats and faults (and restart the chaos deal);
 - the model ``lab-chaos`` (scripted driver): a seeded share of its answers break
   (``tests.lab.drivers.Chaos``): fenced, wrapped in prose, a leading <think> block,
@@ -147,15 +151,17 @@ class Fault:
     model: str = ""  # "" = any model
     message: str = ""
     after: int = 0  # inference calls to let through before this fault starts
-    match: str = ""  # poison: the text that makes a request fail, every time
+    match: str = ""  # poison, answer: the text that makes a request fail, every time
+    also: str = ""  # with match: a second text the request must hold too
 
     def matches(self, model: str) -> bool:
         return not self.model or canonical_name(self.model) == model
 
     def poisons(self, request: InferenceRequest) -> bool:
-        """A poison fault fails every request whose messages contain its text (never used up)."""
-        return (self.kind == "poison" and bool(self.match) and self.matches(request.model)
-                and any(self.match in m.content for m in request.messages))
+        """A fault with `match` fails every request whose messages contain its text(s) (never used up)."""
+        texts = [t for t in (self.match, self.also) if t]
+        return (self.kind in ("poison", "answer") and bool(self.match) and self.matches(request.model)
+                and all(any(t in m.content for m in request.messages) for t in texts))
 
 
 @dataclass
@@ -200,7 +206,7 @@ class LabState:
                 if f.poisons(request):
                     return f
             for f in self.faults:
-                if f.kind == "poison" or not f.matches(request.model):
+                if f.kind == "poison" or f.match or not f.matches(request.model):
                     continue
                 if f.after > 0:
                     f.after -= 1
@@ -554,6 +560,7 @@ class Handler(BaseHTTPRequestHandler):
             message=str(body.get("message", "")),
             after=max(0, int(body.get("after", 0))),
             match=str(body.get("match", "")),
+            also=str(body.get("also", "")),
         )
         with self.state.state_lock:
             self.state.faults.append(fault)
