@@ -159,22 +159,24 @@ def is_readable_type(content_type: str) -> bool:
     return media in _HTML_TYPES or media.startswith("text/") or media in _TEXT_TYPES
 
 
-def extract_page(body: bytes, url: str, content_type: str) -> Extracted | None:
+def extract_page(body: bytes, url: str, content_type: str, max_chars: int = MAX_TEXT_CHARS) -> Extracted | None:
     """The readable text of a fetched page, or None when there is none to read.
 
     CPU-bound and synchronous: run it in a thread. Routes on the media type and
     the bytes themselves (a PNG served as text/html is still a PNG); PDFs and
-    other binaries give None, as does a page with no text at all.
+    other binaries give None, as does a page with no text at all. The text is cut at
+    `max_chars`: a web page's cap by default; a library's HTML file passes the documents'
+    own (documents.MAX_DOCUMENT_CHARS), since a manual on one page is read whole.
     """
     if not body or _looks_binary(body):
         return None
     media = media_type(content_type)
     if media in _HTML_TYPES:
-        return _extract_html(body, url, content_type)
+        return _extract_html(body, url, content_type, max_chars)
     if media in ("", "text/plain") and _looks_html(body):
-        return _extract_html(body, url, content_type)  # HTML served as text/plain, or untyped
+        return _extract_html(body, url, content_type, max_chars)  # HTML served as text/plain, or untyped
     if media.startswith("text/") or media in _TEXT_TYPES or media == "":
-        return _extract_plain(body, content_type)
+        return _extract_plain(body, content_type, max_chars)
     return None  # images, audio, video, fonts, octet-stream, PDF, office files...
 
 
@@ -352,9 +354,24 @@ def _drop_hidden(tree: lxml.html.HtmlElement) -> None:
             element.drop_tree()
 
 
+_PERMALINK_MARKS = frozenset("¶#§🔗")
+"""What a heading's permalink anchor shows (Sphinx "¶", others "#", "§"): no part of the heading's words."""
+
+
 def _page_title(tree: lxml.html.HtmlElement) -> str:
-    for xpath in ("//meta[@property='og:title']/@content", "//title//text()", "//h1//text()"):
+    """The page's own title: og:title, else the whole <title>, else its first <h1> (permalink marks left out).
+
+    Not trafilatura's: it takes a page's only <h1> over its <title> (a Sphinx page's first section,
+    "Abstract¶", named a whole manual) and cuts a <title> at the first " | " or " - " in it ("The |
+    operator is not doing what I want" became "The").
+    """
+    for xpath in ("//meta[@property='og:title']/@content", "//title//text()"):
         found = " ".join(str(t) for t in tree.xpath(xpath)).strip()
+        if found:
+            return found
+    for heading in tree.iter("h1"):
+        words = [str(t) for t in heading.xpath(".//text()") if str(t).strip() not in _PERMALINK_MARKS]
+        found = " ".join(" ".join(words).split())
         if found:
             return found
     return ""
@@ -381,7 +398,7 @@ def _text_with_tails(root: lxml.html.HtmlElement) -> str:
     return "".join(pieces)
 
 
-def _extract_html(body: bytes, url: str, content_type: str) -> Extracted | None:
+def _extract_html(body: bytes, url: str, content_type: str, max_chars: int = MAX_TEXT_CHARS) -> Extracted | None:
     tree = _parse_html(decode_body(body, content_type))
     if tree is None:
         return None
@@ -393,11 +410,11 @@ def _extract_html(body: bytes, url: str, content_type: str) -> Extracted | None:
                     MAX_TRAFILATURA_ELEMENTS)
     else:
         document = _trafilatura(tree, url)
-    text = _shape_extracted(document.text or "") if document is not None else ""
-    title = clean_title((document.title if document is not None else None) or _page_title(tree))
+    text = _shape_extracted(document.text or "", max_chars) if document is not None else ""
+    title = clean_title(_page_title(tree) or (document.title if document is not None else None))
     if len(text) >= MIN_GOOD_CHARS:
         return Extracted(title=title, text=text, method="trafilatura")
-    fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)))
+    fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)), max_chars)
     if fallback and (not text or len(fallback) > max(2 * len(text), len(text) + 100)):
         return Extracted(title=title, text=fallback, method="fallback")
     if text:
@@ -471,8 +488,8 @@ def _without(tree: lxml.html.HtmlElement, tags: tuple[str, ...]) -> lxml.html.Ht
     return pruned
 
 
-def _extract_plain(body: bytes, content_type: str) -> Extracted | None:
-    text = shape_plain(decode_body(body, content_type, sniff_meta=False))
+def _extract_plain(body: bytes, content_type: str, max_chars: int = MAX_TEXT_CHARS) -> Extracted | None:
+    text = shape_plain(decode_body(body, content_type, sniff_meta=False), max_chars)
     return Extracted(title="", text=text, method="plain") if text else None
 
 

@@ -1,0 +1,94 @@
+"""Real documents through extraction and the library (issue 21, part 4: the answer in front of the model).
+
+The inputs are the real-document set's manuals (tests/lab/docset.py: Debian's documentation packages, downloaded
+and cached at run time), read by the library's own reader (`read_document`) and searched through the store, and
+the answers asserted are the set's own verified patterns (tests/lab/docset/questions.json), so a check here is
+what `briefd eval` counts at its `extract` and `shown` stages. Where the documents cannot be had, the tests skip
+saying why (tests/test_docset.py's rule).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from briefd.daemon.ops import evaluate
+from briefd.daemon.sources.documents import MAX_DOCUMENT_CHARS, read_document
+from briefd.daemon.sources.extract import MAX_TEXT_CHARS, PageText, extract_page
+from tests.lab.docset import QUESTIONS, Docset, DocsetUnavailable, build_docset
+
+SPHINX_PAGE = Path("/usr/share/doc/python3/python-policy.html")
+"""A Sphinx page as Debian installs it (python3-dev): the issue's "Abstract¶" title came from such a page."""
+
+
+def docset(*packages: str) -> Docset:
+    """The corpus of these packages, or a skip that says why it cannot be had here."""
+    try:
+        return build_docset(packages=packages)
+    except DocsetUnavailable as exc:
+        pytest.skip(f"the real-document set cannot be built here: {exc}")
+
+
+def read(corpus: Docset, path: str) -> PageText:
+    """A corpus file as the library reads it."""
+    page = read_document(None, corpus.folder / path, Path(path).name)
+    assert page is not None
+    return page
+
+
+def cases(*ids: str) -> list[evaluate.Case]:
+    by_id = {case.id: case for case in evaluate.parse_eval_set(QUESTIONS.read_bytes()).cases}
+    return [by_id[i] for i in ids]
+
+
+# --------------------------------------------------------------------------- the library's cap on an HTML file
+
+BASH_HTML_CASES = ("bash-mailcheck", "bash-ignoreeof", "readline-keyseq-timeout", "bash-histsize")
+"""Answers the Bash manual's one-page HTML states past its 200,000th character of text."""
+
+
+def test_a_library_html_manual_is_read_to_the_documents_cap_not_a_web_pages() -> None:
+    corpus = docset("bash-doc")
+    page = read(corpus, "bash-doc/bashref.html")
+    assert MAX_TEXT_CHARS < len(page.extracted.text) <= MAX_DOCUMENT_CHARS
+    for case in cases(*BASH_HTML_CASES):
+        assert evaluate.matches(case.patterns, page.extracted.text), case.id
+        assert any(evaluate.matches(case.patterns, p.text) for p in page.passages), case.id
+
+
+def test_a_fetched_web_page_keeps_the_web_pages_cap() -> None:
+    corpus = docset("bash-doc")
+    page = extract_page((corpus.folder / "bash-doc/bashref.html").read_bytes(), "http://example.org/bashref.html",
+                        "text/html")
+    assert page is not None and len(page.text) <= MAX_TEXT_CHARS
+
+
+# --------------------------------------------------------------------------- titles
+
+
+def test_an_html_documents_title_is_its_whole_title_element_not_a_piece_of_it() -> None:
+    corpus = docset("flex-doc")
+    page = read(corpus, "flex-doc/The-_007c-operator-is-not-doing-what-I-want.html")
+    assert page.extracted.title == "The | operator is not doing what I want (Lexical Analysis With Flex, for Flex 2.6.4)"
+    page = read(corpus, "flex-doc/Memory-leak-_002d-16386-bytes-allocated-by-malloc_002e.html")
+    assert page.extracted.title.startswith("Memory leak - 16386 bytes allocated by malloc.")
+
+
+def test_an_html_documents_title_is_its_title_element_not_its_only_heading() -> None:
+    corpus = docset("m4-doc")
+    assert read(corpus, "m4-doc/Arithmetic.html").extracted.title == "Arithmetic (GNU M4 1.4.19 macro processor)"
+
+
+def test_a_page_without_a_title_element_is_titled_by_its_first_h1() -> None:
+    corpus = docset("git-doc")
+    assert read(corpus, "git-doc/reftable.html").extracted.title == "reftable"
+
+
+@pytest.mark.skipif(not SPHINX_PAGE.is_file(), reason=f"{SPHINX_PAGE} is not installed here (Debian's python3-dev)")
+def test_a_sphinx_page_is_titled_by_its_title_element_not_abstract_and_a_permalink_mark() -> None:
+    body = SPHINX_PAGE.read_bytes()
+    document = read_document(body, None, SPHINX_PAGE.name)
+    web_page = extract_page(body, "http://example.org/policy.html", "text/html")
+    assert document is not None and web_page is not None
+    assert document.extracted.title == web_page.title == "Debian Python Policy 0.12.0.0 documentation"
