@@ -9,6 +9,11 @@ saying why (tests/test_docset.py's rule).
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +21,12 @@ import pytest
 from briefd.daemon.ops import evaluate
 from briefd.daemon.sources.documents import MAX_DOCUMENT_CHARS, read_document
 from briefd.daemon.sources.extract import MAX_TEXT_CHARS, PageText, extract_page
+from briefd.daemon.sources.library import Library, find, search
+from briefd.store import Store
+from briefd.store.library import PASSAGES_PER_DOCUMENT
 from tests.lab.docset import QUESTIONS, Docset, DocsetUnavailable, build_docset
+from tests.lab.workspace import BRIEFD
+from tests.test_library import read_text_in_thread
 
 SPHINX_PAGE = Path("/usr/share/doc/python3/python-policy.html")
 """A Sphinx page as Debian installs it (python3-dev): the issue's "Abstract¶" title came from such a page."""
@@ -92,3 +102,56 @@ def test_a_sphinx_page_is_titled_by_its_title_element_not_abstract_and_a_permali
     web_page = extract_page(body, "http://example.org/policy.html", "text/html")
     assert document is not None and web_page is not None
     assert document.extracted.title == web_page.title == "Debian Python Policy 0.12.0.0 documentation"
+
+
+# --------------------------------------------------------------------------- library search: passages, not documents
+
+
+def indexed(corpus: Docset, package: str, tmp_path: Path) -> tuple[Path, Store]:
+    """A library folder holding one package of the corpus, indexed by the library's own reader."""
+    folder = tmp_path / "lib"
+    shutil.copytree(corpus.folder / package, folder / package)
+    store = Store(tmp_path / "briefd.db")
+    asyncio.run(Library((folder,), store, read_text_in_thread).scan())
+    return folder, store
+
+
+def test_library_search_finds_a_manuals_explaining_passage_not_only_its_index_page(tmp_path: Path) -> None:
+    """HISTSIZE: bashref.pdf's best passage is its index page (dot leaders and page numbers); the passage
+    that states the default is the document's second or third. One passage a document never showed it."""
+    corpus = docset("bash-doc")
+    _, store = indexed(corpus, "bash-doc", tmp_path)
+    try:
+        [case] = cases("bash-histsize")
+        hits = find(store, "HISTSIZE", 10, PASSAGES_PER_DOCUMENT)
+        pdf = [h for h in hits if h.path.endswith("bashref.pdf")]
+        assert 1 < len(pdf) <= PASSAGES_PER_DOCUMENT and len({h.page for h in pdf}) == len(pdf)
+        assert any(evaluate.matches(case.patterns, h.text) for h in hits)
+        assert [h.rank for h in hits] == sorted(h.rank for h in hits), "best first"
+        documents = search(store, "HISTSIZE", 10)
+        assert len(documents) == len({h.url for h in documents}) == 2, "a brief's search: a hit names a document"
+    finally:
+        store.close()
+
+
+def test_cli_library_search_shows_up_to_limit_passages(tmp_path: Path) -> None:
+    corpus = docset("bash-doc")
+    folder = tmp_path / "lib"
+    shutil.copytree(corpus.folder / "bash-doc", folder / "bash-doc")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRIEFD_") and k != "OLLAMA_HOST"}
+    env["BRIEFD_LIBRARY"] = str(folder)
+
+    def briefd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([BRIEFD, "library", *args, "--db", str(tmp_path / "briefd.db")], cwd=tmp_path,
+                              env=env, text=True, capture_output=True, timeout=300)
+
+    assert briefd("reindex").returncode == 0
+    for limit in (1, 5):
+        shown = briefd("search", "HISTSIZE", "--limit", str(limit))
+        assert shown.returncode == 0, shown.stderr
+        entries = re.findall(r"^\d+\. .*\((.*?)(?:, p\. (\d+))?\)$", shown.stdout, re.MULTILINE)
+        assert len(entries) == limit
+    assert sum(path.endswith("bashref.pdf") for path, _ in entries) > 1, "more than one passage of a document"
+    for bad in ("0", "x", "-3"):
+        refused = briefd("search", "HISTSIZE", "--limit", bad)
+        assert refused.returncode == 2 and "limit" in refused.stderr
