@@ -20,7 +20,7 @@ import pytest
 
 from briefd.daemon.ops import evaluate
 from briefd.daemon.sources.documents import MAX_DOCUMENT_CHARS, read_document
-from briefd.daemon.sources.extract import MAX_TEXT_CHARS, PageText, extract_page
+from briefd.daemon.sources.extract import MAX_TEXT_CHARS, PageText, extract_page, split_sentences
 from briefd.daemon.sources.library import Library, find, search
 from briefd.store import Store
 from briefd.store.library import PASSAGES_PER_DOCUMENT
@@ -80,7 +80,8 @@ def test_a_fetched_web_page_keeps_the_web_pages_cap() -> None:
 def test_an_html_documents_title_is_its_whole_title_element_not_a_piece_of_it() -> None:
     corpus = docset("flex-doc")
     page = read(corpus, "flex-doc/The-_007c-operator-is-not-doing-what-I-want.html")
-    assert page.extracted.title == "The | operator is not doing what I want (Lexical Analysis With Flex, for Flex 2.6.4)"
+    assert page.extracted.title == ("The | operator is not doing what I want (Lexical Analysis With Flex, "
+                                    "for Flex 2.6.4)")
     page = read(corpus, "flex-doc/Memory-leak-_002d-16386-bytes-allocated-by-malloc_002e.html")
     assert page.extracted.title.startswith("Memory leak - 16386 bytes allocated by malloc.")
 
@@ -102,6 +103,68 @@ def test_a_sphinx_page_is_titled_by_its_title_element_not_abstract_and_a_permali
     web_page = extract_page(body, "http://example.org/policy.html", "text/html")
     assert document is not None and web_page is not None
     assert document.extracted.title == web_page.title == "Debian Python Policy 0.12.0.0 documentation"
+
+
+# --------------------------------------------------------------------------- definition lists and tables
+
+
+def line_of(text: str, needle: str) -> str:
+    """The line (a paragraph of page text) holding `needle`: what a sentence of it shares, never crosses."""
+    at = text.index(needle)
+    return text[text.rfind("\n", 0, at) + 1:text.find("\n", at) if "\n" in text[at:] else len(text)]
+
+
+DEFINITIONS = (  # (document, the answer's sentence, the term its paragraph must open with)
+    ("m4-doc/Limits-control.html", "The default is 65537 entries.", "-H num, --hashsize=num: Make the internal"),
+    ("m4-doc/Limits-control.html", "and to 1024 levels otherwise.", "-L num, --nesting-limit=num: Artificially"),
+    ("git-doc/git-config.html", "The default value is 50.", "gc.autoPackLimit: When there are more"),
+    ("git-doc/git-config.html", "Default is 1 MiB, which is sufficient", "http.postBuffer: Maximum size in bytes"),
+    ("bash-doc/bashref.html", "The default is 60 seconds.", "MAILCHECK: How often (in seconds)"),
+)
+
+
+@pytest.mark.parametrize(("path", "answer", "term"), DEFINITIONS, ids=[d[1][:24] for d in DEFINITIONS])
+def test_a_definition_keeps_its_term_on_its_line(path: str, answer: str, term: str) -> None:
+    """Texinfo (m4, Bash) and AsciiDoc (git) <dl>s: the term opens its definition's paragraph, whole (no
+    permalink "¶", a space between two <dt>s), so the sentence stating a default lies beside its setting.
+    The web's extraction does the same where its cap leaves the sentence in (Bash's is past it)."""
+    corpus = docset(path.split("/")[0])
+    web = extract_page((corpus.folder / path).read_bytes(), f"http://example.org/{path}", "text/html")
+    assert web is not None
+    for text in (read(corpus, path).extracted.text, *([web.text] if answer in web.text else [])):
+        line = line_of(text, answer)
+        assert line.startswith(term), line[:120]
+        assert "¶" not in line
+
+
+def test_inline_code_broken_over_source_lines_stays_in_its_sentence() -> None:
+    """git-config's `git gc\n--auto` (a <code> wrapped in the HTML source) split a sentence in two."""
+    corpus = docset("git-doc")
+    [case] = cases("git-autopacklimit")
+    text = read(corpus, "git-doc/git-config.html").extracted.text
+    line = line_of(text, "The default value is 50.")
+    sentences = [line[a:b] for a, b in split_sentences(line)]
+    assert "When there are more than this many packs" in sentences[0] and "git gc --auto consolidates" in sentences[0]
+    assert evaluate.matches(case.patterns, line)
+
+
+REFTABLE_ROWS = (  # rows of git's reftable.html tables as the page text must carry them: each figure named
+    "| repository: git | packed-refs: 78.7 K | reftable: 48.1 K | % original: 61.0% | avg ref: 50 bytes "
+    "| avg obj: 4 bytes |",
+    "| format: reftable | cache: hot | | by name: 20.2 usec | by SHA-1: 320.8 usec |",
+    "| format: reftable | size: 5 M | avg entry: 37 bytes |",
+)
+
+
+def test_a_table_row_carries_its_columns_headers() -> None:
+    corpus = docset("git-doc")
+    path = "git-doc/reftable.html"
+    page = extract_page((corpus.folder / path).read_bytes(), f"http://example.org/{path}", "text/html")
+    assert page is not None
+    for text in (read(corpus, path).extracted.text, page.text):
+        lines = text.split("\n")
+        for row in REFTABLE_ROWS:
+            assert row in lines
 
 
 # --------------------------------------------------------------------------- library search: passages, not documents

@@ -377,6 +377,125 @@ def _page_title(tree: lxml.html.HtmlElement) -> str:
     return ""
 
 
+_INLINE_CODE = " | ".join(f"//{tag}[not(ancestor::pre)]" for tag in ("code", "samp", "kbd", "var", "tt"))
+"""Inline code: trafilatura keeps the line breaks of the HTML source inside it and after it."""
+
+_TERM_END = ":.?!;"
+"""A term ending in one of these is followed by its definition as it is; any other gets ": "."""
+
+
+def _is_permalink(element: lxml.html.HtmlElement) -> bool:
+    """A heading's or a term's link to itself ("¶", "#"): in-page, and no word of the text."""
+    return (element.get("href") or "").startswith("#") and element.text_content().strip() in _PERMALINK_MARKS
+
+
+def _remove(element: lxml.html.HtmlElement) -> None:
+    """An element out of the tree, its tail kept where it was."""
+    parent = element.getparent()
+    if parent is not None:
+        element.drop_tree()
+
+
+def _shape_definitions(tree: lxml.html.HtmlElement) -> None:
+    """Definition lists as paragraphs that open with their term; permalink marks and code's line breaks gone.
+
+    A manual's settings live in <dl>s (Texinfo's options, AsciiDoc's config variables, PostgreSQL's
+    GUCs): read as they are, a term became a line of its own, away from the definition that says
+    "The default value is 50." (a passage cut between them lost it for good), trafilatura cut a term
+    with markup inside ("work_mem (integer)" became "work_mem ("), and Texinfo's permalink "¶" and two
+    <dt>s with no space between ("-H num--hashsize=num") made terms nobody would search for. So each
+    group of <dt>s becomes the start of its definition's first paragraph ("-H num, --hashsize=num: Make
+    the internal hash table ... The default is 65537 entries."), a quote of which names its setting
+    on its own line. Table cells open with their column's header (`_headed_cells`). Inline code outside
+    <pre> (<code>, <samp>, <var>...) had the line breaks of the HTML source in it and after it kept as
+    lines ("git gc" / "--auto consolidates them"; "MAIL variables." / "The default is 60 seconds."):
+    they are spaces, as a browser shows them.
+    """
+    for link in tree.xpath("//a[@href]"):
+        if _is_permalink(link):
+            _remove(link)
+    for code in tree.xpath(_INLINE_CODE):
+        for node in code.iter():
+            node.text = node.text and node.text.replace("\n", " ")
+            node.tail = node.tail and node.tail.replace("\n", " ")
+    for dl in reversed(tree.xpath("//dl")):  # innermost first: a nested list is a paragraph before its parent
+        _definition_paragraphs(dl)
+    for table in tree.iter("table"):
+        _headed_cells(table)
+
+
+def _headed_cells(table: lxml.html.HtmlElement) -> None:
+    """Each body cell of a table with a header row opens with its column's header ("size: 5 M").
+
+    A row read alone ("| reftable | 5 M | 37 bytes |") states figures of nothing; with its headers
+    ("| format: reftable | size: 5 M | avg entry: 37 bytes |") a quote of it says what each figure is.
+    Only a plain grid is headed: a first row of <th>s only, and body rows of as many cells, none
+    spanning rows or columns (a spanning cell shifts the columns under it).
+    """
+    rows = table.xpath("./tr | ./thead/tr | ./tbody/tr | ./tfoot/tr")
+    if len(rows) < 2 or table.xpath(".//table"):
+        return
+    head = [cell for cell in rows[0] if isinstance(cell.tag, str)]
+    if not head or any(cell.tag != "th" or _spans(cell) for cell in head):
+        return
+    names = [" ".join(cell.text_content().split()) for cell in head]
+    for row in rows[1:]:
+        cells = [cell for cell in row if isinstance(cell.tag, str)]
+        if len(cells) != len(names) or any(cell.tag not in ("td", "th") or _spans(cell) for cell in cells):
+            continue
+        for cell, name in zip(cells, names):
+            if name and cell.text_content().strip():
+                _open_with(cell, name)
+
+
+def _spans(cell: lxml.html.HtmlElement) -> bool:
+    return cell.get("colspan", "1").strip() not in ("", "1") or cell.get("rowspan", "1").strip() not in ("", "1")
+
+
+def _definition_paragraphs(dl: lxml.html.HtmlElement) -> None:
+    """One <dl> rewritten in place as a <div> of paragraphs (see `_shape_definitions`)."""
+    terms: list[str] = []
+    for child in list(dl):
+        if child.tag == "dt":
+            term = " ".join(child.text_content().split())
+            if term:
+                terms.append(term)
+            _remove(child)
+        elif child.tag == "dd":
+            child.tag = "div"
+            if terms:
+                _open_with(child, ", ".join(terms))
+            terms = []
+    if terms:  # terms with no definition after them: a paragraph of their own
+        lead = lxml.html.Element("p")
+        lead.text = ", ".join(terms)
+        dl.append(lead)
+    dl.tag = "div"
+
+
+def _open_with(definition: lxml.html.HtmlElement, term: str) -> None:
+    """Put `term` at the start of a definition's (or a cell's) first paragraph; a new paragraph opens it
+    when it starts with a list or code."""
+    joined = term if term.endswith(tuple(_TERM_END)) else term + ":"
+    target = definition
+    while not (target.text or "").strip():
+        first = next((child for child in target if not _is_empty(child)), None)
+        if first is None or first.tag not in ("div", "p"):
+            break
+        target = first
+    if (target.text or "").strip() or (target is not definition and target.tag == "p"):
+        target.text = f"{joined} {(target.text or '').lstrip()}"
+        return
+    lead = lxml.html.Element("p")
+    lead.text = joined
+    definition.insert(0, lead)
+
+
+def _is_empty(element: lxml.html.HtmlElement) -> bool:
+    """An element that shows nothing: an anchor's empty <span id>, a comment."""
+    return not isinstance(element.tag, str) or not (element.text_content().strip() or (element.tail or "").strip())
+
+
 def _text_with_tails(root: lxml.html.HtmlElement) -> str:
     """Text and tails in document order, with a newline around every block element.
 
@@ -403,6 +522,7 @@ def _extract_html(body: bytes, url: str, content_type: str, max_chars: int = MAX
     if tree is None:
         return None
     _drop_hidden(tree)
+    _shape_definitions(tree)
     document = None
     elements = sum(1 for _ in tree.iter())
     if elements > MAX_TRAFILATURA_ELEMENTS:
@@ -433,6 +553,7 @@ def html_document(body: bytes, max_chars: int) -> Extracted | None:
     if tree is None:
         return None
     _drop_hidden(tree)
+    _shape_definitions(tree)
     pruned = _without(tree, _DROP_TAGS)
     _mark_rows_and_items(pruned)
     text = _shape_extracted(_text_with_tails(pruned), max_chars)
