@@ -75,7 +75,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "config": ("briefd config", "briefd config --json", "briefd config --config /etc/briefd/briefd.toml"),
     "library": ("briefd library status", "briefd library search \"gusset plate\"", "briefd library reindex"),
     "library status": ("briefd library status",),
-    "library search": ("briefd library search \"gusset plate\"", "briefd library search HISTSIZE --limit 20"),
+    "library search": ("briefd library search \"gusset plate\"", "briefd library search \"gusset plate\" --limit 20"),
     "library reindex": ("briefd library reindex",),
 }
 
