@@ -167,31 +167,6 @@ def test_a_table_row_carries_its_columns_headers() -> None:
             assert row in lines
 
 
-# --------------------------------------------------------------------------- headings open their passages
-
-
-def test_a_heading_opens_the_passage_of_the_text_under_it(tmp_path: Path) -> None:
-    """flex.pdf's FAQ: "How can I use more than 8192 rules?" closed one passage and the answer opened the next,
-    so the answer ranked 75th of the PDF's 417 passages for the question (the store's bm25, the PDF alone in
-    it); with its heading, 14th."""
-    corpus = docset("flex-doc")
-    [case] = cases("flex-rules")
-    page = read(corpus, "flex-doc/flex.pdf")
-    [answer] = [p for p in page.passages if evaluate.matches(case.patterns, p.text)]
-    assert answer.text.startswith("How can I use more than 8192 rules?\n")
-    url = (corpus.folder / "flex-doc/flex.pdf").as_uri()
-    store = Store(tmp_path / "briefd.db")
-    try:
-        store.save_page(url=url, final_url=url, status=None, content_type="application/pdf", title="flex",
-                        text=page.extracted.text, size=0, extraction="pdf", error=None,
-                        passages=[(p.seq, p.start, p.end, p.text, p.page) for p in page.passages])
-        ids = store.passage_ids(url, "page")
-        ranked = store.rank_passages(ids, case.brief["question"], limit=20, matching_only=True)
-        assert [row.seq for row in store.passages(ranked)].count(answer.seq) == 1
-    finally:
-        store.close()
-
-
 # --------------------------------------------------------------------------- library search: passages, not documents
 
 

@@ -772,17 +772,6 @@ def _hard_split(text: str, start: int, end: int, max_chars: int) -> list[tuple[i
     return pieces
 
 
-HEADING_MAX_WORDS = 12
-"""A line of at most this many words that ends no sentence is taken for a heading by `split_passages`."""
-
-
-def _is_heading(line: str) -> bool:
-    """A short line that ends no sentence (a question or a label may end it): "How can I use more than 8192
-    rules?", "Limits control", "9 Using History Interactively". Not a row, a list item or a sentence."""
-    return (len(line.split()) <= HEADING_MAX_WORDS and not line.endswith((".", ",", ";"))
-            and not line.startswith(("|", "- ")))
-
-
 def split_passages(text: str, max_chars: int = 900) -> list[Passage]:
     """Page text to passages of at most `max_chars`, with exact offsets.
 
@@ -790,37 +779,20 @@ def split_passages(text: str, max_chars: int = 900) -> list[Passage]:
     ones are cut at sentence breaks, and a sentence longer than the limit is cut
     at spaces. Every non-space character of `text` lands in exactly one passage,
     and `text[p.start:p.end] == p.text`.
-
-    A heading opens the passage of the text under it rather than closing the one before: merged
-    greedily, a manual's section title ended the previous passage ("How can I use more than 8192
-    rules?" at the foot of one passage, "Flex is compiled with an upper limit of 8192 rules per
-    scanner." opening the next), so the passage that answers lost the words a question shares with
-    its heading, and ranked below passages that only named the same words.
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    pieces: list[tuple[int, int, bool]] = []  # start, end, whether it is a whole line that is a heading
+    pieces: list[tuple[int, int]] = []
     for start, end in _line_spans(text):
         if end - start <= max_chars:
-            pieces.append((start, end, _is_heading(text[start:end])))
+            pieces.append((start, end))
             continue
         for s_start, s_end in split_sentences(text[start:end]):
-            pieces.extend((a, b, False) for a, b in _hard_split(text, start + s_start, start + s_end, max_chars))
+            pieces.extend(_hard_split(text, start + s_start, start + s_end, max_chars))
     merged: list[tuple[int, int]] = []
-    for n, (start, end, heading) in enumerate(pieces):
-        if merged and end - merged[-1][0] <= max_chars and not (heading and _parted(pieces, n, merged[-1][0],
-                                                                                     max_chars)):
+    for start, end in pieces:
+        if merged and end - merged[-1][0] <= max_chars:
             merged[-1] = (merged[-1][0], end)
         else:
             merged.append((start, end))
     return [Passage(seq=i, start=s, end=e, text=text[s:e]) for i, (s, e) in enumerate(merged)]
-
-
-def _parted(pieces: list[tuple[int, int, bool]], n: int, passage_start: int, max_chars: int) -> bool:
-    """Would the heading `pieces[n]` end the passage starting at `passage_start`, parted from the text
-    under it (the next piece does not fit that passage, and fits one the heading opens)?"""
-    if n + 1 >= len(pieces):
-        return False
-    start, _, _ = pieces[n]
-    _, after_end, _ = pieces[n + 1]
-    return after_end - passage_start > max_chars and after_end - start <= max_chars
