@@ -120,6 +120,7 @@ DEFINITIONS = (  # (document, the answer's sentence, the term its paragraph must
     ("git-doc/git-config.html", "The default value is 50.", "gc.autoPackLimit: When there are more"),
     ("git-doc/git-config.html", "Default is 1 MiB, which is sufficient", "http.postBuffer: Maximum size in bytes"),
     ("bash-doc/bashref.html", "The default is 60 seconds.", "MAILCHECK: How often (in seconds)"),
+    ("git-doc/git-config.html", "Default is 96 MiB on all platforms.", "core.deltaBaseCacheLimit: Maximum number"),
 )
 
 
@@ -135,6 +136,17 @@ def test_a_definition_keeps_its_term_on_its_line(path: str, answer: str, term: s
         line = line_of(text, answer)
         assert line.startswith(term), line[:120]
         assert "¶" not in line
+
+
+def test_a_definitions_default_shares_a_passage_with_its_term() -> None:
+    """git-config's core.deltaBaseCacheLimit: its second paragraph, "Default is 96 MiB on all platforms.", opened
+    a passage of its own, the term at the foot of the passage before; the answer then ranked 92nd of the page's
+    passages for its question."""
+    corpus = docset("git-doc")
+    [case] = cases("git-delta-base-cache")
+    page = read(corpus, "git-doc/git-config.html")
+    [answer] = [p for p in page.passages if evaluate.matches(case.patterns, p.text)]
+    assert "core.deltaBaseCacheLimit: Maximum number of bytes per thread" in answer.text
 
 
 def test_inline_code_broken_over_source_lines_stays_in_its_sentence() -> None:

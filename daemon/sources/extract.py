@@ -380,6 +380,9 @@ def _page_title(tree: lxml.html.HtmlElement) -> str:
 _INLINE_CODE = " | ".join(f"//{tag}[not(ancestor::pre)]" for tag in ("code", "samp", "kbd", "var", "tt"))
 """Inline code: trafilatura keeps the line breaks of the HTML source inside it and after it."""
 
+_NOT_PROSE = ".//pre | .//ul | .//ol | .//table | .//dl | .//blockquote"
+"""What keeps a definition's paragraphs apart: code, lists, tables (their lines mean something)."""
+
 _TERM_END = ":.?!;"
 """A term ending in one of these is followed by its definition as it is; any other gets ": "."""
 
@@ -406,7 +409,9 @@ def _shape_definitions(tree: lxml.html.HtmlElement) -> None:
     <dt>s with no space between ("-H num--hashsize=num") made terms nobody would search for. So each
     group of <dt>s becomes the start of its definition's first paragraph ("-H num, --hashsize=num: Make
     the internal hash table ... The default is 65537 entries."), a quote of which names its setting
-    on its own line. Table cells open with their column's header (`_headed_cells`). Inline code outside
+    on its own line; a definition of prose paragraphs only is one paragraph (git's "core.deltaBaseCacheLimit:
+    Maximum number of bytes ..." and its "Default is 96 MiB on all platforms." were two, and a passage
+    boundary fell between them). Table cells open with their column's header (`_headed_cells`). Inline code outside
     <pre> (<code>, <samp>, <var>...) had the line breaks of the HTML source in it and after it kept as
     lines ("git gc" / "--auto consolidates them"; "MAIL variables." / "The default is 60 seconds."):
     they are spaces, as a browser shows them.
@@ -462,7 +467,13 @@ def _definition_paragraphs(dl: lxml.html.HtmlElement) -> None:
                 terms.append(term)
             _remove(child)
         elif child.tag == "dd":
-            child.tag = "div"
+            if not child.xpath(_NOT_PROSE):  # paragraphs of prose only: one paragraph, one line
+                tail, words = child.tail, " ".join(child.text_content().split())
+                child.clear()
+                child.text, child.tail = words, tail
+                child.tag = "p"
+            else:
+                child.tag = "div"
             if terms:
                 _open_with(child, ", ".join(terms))
             terms = []
@@ -778,20 +789,23 @@ def split_passages(text: str, max_chars: int = 900) -> list[Passage]:
     Paragraphs (lines) are the units; short ones are merged up to the limit, long
     ones are cut at sentence breaks, and a sentence longer than the limit is cut
     at spaces. Every non-space character of `text` lands in exactly one passage,
-    and `text[p.start:p.end] == p.text`.
+    and `text[p.start:p.end] == p.text`. A paragraph too long for one passage starts
+    a passage of its own: its opening sentences (a definition's term) never end the
+    passage before it, apart from the sentences that follow them.
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    pieces: list[tuple[int, int]] = []
+    pieces: list[tuple[int, int, bool]] = []  # start, end, whether it opens a passage of its own
     for start, end in _line_spans(text):
         if end - start <= max_chars:
-            pieces.append((start, end))
+            pieces.append((start, end, False))
             continue
-        for s_start, s_end in split_sentences(text[start:end]):
-            pieces.extend(_hard_split(text, start + s_start, start + s_end, max_chars))
+        cut = [piece for s_start, s_end in split_sentences(text[start:end])
+               for piece in _hard_split(text, start + s_start, start + s_end, max_chars)]
+        pieces.extend((a, b, n == 0) for n, (a, b) in enumerate(cut))
     merged: list[tuple[int, int]] = []
-    for start, end in pieces:
-        if merged and end - merged[-1][0] <= max_chars:
+    for start, end, opens in pieces:
+        if merged and end - merged[-1][0] <= max_chars and not opens:
             merged[-1] = (merged[-1][0], end)
         else:
             merged.append((start, end))
