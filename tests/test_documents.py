@@ -196,7 +196,7 @@ def test_markdown_is_read_without_its_markup(tmp_path: Path) -> None:
     text = page.extracted.text
     assert "Demand rose 4% in 2024, see the table." in text
     assert "- coal fell\n- wind rose" in text
-    assert "| Source | Share |\n| Wind | 30% |" in text
+    assert "| Source | Share |\n| Source: Wind | Share: 30% |" in text
     assert "**" not in text and "`" not in text and "](" not in text
     assert_exact_spans(page)
 

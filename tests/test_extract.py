@@ -102,8 +102,8 @@ def test_tables_are_kept_as_one_block_of_rows() -> None:
     page = extract_page(ARTICLE.encode("utf-8"), "http://news.test/hinkley", "text/html")
     assert page is not None
     table = next(block for block in page.text.split("\n\n") if block.startswith("|"))
-    assert "| 2016 | £18bn |" in table.split("\n")
-    assert "| 2024 | £31bn–£34bn |" in table.split("\n")
+    assert "| Year: 2016 | Estimate: £18bn |" in table.split("\n"), "a row carries its columns' headers"
+    assert "| Year: 2024 | Estimate: £31bn–£34bn |" in table.split("\n")
 
 
 def test_a_line_break_inside_a_sentence_is_joined() -> None:

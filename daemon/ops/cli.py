@@ -75,7 +75,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "config": ("briefd config", "briefd config --json", "briefd config --config /etc/briefd/briefd.toml"),
     "library": ("briefd library status", "briefd library search \"gusset plate\"", "briefd library reindex"),
     "library status": ("briefd library status",),
-    "library search": ("briefd library search \"gusset plate\"",),
+    "library search": ("briefd library search \"gusset plate\"", "briefd library search \"gusset plate\" --limit 20"),
     "library reindex": ("briefd library reindex",),
 }
 
@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     lsearch = actions.add_parser("search", **command_help("library search"),
                                  help="what briefd would find in the library")
     lsearch.add_argument("text")
+    lsearch.add_argument("--limit", metavar="N", help="show at most N passages, best first (a few from one document)")
     actions.add_parser("reindex", **command_help("library reindex"),
                        help="read every file again (a running daemon does it on its next scan)")
     return parser
@@ -719,14 +720,21 @@ def _library_status(settings: Settings, args: argparse.Namespace) -> int:
 def _library_search(settings: Settings, args: argparse.Namespace) -> int:
     from ..sources import library
     from ..core.untrusted import terminal_text
+    from ...store.history import HistoryError, check_limit
+    from ...store.library import LIBRARY_SEARCH_LIMIT, PASSAGES_PER_DOCUMENT
 
+    try:
+        limit = check_limit(args.limit, LIBRARY_SEARCH_LIMIT)
+    except HistoryError as exc:
+        print(f"briefd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     store = _open_store(settings)
     if store is None:
         print(f"briefd: the library is not indexed yet (no database at {settings.db}): run `briefd library "
               f"reindex` or `briefd run`", file=sys.stderr)
         return EXIT_USAGE
     try:
-        hits = library.find(store, args.text, 10)
+        hits = library.find(store, args.text, limit, PASSAGES_PER_DOCUMENT)
     finally:
         store.close()
     if not hits:

@@ -217,7 +217,7 @@ def read_document(data: bytes | None, path: Path | None, name: str, content_type
     if kind == "markdown":
         page = _from_html(_MARKDOWN.render(_decode_text(body, content_type)).encode(), name)
     elif kind == "html":
-        extracted = extract_page(body, name, "text/html")
+        extracted = extract_page(body, name, "text/html", MAX_DOCUMENT_CHARS)
         page = _page(extracted.title or name, extracted.text, extracted.method) if extracted else None
     else:
         page = _page(name, shape_plain(_decode_text(body, content_type), MAX_DOCUMENT_CHARS), "plain")

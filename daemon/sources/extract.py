@@ -159,22 +159,24 @@ def is_readable_type(content_type: str) -> bool:
     return media in _HTML_TYPES or media.startswith("text/") or media in _TEXT_TYPES
 
 
-def extract_page(body: bytes, url: str, content_type: str) -> Extracted | None:
+def extract_page(body: bytes, url: str, content_type: str, max_chars: int = MAX_TEXT_CHARS) -> Extracted | None:
     """The readable text of a fetched page, or None when there is none to read.
 
     CPU-bound and synchronous: run it in a thread. Routes on the media type and
     the bytes themselves (a PNG served as text/html is still a PNG); PDFs and
-    other binaries give None, as does a page with no text at all.
+    other binaries give None, as does a page with no text at all. The text is cut at
+    `max_chars`: a web page's cap by default; a library's HTML file passes the documents'
+    own (documents.MAX_DOCUMENT_CHARS), since a manual on one page is read whole.
     """
     if not body or _looks_binary(body):
         return None
     media = media_type(content_type)
     if media in _HTML_TYPES:
-        return _extract_html(body, url, content_type)
+        return _extract_html(body, url, content_type, max_chars)
     if media in ("", "text/plain") and _looks_html(body):
-        return _extract_html(body, url, content_type)  # HTML served as text/plain, or untyped
+        return _extract_html(body, url, content_type, max_chars)  # HTML served as text/plain, or untyped
     if media.startswith("text/") or media in _TEXT_TYPES or media == "":
-        return _extract_plain(body, content_type)
+        return _extract_plain(body, content_type, max_chars)
     return None  # images, audio, video, fonts, octet-stream, PDF, office files...
 
 
@@ -352,12 +354,157 @@ def _drop_hidden(tree: lxml.html.HtmlElement) -> None:
             element.drop_tree()
 
 
+_PERMALINK_MARKS = frozenset("¶#§🔗")
+"""What a heading's permalink anchor shows (Sphinx "¶", others "#", "§"): no part of the heading's words."""
+
+
 def _page_title(tree: lxml.html.HtmlElement) -> str:
-    for xpath in ("//meta[@property='og:title']/@content", "//title//text()", "//h1//text()"):
+    """The page's own title: og:title, else the whole <title>, else its first <h1> (permalink marks left out).
+
+    Not trafilatura's: it takes a page's only <h1> over its <title> (a Sphinx page's first section,
+    "Abstract¶", named a whole manual) and cuts a <title> at the first " | " or " - " in it ("The |
+    operator is not doing what I want" became "The").
+    """
+    for xpath in ("//meta[@property='og:title']/@content", "//title//text()"):
         found = " ".join(str(t) for t in tree.xpath(xpath)).strip()
         if found:
             return found
+    for heading in tree.iter("h1"):
+        words = [str(t) for t in heading.xpath(".//text()") if str(t).strip() not in _PERMALINK_MARKS]
+        found = " ".join(" ".join(words).split())
+        if found:
+            return found
     return ""
+
+
+_INLINE_CODE = " | ".join(f"//{tag}[not(ancestor::pre)]" for tag in ("code", "samp", "kbd", "var", "tt"))
+"""Inline code: trafilatura keeps the line breaks of the HTML source inside it and after it."""
+
+_NOT_PROSE = ".//pre | .//ul | .//ol | .//table | .//dl | .//blockquote"
+"""What keeps a definition's paragraphs apart: code, lists, tables (their lines mean something)."""
+
+_TERM_END = ":.?!;"
+"""A term ending in one of these is followed by its definition as it is; any other gets ": "."""
+
+
+def _is_permalink(element: lxml.html.HtmlElement) -> bool:
+    """A heading's or a term's link to itself ("¶", "#"): in-page, and no word of the text."""
+    return (element.get("href") or "").startswith("#") and element.text_content().strip() in _PERMALINK_MARKS
+
+
+def _remove(element: lxml.html.HtmlElement) -> None:
+    """An element out of the tree, its tail kept where it was."""
+    parent = element.getparent()
+    if parent is not None:
+        element.drop_tree()
+
+
+def _shape_definitions(tree: lxml.html.HtmlElement) -> None:
+    """Definition lists as paragraphs that open with their term; permalink marks and code's line breaks gone.
+
+    A manual's settings live in <dl>s (Texinfo's options, AsciiDoc's config variables, PostgreSQL's
+    GUCs): read as they are, a term became a line of its own, away from the definition that says
+    "The default value is 50." (a passage cut between them lost it for good), trafilatura cut a term
+    with markup inside ("work_mem (integer)" became "work_mem ("), and Texinfo's permalink "¶" and two
+    <dt>s with no space between ("-H num--hashsize=num") made terms nobody would search for. So each
+    group of <dt>s becomes the start of its definition's first paragraph ("-H num, --hashsize=num: Make
+    the internal hash table ... The default is 65537 entries."), a quote of which names its setting
+    on its own line; a definition of prose paragraphs only is one paragraph (git's "core.deltaBaseCacheLimit:
+    Maximum number of bytes ..." and its "Default is 96 MiB on all platforms." were two, and a passage
+    boundary fell between them). Table cells open with their column's header (`_headed_cells`). Inline code outside
+    <pre> (<code>, <samp>, <var>...) had the line breaks of the HTML source in it and after it kept as
+    lines ("git gc" / "--auto consolidates them"; "MAIL variables." / "The default is 60 seconds."):
+    they are spaces, as a browser shows them.
+    """
+    for link in tree.xpath("//a[@href]"):
+        if _is_permalink(link):
+            _remove(link)
+    for code in tree.xpath(_INLINE_CODE):
+        for node in code.iter():
+            node.text = node.text and node.text.replace("\n", " ")
+            node.tail = node.tail and node.tail.replace("\n", " ")
+    for dl in reversed(tree.xpath("//dl")):  # innermost first: a nested list is a paragraph before its parent
+        _definition_paragraphs(dl)
+    for table in tree.iter("table"):
+        _headed_cells(table)
+
+
+def _headed_cells(table: lxml.html.HtmlElement) -> None:
+    """Each body cell of a table with a header row opens with its column's header ("size: 5 M").
+
+    A row read alone ("| reftable | 5 M | 37 bytes |") states figures of nothing; with its headers
+    ("| format: reftable | size: 5 M | avg entry: 37 bytes |") a quote of it says what each figure is.
+    Only a plain grid is headed: a first row of <th>s only, and body rows of as many cells, none
+    spanning rows or columns (a spanning cell shifts the columns under it).
+    """
+    rows = table.xpath("./tr | ./thead/tr | ./tbody/tr | ./tfoot/tr")
+    if len(rows) < 2 or table.xpath(".//table"):
+        return
+    head = [cell for cell in rows[0] if isinstance(cell.tag, str)]
+    if not head or any(cell.tag != "th" or _spans(cell) for cell in head):
+        return
+    names = [" ".join(cell.text_content().split()) for cell in head]
+    for row in rows[1:]:
+        cells = [cell for cell in row if isinstance(cell.tag, str)]
+        if len(cells) != len(names) or any(cell.tag not in ("td", "th") or _spans(cell) for cell in cells):
+            continue
+        for cell, name in zip(cells, names):
+            if name and cell.text_content().strip():
+                _open_with(cell, name)
+
+
+def _spans(cell: lxml.html.HtmlElement) -> bool:
+    return cell.get("colspan", "1").strip() not in ("", "1") or cell.get("rowspan", "1").strip() not in ("", "1")
+
+
+def _definition_paragraphs(dl: lxml.html.HtmlElement) -> None:
+    """One <dl> rewritten in place as a <div> of paragraphs (see `_shape_definitions`)."""
+    terms: list[str] = []
+    for child in list(dl):
+        if child.tag == "dt":
+            term = " ".join(child.text_content().split())
+            if term:
+                terms.append(term)
+            _remove(child)
+        elif child.tag == "dd":
+            if not child.xpath(_NOT_PROSE):  # paragraphs of prose only: one paragraph, one line
+                tail, words = child.tail, " ".join(child.text_content().split())
+                child.clear()
+                child.text, child.tail = words, tail
+                child.tag = "p"
+            else:
+                child.tag = "div"
+            if terms:
+                _open_with(child, ", ".join(terms))
+            terms = []
+    if terms:  # terms with no definition after them: a paragraph of their own
+        lead = lxml.html.Element("p")
+        lead.text = ", ".join(terms)
+        dl.append(lead)
+    dl.tag = "div"
+
+
+def _open_with(definition: lxml.html.HtmlElement, term: str) -> None:
+    """Put `term` at the start of a definition's (or a cell's) first paragraph; a new paragraph opens it
+    when it starts with a list or code."""
+    joined = term if term.endswith(tuple(_TERM_END)) else term + ":"
+    target = definition
+    while not (target.text or "").strip():
+        first = next((child for child in target if not _is_empty(child)), None)
+        if first is None or first.tag not in ("div", "p"):
+            break
+        target = first
+    if (target.text or "").strip() or (target is not definition and target.tag == "p"):
+        target.text = f"{joined} {(target.text or '').lstrip()}"
+        return
+    lead = lxml.html.Element("p")
+    lead.text = joined
+    definition.insert(0, lead)
+
+
+def _is_empty(element: lxml.html.HtmlElement) -> bool:
+    """An element that shows nothing: an anchor's empty <span id>, a comment."""
+    return not isinstance(element.tag, str) or not (element.text_content().strip() or (element.tail or "").strip())
 
 
 def _text_with_tails(root: lxml.html.HtmlElement) -> str:
@@ -381,11 +528,12 @@ def _text_with_tails(root: lxml.html.HtmlElement) -> str:
     return "".join(pieces)
 
 
-def _extract_html(body: bytes, url: str, content_type: str) -> Extracted | None:
+def _extract_html(body: bytes, url: str, content_type: str, max_chars: int = MAX_TEXT_CHARS) -> Extracted | None:
     tree = _parse_html(decode_body(body, content_type))
     if tree is None:
         return None
     _drop_hidden(tree)
+    _shape_definitions(tree)
     document = None
     elements = sum(1 for _ in tree.iter())
     if elements > MAX_TRAFILATURA_ELEMENTS:
@@ -393,11 +541,11 @@ def _extract_html(body: bytes, url: str, content_type: str) -> Extracted | None:
                     MAX_TRAFILATURA_ELEMENTS)
     else:
         document = _trafilatura(tree, url)
-    text = _shape_extracted(document.text or "") if document is not None else ""
-    title = clean_title((document.title if document is not None else None) or _page_title(tree))
+    text = _shape_extracted(document.text or "", max_chars) if document is not None else ""
+    title = clean_title(_page_title(tree) or (document.title if document is not None else None))
     if len(text) >= MIN_GOOD_CHARS:
         return Extracted(title=title, text=text, method="trafilatura")
-    fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)))
+    fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)), max_chars)
     if fallback and (not text or len(fallback) > max(2 * len(text), len(text) + 100)):
         return Extracted(title=title, text=fallback, method="fallback")
     if text:
@@ -416,6 +564,7 @@ def html_document(body: bytes, max_chars: int) -> Extracted | None:
     if tree is None:
         return None
     _drop_hidden(tree)
+    _shape_definitions(tree)
     pruned = _without(tree, _DROP_TAGS)
     _mark_rows_and_items(pruned)
     text = _shape_extracted(_text_with_tails(pruned), max_chars)
@@ -471,8 +620,8 @@ def _without(tree: lxml.html.HtmlElement, tags: tuple[str, ...]) -> lxml.html.Ht
     return pruned
 
 
-def _extract_plain(body: bytes, content_type: str) -> Extracted | None:
-    text = shape_plain(decode_body(body, content_type, sniff_meta=False))
+def _extract_plain(body: bytes, content_type: str, max_chars: int = MAX_TEXT_CHARS) -> Extracted | None:
+    text = shape_plain(decode_body(body, content_type, sniff_meta=False), max_chars)
     return Extracted(title="", text=text, method="plain") if text else None
 
 
@@ -640,20 +789,23 @@ def split_passages(text: str, max_chars: int = 900) -> list[Passage]:
     Paragraphs (lines) are the units; short ones are merged up to the limit, long
     ones are cut at sentence breaks, and a sentence longer than the limit is cut
     at spaces. Every non-space character of `text` lands in exactly one passage,
-    and `text[p.start:p.end] == p.text`.
+    and `text[p.start:p.end] == p.text`. A paragraph too long for one passage starts
+    a passage of its own: its opening sentences (a definition's term) never end the
+    passage before it, apart from the sentences that follow them.
     """
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    pieces: list[tuple[int, int]] = []
+    pieces: list[tuple[int, int, bool]] = []  # start, end, whether it opens a passage of its own
     for start, end in _line_spans(text):
         if end - start <= max_chars:
-            pieces.append((start, end))
+            pieces.append((start, end, False))
             continue
-        for s_start, s_end in split_sentences(text[start:end]):
-            pieces.extend(_hard_split(text, start + s_start, start + s_end, max_chars))
+        cut = [piece for s_start, s_end in split_sentences(text[start:end])
+               for piece in _hard_split(text, start + s_start, start + s_end, max_chars)]
+        pieces.extend((a, b, n == 0) for n, (a, b) in enumerate(cut))
     merged: list[tuple[int, int]] = []
-    for start, end in pieces:
-        if merged and end - merged[-1][0] <= max_chars:
+    for start, end, opens in pieces:
+        if merged and end - merged[-1][0] <= max_chars and not opens:
             merged[-1] = (merged[-1][0], end)
         else:
             merged.append((start, end))

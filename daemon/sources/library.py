@@ -764,9 +764,10 @@ class LibrarySource:
         return []
 
 
-def find(store: Store, query: str, limit: int) -> list[PassageHit]:
-    """Each matching library document once, by its best passage (bm25), best first."""
-    return LibraryFiles(store).search(query, limit)
+def find(store: Store, query: str, limit: int, per_document: int = 1) -> list[PassageHit]:
+    """The best matching passages of library documents (bm25), best first: at most `per_document` of each
+    document and `limit` in all (store/library.py)."""
+    return LibraryFiles(store).search(query, limit, per_document)
 
 
 def search(store: Store, query: str, limit: int) -> list[SearchHit]:
