@@ -28,7 +28,9 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 # backtick, a quote, a shell operator or comment, a closing bracket, the end of the line)
 COMMAND_LINE = re.compile(r"\bbriefd ((?:library )?[a-z]+)([^`'\"\n;|&>#)]*)")
 # Flags of other programs that briefd's text names, and the word their text must also hold.
-FOREIGN = {"--metadata": "datasette", "--to": "notify"}
+FOREIGN = {"--metadata": "datasette", "--to": "notify",
+           # a manual's own options, quoted where the rules and the extraction cite real documents
+           "--max-redirs": "curl", "--hashsize": "m4", "--auto": "git"}
 
 
 def parsers() -> dict[str, Any]:

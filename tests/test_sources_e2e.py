@@ -13,6 +13,7 @@ import re
 import pytest
 
 from briefd.daemon.rules import decide
+from briefd.daemon.rules.judge import EVIDENCE_LEVEL_MEANING
 from briefd.daemon.report.chart_png import PNG_FILE
 from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.rules.citations import cited_numbers
@@ -145,8 +146,15 @@ def test_the_answer_is_on_the_reports_first_screen(lab_run: Workspace, brief_id:
         assert f"target of {range_text(estimate['target'])}" in screen, screen
         assert words(report["stop_explanation"]) in screen
     elif report["verdict"]:
-        assert f"the claim is {report['verdict']['value']}" in screen, screen
-        assert words(EVIDENCE_LEVEL_WORDS[report["verdict"]["evidence_level"]]) in screen
+        value, level = report["verdict"]["value"], report["verdict"]["evidence_level"]
+        # a decided verdict is the answer, with what its evidence level means in a few words; an
+        # undecided one is a miss that says so, and the level's meaning stands under the verdict (issue 21)
+        if report["answer"]["found"]:
+            assert f"the claim is {value}" in screen, screen
+            assert words(EVIDENCE_LEVEL_WORDS[level]) in screen
+        else:
+            assert f"did not decide the claim; the verdict is {value}" in screen, screen
+            assert words(EVIDENCE_LEVEL_MEANING[level]) in screen
     else:
         assert words(shown_text(report["summary"]))[:80] in screen, screen
     not_read = words(NOT_READ_NOTE) in screen

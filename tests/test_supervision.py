@@ -314,7 +314,7 @@ def test_a_dead_on_finish_task_is_logged_with_the_brief(tmp_path: Path, monkeypa
     with daemon_with_inbox(tmp_path) as daemon, caplog.at_level(logging.INFO, "briefd"):
         daemon.settings = dataclasses.replace(daemon.settings, on_finish=("true",))
         async def scenario() -> None:
-            daemon.ended("kestrel", "done", tmp_path)
+            daemon.ended("kestrel", "done", tmp_path, {"answer": {"found": True, "text": "14 metres"}})
             await daemon.hooks_done()
 
         asyncio.run(scenario())

@@ -407,7 +407,7 @@ def _shape_definitions(tree: lxml.html.HtmlElement) -> None:
     "The default value is 50." (a passage cut between them lost it for good), trafilatura cut a term
     with markup inside ("work_mem (integer)" became "work_mem ("), and Texinfo's permalink "¶" and two
     <dt>s with no space between ("-H num--hashsize=num") made terms nobody would search for. So each
-    group of <dt>s becomes the start of its definition's first paragraph ("-H num, --hashsize=num: Make
+    group of <dt>s becomes the start of its definition's first paragraph (m4's "-H num, --hashsize=num: Make
     the internal hash table ... The default is 65537 entries."), a quote of which names its setting
     on its own line; a definition of prose paragraphs only is one paragraph (git's "core.deltaBaseCacheLimit:
     Maximum number of bytes ..." and its "Default is 96 MiB on all platforms." were two, and a passage
