@@ -376,10 +376,12 @@ def _unit_after(unit: str) -> re.Pattern[str]:
 @lru_cache(maxsize=64)
 def _unit_named(unit: str) -> re.Pattern[str]:
     """The unit named as a word anywhere ("The maximum number of bytes ..."); not inside an identifier
-    (max_connections names no connections)."""
+    (max_connections names no connections), nor as a rate's denominator ("reclaims attempted per second,
+    times 1000" states no 1000 seconds), nor as another figure's unit ("(half-life of 10 seconds) ...
+    times 1000": the seconds are the 10's)."""
     names = sorted(_unit_names(unit), key=len, reverse=True)
     words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names) or "(?!)"
-    return re.compile(rf"(?<![\w.-])(?:{words})(?![\w-])", re.IGNORECASE)
+    return re.compile(rf"(?<![\w.-])(?<!\bper\s)(?<!\d\s)(?:{words})(?![\w-])", re.IGNORECASE)
 
 
 # Code, a formula or a command line around a number: "make MAX_CONNECTIONS=5 check", "-DOS_OTHER=1",
@@ -1440,6 +1442,8 @@ def quote_figures(contract: Contract, quote: str) -> tuple[ClaimFigure, ...]:
         if found is None:
             continue
         value, unit_end = found
+        if measures_another_quantity(contract, quote, a.span[0]) is not None:
+            continue  # "an interval of 75 seconds" against the idle time: another quantity's figure
         if _names_a_threshold(quote, a.span[0], unit_end):
             figures.append(ClaimFigure(a.raw, value, value, False, False, THRESHOLD))
             continue
@@ -1500,6 +1504,31 @@ def names_the_metric(contract: Contract, quote: str) -> bool:
         return True
     found = wanted & {_stem(w) for w in content_words(quote)}
     return 2 * len(found) > len(wanted)
+
+
+# "an interval of 75 seconds", "a half-life of 10 seconds": the noun right before "of" is what the figure
+# measures. These nouns say nothing of which quantity (a contract's metric words say that).
+_OF_NOUN = re.compile(r"\b([a-z][a-z-]*)\s+of\s+(?:about\s+|approximately\s+|roughly\s+|around\s+)?$", re.IGNORECASE)
+_SAYS_NO_QUANTITY = frozenset({"value", "default", "total", "maximum", "minimum", "max", "min", "limit", "amount",
+                               "number", "average", "mean", "median", "excess", "upwards", "one", "each"})
+
+
+def measures_another_quantity(contract: Contract, quote: str, start: int) -> str | None:
+    """The other quantity a contract's figure at `start` is said of ("an interval of 75 seconds": interval),
+    or None. Where a count or a size is "the <noun> of N", the noun names what N measures: a noun that is
+    none of the metric's words is another quantity, however much of the metric the rest of the quote
+    names (tcp(7)'s "An idle connection is terminated after approximately an additional 11 minutes (9
+    probes an interval of 75 seconds apart) when keep-alive is enabled." names the idle time before
+    keep-alive probes, but its 75 seconds are the interval between probes). Money, shares and trace
+    concentrations are read as before (names_the_metric): their unit says what is measured."""
+    wanted = _metric_words(contract)
+    if not wanted or _money_or_share(contract.unit):
+        return None
+    said = _OF_NOUN.search(quote[max(0, start - 40):start])
+    if said is None:
+        return None
+    noun = said.group(1).lower()
+    return None if noun in _SAYS_NO_QUANTITY or _stem(noun) in wanted else noun
 
 
 def quote_stance(contract: Contract, quote: str) -> QuoteReading:
