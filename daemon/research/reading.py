@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -351,7 +352,7 @@ class StoredPages:
         return await self.web.read(round_no, url, hit)
 
 
-class LocalSource:
+class LocalSource(ABC):
     """A source on this machine (the library's index, the archives): searched, never cached (the
     index is the cache), and what it says about a search (an archive searched by title only) told once."""
 
@@ -360,9 +361,9 @@ class LocalSource:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
+    @abstractmethod
     def shelf(self) -> Searcher | None:
         """The index or shelf behind this source; None when none is configured (it is not searched)."""
-        raise NotImplementedError
 
     async def search(self, query: str) -> Found:
         shelf = self.shelf()
