@@ -109,10 +109,12 @@ def test_a_bench_slice_keeps_every_kind_and_says_where_to_look(tmp_path: Path) -
 def test_each_source_and_model_gets_the_settings_a_user_would_have(tmp_path: Path) -> None:
     docset = Docset(tmp_path / "docs", (), ("m4-doc",), 0)
     ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url="http://127.0.0.1:1", model="m")
-    web_env, library = eval_env(ws, "web", docset), eval_env(ws, "library", docset, "llama")
+    docs = "http://127.0.0.1:8/docs/"
+    web_env, library = eval_env(ws, "web", docset, docs_url=docs), eval_env(ws, "library", docset, "llama")
     assert "BRIEFD_LIBRARY" not in web_env and "BRIEFD_EGRESS" not in web_env
     assert library["BRIEFD_LIBRARY"] == str(docset.folder) and library["BRIEFD_EGRESS"] == "none"
-    assert library["BRIEFD_SOURCE_TIERS"] == f"{docset.folder}={LIBRARY_TIER}" and "BRIEFD_SOURCE_TIERS" not in web_env
+    assert library["BRIEFD_SOURCE_TIERS"] == f"{docset.folder}={LIBRARY_TIER}"
+    assert web_env["BRIEFD_SOURCE_TIERS"] == f"{docs}={LIBRARY_TIER}", "the web's docs mirror is tiered the same"
     assert all(library[key] == value for key, value in DEMO_MODEL_ENV.items())  # Gemma: the demo's settings
     assert not set(DEMO_MODEL_ENV) & set(web_env) and "BRIEFD_FETCH_TIMEOUT_S" not in web_env
 

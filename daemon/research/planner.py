@@ -22,8 +22,8 @@ from typing import Any, Callable, Sequence
 
 from ..rules.citations import cited_numbers
 from ..rules.numbers import finite
-from ..rules.decide import Gap, content_words
-from ..sources.extract import split_sentences
+from ..rules.decide import Gap, addresses_a_model, content_words
+from ..sources.citable import citable_spans
 from ..model.llm import TODAY_PREFIX
 
 SYSTEM_RESEARCHER = (
@@ -348,7 +348,8 @@ class EvidencePrompt:
 
 def evidence_prompt(question: str, today: str, gaps: Sequence[Gap], passages: Sequence[PassageIn],
                     fits: Callable[[str], bool], extra: str = "", ask: str = "") -> EvidencePrompt:
-    """Number every sentence of the given passages (best first) while the prompt fits the budget."""
+    """Number every citable unit (a sentence, or one with the sentences it leans on: sources/citable.py)
+    of the given passages (best first) while the prompt fits the budget."""
     head = [f"QUESTION: {one_line(question)}", f"{TODAY_PREFIX}{today}"]
     if extra:
         head.append(extra)
@@ -374,7 +375,9 @@ def evidence_prompt(question: str, today: str, gaps: Sequence[Gap], passages: Se
             source_n = len(by_source) + 1
             block.append(f"SOURCE {source_n}: {one_line(passage.title, 200)} {passage.url}")
         n = counter
-        for start, end in split_sentences(passage.text):
+        for start, end in citable_spans(passage.text):
+            if addresses_a_model(passage.text[start:end]):
+                continue  # may be an instruction to the model: never shown, so never quoted
             n += 1
             sid = f"S{n}"
             block.append(f"[{sid}] {one_line(passage.text[start:end], 1200)}")

@@ -211,15 +211,22 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
 
 # Text that talks to a model rather than about the world: the usual shapes of a prompt
 # injection planted in a page. Narrow on purpose (a page *about* prompt injection may still
-# be quoted when it describes rather than commands); a false positive costs one quote.
+# be quoted when it describes rather than commands). One of these makes its whole page distrusted
+# (distrust_reason), so a false positive costs a page: "say that" and "state that" are not here.
 _ADDRESSES_A_MODEL = re.compile(
     r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?"
     r"(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|messages?|rules)"
     r"|\b(system|developer|admin)\s+(note|prompt|message|instructions?|override)\s*:"
     r"|\bnew\s+instructions?\s*:"
-    r"|(^|[.!?]\s+)(please\s+)?(report|answer|respond|reply|say|state|conclude|tell\s+the\s+user)\s+that\b",
+    r"|(^|[.!?]\s+)(please\s+)?(report|answer|respond|reply|conclude|tell\s+the\s+user)\s+that\b"
+    r"|(^|[.!?]\s+)please\s+(say|state)\s+that\b",
     re.IGNORECASE,
 )
+# The same shape with a verb that also opens ordinary prose: "Say that 2.html is similar but ..." (wget(1):
+# "suppose"), "State that ..." . Such a sentence may still be an instruction, so it is never shown to the
+# model nor quoted (addresses_a_model), but it does not make a whole page distrusted: a manual that
+# supposes is not a page that attacks.
+_MAY_ADDRESS_A_MODEL = re.compile(r"(^|[.!?]\s+)(say|state)\s+that\b", re.IGNORECASE)
 
 
 def addresses_a_model(text: str) -> bool:
@@ -228,7 +235,9 @@ def addresses_a_model(text: str) -> bool:
     briefd's model only points at sentence ids and the rules compute every number and verdict,
     so an injection cannot steer them; this keeps it out of the quotes and the summary too.
     """
-    return injected_instruction(text) is not None
+    if injected_instruction(text) is not None:
+        return True
+    return _MAY_ADDRESS_A_MODEL.search(" ".join(text.split())) is not None
 
 
 INJECTION_EXCERPT_CHARS = 200

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.lab.demo import DEMO_MODEL_ENV
-from tests.lab.docset import QUESTIONS, Docset, DocsetUnavailable, build_docset, start_docset_lab
+from tests.lab.docset import DOCS_ROUTE, QUESTIONS, Docset, DocsetUnavailable, build_docset, start_docset_lab
 from tests.lab.servers import LabError, SearchLab, start_ollama
 from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
 
@@ -49,7 +49,9 @@ KEPT_GOAL = 0.7
 NARROW = 0.1  # an estimate's final width under this share of its prior's must have the truth inside
 # The library is the projects' own manuals, as Debian packages them: an operator who keeps such a library
 # says so in source_tiers (a folder = its tier), and a figure code reads in a manual can then decide a claim
-# about its program alone (judge.ONE_SOURCE_TIERS). Without it each manual is unrated ("news", 0.6).
+# about its program alone (judge.ONE_SOURCE_TIERS). Without it each manual is unrated ("news", 0.6). The web
+# run is tiered the same way: its manuals are served under the lab web's /docs/, as a site's documentation
+# mirror would be, and the operator names that URL prefix (source_tiers takes a host or URL prefix too).
 LIBRARY_TIER = "regulator"
 
 
@@ -110,14 +112,16 @@ def run_eval(set_path: Path, env: dict[str, str], work: Path, timeout: float = E
     return data
 
 
-def eval_env(ws: Workspace, source: str, docset: Docset, driver: str = "scripted") -> dict[str, str]:
-    """The settings a user of each source would have: the lab's SearXNG; or the library alone, egress none,
-    tiered as the manuals it is (LIBRARY_TIER).
+def eval_env(ws: Workspace, source: str, docset: Docset, driver: str = "scripted",
+             docs_url: str | None = None) -> dict[str, str]:
+    """The settings a user of each source would have: the lab's SearXNG, with the manuals' URL prefix
+    `docs_url` tiered (LIBRARY_TIER); or the library alone, egress none, tiered as the manuals it is.
     Gemma gets the demo's settings for a 270M model on 2 cores (each call near 30 s: tests/lab/demo.py): with
     briefd's defaults its calls ran past the 300 s model timeout here, twice in a row for one brief."""
     model = DEMO_MODEL_ENV if driver == "llama" else {}
     if source == "web":
-        env = ws.env(**model)
+        tiers = {} if docs_url is None else {"BRIEFD_SOURCE_TIERS": f"{docs_url}={LIBRARY_TIER}"}
+        env = ws.env(**tiers, **model)
     else:
         env = ws.env(BRIEFD_LIBRARY=str(docset.folder), BRIEFD_EGRESS="none",
                      BRIEFD_SOURCE_TIERS=f"{docset.folder}={LIBRARY_TIER}", **model)
@@ -147,7 +151,8 @@ def run_driver(root: Path, driver: str, sources: tuple[str, ...], docset: Docset
                 derived = derived_set(set_path, root / f"{driver}-{source}.json", source, limit)
                 started = time.monotonic()
                 try:
-                    result = run_eval(derived, eval_env(ws, source, docset, driver), work)
+                    docs_url = lab.web_url.rstrip("/") + DOCS_ROUTE if lab is not None else None
+                    result = run_eval(derived, eval_env(ws, source, docset, driver, docs_url), work)
                     runs.append(Run(model, source, result, seconds=time.monotonic() - started))
                 except (LabError, subprocess.TimeoutExpired) as exc:
                     runs.append(Run(model, source, None, str(exc), time.monotonic() - started))
