@@ -11,7 +11,8 @@ import pytest
 
 from briefd.daemon.research import planner
 from briefd.daemon.rules import decide
-from briefd.daemon.sources.citable import CITABLE_MAX_CHARS, citable_spans, is_term_line, leans_on_before
+from briefd.daemon.rules.decide import leans_on_before
+from briefd.daemon.sources.citable import CITABLE_MAX_CHARS, citable_spans, is_term_line
 from briefd.daemon.sources.extract import split_sentences
 
 
@@ -28,6 +29,7 @@ from briefd.daemon.sources.extract import split_sentences
     "If not set, it continues to check XDG_CONFIG_HOME",                         # curl(1)
     "Otherwise, the propagation type of the new mount is MS_PRIVATE.",           # mount_namespaces(7)
     "If unspecified, the option defaults to 60 seconds.",                        # curl(1), --keepalive-time
+    "The value is restricted to eight bits, so the maximum value is 255.",       # Bash manual, exit status
 ])
 def test_a_sentence_that_names_nothing_leans_on_the_one_before(sentence: str) -> None:
     assert leans_on_before(sentence)
@@ -44,6 +46,7 @@ def test_a_sentence_that_names_nothing_leans_on_the_one_before(sentence: str) ->
     "instead of LF.",                                                            # tar(1)
     "Defaulting to 28 places, the context keeps its precision.",                 # no "to"/"is" after it
     "Specifies the port number to connect on the remote host.",                  # ssh_config(5)
+    "The value in this file is/can be set to one of the following:",            # proc(5): "the value in"
 ])
 def test_a_sentence_that_names_its_subject_stands_alone(sentence: str) -> None:
     assert not leans_on_before(sentence)

@@ -34,7 +34,8 @@ PIPE_BUF = "POSIX.1 requires PIPE_BUF to be at least 512 bytes.  (On Linux, PIPE
 KEEPALIVE = ("The default value is 7200 seconds (2 hours).  An idle connection is terminated after approximately an "
              "additional 11 minutes (9 probes an interval of 75 seconds apart) when keep-alive is enabled.")
 # bash-doc/bashref.html, CHILD_MAX
-CHILD_MAX = ("Set the number of exited child status values for the shell to remember. Bash will not allow this value "
+CHILD_MAX = ("CHILD_MAX: Set the number of exited child status values for the shell to remember. Bash will not "
+             "allow this value "
              "to be decreased below a POSIX-mandated minimum, and there is a maximum value (currently 8192) that "
              "this may not exceed.")
 # curl/curl.1, --max-redirs: the prose and its example
@@ -298,3 +299,60 @@ FILE_SIZE = Contract("<", 8192, "bytes", "file size reported for a /sys file")
 ])
 def test_a_figure_said_of_another_noun_is_that_quantitys(contract: Contract, quote: str, stance: str) -> None:
     assert judge.quote_stance(contract, quote).stance == stance
+
+
+# Which extreme a figure is said to be (judge.another_extreme), and which setting (judge.code_names). Each was a
+# verdict of the docset: ssh_config(5)'s default of RequiredRSASize (a minimum) refuted "ssh-keygen creates RSA
+# keys of more than 2048 bits by default"; ssh-keygen(1)'s minimum in one clause and default in the next, and
+# zstd(1)'s "[1-19] (default: 3)" beside "(maximum 22)", made a single manual read both ways (nothing decided);
+# git-config's http.maxRequestBuffer paragraph (its "10 MiB" default) was read as the http.postBuffer default.
+SSH_REQUIRED_RSA = ("Specifies the minimum RSA key size (in bits) that ssh(1) will accept.  User authentication keys "
+                    "smaller than this limit will be ignored.  Servers that present host keys smaller than this limit "
+                    "will cause the connection to be terminated.  The default is 1024 bits.")       # ssh_config.5
+SSH_KEYGEN_B = "For RSA keys, the minimum size is 1024 bits and the default is 3072 bits."       # ssh-keygen.1
+ZSTD_LEVELS = ("○ -#: selects # compression level [1-19] (default: 3) ○ --ultra: unlocks high compression levels "
+               "20+ (maximum 22), using a lot more memory.")                                      # zstd.1
+GIT_MAX_REQUEST = ("The GIT_HTTP_MAX_REQUEST_BUFFER environment variable (or the http.maxRequestBuffer config "
+                   "variable) may be set to change the largest ref negotiation request that git will handle during a "
+                   "fetch; any fetch requiring a larger buffer will not succeed. This value should not normally need "
+                   "to be changed, but may be helpful if you are fetching from a repository with an extremely large "
+                   "number of refs. The value can be specified with a unit (e.g., 100M for 100 MiB). The default "
+                   "value is 10 MiB.")                                                            # git-http-backend
+GIT_POST_BUFFER = ("http.postBuffer: Maximum size in bytes of the buffer used by smart HTTP transports when POSTing "
+                   "data to the remote system. For requests larger than this buffer size, HTTP/1.1 and "
+                   "Transfer-Encoding: chunked is used to avoid creating a massive pack file locally. Default is 1 "
+                   "MiB, which is sufficient for most requests.")                                 # git-config.html
+DEFAULT_RSA = Contract(">", 2048, "bits", "default RSA key size")
+MINIMUM_RSA = Contract("<=", 1024, "bits", "minimum RSA key size")
+MAX_LEVEL = Contract(">", 20, "level", "maximum compression level")
+POST_BUFFER = Contract(">", 10, "MiB", "http.postBuffer default")
+
+
+@pytest.mark.parametrize("contract, quote, read", [
+    (DEFAULT_RSA, SSH_REQUIRED_RSA, []),            # the default of a minimum setting: not the default key size
+    (MINIMUM_RSA, SSH_REQUIRED_RSA, ["1024"]),      # ... and the very minimum that contract asks about
+    (DEFAULT_RSA, SSH_KEYGEN_B, ["3072"]),          # the minimum's clause, then the default's
+    (MINIMUM_RSA, SSH_KEYGEN_B, ["1024"]),
+    (MAX_LEVEL, ZSTD_LEVELS, ["22"]),               # "[1-19]", "(default: 3)" and "20+" are not said to be maximum
+    (Contract(">", 4000, "statuses", "maximum CHILD_MAX value"), CHILD_MAX, ["8192"]),  # the last extreme named
+    (Contract(">", 500e6, "bytes", "maximum length of a string"), SQLITE_MAX, ["1 billion"]),  # "this macro": the
+    (Contract(">=", 32, "symbolic links", "symbolic links followed"), SYMLINKS, ["40"]),  # sentence before; the max
+    (POST_BUFFER, GIT_POST_BUFFER, ["1"]),          # the maximum size's default: "size" is none of the metric's words
+    (POST_BUFFER, GIT_MAX_REQUEST, []),             # another setting, though "http" and "default" are the metric's
+])
+def test_a_figure_is_read_only_as_the_extreme_and_the_setting_the_metric_names(
+        contract: Contract, quote: str, read: list[str]) -> None:
+    assert [f.raw.strip() for f in judge.quote_stance(contract, quote).figures] == read
+
+
+@pytest.mark.parametrize("metric, names", [
+    ("http.postBuffer default", ("http.postBuffer",)),
+    ("PIPE_BUF", ("PIPE_BUF",)),
+    ("default HISTSIZE", ("HISTSIZE",)),
+    ("maximum CHILD_MAX value", ("CHILD_MAX",)),
+    ("minimum RSA key size", ()),                    # an acronym names a field, not a setting
+    ("idle time before keep-alive probes", ()),
+    ("default input buffer size", ()),
+])
+def test_the_code_names_a_metric_is_said_of(metric: str, names: tuple[str, ...]) -> None:
+    assert judge.code_names(metric) == names

@@ -209,6 +209,34 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
     return False
 
 
+# A sentence that names nothing of its own: what it states is said of the sentence before it ("Port Specifies
+# the port number ... The default is 22."). sources/citable.py keeps it with that sentence in what the model
+# cites; judge reads a figure in it as said of what that sentence names.
+ENTRY_MAX_CHARS = 700
+"""How far back what such a sentence leans on is looked for: a setting's whole entry in a manual (its term,
+what it does, its default) fits."""
+_LEANS_ON_BEFORE = re.compile(
+    r"""^(?:
+        (?:the\s+)?default(?:\s+(?:value|setting|size|number|limit|port))?\s*(?:is|was|are|:)(?=\W)
+      | defaults?\s+(?:to|is)\b
+      | (?:the\s+)?(?:maximum|minimum|max|min)(?:\s+(?:allowed|possible|permitted))?\s+value
+            (?:\s+(?:for|of)\s+\S+)?\s+is\b
+      | if\s+(?:unspecified|unset|omitted|not\s+(?:set|specified|given|present|supplied))\b
+      | otherwise\b
+      | this\s+(?:option|parameter|keyword|variable|setting|value|directive|flag|limit|field)\b
+      | it\s+defaults\b
+      | (?:its|the)\s+default\s+value\s+is\b
+      | the\s+value\s+(?:is|was|must|should|can|may|will)\b
+      | (?:the\s+)?(?:(?:default|maximum|minimum)\s+)?(?:value|size|number|limit|setting)\s+of\s+(?:this|that|these)\b
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+def leans_on_before(sentence: str) -> bool:
+    """Does this sentence need the one before it to say what it is about ("The default is 22.")?"""
+    return bool(_LEANS_ON_BEFORE.match(sentence.lstrip(" -*•")))
+
+
+
 # Text that talks to a model rather than about the world: the usual shapes of a prompt
 # injection planted in a page. Narrow on purpose (a page *about* prompt injection may still
 # be quoted when it describes rather than commands). One of these makes its whole page distrusted

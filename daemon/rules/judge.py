@@ -38,7 +38,7 @@ from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
-from .decide import content_words
+from .decide import ENTRY_MAX_CHARS, content_words, leans_on_before
 from .numbers import number_text
 
 # ----------------------------------------------------------------- amounts
@@ -1428,6 +1428,10 @@ def quote_figures(contract: Contract, quote: str) -> tuple[ClaimFigure, ...]:
         before = quote[max(0, a.span[0] - 30):a.span[0]]
         earlier = bool(_FROM.search(before))
         nxt = amounts[i + 1] if i + 1 < len(amounts) else None
+        after = amounts[i - 1].span[1] if i > 0 else 0
+        if _money_or_share(contract.unit) is False and another_extreme(contract, quote, a.span[0], after):
+            i += 2 if nxt is not None and not earlier and _is_range(quote, a, nxt) else 1
+            continue  # "the minimum size is 1024 bits" against the default size: another quantity's figure
         if nxt is not None and not earlier and _is_range(quote, a, nxt):
             hi = _stated_in(nxt, quote, contract.unit)
             lo = to_unit(a, contract.unit) if hi is not None else None
@@ -1493,15 +1497,31 @@ def _metric_words(contract: Contract) -> set[str]:
     return {_stem(w) for w in content_words(contract.metric)} - unit
 
 
+# A code name in a metric ("http.postBuffer", "PIPE_BUF", "HISTSIZE"): the one word that says which of a
+# manual's many settings the claim is about. A dotted, underscored or camel-cased word, or a capitalised one of
+# five letters or more (not "RSA", "TCP", "HTTP", which name a field, not a setting).
+_CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w*(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,})(?![\w])")
+
+
+def code_names(metric: str) -> tuple[str, ...]:
+    """The code names a metric is said of (_CODE_NAME): a quote of that metric names each of them."""
+    return tuple(m.group(0) for m in _CODE_NAME.finditer(metric))
+
+
 def names_the_metric(contract: Contract, quote: str) -> bool:
-    """True when `quote` names more than half of the metric's own words (_metric_words), or the contract
-    names no metric, or its unit is money, a share or a trace concentration. A count or a size (bytes,
-    seconds, levels) is said of many things in one manual: a figure in it from a neighbouring limit
-    ("the default compression level (3)" against the maximum compression level, "a large buffer size
-    (for example, 4096 bytes)" against the default input buffer size) is no reading of the metric."""
+    """True when `quote` names more than half of the metric's own words (_metric_words) and every code name
+    in it (code_names), or the contract names no metric, or its unit is money, a share or a trace
+    concentration. A count or a size (bytes, seconds, levels) is said of many things in one manual: a figure
+    in it from a neighbouring limit ("the default compression level (3)" against the maximum compression
+    level, "a large buffer size (for example, 4096 bytes)" against the default input buffer size) is no
+    reading of the metric; nor is "the largest ref negotiation request ... (http.maxRequestBuffer) ... 10 MiB"
+    one of the http.postBuffer default, however many of the metric's plain words ("http", "default") it has."""
     wanted = _metric_words(contract)
     if not wanted or _money_or_share(contract.unit):
         return True
+    folded = quote.lower()
+    if any(name.lower() not in folded for name in code_names(contract.metric)):
+        return False
     found = wanted & {_stem(w) for w in content_words(quote)}
     return 2 * len(found) > len(wanted)
 
@@ -1511,6 +1531,68 @@ def names_the_metric(contract: Contract, quote: str) -> bool:
 _OF_NOUN = re.compile(r"\b([a-z][a-z-]*)\s+of\s+(?:about\s+|approximately\s+|roughly\s+|around\s+)?$", re.IGNORECASE)
 _SAYS_NO_QUANTITY = frozenset({"value", "default", "total", "maximum", "minimum", "max", "min", "limit", "amount",
                                "number", "average", "mean", "median", "excess", "upwards", "one", "each"})
+
+
+# Which extreme of a quantity a text speaks of: "the minimum RSA key size" is not the default key size, and "the
+# default is 3072 bits" is not the minimum, though both are RSA key sizes in bits.
+_EXTREMES = {"maximum": "maximum", "max": "maximum", "largest": "maximum", "highest": "maximum",
+             "greatest": "maximum", "biggest": "maximum", "minimum": "minimum", "min": "minimum",
+             "smallest": "minimum", "lowest": "minimum", "fewest": "minimum"}
+
+
+_EXTREME_BEFORE_WORD = re.compile(rf"\b({_alternation(_EXTREMES)})\s+([A-Za-z][\w-]*)", re.IGNORECASE)
+
+
+def _extremes(text: str) -> set[str]:
+    return {_EXTREMES[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _EXTREMES}
+
+
+def _last_extreme(text: str) -> str | None:
+    """The extreme named last in `text`, the one nearest the figure after it ("... below a minimum, and there
+    is a maximum value (currently 8192)": maximum)."""
+    named = [_EXTREMES[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _EXTREMES]
+    return named[-1] if named else None
+
+
+def figure_subject(quote: str, start: int, after: int = 0) -> str:
+    """What the figure at `start` is said of: its clause (from its sentence's start, or from the end `after`
+    of the figure before it in that sentence), or, when its sentence names nothing of its own ("The default
+    is 1024 bits.": decide.leans_on_before), the sentences of its paragraph before it."""
+    own = _sentence_starts(quote, start)[-1]
+    if after > own:
+        return quote[after:start]
+    if not leans_on_before(quote[own:start + 1]):
+        return quote[own:start]
+    # back to its paragraph's start, or, when it opens its paragraph, the paragraph before (as the model's
+    # cited unit is built: sources/citable.py), never more than ENTRY_MAX_CHARS
+    line = quote.rfind("\n", 0, own) + 1
+    if not quote[line:own].strip() and line > 0:
+        line = quote.rfind("\n", 0, line - 1) + 1
+    return quote[max(line, start - ENTRY_MAX_CHARS):start]
+
+
+def another_extreme(contract: Contract, quote: str, start: int, after: int = 0) -> str | None:
+    """Why the figure at `start` is another extreme of a quantity than the metric's, or None. A metric that
+    names an extreme ("minimum RSA key size") is read only from a figure said to be that extreme (the last
+    one named before it: "below a minimum, and there is a maximum value (currently 8192)" is the maximum);
+    one that names none ("default RSA key size") not from a figure said of an extreme of the metric's own
+    words ("the minimum RSA key size", "the minimum size"), while "the maximum number of symbolic links"
+    still reads "symbolic links followed", and "Maximum size in bytes of the buffer ... Default is 1 MiB"
+    the http.postBuffer default. ssh_config(5)'s "Specifies the minimum RSA key size (in bits) that ssh(1)
+    will accept. ... The default is 1024 bits." is so no reading of the default RSA key size ssh-keygen(1)
+    makes, and ssh-keygen(1)'s "For RSA keys, the minimum size is 1024 bits and the default is 3072 bits."
+    gives the minimum in its first clause and the default in its second."""
+    wanted = _extremes(contract.metric)
+    subject = figure_subject(quote, start, after)
+    said = _last_extreme(subject)
+    if wanted and said not in wanted:
+        return f"not said to be the {sorted(wanted)[0]}"
+    if not wanted and said is not None:
+        words = _metric_words(contract)
+        for match in _EXTREME_BEFORE_WORD.finditer(subject):
+            if _stem(match.group(2).lower()) in words:
+                return f"said of the {_EXTREMES[match.group(1).lower()]} {match.group(2)}"
+    return None
 
 
 def measures_another_quantity(contract: Contract, quote: str, start: int) -> str | None:

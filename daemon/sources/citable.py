@@ -18,35 +18,17 @@ from __future__ import annotations
 
 import re
 
+from ..rules.decide import ENTRY_MAX_CHARS, leans_on_before
 from .extract import split_sentences
 
-CITABLE_MAX_CHARS = 700
+CITABLE_MAX_CHARS = ENTRY_MAX_CHARS
 """A unit's most characters: a setting's whole entry in a manual (term, what it does, its default) fits;
 a merge past this is not made, so no unit crowds a prompt."""
 
 TERM_MAX_WORDS = 12
 """A line of at most this many words that ends no sentence is a term or heading for the line under it."""
 
-_LEANS_ON_BEFORE = re.compile(
-    r"""^(?:
-        (?:the\s+)?default(?:\s+(?:value|setting|size|number|limit|port))?\s*(?:is|was|are|:)(?=\W)
-      | defaults?\s+(?:to|is)\b
-      | (?:the\s+)?(?:maximum|minimum|max|min)(?:\s+(?:allowed|possible|permitted))?\s+value
-            (?:\s+(?:for|of)\s+\S+)?\s+is\b
-      | if\s+(?:unspecified|unset|omitted|not\s+(?:set|specified|given|present|supplied))\b
-      | otherwise\b
-      | this\s+(?:option|parameter|keyword|variable|setting|value|directive|flag|limit|field)\b
-      | it\s+defaults\b
-      | (?:its|the)\s+default\s+value\s+is\b
-    )""",
-    re.IGNORECASE | re.VERBOSE,
-)
 _ENDS_A_SENTENCE = re.compile(r"[.!?;:…][\"'”’)\]]*$")
-
-
-def leans_on_before(sentence: str) -> bool:
-    """Does this sentence need the one before it to say what it is about ("The default is 22.")?"""
-    return bool(_LEANS_ON_BEFORE.match(sentence.lstrip(" -*•")))
 
 
 def is_term_line(line: str) -> bool:
