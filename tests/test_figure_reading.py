@@ -356,3 +356,24 @@ def test_a_figure_is_read_only_as_the_extreme_and_the_setting_the_metric_names(
 ])
 def test_the_code_names_a_metric_is_said_of(metric: str, names: tuple[str, ...]) -> None:
     assert judge.code_names(metric) == names
+
+
+M4_DIVERSIONS = ("GNU m4 tries to keep diversions in memory. However, there is a limit to the overall memory usable "
+                 "by all diversions taken together (512K, currently).")                        # m4-doc/Diversions
+R_STACK_SIZE = "R expects at least 8MB of stack and 256 file descriptors"                       # the R case
+
+
+@pytest.mark.parametrize("unit, quote, proposed, value", [
+    ("KB", M4_DIVERSIONS, 512, 512),          # the letter of kilobytes, not a thousand
+    ("MB", M4_DIVERSIONS, 512, None),         # not megabytes
+    ("MB", R_STACK_SIZE, 8, 8),               # "8MB": the unit written in full, as before
+    ("bytes", M4_DIVERSIONS, 512, None),      # "512K" is no count of bytes as written
+])
+def test_a_size_written_with_its_units_letter_is_in_that_unit(unit: str, quote: str, proposed: float,
+                                                              value: float | None) -> None:
+    assert judge.read_figure(proposed, quote, unit).value == value
+
+
+def test_m4s_diversion_limit_refutes_a_megabyte_of_memory() -> None:
+    contract = Contract(">=", 1024, "KB", "memory usable by all diversions")
+    assert judge.quote_stance(contract, M4_DIVERSIONS).stance == "contradicts"

@@ -329,7 +329,8 @@ class Figure:
 NOT_THE_QUANTITY = "not stated as the quantity"
 
 # Units a manual writes in more than one way: a figure followed by any name of its group is in that unit.
-# Bare "B", "K" and "M" are left out on purpose: "8B" may be bits, "512K" and "5M" are read as scale words.
+# Bare "B", "K" and "M" are left out on purpose: "8B" may be bits, "512K" and "5M" are read as scale words
+# (except against a size in KB, MB or GB: size_letter).
 _UNIT_NAMES: tuple[tuple[str, ...], ...] = (
     ("ppb", "parts per billion", "parts-per-billion"), ("ppm", "parts per million", "parts-per-million"),
     ("ppt", "parts per trillion", "parts-per-trillion"),
@@ -454,6 +455,23 @@ def _beside(quote: str, amount: Amount) -> str:
     return word if attached or word.lower() in _KNOWN_UNITS else ""
 
 
+# "512K", "64M", "2G" written against a size in kilo-, mega- or gigabytes: the letter is the unit, not a scale
+# word (m4's "a limit to the overall memory usable by all diversions taken together (512K, currently)")
+_SIZE_LETTERS = {"kb": "K", "mb": "M", "gb": "G"}
+
+
+def size_letter(amount: Amount, unit: str) -> bool:
+    """Whether `amount` is written with the one letter of `unit`, a size in KB, MB or GB ("512K" in KB)."""
+    names = _unit_names(unit)
+    letter = _SIZE_LETTERS.get(names[0].lower()) if names else None
+    return letter is not None and re.fullmatch(rf"\d[\d,.]*{letter}", amount.raw.strip()) is not None
+
+
+def value_in(amount: Amount, unit: str) -> float | None:
+    """`amount` in `unit` (to_unit), a size written with its unit's letter as written ("512K" is 512 KB)."""
+    return amount.value if size_letter(amount, unit) else to_unit(amount, unit)
+
+
 def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | None]:
     """Whether `quote` states `amount` as the quantity in `unit`: (where its unit ends, None), or
     (-1, why not).
@@ -475,8 +493,8 @@ def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | No
         return -1, f"{NOT_THE_QUANTITY} (inside code, a formula or a command line)"
     if _EARLIER_RELEASE.match(quote, _sentence_starts(quote, start)[-1], start):
         return -1, f"{NOT_THE_QUANTITY} (an earlier release's value)"
-    if _money_or_share(unit) or amount.currency is not None or amount.ratio is not None:
-        return end, None  # the amount carries its unit: to_unit says whether it is the brief's
+    if _money_or_share(unit) or amount.currency is not None or amount.ratio is not None or size_letter(amount, unit):
+        return end, None  # the amount carries its unit: to_unit (or size_letter) says whether it is the brief's
     written = _unit_after(unit).match(quote, end)
     if written is not None:
         if _EACH.match(quote, written.end()):
@@ -560,7 +578,7 @@ def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FI
         return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
     target = parse_unit(unit)
     read = [(a, c if c is not None and math.isfinite(c) else None, why)
-            for a, why in stated_amounts(quote, unit) for c in (to_unit(a, unit),)]
+            for a, why in stated_amounts(quote, unit) for c in (value_in(a, unit),)]
     stated = [(a, c) for a, c, why in read if why is None]
     for amount, converted in stated:
         if converted is not None and _close(proposed, converted, rel_tol):
@@ -1360,7 +1378,7 @@ to a claim: "18% had lead lines" is no reading of a lead level in ppb."""
 
 def _in_unit(amount: Amount, quote: str, unit: str) -> tuple[float, int] | None:
     """(the amount in `unit`, where its unit ends in `quote`), or None (see _stated_in)."""
-    value = to_unit(amount, unit)
+    value = value_in(amount, unit)
     if value is None:
         return None
     target = parse_unit(unit)
