@@ -107,6 +107,12 @@ SSH_ITEM = {"url": SSH_URL, "quote": SSH, "low": None}
     # a plain brief: the summary the model wrote from kept quotes
     (dict(summary="Unresponsive servers are dropped after about 45 seconds [1]. More.", evidence=[SSH_ITEM]), True,
      "Unresponsive servers are dropped after about 45 seconds [1]."),
+    # ... with the sentences after the first that name nothing of their own: the answer is often there
+    (dict(summary="According to ssh_config.5.txt, Port Specifies the port number to connect on the remote host. "
+                  "The default is 22 [1]. According to ssh.1.txt, ports may be forwarded [2].",
+          evidence=[SSH_ITEM]), True,
+     "According to ssh_config.5.txt, Port Specifies the port number to connect on the remote host. "
+     "The default is 22 [1]."),
     # the model wrote none: the fallback's boilerplate is not an answer
     (dict(summary=template_summary(REWRITE, LINES), fallbacks={SYNTHESIS: 1}, evidence=[SSH_ITEM]), False,
      "The model wrote no summary; 1 quote from 1 source kept, see the evidence"),

@@ -38,6 +38,7 @@ from ..core.brief import ID_RE, id_from_filename, valid_id
 from .charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANCE_FILE, SOURCES_ALT,
                            SOURCES_FILE, band_missing, has_evidence_points, report_charts)
 from ..rules.citations import CITATION_RE, find_citations
+from ..rules.decide import leans_on_before
 from ..sources.egress import method_line
 from ..rules.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
 from ..rules.numbers import SPAN, finite, is_finite, number_text
@@ -669,8 +670,14 @@ def answer_text(report: Mapping[str, Any]) -> str:
 
 
 def summary_first_sentence(summary: Any) -> str:
-    """A summary's first sentence, cut at ANSWER_TEXT_CHARS: a plain brief's answer line."""
-    first = re.split(r"(?<=[.!?])\s", fold(summary), maxsplit=1)[0]
+    """A summary's first sentence, with the sentences after it that name nothing of their own ("... the port
+    number to connect on the remote host. The default is 22 [1]."; decide.leans_on_before: the answer is often
+    there), cut at ANSWER_TEXT_CHARS: a plain brief's answer line."""
+    sentences = re.split(r"(?<=[.!?])\s", fold(summary))
+    end = 1
+    while end < len(sentences) and leans_on_before(sentences[end]):
+        end += 1
+    first = " ".join(sentences[:end])
     return first[:ANSWER_TEXT_CHARS] + ("…" if len(first) > ANSWER_TEXT_CHARS else "")
 
 
