@@ -38,7 +38,7 @@ from briefd.daemon.research.planner import (
     EvidenceLine,
     PassageIn,
 )
-from tests.lab.drivers import CHAOS_KINDS, REFUSAL
+from tests.lab.drivers import CHAOS_KINDS, REFUSAL, read_quantity
 
 # Starts the lab servers itself (a module-scoped fixture), not through the conftest fixtures.
 pytestmark = pytest.mark.lab
@@ -820,3 +820,16 @@ def test_llama_driver_answers_a_real_chat_in_ollama_shape(tmp_path: Path) -> Non
         assert call["prompt_tokens"] == r.prompt_eval_count and call["load_s"] > 0
     finally:
         stop_server(server)
+
+
+@pytest.mark.parametrize("text, line, value", [
+    ("If unspecified, the option defaults to 60 seconds.", "ESTIMATE: seconds, current range 1..1000", 60.0),
+    # a naive reader takes the first number where no figure carries the unit: the figure rules must refuse it
+    ("ceil((max_connections + autovacuum_max_workers + 6) / 16) * 17", "ESTIMATE: connections, current range 1..5000",
+     6.0),
+    ("Uploads are processed every five minutes.", "ESTIMATE: minutes, current range 1..1440", None),  # a word
+    ("The overrun reached $431 million.", "ESTIMATE: USD million, current range 100..2000", None),  # read_amount's
+])
+def test_the_scripted_model_proposes_a_figure_for_an_estimate_in_any_unit(text: str, line: str,
+                                                                          value: float | None) -> None:
+    assert read_quantity(text, line) == value

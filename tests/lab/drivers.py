@@ -449,6 +449,24 @@ def read_amount(text: str, estimate_line: str) -> float | None:
     return best[1] if best else None
 
 
+_MONEY_UNIT = re.compile(r"US\$|\$|€|£|\b(?:USD|EUR|GBP|dollars?|euros?)\b", re.IGNORECASE)
+_FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)")
+
+
+def read_quantity(text: str, estimate_line: str) -> float | None:
+    """The figure a naive reader proposes for an estimate in a unit other than money: the number written
+    before the unit's first word ("60 seconds"), else the first number in the sentence, whatever it is (a
+    formula's "+ 6", an example's "--max-redirs 3"): what a small model does, and what briefd's figure rules
+    must refuse (judge.read_figure). Money is read_amount's."""
+    unit = estimate_line.split(":", 1)[-1].split(",", 1)[0].strip()
+    if not unit or _MONEY_UNIT.search(unit):
+        return None
+    stem = re.escape(unit.split()[0][:4])
+    beside = re.search(rf"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?{stem}", text, re.IGNORECASE)
+    first = beside or _FIGURE.search(text)
+    return float(first.group(1).replace(",", "")) if first else None
+
+
 def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
     question = sections.get("QUESTION", "")
     gaps = parse_gaps(sections.get("OPEN GAPS", ""))
@@ -496,6 +514,8 @@ def answer_evidence(sections: dict[str, str]) -> dict[str, Any]:
             item["confidence"] = TIER_READING[tier]
         if "ESTIMATE" in sections:
             value = read_amount(text, sections["ESTIMATE"])
+            if value is None:
+                value = read_quantity(text, sections["ESTIMATE"])
             item.update({"value": value, "low": None, "high": None,
                          "impact": "narrows_both" if value is not None else "neutral"})
         if "CLAIM" in sections:
