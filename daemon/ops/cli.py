@@ -298,7 +298,7 @@ def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from ..core.files import Locked
-    from .worker import serve
+    from .launch import run_daemon  # the page readers start before the daemon's modules load (launch.py)
 
     api_errors: tuple[type[Exception], ...] = ()  # the HTTP API's, when it runs inside (serve = true)
     if settings.serve and not args.once:  # the API's settings checked before anything starts
@@ -311,7 +311,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
             print(f"briefd: {exc}", file=sys.stderr)
             return exc.exit_code
     try:
-        return serve(settings, once=args.once)
+        return asyncio.run(run_daemon(settings, once=args.once))
     except Locked as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

@@ -1,0 +1,85 @@
+"""`briefd run` starts its page-reading children before it loads the daemon (issue 22, the model's idle time).
+
+The daemon's imports take about a second on a busy 2-core box and the children take about as long to
+import their readers. One after the other, `make bench`'s first brief had its first pages fetched and
+then waited 0.6 s, the model idle, for children still starting. These tests look at the order, not
+at the seconds: which processes exist when the daemon's module starts loading, and that none is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from briefd.daemon.ops import launch
+from briefd.daemon.sources.pagework import PageWorkers
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# `briefd run --once` on an empty inbox, with an import hook that writes, when the daemon's module
+# (daemon.ops.worker) is first looked for, the command lines of this process's children at that moment.
+WATCHED_RUN = r"""
+import importlib.abc, os, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+
+
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "briefd.daemon.ops.worker" and not out.exists():
+            lines = []
+            for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+                for pid in (task / "children").read_text().split():
+                    lines.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+            out.write_text("\n".join(lines) + "\n")
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+from briefd.daemon.ops.cli import main
+
+sys.exit(main(["run", "--once"]))
+"""
+
+
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+                    reason="needs Linux's /proc/<pid>/task/<tid>/children")
+def test_the_page_readers_are_started_before_the_daemons_modules_load(tmp_path: Path) -> None:
+    seen = tmp_path / "children-at-import.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BRIEFD_INBOX": str(tmp_path / "inbox"),
+           "BRIEFD_OUTBOX": str(tmp_path / "outbox"), "BRIEFD_DB": str(tmp_path / "briefd.db")}
+    env.pop("BRIEFD_CONFIG", None)
+    result = subprocess.run([sys.executable, "-c", WATCHED_RUN, str(seen)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    readers = [line for line in seen.read_text().splitlines() if "briefd.daemon.sources.pagework" in line]
+    assert len(readers) == PageWorkers().capacity, \
+        f"the page readers were not started before the daemon's modules loaded: {seen.read_text()!r}"
+
+
+def test_the_children_started_first_are_closed_when_the_daemon_cannot_start() -> None:
+    """Another daemon holds the store, the store is damaged, a bug at start: the children go with the run."""
+    pools: list[PageWorkers] = []
+
+    class Refused(Exception):
+        pass
+
+    class Daemon:
+        def __init__(self, settings: object, once: bool, pages: tuple[PageWorkers, "asyncio.Task[None]"]) -> None:
+            pools.append(pages[0])
+
+        async def serve(self) -> int:
+            await pools[0].read(b"<html><body><article><p>A page. It is read.</p></article></body></html>",
+                                "http://example.test/", "text/html")  # the children are the daemon's to use
+            raise Refused()
+
+    with pytest.raises(Refused):
+        asyncio.run(launch.run_daemon(object(), True, load=lambda: Daemon))  # type: ignore[arg-type,return-value]
+    [pool] = pools
+    assert not pool._idle and not pool._busy, "every child was closed"
