@@ -226,12 +226,14 @@ class PageWorkers:
             notes=list(page["notes"]),
         )
 
-    async def warm(self, spawned: asyncio.Event | None = None) -> None:
+    async def warm(self, spawned: asyncio.Event | None = None, count: int | None = None) -> None:
         """Start the children before the first page arrives: each takes about 0.3 s to import its
         readers, which the model would otherwise sit through at a brief's first pages. The worker
         starts this with the daemon, so it overlaps the first plan. A child that cannot start is
-        left to the first read, which says why. `spawned` is set once every child's process exists."""
+        left to the first read, which says why. `spawned` is set once every child's process exists;
+        `count` starts that many at most (None: the whole pool)."""
         missing = max(0, self.capacity - len(self._idle) - len(self._busy))
+        missing = missing if count is None else min(count, missing)
         count = 0
 
         def one_spawned() -> None:
@@ -253,15 +255,22 @@ class PageWorkers:
                 await child.stop()
 
     async def start(self) -> "asyncio.Task[None]":
-        """`warm` as a task, returned as soon as every child's process exists (not once they are ready).
+        """`warm` as a task, returned as soon as research's own children (`RESEARCH_RESERVED`) exist,
+        not once they are ready; the rest of the pool is started when the event loop runs again.
 
         `briefd run` calls this before it imports the daemon's own modules (about 1 s on a busy 2-core
-        box, in which the event loop runs nothing): the children import theirs meanwhile on the other
-        core, instead of after it, and are ready when the first brief's first pages are (issue 22: the
-        model sat idle 0.6 s at the first pages for children still starting). A spawn that fails ends
-        the wait too; the first read says why."""
+        box, in which the event loop runs nothing): the child imports its readers meanwhile on the other
+        core, instead of after it, and is ready when the first brief's first pages are (issue 22: the
+        model sat idle 0.6 s at the first pages for children still starting). One child, not the pool:
+        two importing beside the daemon slowed its own imports by 0.3 s on 2 cores. A spawn that fails
+        ends the wait too; the first read says why."""
         spawned = asyncio.Event()
-        task = asyncio.create_task(self.warm(spawned))
+
+        async def first_then_the_rest() -> None:
+            await self.warm(spawned, count=RESEARCH_RESERVED)
+            await self.warm()
+
+        task = asyncio.create_task(first_then_the_rest())
         waiting = asyncio.create_task(spawned.wait())
         await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()

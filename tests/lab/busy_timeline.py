@@ -37,7 +37,7 @@ class Run:
     spawned: float
     exited: float
     lines: list[tuple[float, str]]        # (when, the log line without its timestamp)
-    generations: list[tuple[float, float, str]]  # (start, end, task)
+    generations: list[tuple[float, float, str]]  # (arrival, answer, task): queued and generating
 
 
 def log_time(line: str) -> float | None:
@@ -54,7 +54,7 @@ def iso_time(stamp: str) -> float:
     return datetime.strptime(day, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp() + float("0." + frac)
 
 
-def run_once(ws: Workspace, log: Path, workers: int | None = None) -> Run:
+def run_once(ws: Workspace, log: Path, workers: int | None = None, profile: Path | None = None) -> Run:
     """The bench's first pass (the same briefs, environment and default fetch timeout), timed from spawn to exit."""
     for brief_id, brief in BRIEFS.items():
         ws.drop(f"{brief_id}.json", brief)
@@ -64,7 +64,8 @@ def run_once(ws: Workspace, log: Path, workers: int | None = None) -> Run:
         env["BRIEFD_WORKERS"] = str(workers)
     with open(log, "w") as err:
         spawned = time.time()
-        subprocess.run([BRIEFD, "run", "--once"], env=env, cwd=ws.root, check=True, stderr=err)
+        under = [sys.executable, "-m", "cProfile", "-o", str(profile)] if profile else []
+        subprocess.run([*under, BRIEFD, "run", "--once"], env=env, cwd=ws.root, check=True, stderr=err)
         exited = time.time()
     lines = []
     for line in log.read_text().splitlines():
@@ -97,14 +98,17 @@ def clip(text: str, width: int = 150) -> str:
 
 def print_timeline(run: Run, min_gap: float) -> None:
     whole = run.exited - run.spawned
-    busy = sum(end - start for start, end, _ in run.generations)
+    stretches = idle_stretches(run)
+    # the lab server answers one request at a time, and a request's seconds include its wait in the server's
+    # queue: the model is busy whenever a request is in the server (the union), never their sum
+    busy = whole - sum(end - start for start, end, _ in stretches)
     print(f"run --once: {whole:.2f} s spawn to exit; model generating {busy:.2f} s ({busy / whole:.0%}); "
           f"{len(run.generations)} generations")
     if run.lines:
         print(f"  first log line at +{run.lines[0][0] - run.spawned:.2f} s (interpreter start and imports before it); "
               f"last at +{run.lines[-1][0] - run.spawned:.2f} s")
     sums: dict[str, float] = {}
-    for start, end, where in idle_stretches(run):
+    for start, end, where in stretches:
         sums[where] = sums.get(where, 0.0) + end - start
         if end - start < min_gap:
             continue
@@ -121,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds-per-answer", type=float, default=0.25)
     parser.add_argument("--min-gap", type=float, default=0.05, help="print idle stretches at least this long")
     parser.add_argument("--workers", type=int, help="briefs at once (BRIEFD_WORKERS; default: briefd's, 1)")
+    parser.add_argument("--profile", type=Path, help="run the daemon under cProfile, its stats written here")
     parser.add_argument("--keep", action="store_true", help="keep the folder (store, logs) and print where it is")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="briefd-timeline-"))
@@ -129,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     with lab_with_model(root, extra=("--seconds-per-answer", str(args.seconds_per_answer))) as (lab, url):
         failing_model(url)
         ws = Workspace(root=root, searxng_url=lab.searxng_url, ollama_url=url, model="lab-scripted")
-        run = run_once(ws, root / "first.log", args.workers)
+        run = run_once(ws, root / "first.log", args.workers, args.profile)
     print_timeline(run, args.min_gap)
     keep_or_remove(root, args.keep)
     return 0
