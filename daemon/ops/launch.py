@@ -15,13 +15,20 @@ children's start in the time the command line takes to load.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import os
+import sys
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from ..core.settings import Settings
 
 if TYPE_CHECKING:
     from .worker import Daemon
+
+daemon_ended = False
+"""Set once `run_daemon` has closed the daemon and its children: the process may end without teardown."""
 
 
 def load_daemon() -> "type[Daemon]":
@@ -51,3 +58,27 @@ async def run_daemon(settings: Settings, once: bool, load: Callable[[], "type[Da
         warming.cancel()
         await asyncio.gather(warming, return_exceptions=True)
         await pages.close()
+        global daemon_ended
+        daemon_ended = True
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the `briefd run` process now that the daemon has closed everything it opened (store, clients,
+    children, the inbox's lock), without the interpreter's teardown.
+
+    The teardown frees every object and module one by one: 0.15 s of CPU after the last report was
+    written, 0.2-0.3 s on a busy 2-core box (issue 22: `run --once` is timed start to exit, and cron's
+    next run or a waiting script waits for that exit). What the teardown would still do for anyone is
+    done first: threads that are not daemons are joined, the atexit handlers run (logging's flush
+    among them), and the standard streams are flushed.
+    """
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said on it
+            pass
+    os._exit(code)
