@@ -12,12 +12,17 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from briefd.daemon.ops import launch
+from briefd.daemon.core.settings import load_settings
+from briefd.daemon.ops import launch, worker
 from briefd.daemon.sources.pagework import RESEARCH_RESERVED, PageWorkers
+
+from tests.conftest import Workspace
+from tests.lab.corpus import TOPICS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,3 +122,21 @@ def test_briefd_run_ends_after_its_atexit_handlers_without_the_interpreters_tear
     assert result.returncode == 0, result.stderr[-3000:]
     assert "briefd INFO briefd" in result.stderr and "ATEXIT RAN" in result.stderr
     assert "TORN DOWN" not in result.stderr, "the interpreter was torn down after the daemon had ended"
+
+
+@pytest.mark.lab  # a brief researched on the lab's search and scripted model, the daemon in this process
+def test_run_once_with_two_workers_ends_when_its_last_brief_does_not_at_an_idle_workers_next_poll(
+        workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22: with workers = 2 the worker that had nothing to claim slept its poll (0.5 s) and only
+    then saw that `run --once` had nothing left, after the last report. A brief's end now wakes it. The
+    poll is made an hour long here: before, the run then ended an hour late."""
+    monkeypatch.setattr(worker, "IDLE_POLL_S", 3600.0)
+    workspace.drop("solo.json", {"question": TOPICS["orbital"].question, "depth": "quick", "fetch_pages": False})
+    settings = load_settings({}, workspace.env(BRIEFD_WORKERS="2"))
+    result: list[int] = []
+    run = threading.Thread(target=lambda: result.append(asyncio.run(worker.Daemon(settings, once=True).serve())),
+                           daemon=True)  # left behind if this test fails, not holding pytest's exit
+    run.start()
+    run.join(timeout=120)
+    assert not run.is_alive(), "run --once did not end after its only brief: the idle worker slept on"
+    assert result == [0] and workspace.report("solo")["status"] == "done"

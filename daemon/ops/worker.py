@@ -83,6 +83,7 @@ LOCK_POLL_S = 1.0
 LOCK_RETRY_S = 2.0           # pause between tries
 LOCK_LOG_S = 60.0            # while waiting, say so again this often
 STATUS_EVERY_S = 5.0         # under systemd: the queue line (STATUS=) is refreshed this often
+IDLE_POLL_S = 0.5            # a worker with nothing to claim looks again this often, or when woken (`work`)
 
 T = TypeVar("T")
 Prestarted = tuple[PageWorkers, "asyncio.Task[None]"]  # a pool and its warm-up task (PageWorkers.start)
@@ -546,7 +547,7 @@ class Daemon:
                     return
                 self.work.clear()
                 try:
-                    await asyncio.wait_for(self.work.wait(), timeout=0.5)
+                    await asyncio.wait_for(self.work.wait(), timeout=IDLE_POLL_S)
                 except asyncio.TimeoutError:
                     pass
                 continue
@@ -568,6 +569,10 @@ class Daemon:
                 self.stop()
             finally:
                 self.running.pop(run.run_id, None)
+                # the idle workers look again now: under `run --once` the last brief's end is their cue to
+                # exit, which they otherwise found only at their next poll (up to IDLE_POLL_S after the last
+                # report, with workers >= 2: issue 22, the run timed start to exit)
+                self.work.set()
 
     async def run_brief(self, svc: Services, run: BriefRow) -> None:
         settings = self.settings
