@@ -164,6 +164,25 @@ def test_a_growing_file_is_taken_only_once_it_holds_still(tmp_path: Path) -> Non
         assert b.left() == []
 
 
+def test_a_brief_dropped_before_the_daemon_started_is_taken_at_first_sight(tmp_path: Path) -> None:
+    """Issue 22: `run --once` (cron) found briefs dropped long before it started and still waited
+    settle_seconds for each, the model idle, though their mtime showed them still that long already.
+    Such a file now counts as closed: a valid brief is taken at once; one that cannot be taken is still
+    held until this daemon has seen it still for settle_seconds (a writer, or a clock, may disagree)."""
+    with Box(tmp_path, settle=30.0) as b:
+        old = time.time() - 31.0
+        valid = b.drop("yesterday.json", VALID)
+        half = b.drop("half.json", VALID[:15])
+        for path in (valid, half):
+            os.utime(path, (old, old))
+        fresh = b.drop("just-now.json", VALID)
+        [taken] = b.take()
+        assert (taken.brief_id, taken.rejected) == ("yesterday", False), "taken at the first look"
+        assert b.left() == ["half.json", "just-now.json"], \
+            "a half brief is not rejected on its mtime alone, and one written now still settles"
+        assert not (b.outbox / "half").exists() and fresh.exists()
+
+
 def test_a_half_brief_closed_by_its_writer_is_not_rejected_before_it_settles(tmp_path: Path) -> None:
     """`echo '{"question": "Why' > b.json; echo ' ..."}' >> b.json`: the first close comes with
     half a brief. A closed event used to make it ready at once, and the half was rejected

@@ -186,6 +186,18 @@ def test_transient_failures_are_waited_out_and_the_caller_hears_what_it_waits_fo
         assert before + slept <= retry_at <= time.time() + slept + 1, "retry_at is when the next try starts"
 
 
+def test_a_failure_the_next_try_waits_out_itself_is_tried_again_at_once_and_still_counts_as_a_try() -> None:
+    """Issue 22: a RetryAtOnce (Ollama's crashed runner, restarted by the next request) was slept on like
+    any outage, with the model idle and the caller told the service was down."""
+    rec = Recorder()
+    result, calls = run_under_policy([retry.RetryAtOnce("HTTP 500: runner"), "answer"], rec)
+    assert (result, calls) == ("answer", 2)
+    assert rec.slept == [] and rec.waits == [], "no wait, and nothing said to wait for"
+    rec = Recorder()
+    result, calls = run_under_policy([retry.RetryAtOnce("HTTP 500: runner")] * 3, rec, attempts=3)
+    assert isinstance(result, retry.RetryAtOnce) and calls == 3, "the tries are counted: the call still gives up"
+
+
 def test_the_caller_hears_a_failures_own_fix_from_its_first_wait() -> None:
     """SearXNG running with every engine failing is waited out like an outage, but its fix is not
     "start SearXNG": the daemon's first WARNING (loop.Research.on_wait) must already say it."""

@@ -33,6 +33,7 @@ __all__ = [
     "IN_CALL_ATTEMPTS",
     "QUEUE",
     "Backoff",
+    "RetryAtOnce",
     "OnWait",
     "Transient",
     "backoff_delay",
@@ -78,6 +79,16 @@ class Transient(BriefdError):
     """
 
     fix: str | None = None
+
+
+class RetryAtOnce(Transient):
+    """A failure that the next try waits out by itself, so nothing is gained by waiting before it.
+
+    Ollama answers HTTP 500 when its runner died (on this prompt or another) and starts a new runner for
+    the next request, which waits for the load: a backoff before that try only kept the model idle
+    (0.5-1 s, and a daemon log saying the model was down, for a request that then proved poisoned).
+    It is still a try: it counts toward `attempts`, and the waits after later failures are as before.
+    """
 
 
 def transient_status(status: int) -> bool:
@@ -138,6 +149,8 @@ async def call_with_retries(
             failures += 1
             if failures >= attempts:
                 raise
+            if isinstance(exc, RetryAtOnce):
+                continue
             delay = backoff_delay(schedule, failures, rand)
             if on_wait is not None:
                 on_wait(service, time.time() + delay, str(exc), exc.fix)

@@ -5,7 +5,8 @@ Rules (RELIABILITY.md):
   editor and sync junk); dotfiles are ignored, so `*.tmp`, `*.part`, `*~` never match.
 - A file is taken only when complete: after a `closed` or `moved` event, or once its size
   and mtime have not changed for `settle_seconds` (a `created` event fires before any
-  content, and a file moved in from elsewhere gives only `created`).
+  content, and a file moved in from elsewhere gives only `created`). A file whose mtime is
+  already `settle_seconds` old when it is first seen counts as closed.
 - A file that would be *rejected* is rejected only once it has also been still for
   `settle_seconds`, even after a `closed` event: a writer that closes and reopens
   (`echo '{' > b.json; echo '...}' >> b.json`, or a program that writes in bursts)
@@ -294,9 +295,17 @@ class Inbox:
         seen = self.tracked.get(path)
         now = time.monotonic()
         if seen is None or (seen.size, seen.mtime_ns) != (st.st_size, st.st_mtime_ns):
-            self.tracked[path] = _Seen(st.st_size, st.st_mtime_ns, now, ready=complete)
+            self.tracked[path] = _Seen(st.st_size, st.st_mtime_ns, now, ready=complete or self.still_since_mtime(st))
         elif complete:
             seen.ready = True
+
+    def still_since_mtime(self, st: os.stat_result) -> bool:
+        """Was the file last written `settle_seconds` ago or more, by its own mtime? Then it is taken as a
+        closed file is: a valid brief at once, one that cannot be taken (which a writer may still be
+        finishing, or a clock that disagrees with the file's) only once this daemon has seen it still
+        for `settle_seconds`. A file dropped before `run --once` started (cron) waited `settle_seconds`
+        again, the model idle, for a stillness its mtime already showed (issue 22)."""
+        return time.time() - st.st_mtime_ns / 1e9 >= self.settle_seconds
 
     def ready_paths(self) -> list[Path]:
         """Tracked files whose size and mtime held still long enough (or that were closed/moved in)."""

@@ -16,9 +16,11 @@ Why it looks like this:
 - An HTTP 500 is either an outage or a poisoned request: Ollama answers 500
   ("llama runner process has terminated") both when its runner is down and when
   one prompt crashes the runner every time, while it answers every other prompt.
-  Waiting cannot cure the second, so a request refused with 500 a second time is
-  judged by a health probe: the same model, the same `num_ctx` (no reload), a
-  one-word prompt and one token to generate. The probe needs the runner to load
+  Waiting cannot cure the second, so a request refused with 500 is asked again at
+  once (Ollama starts a new runner for it: a backoff would only keep the model idle,
+  `retry.RetryAtOnce`) and, refused a second time, judged by a health probe: the
+  same model, the same `num_ctx` (no reload), a one-word prompt and one token to
+  generate. The probe needs the runner to load
   and generate, which `/api/version` or `/api/tags` would not prove (they answer
   while every inference crashes). The probe answers → the request is poisoned:
   the caller's fallback, outcome "poisoned", no more asking. It fails too → the
@@ -72,6 +74,7 @@ from ..core.retry import (
     IN_CALL_ATTEMPTS,
     Backoff,
     OnWait,
+    RetryAtOnce,
     Transient,
     call_with_retries,
     transient_status,
@@ -998,6 +1001,8 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
                             f"(a health probe succeeded): the request itself crashes the model",
                             probe) from None
                     probe_failed = f"; a health probe failed too ({probe.reason})"
+                else:  # the re-ask itself waits for Ollama's new runner: no backoff keeps the model idle before it
+                    raise RetryAtOnce(reason) from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             raise ServiceDown(cfg.host, f"bad Ollama address: {exc}") from None
         except (ConnectionError, httpx.TransportError) as exc:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..rules.numbers import number_text, span_text
 from .. import __version__
+from . import launch
 from ..core.brief import MAX_BRIEF_BYTES, BriefError, load_schema, too_large
 from ..core.files import use_file_mode
 from ..core.settings import CONFIG_VARIABLE, Settings, SettingsError, effective_settings, load_settings, settings_table
@@ -224,16 +225,20 @@ def load(args: argparse.Namespace) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     """`briefd`: the command, its output flushed here, so a reader that stops early (`briefd schema | head`)
     ends it quietly instead of with a BrokenPipeError traceback (the Python documentation's recipe:
-    stdout pointed at /dev/null, so the flush at exit cannot fail again)."""
+    stdout pointed at /dev/null, so the flush at exit cannot fail again). After `briefd run` the command
+    ends without the interpreter's teardown (launch.exit_now): the daemon has closed all it opened."""
     try:
         try:
-            return command(argv)
+            code = command(argv)
         finally:
             sys.stdout.flush()  # here, inside the try: at interpreter exit it would print "Exception ignored"
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_PIPE_CLOSED
+    if argv is None and launch.daemon_ended:  # the `briefd` command itself, after `briefd run`: no teardown
+        launch.exit_now(code)
+    return code
 
 
 def command(argv: Sequence[str] | None = None) -> int:
@@ -298,7 +303,6 @@ def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from ..core.files import Locked
-    from .worker import serve
 
     api_errors: tuple[type[Exception], ...] = ()  # the HTTP API's, when it runs inside (serve = true)
     if settings.serve and not args.once:  # the API's settings checked before anything starts
@@ -311,7 +315,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
             print(f"briefd: {exc}", file=sys.stderr)
             return exc.exit_code
     try:
-        return serve(settings, once=args.once)
+        return asyncio.run(launch.run_daemon(settings, once=args.once))  # page readers first (launch.py)
     except Locked as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

@@ -83,8 +83,10 @@ LOCK_POLL_S = 1.0
 LOCK_RETRY_S = 2.0           # pause between tries
 LOCK_LOG_S = 60.0            # while waiting, say so again this often
 STATUS_EVERY_S = 5.0         # under systemd: the queue line (STATUS=) is refreshed this often
+IDLE_POLL_S = 0.5            # a worker with nothing to claim looks again this often, or when woken (`work`)
 
 T = TypeVar("T")
+Prestarted = tuple[PageWorkers, "asyncio.Task[None]"]  # a pool and its warm-up task (PageWorkers.start)
 
 # What each long-lived task's death does (daemon.supervise), and why. Restarted ones that die more than
 # `restarts` times within supervise.RESTART_WINDOW_S stop the daemon (exit 3): systemd starts a fresh one.
@@ -167,9 +169,10 @@ class Daemon:
     store: Store   # opened by serve(), once the locks are held
     inbox: Inbox
 
-    def __init__(self, settings: Settings, once: bool) -> None:
+    def __init__(self, settings: Settings, once: bool, pages: "Prestarted | None" = None) -> None:
         self.settings = settings
         self.once = once
+        self.pages = pages  # the page-reading children `briefd run` started before importing this module
         self.stopping = asyncio.Event()
         self.work = asyncio.Event()
         self.running: dict[int, asyncio.Task[None]] = {}
@@ -386,7 +389,7 @@ class Daemon:
             self.stopping, rescan_s=RESCAN_S, use_polling=self.settings.use_polling), LIBRARY)
 
     def services(self) -> "_ServicesContext":
-        return _ServicesContext(self.settings, self.store, self.outages)
+        return _ServicesContext(self.settings, self.store, self.outages, self.pages)
 
     # ---- what the operator sees: systemd, the exit of `run --once`, on_finish ------------------
 
@@ -544,7 +547,7 @@ class Daemon:
                     return
                 self.work.clear()
                 try:
-                    await asyncio.wait_for(self.work.wait(), timeout=0.5)
+                    await asyncio.wait_for(self.work.wait(), timeout=IDLE_POLL_S)
                 except asyncio.TimeoutError:
                     pass
                 continue
@@ -566,6 +569,10 @@ class Daemon:
                 self.stop()
             finally:
                 self.running.pop(run.run_id, None)
+                # the idle workers look again now: under `run --once` the last brief's end is their cue to
+                # exit, which they otherwise found only at their next poll (up to IDLE_POLL_S after the last
+                # report, with workers >= 2: issue 22, the run timed start to exit)
+                self.work.set()
 
     async def run_brief(self, svc: Services, run: BriefRow) -> None:
         settings = self.settings
@@ -763,10 +770,11 @@ class _ServicesContext:
     their warm-up task, left behind when opening the archives raised, kept a daemon that
     took no brief alive past SIGTERM (issue 19 #3)."""
 
-    def __init__(self, settings: Settings, store: Store, outages: OutageLog) -> None:
+    def __init__(self, settings: Settings, store: Store, outages: OutageLog, pages: Prestarted | None = None) -> None:
         self.settings = settings
         self.store = store
         self.outages = outages
+        self.prestarted = pages
         self.started = contextlib.AsyncExitStack()
 
     async def __aenter__(self) -> Services:
@@ -789,9 +797,12 @@ class _ServicesContext:
         self.hosts = ModelHosts.build(model, model_hosts(settings), lambda cfg: make_llm_client(
             cfg, service_transport(settings, cfg.host, model=True)))
         self.llm_client = next(iter(self.hosts.clients.values()))
-        self.pages = PageWorkers()
+        if self.prestarted is not None:  # started by `briefd run` before the daemon's imports: closed as our own
+            self.pages, self.warming = self.prestarted
+        else:
+            self.pages = PageWorkers()
+            self.warming = asyncio.create_task(self.pages.warm())  # while the first brief is planned
         started.push_async_callback(self.pages.close)
-        self.warming = asyncio.create_task(self.pages.warm())  # while the first brief is planned
         started.push_async_callback(self.cancelled, self.warming)  # before the children close
         shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
         if shelf is not None:

@@ -226,13 +226,25 @@ class PageWorkers:
             notes=list(page["notes"]),
         )
 
-    async def warm(self) -> None:
+    async def warm(self, spawned: asyncio.Event | None = None, count: int | None = None) -> None:
         """Start the children before the first page arrives: each takes about 0.3 s to import its
         readers, which the model would otherwise sit through at a brief's first pages. The worker
         starts this with the daemon, so it overlaps the first plan. A child that cannot start is
-        left to the first read, which says why."""
+        left to the first read, which says why. `spawned` is set once every child's process exists;
+        `count` starts that many at most (None: the whole pool)."""
         missing = max(0, self.capacity - len(self._idle) - len(self._busy))
-        started = await asyncio.gather(*(_start_child() for _ in range(missing)), return_exceptions=True)
+        missing = missing if count is None else min(count, missing)
+        count = 0
+
+        def one_spawned() -> None:
+            nonlocal count
+            count += 1
+            if spawned is not None and count == missing:
+                spawned.set()
+
+        if spawned is not None and missing == 0:
+            spawned.set()
+        started = await asyncio.gather(*(_start_child(one_spawned) for _ in range(missing)), return_exceptions=True)
         for child in started:
             if not isinstance(child, _Child):
                 if not isinstance(child, Exception):
@@ -241,6 +253,29 @@ class PageWorkers:
                 self._idle.append(child)
             else:  # a read started a child of its own meanwhile: the pool stays at its size
                 await child.stop()
+
+    async def start(self) -> "asyncio.Task[None]":
+        """`warm` as a task, returned as soon as research's own children (`RESEARCH_RESERVED`) exist,
+        not once they are ready; the rest of the pool is started when the event loop runs again.
+
+        `briefd run` calls this before it imports the daemon's own modules (about 1 s on a busy 2-core
+        box, in which the event loop runs nothing): the child imports its readers meanwhile on the other
+        core, instead of after it, and is ready when the first brief's first pages are (issue 22: the
+        model sat idle 0.6 s at the first pages for children still starting). One child, not the pool:
+        two importing beside the daemon slowed its own imports by 0.3 s on 2 cores. A spawn that fails
+        ends the wait too; the first read says why."""
+        spawned = asyncio.Event()
+
+        async def first_then_the_rest() -> None:
+            await self.warm(spawned, count=RESEARCH_RESERVED)
+            await self.warm()
+
+        task = asyncio.create_task(first_then_the_rest())
+        waiting = asyncio.create_task(spawned.wait())
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        return task
 
     async def _take(self) -> _Child:
         """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""
@@ -271,11 +306,14 @@ def child_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
 
 
-async def _start_child() -> _Child:
+async def _start_child(spawned: Callable[[], None] | None = None) -> _Child:
+    """A ready child; `spawned` is called once its process exists (it then imports its readers)."""
     env = child_environment()
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "briefd.daemon.sources.pagework", stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, env=env)
+    if spawned is not None:
+        spawned()
     child = _Child(process)
     try:
         async with asyncio.timeout(START_TIMEOUT_S):
