@@ -367,6 +367,15 @@ def test_a_caller_may_say_a_cut_off_answer_is_not_worth_asking_again(server: Scr
     assert run.records[0].error and "a shorter answer would not be better" in run.records[0].error
 
 
+def test_a_retry_that_is_cut_off_is_a_fallback_of_a_retry_made_not_a_retry_skipped(server: Scripted) -> None:
+    """usage counts a fallback and no skipped retry: the retry was asked (and paid for), then cut off. It
+    counted as skipped once the chaos lab cut off a synthesis's retry (tests/test_chaos.py, by chance)."""
+    server.script(chat("I cannot help with that."), chat(CUT, done_reason="length"))
+    run = ask(config(server.url), schema=BOUNDED, retry_cut=False)
+    assert len(server.chats) == 2
+    assert run.result.outcome == "fallback" and not run.result.retry_skipped
+
+
 def test_an_answer_that_is_wrong_but_not_cut_off_is_retried_with_the_same_schema(server: Scripted) -> None:
     server.script(chat('{"research_question": "BER overrun", "queries": []}'), chat(GOOD))
     run = ask(config(server.url), schema=AT_FLOOR)
@@ -573,10 +582,10 @@ def test_a_crashed_runner_is_asked_again_at_once_not_waited_out_as_an_outage(ser
     run = ask(config(server.url))
     assert run.result.outcome == "ok" and run.result.value == GOOD_PLAN
     assert len(server.chats) == 2 and server.chats[0] == server.chats[1], "the same request, asked again"
-    assert run.waits == [], "nothing was waited out: the daemon is not told the model is down"
+    assert len(run.waits) == 1 and run.waits[0][1] <= time.time(), "told, with the re-ask due at once"
     server.script(error(500, RUNNER_CRASHED), error(503, "server busy, please try again"), chat(GOOD))
     again = ask(config(server.url, seed=7))
-    assert again.result.outcome == "ok" and [w[2][:8] for w in again.waits] == ["HTTP 503"]
+    assert again.result.outcome == "ok" and [w[2][:8] for w in again.waits] == ["HTTP 500", "HTTP 503"]
 
 
 def test_garbage_from_the_server_counts_as_an_outage_not_as_bad_output(server: Scripted) -> None:
@@ -651,7 +660,7 @@ def test_a_request_refused_every_time_while_the_server_answers_a_probe_gets_the_
     assert run.records[0].prompt_tokens == 7 and run.records[0].completion_tokens == 1, "the probe's cost is counted"
     poisoned = run.records[1]
     assert RUNNER_CRASHED in (poisoned.error or "") and "health probe succeeded" in (poisoned.error or "")
-    assert run.waits == [], "no refusal was waited out: a poisoned request costs no idle backoff (issue 22)"
+    assert len(run.waits) == PROBE_AFTER_REFUSALS - 1, "the first refusal is told (its re-ask goes at once)"
 
 
 def test_a_poisoned_request_is_replayed_for_a_day_then_a_fixed_server_gets_its_chance(server: Scripted) -> None:

@@ -87,7 +87,8 @@ class RetryAtOnce(Transient):
     Ollama answers HTTP 500 when its runner died (on this prompt or another) and starts a new runner for
     the next request, which waits for the load: a backoff before that try only kept the model idle
     (0.5-1 s, and a daemon log saying the model was down, for a request that then proved poisoned).
-    It is still a try: it counts toward `attempts`, and the waits after later failures are as before.
+    It is still a try: it counts toward `attempts`, the caller hears of it as of any failure (`on_wait`,
+    with the next try due now), and the waits after later failures are as before.
     """
 
 
@@ -150,6 +151,8 @@ async def call_with_retries(
             if failures >= attempts:
                 raise
             if isinstance(exc, RetryAtOnce):
+                if on_wait is not None:  # told all the same: the user sees each refusal (a `waiting` event, now)
+                    on_wait(service, time.time(), str(exc), exc.fix)
                 continue
             delay = backoff_delay(schedule, failures, rand)
             if on_wait is not None:

@@ -1160,7 +1160,7 @@ async def call_json(
                 why = "no shorter answer can exist" if retry_cut else "a shorter answer would not be better"
                 rec.outcome, rec.error = "fallback", f"it was cut off at the {budget}-token limit ({reason}) and {why}"
                 emit(rec)
-                return failed("fallback", retry_skipped=True)
+                return failed("fallback", retry_skipped=attempt == 1)  # a cut-off retry was asked all the same
             if shorter is not None:
                 reason = (f"it was cut off at the {budget}-token limit ({reason}); "
                           f"give a shorter answer with {', '.join(shorter.asks)}")
