@@ -377,3 +377,23 @@ def test_a_size_written_with_its_units_letter_is_in_that_unit(unit: str, quote: 
 def test_m4s_diversion_limit_refutes_a_megabyte_of_memory() -> None:
     contract = Contract(">=", 1024, "KB", "memory usable by all diversions")
     assert judge.quote_stance(contract, M4_DIVERSIONS).stance == "contradicts"
+
+
+# tcp(7) as the model quotes two entries at once (a man page's term on its own line, then its text): the unit
+# named in one entry is no unit of the next entry's figure (judge._subject_before stays within the figure's line)
+TCP_INTVL_PROBES = ("tcp_keepalive_intvl (integer; default: 75; since Linux 2.4)\nThe number of seconds between TCP "
+                    "keep-alive probes.\ntcp_keepalive_probes (integer; default: 9; since Linux 2.2)\nThe maximum "
+                    "number of TCP keep-alive probes to send before giving up and killing the connection if no "
+                    "response is obtained from the other end.")                                         # tcp.7
+CURL_PARALLEL_MAX = ("--parallel-max <num>\nWhen asked to do parallel transfers, using -Z, --parallel, this option "
+                     "controls the maximum amount of transfers to do simultaneously.\n\nThe default is 50.")  # curl.1
+
+
+@pytest.mark.parametrize("quote, unit, read", [
+    (TCP_INTVL_PROBES, "seconds", []),                # "9" is the next entry's count of probes
+    (TCP_INTVL_PROBES.replace("\n", " "), "seconds", ["9"]),  # the old reading, one line: what the rule prevents
+    (CURL_PARALLEL_MAX, "transfers", ["50"]),         # a line that names nothing reads the paragraph before it
+])
+def test_a_figures_unit_is_named_in_its_own_line_or_the_one_it_leans_on(quote: str, unit: str,
+                                                                          read: list[str]) -> None:
+    assert [a.raw for a, why in judge.stated_amounts(quote, unit) if why is None] == read

@@ -435,9 +435,16 @@ def _sentence_starts(quote: str, start: int) -> tuple[int, ...]:
 
 
 def _subject_before(quote: str, start: int) -> str:
-    """The text a figure's unit may be named in: SUBJECT_SENTENCES sentences ending at the figure."""
+    """The text a figure's unit may be named in: SUBJECT_SENTENCES sentences ending at the figure, within
+    its line (a line is a paragraph, an entry's term or a table row: tcp(7)'s "The number of seconds between
+    TCP keep-alive probes." names no unit of the next entry's "tcp_keepalive_probes (integer; default: 9;"),
+    unless the figure's line names nothing of its own ("The default is 50.": decide.leans_on_before)."""
     starts = _sentence_starts(quote, start)
-    return quote[max(starts[-min(SUBJECT_SENTENCES, len(starts))], start - SUBJECT_CHARS):start]
+    line = quote.rfind("\n", 0, start) + 1
+    if line and leans_on_before(quote[line:start + 1].lstrip()):
+        above = quote[:line].rstrip()  # the paragraph above it, blank lines between left out
+        line = above.rfind("\n") + 1
+    return quote[max(starts[-min(SUBJECT_SENTENCES, len(starts))], start - SUBJECT_CHARS, line):start]
 
 
 def _money_or_share(unit: str) -> bool:
