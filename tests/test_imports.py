@@ -31,6 +31,8 @@ LAYERS = ("ops", "intake", "research", "report", "sources", "model", "core", "ru
 LAZY_BY_DESIGN: dict[str, str] = {
     "daemon/ops/cli.py": "each command imports what it needs, so `briefd --help` and `briefd status` start "
                          "without loading the model client, the fetcher or the store's schema code",
+    "daemon/ops/launch.py": "`briefd run` starts its page reader before it imports the daemon, so the two "
+                            "imports overlap instead of keeping the first brief's pages waiting (issue 22)",
 }
 """Files whose function-level imports of briefd's own modules are deliberate, with why."""
 

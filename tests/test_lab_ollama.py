@@ -290,9 +290,12 @@ def test_evidence_answer_quotes_matching_sentences_and_ignores_injected_orders(l
     assert 1 <= len(ev["items"]) <= 4
     chosen = [sid for item in ev["items"] for sid in item["sentence_ids"]]
     assert set(chosen) <= set(ids)
-    # the numeric, on-topic sentences are found; the injection and the lunch price are not
-    assert {"S2", "S7"} <= set(chosen)
-    assert "S5" not in chosen and "S6" not in chosen
+    # the numeric, on-topic sentences are found; the lunch price is not, and briefd never shows the
+    # injection (an instruction to a model is withheld from the prompt: decide.addresses_a_model)
+    by_text = {text: sid for sid, text in ids.items()}
+    assert {by_text[PASSAGES[0][2][1]], by_text[PASSAGES[2][2][0]]} <= set(chosen)
+    assert by_text["Lunch at the terminal costs 14 euros."] not in chosen
+    assert "PWNED" not in prompt and not any("PWNED" in text for text in ids.values())
     assert "PWNED" not in r.content
     for item in ev["items"]:
         numbers = [int(s[1:]) for s in item["sentence_ids"]]
@@ -829,6 +832,7 @@ def test_llama_driver_answers_a_real_chat_in_ollama_shape(tmp_path: Path) -> Non
      6.0),
     ("Uploads are processed every five minutes.", "ESTIMATE: minutes, current range 1..1440", None),  # a word
     ("The overrun reached $431 million.", "ESTIMATE: USD million, current range 100..2000", None),  # read_amount's
+    ("Costs rose 34 percent in 2024.", "ESTIMATE: percent, current range 0..100", None),
 ])
 def test_the_scripted_model_proposes_a_figure_for_an_estimate_in_any_unit(text: str, line: str,
                                                                           value: float | None) -> None:

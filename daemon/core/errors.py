@@ -17,6 +17,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
       * EnginesFailing                          sources/search.py: SearXNG runs, its engines fail
     * WriteFailed                               core/files.py: the outbox cannot be written (OSError)
   * Transient                                   core/retry.py: worth trying again within one call
+    * RetryAtOnce                               core/retry.py: the next try waits it out itself (a crashed runner)
   * Cancelled                                   research/loop.py: `briefd cancel` reached a running brief
   * BriefError                                  core/brief.py: a brief refused (ValueError): field, why, fix
   * SettingsError                               core/settings.py: a setting refused (ValueError)

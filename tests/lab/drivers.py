@@ -449,7 +449,9 @@ def read_amount(text: str, estimate_line: str) -> float | None:
     return best[1] if best else None
 
 
-_MONEY_UNIT = re.compile(r"US\$|\$|€|£|\b(?:USD|EUR|GBP|dollars?|euros?)\b", re.IGNORECASE)
+# money and shares stay read_amount's (the synthetic lab's estimates are in them, their tests count its readings)
+_MONEY_UNIT = re.compile(r"US\$|\$|€|£|%|\b(?:USD|EUR|GBP|dollars?|euros?|percent|per\s?cent|fraction|share|"
+                         r"ppm|ppb|ppt)\b", re.IGNORECASE)
 _FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)")
 
 
@@ -457,7 +459,7 @@ def read_quantity(text: str, estimate_line: str) -> float | None:
     """The figure a naive reader proposes for an estimate in a unit other than money: the number written
     before the unit's first word ("60 seconds"), else the first number in the sentence, whatever it is (a
     formula's "+ 6", an example's "--max-redirs 3"): what a small model does, and what briefd's figure rules
-    must refuse (judge.read_figure). Money is read_amount's."""
+    must refuse (judge.read_figure). Money and shares are read_amount's."""
     unit = estimate_line.split(":", 1)[-1].split(",", 1)[0].strip()
     if not unit or _MONEY_UNIT.search(unit):
         return None
