@@ -19,7 +19,7 @@ import pytest
 
 from briefd.daemon.core.settings import load_settings
 from briefd.daemon.ops import launch, worker
-from briefd.daemon.sources.pagework import RESEARCH_RESERVED, PageWorkers
+from briefd.daemon.sources.pagework import PAGE_WORKERS, PageWorkers
 
 from tests.conftest import Workspace
 from tests.lab.corpus import TOPICS
@@ -55,7 +55,7 @@ sys.exit(main(["run", "--once"]))
 
 @pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
                     reason="needs Linux's /proc/<pid>/task/<tid>/children")
-def test_research_s_page_reader_is_started_before_the_daemons_modules_load(tmp_path: Path) -> None:
+def test_the_page_readers_are_started_before_the_daemons_modules_load(tmp_path: Path) -> None:
     seen = tmp_path / "children-at-import.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BRIEFD_INBOX": str(tmp_path / "inbox"),
            "BRIEFD_OUTBOX": str(tmp_path / "outbox"), "BRIEFD_DB": str(tmp_path / "briefd.db")}
@@ -64,8 +64,8 @@ def test_research_s_page_reader_is_started_before_the_daemons_modules_load(tmp_p
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     readers = [line for line in seen.read_text().splitlines() if "briefd.daemon.sources.pagework" in line]
-    assert len(readers) == RESEARCH_RESERVED, \
-        f"research's page reader was not started before the daemon's modules loaded: {seen.read_text()!r}"
+    assert len(readers) == PAGE_WORKERS, \
+        f"the page readers were not started before the daemon's modules loaded: {seen.read_text()!r}"
 
 
 def test_the_children_started_first_are_closed_when_the_daemon_cannot_start() -> None:

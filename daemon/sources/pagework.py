@@ -255,22 +255,18 @@ class PageWorkers:
                 await child.stop()
 
     async def start(self) -> "asyncio.Task[None]":
-        """`warm` as a task, returned as soon as research's own children (`RESEARCH_RESERVED`) exist,
-        not once they are ready; the rest of the pool is started when the event loop runs again.
+        """`warm` as a task, returned as soon as every child's process exists (not once they are ready).
 
         `briefd run` calls this before it imports the daemon's own modules (about 1 s on a busy 2-core
-        box, in which the event loop runs nothing): the child imports its readers meanwhile on the other
-        core, instead of after it, and is ready when the first brief's first pages are (issue 22: the
-        model sat idle 0.6 s at the first pages for children still starting). One child, not the pool:
-        two importing beside the daemon slowed its own imports by 0.3 s on 2 cores. A spawn that fails
-        ends the wait too; the first read says why."""
+        box, in which the event loop runs nothing): the children import theirs meanwhile on the other
+        core, instead of after it, and are ready when the first brief's first pages are (issue 22: the
+        model sat idle 0.6 s at the first pages for children still starting). The whole pool, not one
+        child: with one reader for the first second, several briefs' first pages queued behind each other
+        and came after their round (late, then given up at the synthesis), which cost pages a report
+        would have read; the daemon's own imports take about 0.3 s longer beside two importing children.
+        A spawn that fails ends the wait too; the first read says why."""
         spawned = asyncio.Event()
-
-        async def first_then_the_rest() -> None:
-            await self.warm(spawned, count=RESEARCH_RESERVED)
-            await self.warm()
-
-        task = asyncio.create_task(first_then_the_rest())
+        task = asyncio.create_task(self.warm(spawned))
         waiting = asyncio.create_task(spawned.wait())
         await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()
