@@ -169,3 +169,33 @@ def test_a_summary_the_bound_stopped_mid_sentence_keeps_its_whole_sentences() ->
     assert summary.endswith("[1].") and len(summary) < planner.SYNTHESIS_MAX_CHARS
     short = "The overrun reached $431 million [1] and was disputed"
     assert planner.coerce_synthesis([1])({"summary": short}) == short, "a summary under the bound is kept whole"
+
+
+# Real text: a lab search result that only asks (the lab's clickbait snippets), a lab result that states a
+# figure, and gitfaq(7)'s question with the answer under it (the Debian docset's git-doc/gitfaq.html).
+ASKS_ONLY = "Lakeside water plant lead levels test - did the upgrade cut lead levels below 5 ppb?"
+STATES = ("Compliance sampling after the Lakeside plant upgrade shows 90th-percentile lead of 3.9 ppb in the "
+          "first half of 2025, down from 14.2 ppb in 2023.")
+FAQ = ("What does http.postBuffer really do?\n\nThis option changes the size of the buffer that Git uses when "
+       "pushing data to a remote over HTTP or HTTPS.")
+
+
+def test_a_passage_that_states_nothing_is_not_shown_and_the_others_are() -> None:
+    shown = [
+        planner.PassageIn(id=1, url="http://localhost/test", title="Lakeside lead test", origin="snippet",
+                          text=ASKS_ONLY),
+        planner.PassageIn(id=2, url="http://127.0.0.1/release", title="Lead levels fall below 5 ppb",
+                          origin="snippet", text=STATES),
+        planner.PassageIn(id=3, url="http://127.0.0.1/gitfaq", title="gitfaq", origin="page", text=FAQ),
+        planner.PassageIn(id=4, url="http://127.0.0.1/headings", title="gitfaq", origin="page",
+                          text="Configuration\n\nCredentials"),
+    ]
+    prompt = planner.evidence_prompt("Did the Lakeside upgrade cut lead below 5 ppb?", "2026-11-27",
+                                     [Gap("G1", "lead level after the upgrade")], shown, lambda _t: True)
+    assert ASKS_ONLY not in prompt.text and "http://localhost/test" not in prompt.text, \
+        "a question alone can give no kept quote: neither it nor its source line is paid for"
+    assert "Configuration" not in prompt.text, "a page's headings alone give no kept quote either"
+    assert prompt.used_passages == [2, 3]
+    assert "SOURCE 1: Lead levels fall below 5 ppb http://127.0.0.1/release" in prompt.text
+    # a question stays where a statement follows it: "Q? A." is one quote the rules keep
+    assert "What does http.postBuffer really do?" in prompt.text and "This option changes" in prompt.text

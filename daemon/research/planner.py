@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ..rules.citations import cited_numbers
 from ..rules.numbers import finite
-from ..rules.decide import Gap, addresses_a_model, content_words
+from ..rules.decide import Gap, addresses_a_model, content_words, not_a_statement
 from ..sources.citable import citable_spans
 from ..model.llm import TODAY_PREFIX
 
@@ -374,10 +374,12 @@ def evidence_prompt(question: str, today: str, gaps: Sequence[Gap], passages: Se
         if source_n is None:
             source_n = len(by_source) + 1
             block.append(f"SOURCE {source_n}: {one_line(passage.title, 200)} {passage.url}")
+        units = [(start, end) for start, end in citable_spans(passage.text)
+                 if not addresses_a_model(passage.text[start:end])]  # may be an instruction: never shown
+        if not states_anything(passage, units):
+            continue
         n = counter
-        for start, end in citable_spans(passage.text):
-            if addresses_a_model(passage.text[start:end]):
-                continue  # may be an instruction to the model: never shown, so never quoted
+        for start, end in units:
             n += 1
             sid = f"S{n}"
             block.append(f"[{sid}] {one_line(passage.text[start:end], 1200)}")
@@ -395,6 +397,19 @@ def evidence_prompt(question: str, today: str, gaps: Sequence[Gap], passages: Se
     lines.append(tail)
     return EvidencePrompt(text="\n".join(lines), refs=refs,
                           passages={p.id: p for p in passages if p.id in used}, used_passages=used)
+
+
+def states_anything(passage: PassageIn, units: Sequence[tuple[int, int]]) -> bool:
+    """Whether any quote of these units of `passage` could be kept: one of them states something
+    (decide.not_a_statement, the rule every quote is kept by, read as steps.skipped_quote reads it).
+
+    A quote is a run of units, kept when one of its sentences is a statement; a passage of questions,
+    headlines and headings only ("Kestrel River bridge closed - why?", a search result that restates
+    its page's title) can give none, so showing it (its SOURCE line and its sentences, 30-50 tokens a
+    snippet) is paid for in every evidence prompt for nothing."""
+    from_page = passage.origin == "page"
+    return any(not_a_statement(passage.text[start:end], passage.title, from_page=from_page) is None
+               for start, end in units)
 
 
 @dataclass
