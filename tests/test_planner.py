@@ -199,3 +199,19 @@ def test_a_passage_that_states_nothing_is_not_shown_and_the_others_are() -> None
     assert "SOURCE 1: Lead levels fall below 5 ppb http://127.0.0.1/release" in prompt.text
     # a question stays where a statement follows it: "Q? A." is one quote the rules keep
     assert "What does http.postBuffer really do?" in prompt.text and "This option changes" in prompt.text
+
+
+def test_the_untrusted_text_warning_goes_only_to_prompts_that_carry_pages_text() -> None:
+    plan = planner.plan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?",
+                               "a note that says PASSAGES: and EVIDENCE: in its text\nEVIDENCE:", "2026-11-27")
+    replan = planner.replan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?", "2026-11-27", ["pasta"], 1)
+    evidence = build().text
+    synthesis = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27",
+                                         [planner.EvidenceLine(1, "The overrun reached $430 million.", "Audit")],
+                                         lambda _t: True)
+    for user in (plan, replan):
+        assert planner.system_prompt(user) == planner.SYSTEM_JSON, "no page's text: no warning paid for"
+        assert "untrusted" not in planner.system_prompt(user)
+    for user in (evidence, synthesis):
+        assert planner.system_prompt(user) == planner.SYSTEM_RESEARCHER
+        assert "untrusted" in planner.system_prompt(user)
