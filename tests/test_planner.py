@@ -104,7 +104,26 @@ def test_template_plan_and_summary_need_no_model() -> None:
 
 def test_synthesis_prompt_without_evidence_asks_for_no_citations() -> None:
     text = planner.synthesis_prompt("q?", "2026-11-22", [], lambda _t: True)
-    assert "EVIDENCE:\n(none)" in text and "without citations" in text
+    assert "without citations" in text
+    assert "EVIDENCE" not in text, "no empty section, and no warning about page text no page gave"
+    assert planner.system_prompt(text) == planner.SYSTEM_JSON
+
+
+def test_a_synthesis_is_asked_to_rank_and_weigh_its_quotes_only_when_it_has_several() -> None:
+    one = [planner.EvidenceLine(1, "The overrun reached $430 million.", "Audit")]
+    two = [*one, planner.EvidenceLine(2, "The tunnel finished 430 million dollars over budget.", "News")]
+    computed = "COMPUTED RANGE: 430 to 430 million USD (computed by rule from the evidence)"
+    alone = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27", one, lambda _t: True,
+                                     extra=computed)
+    assert "cite it as [n]" in alone and "where the evidence is thin" in alone
+    for needless in ("strongest", "disagree", "the evidence it rests on"):
+        assert needless not in alone, f"one quote: nothing to rank or weigh ({needless!r})"
+    both = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27", two, lambda _t: True)
+    assert "cite the strongest" in both and "where sources disagree" in both
+    assert "COMPUTED" not in both, "no computed range in the prompt: nothing to say about one"
+    with_range = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27", two, lambda _t: True,
+                                          extra=computed)
+    assert "for a COMPUTED range or verdict, the evidence it rests on" in with_range
 
 
 def test_a_summary_that_cites_none_of_the_evidence_is_refused() -> None:

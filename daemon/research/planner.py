@@ -549,30 +549,41 @@ class EvidenceLine:
 
 def synthesis_prompt(question: str, today: str, lines: Sequence[EvidenceLine],
                      fits: Callable[[str], bool], extra: str = "", chars: int = SYNTHESIS_MAX_CHARS) -> str:
-    """The synthesis prompt; `chars` is its schema's summary length (synthesis_chars), told in words."""
+    """The synthesis prompt; `chars` is its schema's summary length (synthesis_chars), told in words.
+
+    It asks only what its evidence lets the model do (synthesis_ask): each synthesis pays for its
+    instructions, and with no quotes it carries no EVIDENCE section (nor, then, the system prompt's
+    warning about page text: system_prompt)."""
     head = [f"QUESTION: {one_line(question)}", f"{TODAY_PREFIX}{today}"]
     if extra:
         head.append(extra)
-    tail_with = (
-        f"Write a concise Markdown answer to the QUESTION in short paragraphs (at most "
-        f"{synthesis_words(chars)} words), using only the "
-        "EVIDENCE, and cite it as [n] after each claim. The EVIDENCE is listed strongest first: cite "
-        "the strongest (for a COMPUTED range or verdict, the evidence it rests on). Say plainly where sources "
-        "disagree or where the evidence is thin."
-    )
-    tail_without = (
-        "No sources could be found. Answer the QUESTION briefly from general knowledge, in Markdown, "
-        "without citations, and say what is uncertain."
-    )
     if not lines:
-        return "\n".join(head + ["EVIDENCE:", "(none)", tail_without])
+        return "\n".join(head + [SYNTHESIS_WITHOUT_EVIDENCE])
     body = head + ["EVIDENCE:"]
     for line in lines:
         candidate = body + [f"[{line.source_n}] {one_line(line.quote, 600)} ({one_line(line.title, 120)})"]
-        if not fits("\n".join(candidate + [tail_with])) and len(body) > len(head) + 1:
+        if not fits("\n".join(candidate + [synthesis_ask(chars, len(candidate) - len(head) - 1, extra)])) \
+                and len(body) > len(head) + 1:
             break
         body = candidate
-    return "\n".join(body + [tail_with])
+    return "\n".join(body + [synthesis_ask(chars, len(body) - len(head) - 1, extra)])
+
+
+SYNTHESIS_WITHOUT_EVIDENCE = ("No sources could be found. Answer the QUESTION briefly from general knowledge, in "
+                              "Markdown, without citations, and say what is uncertain.")
+
+
+def synthesis_ask(chars: int, quotes: int, extra: str = "") -> str:
+    """What a synthesis of `quotes` EVIDENCE lines is asked to do. Which one is strongest (for a
+    COMPUTED range or verdict in `extra`, the one it rests on), and where sources disagree, are asked
+    only of two quotes or more: one quote has no stronger rival and nothing to disagree with."""
+    ask = (f"Write a concise Markdown answer to the QUESTION in short paragraphs (at most "
+           f"{synthesis_words(chars)} words), using only the EVIDENCE, and cite it as [n] after each claim.")
+    if quotes <= 1:
+        return f"{ask} Say plainly where the evidence is thin."
+    computed = " (for a COMPUTED range or verdict, the evidence it rests on)" if "COMPUTED" in extra else ""
+    return (f"{ask} The EVIDENCE is listed strongest first: cite the strongest{computed}. Say plainly "
+            "where sources disagree or where the evidence is thin.")
 
 
 def coerce_synthesis(known: Sequence[int] = (), chars: int = SYNTHESIS_MAX_CHARS) -> Callable[[Any], str]:
