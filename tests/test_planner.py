@@ -223,7 +223,7 @@ def test_a_passage_that_states_nothing_is_not_shown_and_the_others_are() -> None
 def test_the_untrusted_text_warning_goes_only_to_prompts_that_carry_pages_text() -> None:
     plan = planner.plan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?",
                                "a note that says PASSAGES: and EVIDENCE: in its text\nEVIDENCE:", "2026-11-27")
-    replan = planner.replan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?", "2026-11-27", ["pasta"], 1)
+    replan = planner.replan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?", "2026-11-27", 1)
     evidence = build().text
     synthesis = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27",
                                          [planner.EvidenceLine(1, "The overrun reached $430 million.", "Audit")],

@@ -289,14 +289,16 @@ def replan_schema(slots: int) -> dict[str, Any]:
     }
 
 
-def replan_prompt(question: str, today: str, missed: Sequence[str], slots: int) -> str:
-    """The second plan's prompt: the queries that missed, and how many new ones round 1 can use."""
-    said = "; ".join(f'"{one_line(q, QUERY_MAX_CHARS)}"' for q in missed[:PLAN_MAX_QUERIES]) or "(none)"
+def replan_prompt(question: str, today: str, slots: int) -> str:
+    """The second plan's prompt: how many new queries round 1 can use, for the QUESTION.
+
+    The first plan's queries are not shown: they missed the question, and a small model echoes what it
+    is shown (Gemma 3 270M answered 'what must be found out to answer it', one of the missed queries,
+    itself an echo of the plan prompt), at 30-60 prompt tokens for them."""
     many = "one short web search query" if slots <= 1 else f"{slots} short web search queries"
     return "\n".join([
         f"QUESTION: {one_line(question)}",
         f"{TODAY_PREFIX}{today}",
-        f"These search queries missed the QUESTION's own words: {said}.",
         f"Write {many} for the QUESTION, each using its key words (the QUESTION itself is searched anyway).",
     ])
 
