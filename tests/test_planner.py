@@ -234,3 +234,21 @@ def test_the_untrusted_text_warning_goes_only_to_prompts_that_carry_pages_text()
     for user in (evidence, synthesis):
         assert planner.system_prompt(user) == planner.SYSTEM_RESEARCHER
         assert "untrusted" in planner.system_prompt(user)
+
+
+def test_an_evidence_answer_can_cite_only_the_sentences_its_prompt_numbered() -> None:
+    import jsonschema
+
+    prompt = build()
+    schema = planner.evidence_schema("plain", len(prompt.refs))
+    last = len(prompt.refs)
+
+    def answer(*ids: str) -> dict:
+        return {"items": [{"sentence_ids": list(ids), "summary": "", "confidence": 0.5, "gap": ""}],
+                "new_gaps": [], "new_queries": []}
+    jsonschema.validate(answer("S1", f"S{last}"), schema)
+    # what Gemma 3 270M cited when shown 10 sentences: ids past the last, and "100000"
+    for beyond in (f"S{last + 1}", "100000", "S0"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(answer(beyond), schema)
+    assert set(schema["properties"]["items"]["items"]["properties"]["sentence_ids"]["items"]["enum"]) == set(prompt.refs)

@@ -152,6 +152,14 @@ def evidence_items_for(sentences: int | None) -> int:
     return max(1, min(EVIDENCE_MAX_ITEMS, sentences))
 
 
+def sentence_id_schema(sentences: int) -> dict[str, Any]:
+    """A sentence id of a prompt that numbers `sentences` sentences S1..S<n> (evidence_prompt): one of
+    them, not any short string. A grammar-constrained model cannot then cite a sentence the prompt does
+    not have: Gemma 3 270M, shown 10, cited "S11" to "S18" and "100000", each item a quote lost
+    ("no known sentence ids") and its tokens paid for nothing."""
+    return {"type": "string", "enum": [f"S{n}" for n in range(1, sentences + 1)]}
+
+
 def evidence_schema(kind: str, sentences: int | None = None) -> dict[str, Any]:
     """The evidence schema for a brief's kind: plain, estimate (numbers + impact) or hypothesis (stance),
     for a prompt of `sentences` numbered sentences (`len(prompt.refs)`; None: not known).
@@ -162,6 +170,8 @@ def evidence_schema(kind: str, sentences: int | None = None) -> dict[str, Any]:
     schema: dict[str, Any] = json.loads(json.dumps(EVIDENCE_SCHEMA))  # a deep copy
     schema["properties"]["items"]["maxItems"] = evidence_items_for(sentences)
     item = schema["properties"]["items"]["items"]
+    if sentences:
+        item["properties"]["sentence_ids"]["items"] = sentence_id_schema(sentences)
     if kind == "estimate":
         item["properties"].update({
             "value": _NUMBER_OR_NULL, "low": _NUMBER_OR_NULL, "high": _NUMBER_OR_NULL,
