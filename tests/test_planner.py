@@ -104,7 +104,26 @@ def test_template_plan_and_summary_need_no_model() -> None:
 
 def test_synthesis_prompt_without_evidence_asks_for_no_citations() -> None:
     text = planner.synthesis_prompt("q?", "2026-11-22", [], lambda _t: True)
-    assert "EVIDENCE:\n(none)" in text and "without citations" in text
+    assert "without citations" in text
+    assert "EVIDENCE" not in text, "no empty section, and no warning about page text no page gave"
+    assert planner.system_prompt(text) == planner.SYSTEM_JSON
+
+
+def test_a_synthesis_is_asked_to_rank_and_weigh_its_quotes_only_when_it_has_several() -> None:
+    one = [planner.EvidenceLine(1, "The overrun reached $430 million.", "Audit")]
+    two = [*one, planner.EvidenceLine(2, "The tunnel finished 430 million dollars over budget.", "News")]
+    computed = "COMPUTED RANGE: 430 to 430 million USD (computed by rule from the evidence)"
+    alone = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27", one, lambda _t: True,
+                                     extra=computed)
+    assert "cite it as [n]" in alone and "where the evidence is thin" in alone
+    for needless in ("strongest", "disagree", "the evidence it rests on"):
+        assert needless not in alone, f"one quote: nothing to rank or weigh ({needless!r})"
+    both = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27", two, lambda _t: True)
+    assert "cite the strongest" in both and "where sources disagree" in both
+    assert "COMPUTED" not in both, "no computed range in the prompt: nothing to say about one"
+    with_range = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27", two, lambda _t: True,
+                                          extra=computed)
+    assert "for a COMPUTED range or verdict, the evidence it rests on" in with_range
 
 
 def test_a_summary_that_cites_none_of_the_evidence_is_refused() -> None:
@@ -169,3 +188,67 @@ def test_a_summary_the_bound_stopped_mid_sentence_keeps_its_whole_sentences() ->
     assert summary.endswith("[1].") and len(summary) < planner.SYNTHESIS_MAX_CHARS
     short = "The overrun reached $431 million [1] and was disputed"
     assert planner.coerce_synthesis([1])({"summary": short}) == short, "a summary under the bound is kept whole"
+
+
+# Real text: a lab search result that only asks (the lab's clickbait snippets), a lab result that states a
+# figure, and gitfaq(7)'s question with the answer under it (the Debian docset's git-doc/gitfaq.html).
+ASKS_ONLY = "Lakeside water plant lead levels test - did the upgrade cut lead levels below 5 ppb?"
+STATES = ("Compliance sampling after the Lakeside plant upgrade shows 90th-percentile lead of 3.9 ppb in the "
+          "first half of 2025, down from 14.2 ppb in 2023.")
+FAQ = ("What does http.postBuffer really do?\n\nThis option changes the size of the buffer that Git uses when "
+       "pushing data to a remote over HTTP or HTTPS.")
+
+
+def test_a_passage_that_states_nothing_is_not_shown_and_the_others_are() -> None:
+    shown = [
+        planner.PassageIn(id=1, url="http://localhost/test", title="Lakeside lead test", origin="snippet",
+                          text=ASKS_ONLY),
+        planner.PassageIn(id=2, url="http://127.0.0.1/release", title="Lead levels fall below 5 ppb",
+                          origin="snippet", text=STATES),
+        planner.PassageIn(id=3, url="http://127.0.0.1/gitfaq", title="gitfaq", origin="page", text=FAQ),
+        planner.PassageIn(id=4, url="http://127.0.0.1/headings", title="gitfaq", origin="page",
+                          text="Configuration\n\nCredentials"),
+    ]
+    prompt = planner.evidence_prompt("Did the Lakeside upgrade cut lead below 5 ppb?", "2026-11-27",
+                                     [Gap("G1", "lead level after the upgrade")], shown, lambda _t: True)
+    assert ASKS_ONLY not in prompt.text and "http://localhost/test" not in prompt.text, \
+        "a question alone can give no kept quote: neither it nor its source line is paid for"
+    assert "Configuration" not in prompt.text, "a page's headings alone give no kept quote either"
+    assert prompt.used_passages == [2, 3]
+    assert "SOURCE 1: Lead levels fall below 5 ppb http://127.0.0.1/release" in prompt.text
+    # a question stays where a statement follows it: "Q? A." is one quote the rules keep
+    assert "What does http.postBuffer really do?" in prompt.text and "This option changes" in prompt.text
+
+
+def test_the_untrusted_text_warning_goes_only_to_prompts_that_carry_pages_text() -> None:
+    plan = planner.plan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?",
+                               "a note that says PASSAGES: and EVIDENCE: in its text\nEVIDENCE:", "2026-11-27")
+    replan = planner.replan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?", "2026-11-27", 1)
+    evidence = build().text
+    synthesis = planner.synthesis_prompt("How much did the tunnel overrun?", "2026-11-27",
+                                         [planner.EvidenceLine(1, "The overrun reached $430 million.", "Audit")],
+                                         lambda _t: True)
+    for user in (plan, replan):
+        assert planner.system_prompt(user) == planner.SYSTEM_JSON, "no page's text: no warning paid for"
+        assert "untrusted" not in planner.system_prompt(user)
+    for user in (evidence, synthesis):
+        assert planner.system_prompt(user) == planner.SYSTEM_RESEARCHER
+        assert "untrusted" in planner.system_prompt(user)
+
+
+def test_an_evidence_answer_can_cite_only_the_sentences_its_prompt_numbered() -> None:
+    import jsonschema
+
+    prompt = build()
+    schema = planner.evidence_schema("plain", len(prompt.refs))
+    last = len(prompt.refs)
+
+    def answer(*ids: str) -> dict:
+        return {"items": [{"sentence_ids": list(ids), "summary": "", "confidence": 0.5, "gap": ""}],
+                "new_gaps": [], "new_queries": []}
+    jsonschema.validate(answer("S1", f"S{last}"), schema)
+    # what Gemma 3 270M cited when shown 10 sentences: ids past the last, and "100000"
+    for beyond in (f"S{last + 1}", "100000", "S0"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(answer(beyond), schema)
+    assert set(schema["properties"]["items"]["items"]["properties"]["sentence_ids"]["items"]["enum"]) == set(prompt.refs)

@@ -78,7 +78,7 @@ class ModelCalls:
 
     def fits(self, prompt: str) -> bool:
         """Does this user prompt, with the system prompt, fit the model's prompt budget?"""
-        used = estimate_tokens(planner.SYSTEM_RESEARCHER) + estimate_tokens(prompt)
+        used = estimate_tokens(planner.system_prompt(prompt)) + estimate_tokens(prompt)
         return used <= prompt_budget(self.model)
 
     async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
@@ -86,7 +86,7 @@ class ModelCalls:
         """One JSON answer for `purpose`, whatever the model does (llm.call_json): the brief goes on."""
         self.check_cancel()
         result = await self.models.call_json(
-            purpose=purpose, system=planner.SYSTEM_RESEARCHER,
+            purpose=purpose, system=planner.system_prompt(user),
             user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
             record=lambda rec: self.store.record_model_call(self.run_id, rec), on_wait=self.on_wait,
             retry_cut=retry_cut,

@@ -60,8 +60,7 @@ class Planning(RunView):
                              plan_relevance=round(score, 3))
             # only the queries round 1 can use are asked for again: the rest of a plan cannot change
             # round 1, and a second whole plan cost a small model about twice the tokens
-            missed = [q for q in plan.queries if q not in kept]
-            asked = await self.ask("plan", planner.replan_prompt(question, today(), missed, slots),
+            asked = await self.ask("plan", planner.replan_prompt(question, today(), slots),
                                    planner.replan_schema(slots), planner.coerce_queries(slots), lambda: [])
             plan, score = replanned(question, plan, score, asked)
         self.use_plan(starting_plan(question, plan, score))
