@@ -478,15 +478,17 @@ def _retrieved(task: "asyncio.Task[Any]") -> None:
 def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:
     """The evidence items that carry a figure, as the range rule reads them."""
     return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
-                          impact=e["impact"] or "neutral", source=e["url"], round=e["round"])
+                          impact=e["impact"] or "neutral", source=judge.independent_source(e["url"]),
+                          round=e["round"])
             for e in rows if e["low"] is not None and e["high"] is not None]
 
 
 def _stances(rows: list[dict[str, Any]]) -> list[judge.Stance]:
     return [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
-                         tier=e["tier"], domain=e["url"]) for e in rows]
+                         tier=e["tier"], domain=judge.independent_source(e["url"])) for e in rows]
 
 
 def _quotes(rows: list[dict[str, Any]]) -> list[judge.Quoted]:
     """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
-    return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=e["url"]) for e in rows]
+    return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=judge.independent_source(e["url"]))
+            for e in rows]

@@ -690,6 +690,20 @@ def _host(url: str) -> str:
         return ""
 
 
+def independent_source(url: str) -> str:
+    """Which source a page counts as wherever sources are counted (an estimate's corroboration, a verdict's
+    domains): its host on the web and for an archive (`zim://<archive>/...`), its folder for a library
+    document. Two pages of one site, or one manual's pages (its HTML and its PDF, git-config.html and
+    git-gc.html), say one publisher's word once: they are one source, not two that agree."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.scheme == "file":
+        return "file://" + unquote(parts.path).rsplit("/", 1)[0] + "/"
+    return _host(url) or url
+
+
 def _under_prefix(url: str, prefix: str) -> bool:
     """`url` is `prefix` or lies below it: same scheme and host (any case), the path continuing
     at a "/" ("https://x.org/audits" covers /audits/2024 but not /audits-old)."""
