@@ -60,7 +60,7 @@ def test_a_contract_gives_a_deterministic_verdict_computed_from_the_quoted_figur
         "each quote's stance is what its figures say, not the model's label"
     assert "contradicts" in stances.values() and "supports" in stances.values(), stances
     assert any("7.6" in q for q, s in stances.items() if s == "contradicts"), "the university's 7.6 ppb counts against"
-    recomputed = judge.contract_verdict(contract, [judge.Quoted(e["quote"], e["tier"], e["url"]) for e in evidence])
+    recomputed = judge.contract_verdict(contract, [judge.Quoted(e["quote"], e["tier"], judge.independent_source(e["url"]), e["url"]) for e in evidence])
     assert (verdict["value"], verdict["rule"]) == (recomputed.value, recomputed.rule)
     assert verdict["rule"].startswith("contract 90th-percentile lead level < 5 ppb:")
     assert verdict["value"] == "inconclusive", "contested, as the corpus says: the study's 7.6 ppb stands against"

@@ -1,6 +1,6 @@
-"""Two pages of one site or one manual are one source (judge.independent_source): the issue's real-document
-runs counted a manual's two pages as two independent sources, and two such pages corroborated a figure
-or carried a verdict that one source could not."""
+"""Two pages of one manual, or two articles of one archive, are one source (judge.independent_source): the
+issue's real-document runs counted a manual's two pages as two independent sources, and two such pages
+corroborated a figure or carried a verdict that one source could not. A web page stays its own source."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ DOCS = "file:///usr/share/doc"
     (f"{DOCS}/bash-doc/bashref.html", f"{DOCS}/bash-doc/bashref.pdf", True),        # one manual, two formats
     (f"{DOCS}/git-doc/git-config.html", f"{DOCS}/git-doc/git-gc.html", True),       # one manual's pages
     (f"{DOCS}/git-doc/git-config.html", f"{DOCS}/bash-doc/bashref.html", False),    # two projects' manuals
-    ("https://docs.example.org/a.html", "https://DOCS.example.org/b/c.html", True),  # one site
-    ("https://docs.example.org/a.html", "https://www.example.org/a.html", False),    # two hosts
+    ("https://docs.example.org/a.html", "https://docs.example.org/b/c.html", False),  # a web page is its own
+    ("https://docs.example.org/a.html", "https://docs.example.org/a.html", True),
     (archive_url("wiki.zim", "A/One"), archive_url("wiki.zim", "A/Two"), True),      # one archive
     (archive_url("wiki.zim", "A/One"), archive_url("other.zim", "A/One"), False),
 ])
-def test_pages_of_one_site_manual_or_archive_are_one_source(a: str, b: str, same: bool) -> None:
+def test_pages_of_one_manual_or_archive_are_one_source(a: str, b: str, same: bool) -> None:
     assert (judge.independent_source(a) == judge.independent_source(b)) is same
 
 

@@ -485,10 +485,10 @@ def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:
 
 def _stances(rows: list[dict[str, Any]]) -> list[judge.Stance]:
     return [judge.Stance(stance=e["stance"] or "neutral", confidence=e["confidence"] or 0.0,
-                         tier=e["tier"], domain=judge.independent_source(e["url"])) for e in rows]
+                         tier=e["tier"], domain=judge.independent_source(e["url"]), url=e["url"]) for e in rows]
 
 
 def _quotes(rows: list[dict[str, Any]]) -> list[judge.Quoted]:
     """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
-    return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=judge.independent_source(e["url"]))
+    return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=judge.independent_source(e["url"]), url=e["url"])
             for e in rows]

@@ -692,16 +692,20 @@ def _host(url: str) -> str:
 
 def independent_source(url: str) -> str:
     """Which source a page counts as wherever sources are counted (an estimate's corroboration, a verdict's
-    domains): its host on the web and for an archive (`zim://<archive>/...`), its folder for a library
-    document. Two pages of one site, or one manual's pages (its HTML and its PDF, git-config.html and
-    git-gc.html), say one publisher's word once: they are one source, not two that agree."""
+    domains): a library document's folder, an archive (`zim://<archive>/...`), a web page itself. One
+    manual's pages (its HTML and its PDF, git-config.html and git-gc.html) or one archive's articles say
+    one publisher's word once: they are one source, not two that agree. A web page stays its own source:
+    briefd cannot tell one publisher's sites or sections from a host name, and a host serves many
+    publishers (a mirror, a hosting service; the lab serves every site from two loopback names)."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return url
-    if parts.scheme == "file":
+    if parts.scheme == FILE_SCHEME:
         return "file://" + unquote(parts.path).rsplit("/", 1)[0] + "/"
-    return _host(url) or url
+    if parts.scheme == ARCHIVE_SCHEME:
+        return f"{parts.scheme}://{parts.netloc}/"
+    return url
 
 
 def _under_prefix(url: str, prefix: str) -> bool:
@@ -1173,12 +1177,14 @@ _HIGH_STANDING = _RANK["peer_reviewed"]
 
 @dataclass(frozen=True)
 class Stance:
-    """The model's label for one evidence item. `domain` is the independence key."""
+    """The model's label for one evidence item. `domain` is the independence key (independent_source);
+    `url` the page or document itself, named where one source decides."""
 
     stance: str  # supports | contradicts | neutral
     confidence: float
     tier: str | None
     domain: str
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1360,7 +1366,8 @@ class Quoted:
 
     quote: str
     tier: str | None
-    domain: str
+    domain: str            # the independence key (independent_source)
+    url: str | None = None  # the page or document itself, named where one source decides
 
 
 # A bound is what a qualifier makes of a figure: "below 5 ppb" allows anything under 5.
@@ -1702,7 +1709,7 @@ def _one_source(stances: Sequence[Stance], torn: bool = False) -> tuple[str, str
             continue
         sides.add(item.stance)
         if tier in ONE_SOURCE_TIERS:
-            deciding.append(item.domain)
+            deciding.append(item.url or item.domain)
     if len(sides) != 1 or not deciding:
         return None
     return sides.pop(), min(deciding)
@@ -1727,7 +1734,8 @@ def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
         reading = quote_stance(contract, item.quote)
         counted[reading.stance] += 1
         tier = normalize_tier(item.tier)
-        stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain))
+        stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain,
+                              url=item.url))
         outcomes = {f.outcome for f in reading.figures}
         torn = torn or (MEETS in outcomes and FAILS in outcomes and TIER_CAPS[tier] >= CREDIBLE)
     weighed = _weigh(stances, DETERMINISTIC)
