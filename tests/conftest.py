@@ -28,6 +28,7 @@ import pytest
 from hypothesis import settings
 
 from tests.lab import web
+from tests.lab.docset import Docset, DocsetUnavailable, build_docset
 from tests.lab.servers import LabWatch, Proc, SearchLab, start_ollama, start_search_lab
 from tests.lab.workspace import BRIEFD, Workspace
 
@@ -169,3 +170,15 @@ def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+
+def docset_or_skip(packages: tuple[str, ...] | None = None, folder: Path | None = None) -> Docset:
+    """The real-document corpus of `packages` (tests/lab/docset.py), or a skip that says why it cannot be had
+    here. It runs wherever `apt-get download` reaches the distribution's documentation packages, or where
+    their cache (~/.cache/briefd-docset, $DOCSET_CACHE) already holds them, as on the lab machine and in CI;
+    never a failure: the package registry may be away."""
+    try:
+        return build_docset(folder, packages)
+    except DocsetUnavailable as exc:
+        pytest.skip(f"the real-document set cannot be built here ({exc}); it runs where `apt-get download` "
+                    f"reaches the distribution's packages or ~/.cache/briefd-docset holds them")

@@ -28,12 +28,12 @@ from tests.lab.docset import (
     SLICE_PACKAGES,
     Docset,
     DocsetUnavailable,
-    build_docset,
     download,
     fold,
     start_docset_lab,
 )
 from tests.lab.demo import DEMO_MODEL_ENV
+from tests.conftest import docset_or_skip
 from tests.lab.docset_bench import CLOSED_PORT, LIBRARY_TIER, derived_set, eval_env, pick, run_driver
 from tests.lab.workspace import Workspace
 
@@ -50,11 +50,8 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def built(packages: tuple[str, ...] | None = None, folder: Path | None = None) -> Docset:
-    """The corpus, or a skip that says why it cannot be had here (never a failure: the registry may be away)."""
-    try:
-        return build_docset(folder, packages)
-    except DocsetUnavailable as exc:
-        pytest.skip(f"the real-document set cannot be built here: {exc}")
+    """The corpus, or a skip that says why it cannot be had here and where it runs (conftest.docset_or_skip)."""
+    return docset_or_skip(packages, folder)
 
 
 # --------------------------------------------------------------------------- the set itself

@@ -24,7 +24,8 @@ from briefd.daemon.sources.extract import MAX_TEXT_CHARS, PageText, extract_page
 from briefd.daemon.sources.library import Library, find, search
 from briefd.store import Store
 from briefd.store.library import PASSAGES_PER_DOCUMENT
-from tests.lab.docset import QUESTIONS, Docset, DocsetUnavailable, build_docset
+from tests.conftest import docset_or_skip
+from tests.lab.docset import QUESTIONS, Docset
 from tests.lab.workspace import BRIEFD
 from tests.test_library import read_text_in_thread
 
@@ -33,11 +34,8 @@ SPHINX_PAGE = Path("/usr/share/doc/python3/python-policy.html")
 
 
 def docset(*packages: str) -> Docset:
-    """The corpus of these packages, or a skip that says why it cannot be had here."""
-    try:
-        return build_docset(packages=packages)
-    except DocsetUnavailable as exc:
-        pytest.skip(f"the real-document set cannot be built here: {exc}")
+    """The corpus of these packages, or a skip that says why it cannot be had here and where it runs."""
+    return docset_or_skip(packages)
 
 
 def read(corpus: Docset, path: str) -> PageText:

@@ -226,14 +226,12 @@ class PageWorkers:
             notes=list(page["notes"]),
         )
 
-    async def warm(self, spawned: asyncio.Event | None = None, count: int | None = None) -> None:
+    async def warm(self, spawned: asyncio.Event | None = None) -> None:
         """Start the children before the first page arrives: each takes about 0.3 s to import its
         readers, which the model would otherwise sit through at a brief's first pages. The worker
         starts this with the daemon, so it overlaps the first plan. A child that cannot start is
-        left to the first read, which says why. `spawned` is set once every child's process exists;
-        `count` starts that many at most (None: the whole pool)."""
+        left to the first read, which says why. `spawned` is set once every child's process exists."""
         missing = max(0, self.capacity - len(self._idle) - len(self._busy))
-        missing = missing if count is None else min(count, missing)
         count = 0
 
         def one_spawned() -> None:

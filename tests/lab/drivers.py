@@ -450,7 +450,7 @@ def read_amount(text: str, estimate_line: str) -> float | None:
 
 
 # money and shares stay read_amount's (the synthetic lab's estimates are in them, their tests count its readings)
-_MONEY_UNIT = re.compile(r"US\$|\$|€|£|%|\b(?:USD|EUR|GBP|dollars?|euros?|percent|per\s?cent|fraction|share|"
+_READ_AMOUNTS_UNITS = re.compile(r"US\$|\$|€|£|%|\b(?:USD|EUR|GBP|dollars?|euros?|percent|per\s?cent|fraction|share|"
                          r"ppm|ppb|ppt)\b", re.IGNORECASE)
 _FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)")
 
@@ -461,7 +461,7 @@ def read_quantity(text: str, estimate_line: str) -> float | None:
     formula's "+ 6", an example's "--max-redirs 3"): what a small model does, and what briefd's figure rules
     must refuse (judge.read_figure). Money and shares are read_amount's."""
     unit = estimate_line.split(":", 1)[-1].split(",", 1)[0].strip()
-    if not unit or _MONEY_UNIT.search(unit):
+    if not unit or _READ_AMOUNTS_UNITS.search(unit):
         return None
     stem = re.escape(unit.split()[0][:4])
     beside = re.search(rf"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?{stem}", text, re.IGNORECASE)
