@@ -397,3 +397,10 @@ CURL_PARALLEL_MAX = ("--parallel-max <num>\nWhen asked to do parallel transfers,
 def test_a_figures_unit_is_named_in_its_own_line_or_the_one_it_leans_on(quote: str, unit: str,
                                                                           read: list[str]) -> None:
     assert [a.raw for a, why in judge.stated_amounts(quote, unit) if why is None] == read
+
+
+def test_a_default_in_a_paragraph_of_its_own_is_said_of_the_extreme_in_the_paragraph_above() -> None:
+    """curl(1) puts "The default is 50." in a paragraph of its own under "... the maximum amount of transfers":
+    the figure is the maximum's (judge._leaned_on_from reads past the blank line, as the cited unit does)."""
+    contract = Contract(">", 20, "transfers", "maximum parallel transfers")
+    assert [f.raw for f in judge.quote_stance(contract, CURL_PARALLEL_MAX).figures] == ["50"]

@@ -434,6 +434,16 @@ def _sentence_starts(quote: str, start: int) -> tuple[int, ...]:
     return ends[:bisect_right(ends, start)]
 
 
+def _leaned_on_from(quote: str, at: int) -> int:
+    """Where the text that the words at `at` lean on starts (decide.leans_on_before): their line's start, or,
+    when they open their line, the start of the nearest line above that is not blank (curl(1) gives "The
+    default is 50." a paragraph of its own). The same reach as the model's cited units (sources/citable.py)."""
+    line = quote.rfind("\n", 0, at) + 1
+    if line == 0 or quote[line:at].strip():
+        return line
+    return quote[:line].rstrip().rfind("\n") + 1
+
+
 def _subject_before(quote: str, start: int) -> str:
     """The text a figure's unit may be named in: SUBJECT_SENTENCES sentences ending at the figure, within
     its line (a line is a paragraph, an entry's term or a table row: tcp(7)'s "The number of seconds between
@@ -442,8 +452,7 @@ def _subject_before(quote: str, start: int) -> str:
     starts = _sentence_starts(quote, start)
     line = quote.rfind("\n", 0, start) + 1
     if line and leans_on_before(quote[line:start + 1].lstrip()):
-        above = quote[:line].rstrip()  # the paragraph above it, blank lines between left out
-        line = above.rfind("\n") + 1
+        line = _leaned_on_from(quote, line)
     return quote[max(starts[-min(SUBJECT_SENTENCES, len(starts))], start - SUBJECT_CHARS, line):start]
 
 
@@ -1474,11 +1483,11 @@ def quote_figures(contract: Contract, quote: str) -> tuple[ClaimFigure, ...]:
         before = quote[max(0, a.span[0] - 30):a.span[0]]
         earlier = bool(_FROM.search(before))
         nxt = amounts[i + 1] if i + 1 < len(amounts) else None
-        after = amounts[i - 1].span[1] if i > 0 else 0
-        if _money_or_share(contract.unit) is False and another_extreme(contract, quote, a.span[0], after):
-            i += 2 if nxt is not None and not earlier and _is_range(quote, a, nxt) else 1
+        is_range = nxt is not None and not earlier and _is_range(quote, a, nxt)
+        if another_extreme(contract, quote, a.span[0], amounts[i - 1].span[1] if i > 0 else 0):
+            i += 2 if is_range else 1
             continue  # "the minimum size is 1024 bits" against the default size: another quantity's figure
-        if nxt is not None and not earlier and _is_range(quote, a, nxt):
+        if nxt is not None and is_range:
             hi = _stated_in(nxt, quote, contract.unit)
             lo = to_unit(a, contract.unit) if hi is not None else None
             if lo is not None and hi is not None:
@@ -1589,15 +1598,10 @@ _EXTREMES = {"maximum": "maximum", "max": "maximum", "largest": "maximum", "high
 _EXTREME_BEFORE_WORD = re.compile(rf"\b({_alternation(_EXTREMES)})\s+([A-Za-z][\w-]*)", re.IGNORECASE)
 
 
-def _extremes(text: str) -> set[str]:
-    return {_EXTREMES[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _EXTREMES}
-
-
-def _last_extreme(text: str) -> str | None:
-    """The extreme named last in `text`, the one nearest the figure after it ("... below a minimum, and there
-    is a maximum value (currently 8192)": maximum)."""
-    named = [_EXTREMES[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _EXTREMES]
-    return named[-1] if named else None
+def _extremes(text: str) -> list[str]:
+    """The extremes `text` names, in order ("... below a minimum, and there is a maximum value": minimum,
+    maximum): the last is the one said of a figure after it."""
+    return [_EXTREMES[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _EXTREMES]
 
 
 def figure_subject(quote: str, start: int, after: int = 0) -> str:
@@ -1605,16 +1609,12 @@ def figure_subject(quote: str, start: int, after: int = 0) -> str:
     of the figure before it in that sentence), or, when its sentence names nothing of its own ("The default
     is 1024 bits.": decide.leans_on_before), the sentences of its paragraph before it."""
     own = _sentence_starts(quote, start)[-1]
+    own += len(quote[own:start]) - len(quote[own:start].lstrip())  # the sentence's first word, not the break
     if after > own:
         return quote[after:start]
     if not leans_on_before(quote[own:start + 1]):
         return quote[own:start]
-    # back to its paragraph's start, or, when it opens its paragraph, the paragraph before (as the model's
-    # cited unit is built: sources/citable.py), never more than ENTRY_MAX_CHARS
-    line = quote.rfind("\n", 0, own) + 1
-    if not quote[line:own].strip() and line > 0:
-        line = quote.rfind("\n", 0, line - 1) + 1
-    return quote[max(line, start - ENTRY_MAX_CHARS):start]
+    return quote[max(_leaned_on_from(quote, own), start - ENTRY_MAX_CHARS):start]
 
 
 def another_extreme(contract: Contract, quote: str, start: int, after: int = 0) -> str | None:
@@ -1628,9 +1628,12 @@ def another_extreme(contract: Contract, quote: str, start: int, after: int = 0) 
     will accept. ... The default is 1024 bits." is so no reading of the default RSA key size ssh-keygen(1)
     makes, and ssh-keygen(1)'s "For RSA keys, the minimum size is 1024 bits and the default is 3072 bits."
     gives the minimum in its first clause and the default in its second."""
-    wanted = _extremes(contract.metric)
+    if _money_or_share(contract.unit):
+        return None  # money and shares: their unit says what is measured (names_the_metric)
+    wanted = set(_extremes(contract.metric))
     subject = figure_subject(quote, start, after)
-    said = _last_extreme(subject)
+    named = _extremes(subject)
+    said = named[-1] if named else None
     if wanted and said not in wanted:
         return f"not said to be the {sorted(wanted)[0]}"
     if not wanted and said is not None:
