@@ -66,6 +66,45 @@ def test_a_term_line_is_short_and_ends_no_sentence(line: str, term: bool) -> Non
     assert is_term_line(line) is term
 
 
+# A sentence that opens with a code name the text before it named goes on about that name (decide.CODE_NAME);
+# one whose name is new, or that opens a term line without a verb, starts something of its own.
+@pytest.mark.parametrize("before, sentence, leans", [
+    ("Whenever Lua calls C, it ensures that the stack has at least LUA_MINSTACK extra slots.",
+     "LUA_MINSTACK is defined as 20, so that usually you do not have to worry about stack space.", True),  # Lua 5.2
+    ("... and the index of the next argument to be processed into the variable OPTIND.",
+     "OPTIND is initialized to 1 each time the shell or a shell script is invoked.", True),       # Bash manual
+    ("If the value of ZSTD_NBTHREADS is not a valid unsigned integer, it will be ignored with a warning message.",
+     "ZSTD_NBTHREADS has a default value of (1), and is capped at ZSTDMT_NBWORKERS_MAX==200.", True),  # zstd(1)
+    ("However, I couldn't figure out how to access current buffer (yy_current_buffer).",
+     "yy_current_buffer is a protected member of yyFlexLexer.", True),                            # flex FAQ
+    ("FETCH_HEAD records the branch which you fetched from a remote repository with your last git fetch "
+     "invocation.", "ORIG_HEAD is created by commands that move your HEAD in a drastic way.", False),  # gitrevisions
+    ("It tells Bison to pass extra params when it calls yylex() from the parser.",
+     "YY_DECL is the Flex declaration of yylex.", False),                                         # flex FAQ
+    ("The default value is the value of HISTSIZE after reading the startup files.",
+     "HISTSIZE The number of commands to remember in the command history.", False),               # bash(1): a term
+    ("The number of seconds between TCP keep-alive probes.",
+     "tcp_keepalive_probes (integer; default: 9; since Linux 2.2)", False),                       # tcp(7)
+])
+def test_a_sentence_that_goes_on_about_a_name_just_named_leans_on_it(before: str, sentence: str,
+                                                                      leans: bool) -> None:
+    assert leans_on_before(sentence, before) is leans
+    assert not leans_on_before(sentence), "without the text before, the name is new"
+
+
+# Lua's manual as briefd extracts it: its <a name> breaks the paragraph, so the figure has a paragraph of its own
+LUA_MINSTACK = ("Whenever Lua calls C, it ensures that the stack has at least LUA_MINSTACK extra slots.\n\n"
+                "LUA_MINSTACK is defined as 20, so that usually you do not have to worry about stack space unless "
+                "your code has loops pushing elements onto the stack.\n\nWhen you call a Lua function without a "
+                "fixed number of results (see lua_call),")
+
+
+def test_a_figure_given_of_a_name_just_named_is_one_unit_with_what_names_it() -> None:
+    got = units(LUA_MINSTACK)
+    assert got[0].startswith("Whenever Lua calls C") and "defined as 20" in got[0]
+    assert got[1].startswith("When you call a Lua function")
+
+
 def units(text: str) -> list[str]:
     return [text[a:b] for a, b in citable_spans(text)]
 

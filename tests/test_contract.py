@@ -168,7 +168,7 @@ def test_the_brief_carries_the_contract_only_when_complete() -> None:
         "claim": "c", "metric": "90th-percentile lead level", "comparator": "between", "target": [4, 6],
         "unit": "ppb"}}).encode(), "x.json")
     assert brief.hypothesis is not None
-    assert brief.hypothesis.contract == Contract("between", (4.0, 6.0), "ppb", "90th-percentile lead level")
+    assert brief.hypothesis.contract == Contract("between", (4.0, 6.0), "ppb", "90th-percentile lead level", "c")
     assert brief.hypothesis.to_json()["target"] == [4, 6]
     assert Hypothesis("c").contract is None
 

@@ -11,6 +11,8 @@ the prior and the brief says no figure was kept.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -404,3 +406,98 @@ def test_a_default_in_a_paragraph_of_its_own_is_said_of_the_extreme_in_the_parag
     the figure is the maximum's (judge._leaned_on_from reads past the blank line, as the cited unit does)."""
     contract = Contract(">", 20, "transfers", "maximum parallel transfers")
     assert [f.raw for f in judge.quote_stance(contract, CURL_PARALLEL_MAX).figures] == ["50"]
+
+
+# ----------------------------------------------------------------- a figure given of a name the line above named
+
+LUA_MINSTACK = ("Whenever Lua calls C, it ensures that the stack has at least LUA_MINSTACK extra slots.\n\n"
+                "LUA_MINSTACK is defined as 20, so that usually you do not have to worry about stack space unless "
+                "your code has loops pushing elements onto the stack.")                         # Lua 5.2 manual, 4.2
+LUA_FREE_SLOTS = Contract(">=", 20, "slots", "free stack slots",
+                          "Lua guarantees at least 20 free stack slots when it calls a C function")
+
+
+def test_a_figure_given_of_a_name_the_paragraph_above_counts_reads_that_count() -> None:
+    """"LUA_MINSTACK is defined as 20" names no unit; the paragraph above says LUA_MINSTACK counts "extra slots",
+    and a claim of "free stack slots" is read there ("extra" is "free": judge._SAME_SENSE)."""
+    reading = judge.quote_stance(LUA_FREE_SLOTS, LUA_MINSTACK)
+    assert reading.stance == "supports" and [f.raw for f in reading.figures] == ["20"]
+    assert judge.quote_stance(replace(LUA_FREE_SLOTS, target=32), LUA_MINSTACK).stance == "contradicts"
+    alone = LUA_MINSTACK.split("\n\n")[1]
+    assert judge.quote_stance(LUA_FREE_SLOTS, alone).stance == "neutral", "alone, 20 is a count of nothing"
+
+
+# ----------------------------------------------------------------- a man page's option is its program's
+
+CURL_KEEPALIVE = ("This option sets the time a connection needs to remain idle before sending keepalive probes and "
+                  "the time between individual keepalive probes. It is currently effective on operating systems "
+                  "offering the TCP_KEEPIDLE and TCP_KEEPINTVL socket options (meaning Linux, recent AIX, HP-UX and "
+                  "more). Keepalives are used by the TCP stack to detect broken networks on idle connections. If "
+                  "unspecified, the option defaults to 60 seconds.")                     # curl(1), --keepalive-time
+LINUX_KEEPALIVE = replace(KEEPALIVE_IDLE, claim="Linux TCP waits more than 3600 seconds of idle time before it "
+                                                "sends keep-alive probes, by default")
+CURL_KEEPALIVE_CLAIM = replace(KEEPALIVE_IDLE, claim="curl waits more than 3600 seconds of idle time before it "
+                                                     "sends keep-alive probes, by default")
+
+
+@pytest.mark.parametrize("contract, quote, url, stance", [
+    (LINUX_KEEPALIVE, CURL_KEEPALIVE, "http://docs.example/docs/curl/curl.1.txt", "neutral"),   # curl's, not TCP's
+    (LINUX_KEEPALIVE, CURL_KEEPALIVE, "https://manpages.debian.org/bookworm/curl/curl.1.en.html", "neutral"),
+    (CURL_KEEPALIVE_CLAIM, CURL_KEEPALIVE, "file:///srv/docs/curl/curl.1.txt", "contradicts"),  # the claim is curl's
+    (LINUX_KEEPALIVE, CURL_KEEPALIVE, "file:///srv/docs/curl/everything-curl.html", "contradicts"),  # no man page
+    (KEEPALIVE_IDLE, CURL_KEEPALIVE, "file:///srv/docs/curl/curl.1.txt", "contradicts"),  # no claim's words given
+    (LINUX_KEEPALIVE, TCP_KEEPALIVE_TIME, "file:///srv/docs/manpages/tcp.7.txt", "supports"),  # no option: read
+])
+def test_a_man_pages_option_reads_only_a_claim_about_its_program(contract: Contract, quote: str, url: str,
+                                                                  stance: str) -> None:
+    assert judge.quote_stance(contract, quote, url).stance == stance
+
+
+def test_tcp7_decides_the_linux_claim_alone_when_curls_option_is_set_aside() -> None:
+    quotes = [judge.Quoted(TCP_KEEPALIVE_TIME, "regulator", "docs/manpages", "file:///d/manpages/tcp.7.txt"),
+              judge.Quoted(CURL_KEEPALIVE, "regulator", "docs/curl", "file:///d/curl/curl.1.txt")]
+    verdict = judge.contract_verdict(LINUX_KEEPALIVE, quotes)
+    assert verdict.value == "supported" and "one source suffices" in verdict.rule
+    assert "1 quote(s) with a figure that meets it, 0 with one that fails it" in verdict.rule
+
+
+@pytest.mark.parametrize("url, names", [
+    ("file:///d/openssh-client/ssh_config.5.txt", {"ssh", "config"}),
+    ("https://man7.org/linux/man-pages/man7/tcp.7.html", {"tcp"}),
+    ("https://manpages.debian.org/bookworm/curl/curl.1.en.html", {"curl"}),
+    ("file:///d/lua5.2-doc/manual.html", set()),
+    ("file:///d/bash-doc/bashref.html", set()),
+    ("file:///d/python3/library/decimal.html", set()),
+    (None, set()),
+])
+def test_a_man_page_is_named_for_its_program(url: str | None, names: set[str]) -> None:
+    assert judge.man_page_names(url) == names
+
+
+# ----------------------------------------------------------------- a figure in a condition is a case
+
+PROTECTED_SYMLINKS = ("/proc/sys/fs/protected_symlinks (since Linux 3.6) When the value in this file is 0, no "
+                      "restrictions are placed on following symbolic links (i.e., this is the historical behavior "
+                      "before Linux 3.6). When the value in this file is 1, symbolic links are followed only in the "
+                      "following circumstances:")                                                         # proc(5)
+BASH_COMPAT = ("If the shell compatibility level is set to 50 or lower, it reverts to the method from bash-5.0 and "
+               "previous versions.")                                                                     # Bash manual
+ZSTD_SPLIT = "If split is 100, all input samples are used for both training and testing to find optimal d and k."
+CASE = f"{judge.NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
+
+
+@pytest.mark.parametrize("unit, proposed, quote, reason", [
+    ("symbolic links", 1, PROTECTED_SYMLINKS, CASE),
+    ("symbolic links", 0, PROTECTED_SYMLINKS, CASE),
+    ("levels", 50, BASH_COMPAT, CASE),
+    ("samples", 100, ZSTD_SPLIT, CASE),
+    ("seconds", 60, CURL_KEEPALIVE, KEPT),            # "If unspecified, the option defaults to 60": the if ends first
+    ("symbolic links", 40, SYMLINKS, KEPT),
+])
+def test_a_figure_in_a_condition_is_a_case_not_the_quantity(unit: str, proposed: float, quote: str,
+                                                             reason: str | None) -> None:
+    assert judge.read_figure(proposed, quote, unit).reason == reason
+
+
+def test_proc5s_cases_do_not_refute_the_symbolic_link_limit() -> None:
+    assert judge.quote_stance(SYMLINK_MIN, PROTECTED_SYMLINKS).stance == "neutral"

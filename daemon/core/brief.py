@@ -154,7 +154,8 @@ class Hypothesis:
     def contract(self) -> Contract | None:
         if self.comparator is None or self.target is None or self.unit is None:
             return None
-        return Contract(comparator=self.comparator, target=self.target, unit=self.unit, metric=self.metric or "")
+        return Contract(comparator=self.comparator, target=self.target, unit=self.unit, metric=self.metric or "",
+                        claim=self.claim)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"claim": self.claim}

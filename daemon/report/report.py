@@ -675,7 +675,7 @@ def summary_first_sentence(summary: Any) -> str:
     there), cut at ANSWER_TEXT_CHARS: a plain brief's answer line."""
     sentences = re.split(r"(?<=[.!?])\s", fold(summary))
     end = 1
-    while end < len(sentences) and leans_on_before(sentences[end]):
+    while end < len(sentences) and leans_on_before(sentences[end], sentences[end - 1]):
         end += 1
     first = " ".join(sentences[:end])
     return first[:ANSWER_TEXT_CHARS] + ("…" if len(first) > ANSWER_TEXT_CHARS else "")

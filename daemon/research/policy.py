@@ -453,7 +453,7 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
     confidence = judge.tier_confidence(tier, item.confidence)
     if kind == "hypothesis":
         contract = brief.hypothesis.contract if brief.hypothesis else None
-        stance = judge.quote_stance(contract, quote).stance if contract else (item.stance or "neutral")
+        stance = judge.quote_stance(contract, quote, url).stance if contract else (item.stance or "neutral")
         return Labels(tier=tier, confidence=confidence, stance=stance)
     assert brief.estimate is not None, "an estimate brief always has its estimate block"
     kept: dict[str, float] = {}

@@ -231,9 +231,30 @@ _LEANS_ON_BEFORE = re.compile(
     )""",
     re.IGNORECASE | re.VERBOSE,
 )
-def leans_on_before(sentence: str) -> bool:
-    """Does this sentence need the one before it to say what it is about ("The default is 22.")?"""
-    return bool(_LEANS_ON_BEFORE.match(sentence.lstrip(" -*•")))
+# A code name ("http.postBuffer", "PIPE_BUF", "LUA_MINSTACK", "lua_pushcfunction"): a dotted, underscored or
+# camel-cased word, or a capitalised one of five letters or more (not "RSA", "TCP", "HTTP", which name a field,
+# not a setting). judge.code_names reads a metric's; leans_on_before a sentence that goes on about one.
+CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w*(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,})(?![\w])")
+# What a sentence that opens with a name goes on to say of it: "LUA_MINSTACK is defined as 20", "OPTIND is
+# initialized to 1", "ZSTD_NBTHREADS has a default value of (1)". Not a term line's first words ("HISTSIZE The
+# number of commands ...": the next entry's name, then what it is).
+_SAYS_OF_THE_NAME = re.compile(
+    r"\s+(?:is|are|was|were|has|have|can|must|may|should|will|defaults?|equals|specifies|sets|contains|holds)\b")
+
+
+def leans_on_before(sentence: str, before: str = "") -> bool:
+    """Does this sentence need the one before it to say what it is about? Either it names nothing of its own
+    ("The default is 22.", "Defaults to 50.": _LEANS_ON_BEFORE), or it goes on about a code name that `before`
+    (the text it follows) named: Lua's manual says "Whenever Lua calls C, it ensures that the stack has at least
+    LUA_MINSTACK extra slots." then, as a paragraph of its own, "LUA_MINSTACK is defined as 20": the figure is a
+    count of those slots. A name `before` does not name starts something new ("ORIG_HEAD is created by ..."
+    after "FETCH_HEAD records ...")."""
+    sentence = sentence.lstrip(" -*•")
+    if _LEANS_ON_BEFORE.match(sentence):
+        return True
+    name = CODE_NAME.match(sentence)
+    return name is not None and _SAYS_OF_THE_NAME.match(sentence, name.end()) is not None \
+        and re.search(rf"(?<![\w.]){re.escape(name.group(0))}(?![\w])", before) is not None
 
 
 

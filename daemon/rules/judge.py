@@ -38,7 +38,7 @@ from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
-from .decide import ENTRY_MAX_CHARS, content_words, leans_on_before
+from .decide import CODE_NAME, ENTRY_MAX_CHARS, content_words, leans_on_before
 from .numbers import number_text
 
 # ----------------------------------------------------------------- amounts
@@ -413,6 +413,12 @@ _CLAUSE_GOES_ON = re.compile(
     re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\"'])")
 # "Before Linux 2.6.18, the limit on the recursion depth was 5": what an older release did, not the quantity.
+# A figure in a condition is a case the text goes on to describe, not the quantity's value: "When the value in
+# this file is 1, symbolic links are followed only ..." (proc(5)), "If the shell compatibility level is set to
+# 50 or lower, ...", "if there are 150 or more possible completions", "If split is 100, all input samples are
+# used" (zstd(1)). The condition runs from its "if" or "when" to the figure within one clause.
+_CONDITION = re.compile(r"\b(?:if|when|whenever|unless)\b[^,;.:()]*?\b(?:is|are|equals|set\s+to)\s+$",
+                        re.IGNORECASE)
 _EARLIER_RELEASE = re.compile(r"\s*(?:before|until|prior\s+to)\s+(?:[A-Za-z][\w+-]*\s+){0,2}v?\d+(?:\.\d+)+,",
                               re.IGNORECASE)
 # How far before a figure its unit may be named: this sentence and the one before it ("The maximum
@@ -451,8 +457,10 @@ def _subject_before(quote: str, start: int) -> str:
     unless the figure's line names nothing of its own ("The default is 50.": decide.leans_on_before)."""
     starts = _sentence_starts(quote, start)
     line = quote.rfind("\n", 0, start) + 1
-    if line and leans_on_before(quote[line:start + 1].lstrip()):
-        line = _leaned_on_from(quote, line)
+    if line:
+        above = _leaned_on_from(quote, line)
+        if leans_on_before(quote[line:start + 1].lstrip(), quote[above:line]):
+            line = above
     return quote[max(starts[-min(SUBJECT_SENTENCES, len(starts))], start - SUBJECT_CHARS, line):start]
 
 
@@ -502,6 +510,8 @@ def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | No
     another unit ("8MB" is no count of file descriptors, "2 hours" no figure in
     seconds) or as the size of each of many things ("rows of 12 bytes each"). Money and shares
     carry their unit in the amount (to_unit decides); the code and formula rule holds for them too.
+    Nor does a case in a condition ("When the value in this file is 1, symbolic links are followed only
+    ...": _CONDITION).
     """
     start, end = amount.span
     back = max(0, start - 40)
@@ -509,6 +519,8 @@ def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | No
         return -1, f"{NOT_THE_QUANTITY} (inside code, a formula or a command line)"
     if _EARLIER_RELEASE.match(quote, _sentence_starts(quote, start)[-1], start):
         return -1, f"{NOT_THE_QUANTITY} (an earlier release's value)"
+    if _CONDITION.search(quote, max(back - 80, _sentence_starts(quote, start)[-1]), start):
+        return -1, f"{NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
     if _money_or_share(unit) or amount.currency is not None or amount.ratio is not None or size_letter(amount, unit):
         return end, None  # the amount carries its unit: to_unit (or size_letter) says whether it is the brief's
     written = _unit_after(unit).match(quote, end)
@@ -1337,6 +1349,7 @@ class Contract:
     target: float | tuple[float, float]
     unit: str
     metric: str = ""
+    claim: str = ""  # the brief's words: which program or system the figure must be of (another_programs_option)
 
     def describe(self) -> str:
         """"90th-percentile lead level < 5 ppb", "share between 20 and 30 %"."""
@@ -1537,8 +1550,15 @@ def _is_range(quote: str, a: Amount, b: Amount) -> bool:
     return True
 
 
+# Words a manual and a claim use for one quantity's qualifier: a claim of "free stack slots" is read in Lua's
+# "at least LUA_MINSTACK extra slots". Kept to words that say the same of a count or a size in any manual.
+_SAME_SENSE = {"extra": "free", "spare": "free", "unused": "free"}
+
+
 def _stem(word: str) -> str:
-    """A word less its plural or past ending, enough to match "links" to "link", "needed" to "need"."""
+    """A word less its plural or past ending, enough to match "links" to "link", "needed" to "need", and a
+    qualifier as its sense (_SAME_SENSE: "extra" is "free")."""
+    word = _SAME_SENSE.get(word, word)
     for ending in ("ing", "ed", "es", "s"):
         if word.endswith(ending) and len(word) - len(ending) >= 3:
             return word[:-len(ending)]
@@ -1547,20 +1567,17 @@ def _stem(word: str) -> str:
 
 def _metric_words(contract: Contract) -> set[str]:
     """The metric's own words, stemmed, less the unit's ("maximum compression level" in "level": maximum,
-    compression)."""
+    compression): figure_reading already asks for the unit beside the figure, and "LINK 36 Symbolic link"
+    (dir_colors(5)) names "symbolic links" but is no count of the symbolic links followed."""
     unit = {_stem(w) for w in content_words(contract.unit)}
     return {_stem(w) for w in content_words(contract.metric)} - unit
 
 
-# A code name in a metric ("http.postBuffer", "PIPE_BUF", "HISTSIZE"): the one word that says which of a
-# manual's many settings the claim is about. A dotted, underscored or camel-cased word, or a capitalised one of
-# five letters or more (not "RSA", "TCP", "HTTP", which name a field, not a setting).
-_CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w*(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,})(?![\w])")
-
-
 def code_names(metric: str) -> tuple[str, ...]:
-    """The code names a metric is said of (_CODE_NAME): a quote of that metric names each of them."""
-    return tuple(m.group(0) for m in _CODE_NAME.finditer(metric))
+    """The code names a metric is said of (decide.CODE_NAME: "http.postBuffer", "PIPE_BUF", "HISTSIZE"): the
+    one word that says which of a manual's many settings the claim is about, so a quote of that metric names
+    each of them."""
+    return tuple(m.group(0) for m in CODE_NAME.finditer(metric))
 
 
 def names_the_metric(contract: Contract, quote: str) -> bool:
@@ -1612,9 +1629,10 @@ def figure_subject(quote: str, start: int, after: int = 0) -> str:
     own += len(quote[own:start]) - len(quote[own:start].lstrip())  # the sentence's first word, not the break
     if after > own:
         return quote[after:start]
-    if not leans_on_before(quote[own:start + 1]):
+    above = _leaned_on_from(quote, own)
+    if not leans_on_before(quote[own:start + 1], quote[above:own]):
         return quote[own:start]
-    return quote[max(_leaned_on_from(quote, own), start - ENTRY_MAX_CHARS):start]
+    return quote[max(above, start - ENTRY_MAX_CHARS):start]
 
 
 def another_extreme(contract: Contract, quote: str, start: int, after: int = 0) -> str | None:
@@ -1662,15 +1680,57 @@ def measures_another_quantity(contract: Contract, quote: str, start: int) -> str
     return None if noun in _SAYS_NO_QUANTITY or _stem(noun) in wanted else noun
 
 
-def quote_stance(contract: Contract, quote: str) -> QuoteReading:
+# A man page documents one program or interface, and its file is named for it: "curl.1.txt" (the lab's),
+# "curl.1.en.html" (manpages.debian.org), "man1/curl.1.html" (man7.org), "ssh_config.5.gz".
+_MAN_PAGE = re.compile(r"([A-Za-z][\w+-]*)\.[1-9][a-z]*(?:\.[a-z]{2}(?:_[A-Z]{2})?)?(?:\.(?:txt|html?|gz))?")
+# What a man page says of "this option" or "the option" is said of one of its program's options.
+_AN_OPTION = re.compile(r"\b(?:this|the)\s+option\b", re.IGNORECASE)
+
+
+def man_page_names(url: str | None) -> set[str]:
+    """The words a man page's file is named for ("ssh_config.5.txt": ssh, config), or none when `url` names no
+    man page (a manual's "manual.html" or "bashref.html" is named for no one program)."""
+    if not url:
+        return set()
+    name = unquote(urlsplit(url).path).rsplit("/", 1)[-1]
+    page = _MAN_PAGE.fullmatch(name)
+    if page is None:
+        return set()
+    return {_stem(w) for w in re.split(r"[\W_]+", page.group(1).lower()) if len(w) >= 2}
+
+
+def another_programs_option(contract: Contract, quote: str, url: str | None) -> str | None:
+    """Why the quote's figures are the value of an option of a program the claim is not about, or None.
+
+    A man page's "this option" is its program's: curl(1)'s "This option sets the time a connection needs to
+    remain idle before sending keepalive probes ... If unspecified, the option defaults to 60 seconds." names
+    the metric of "Linux TCP waits more than 3600 seconds of idle time before it sends keep-alive probes", but
+    its 60 seconds are curl's --keepalive-time, not the kernel's (tcp(7): 7200 seconds). It still reads a claim
+    that names the program ("curl follows at most 50 redirects"). Only a man page's file says which program it
+    documents; a claim that names none (Contract.claim empty) is read as before."""
+    if not contract.claim or not _AN_OPTION.search(quote):
+        return None
+    names = man_page_names(url)
+    claimed = {_stem(w) for w in content_words(f"{contract.claim} {contract.metric}")}
+    if not names or names & claimed:
+        return None
+    return f"an option of {'/'.join(sorted(names))}, which the claim does not name"
+
+
+def quote_stance(contract: Contract, quote: str, url: str | None = None) -> QuoteReading:
     """The quote's stance on the contract, from its figures alone (the model's label plays no part).
 
     supports: at least one figure meets the contract and none fails it; contradicts: at least
     one fails and none meets; neutral: no figure in the unit decides, or figures on both sides
     (the quote gives two readings and code cannot tell which one is the metric), or the quote
-    does not name the metric (names_the_metric: its figures are another quantity's)."""
+    does not name the metric (names_the_metric: its figures are another quantity's), or its
+    figures are an option of a program the claim is not about (another_programs_option: `url`
+    is the quote's page or document)."""
     if not names_the_metric(contract, quote):
         return QuoteReading("neutral", (), f"does not name the metric ({contract.metric})")
+    other = another_programs_option(contract, quote, url)
+    if other is not None:
+        return QuoteReading("neutral", (), other)
     figures = quote_figures(contract, quote)
     outcomes = {f.outcome for f in figures}
     if MEETS in outcomes and FAILS in outcomes:
@@ -1734,7 +1794,7 @@ def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
     counted = {"supports": 0, "contradicts": 0, "neutral": 0}
     torn = False
     for item in quotes:
-        reading = quote_stance(contract, item.quote)
+        reading = quote_stance(contract, item.quote, item.url)
         counted[reading.stance] += 1
         tier = normalize_tier(item.tier)
         stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain,

@@ -53,7 +53,7 @@ def citable_spans(text: str, max_chars: int = CITABLE_MAX_CHARS) -> list[tuple[i
         if units and term_before and end - units[-1][0] <= max_chars:
             units[-1][1] = end
             ends_on[-1] = line
-        elif units and leans_on_before(text[start:end]):
+        elif units and leans_on_before(text[start:end], text[units[-1][0]:units[-1][1]]):
             first = len(units) - 1
             if ends_on[first] == line:  # back to the paragraph's first unit, as far as the cap allows
                 while first > 0 and ends_on[first - 1] == line and end - units[first - 1][0] <= max_chars:
