@@ -96,7 +96,11 @@ def test_the_synthesis_does_not_wait_for_the_slow_page_and_its_event_file_ends_w
     given_up = [e for e in events if e["type"] == "page_fetched" and e["url"] == url]
     assert given_up and "when the synthesis began: not read" in given_up[0]["error"], given_up
     assert events[-1]["type"] == "complete", "nothing is appended after the report, though the fetch went on"
-    assert two_briefs.report("first")["usage"]["late_pages_given_up"] == 1
+    # every page given up at the synthesis is counted, the slow one among them (under load a normal page may
+    # still be loading too: the count says how many, the events which)
+    given_up_at_synthesis = [e for e in events if e["type"] == "page_fetched"
+                             and "when the synthesis began: not read" in (e.get("error") or "")]
+    assert two_briefs.report("first")["usage"]["late_pages_given_up"] == len(given_up_at_synthesis) >= 1
 
 
 def test_a_second_brief_does_not_fetch_the_page_remembered_as_slow(two_briefs: Workspace) -> None:
