@@ -30,7 +30,8 @@ COMMAND_LINE = re.compile(r"\bbriefd ((?:library )?[a-z]+)([^`'\"\n;|&>#)]*)")
 # Flags of other programs that briefd's text names, and the word their text must also hold.
 FOREIGN = {"--metadata": "datasette", "--to": "notify",
            # a manual's own options, quoted where the rules and the extraction cite real documents
-           "--max-redirs": "curl", "--hashsize": "m4", "--auto": "git", "--blocking-factor": "BLOCKS"}
+           "--max-redirs": "curl", "--hashsize": "m4", "--auto": "git", "--blocking-factor": "BLOCKS",
+           "--keepalive-time": "curl"}
 
 
 def parsers() -> dict[str, Any]:

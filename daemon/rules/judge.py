@@ -412,13 +412,13 @@ _CLAUSE_GOES_ON = re.compile(
     r"were|to|of|with|as|than|otherwise|currently|default|by\s+default|since|before|after)\b)",
     re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\"'])")
-# "Before Linux 2.6.18, the limit on the recursion depth was 5": what an older release did, not the quantity.
 # A figure in a condition is a case the text goes on to describe, not the quantity's value: "When the value in
 # this file is 1, symbolic links are followed only ..." (proc(5)), "If the shell compatibility level is set to
 # 50 or lower, ...", "if there are 150 or more possible completions", "If split is 100, all input samples are
 # used" (zstd(1)). The condition runs from its "if" or "when" to the figure within one clause.
 _CONDITION = re.compile(r"\b(?:if|when|whenever|unless)\b[^,;.:()]*?\b(?:is|are|equals|set\s+to)\s+$",
                         re.IGNORECASE)
+# "Before Linux 2.6.18, the limit on the recursion depth was 5": what an older release did, not the quantity.
 _EARLIER_RELEASE = re.compile(r"\s*(?:before|until|prior\s+to)\s+(?:[A-Za-z][\w+-]*\s+){0,2}v?\d+(?:\.\d+)+,",
                               re.IGNORECASE)
 # How far before a figure its unit may be named: this sentence and the one before it ("The maximum
