@@ -501,3 +501,63 @@ def test_a_figure_in_a_condition_is_a_case_not_the_quantity(unit: str, proposed:
 
 def test_proc5s_cases_do_not_refute_the_symbolic_link_limit() -> None:
     assert judge.quote_stance(SYMLINK_MIN, PROTECTED_SYMLINKS).stance == "neutral"
+
+
+# ----------------------------------------------------------------- an estimate reads only the quantity it asks
+
+PIPE_QUESTION = "What is the default capacity of a pipe on Linux?"
+MQ_ENTRY = ("Before Linux 2.6.28, the default mq_msgsize was 8192; from Linux 2.6.28 to Linux 3.4, the default was "
+            "the value defined for the msgsize_max limit.\n\n/proc/sys/fs/mqueue/msgsize_max\nThis file can be used to "
+            "view and change the ceiling on the maximum message size. This value acts as a ceiling on the "
+            "attr->mq_msgsize argument given to mq_open(3). The default value for msgsize_max is 8192 bytes. The "
+            "minimum value is 128 (8192 before Linux 2.6.28).")                                     # mq_overview.7
+PIPE_BUF_SEMANTICS = ("(On Linux, PIPE_BUF is 4096 bytes.) The precise semantics depend on whether the file "
+                      "descriptor is nonblocking (O_NONBLOCK), whether there are multiple writers to the pipe, and "
+                      "on n, the number of bytes to be written:")                                     # pipe.7
+PIPE_CAPACITY_ONE_SPACE = " ".join(PIPE_CAPACITY.split())  # as the web page gave it: one space between sentences
+SAID_OF = judge.NOT_THE_QUANTITY + " (said of {}, which the question does not name)"
+
+
+@pytest.mark.parametrize("question, proposed, quote, reason", [
+    (PIPE_QUESTION, 8192, MQ, SAID_OF.format("msgsize_max")),
+    (PIPE_QUESTION, 4096, PIPE_BUF_SEMANTICS, SAID_OF.format("PIPE_BUF")),
+    (PIPE_QUESTION, 4096, PIPE_CAPACITY_ONE_SPACE.split("). ")[1], judge.NOT_THE_QUANTITY
+     + " (a size, which the question does not ask about)"),            # "a page size of 4096 bytes"
+    (PIPE_QUESTION, 65536, PIPE_CAPACITY_ONE_SPACE, KEPT),              # "(i.e., 65,536 bytes": "i.e" names nothing
+    ("What is the default value of msgsize_max?", 8192, MQ, KEPT),      # the question names it
+    ("What is the default page size of a Linux system?", 4096, PIPE_CAPACITY_ONE_SPACE.split("). ")[1], KEPT),
+    ("What is the maximum length of a string or BLOB in SQLite?", 1e9, SQLITE_MAX, KEPT),  # the macro is named
+    # in the sentence it leans on, not in its own clause
+    (PG_QUESTION, 100, PG_PROSE, KEPT),
+    ("", 8192, MQ, KEPT),                                               # no question given: the unit rule alone
+])
+def test_an_estimate_reads_a_figure_only_as_the_quantity_its_question_asks(question: str, proposed: float,
+                                                                          quote: str, reason: str | None) -> None:
+    assert judge.read_figure(proposed, quote, "bytes" if "connections" not in quote else "connections",
+                             asked=question).reason == reason
+
+
+def test_neighbouring_quantities_of_two_manual_pages_do_not_collapse_the_pipe_capacity() -> None:
+    """The web pass of the real-document set once ended "the default capacity of a pipe" at 4,096-8,192 bytes
+    (truth 65,536): the model proposed pipe(7)'s PIPE_BUF and page size and mq_overview(7)'s msgsize_max, each
+    in bytes, and two pages made two sources. None is the pipe's capacity: the range stays the prior."""
+    brief = validate_brief({"question": PIPE_QUESTION, "estimate": {"unit": "bytes", "low": 512, "high": 10_000_000,
+                                                                    "target_width": 10_000}}, "pipe.json")
+    rng, reason, discarded = _range_from(brief, [
+        (4096, PIPE_CAPACITY_ONE_SPACE, "http://docs.example/manpages/pipe.7.txt"),
+        (4096, PIPE_BUF_SEMANTICS, "http://docs.example/manpages/pipe.7.txt"),
+        (8192, MQ_ENTRY, "http://docs.example/manpages/mq_overview.7.txt"),
+    ])
+    assert rng == (512, 10_000_000) and discarded == 3 and reason != decide.TARGET_REACHED
+    rng, _, _ = _range_from(brief, [(65536, PIPE_CAPACITY_ONE_SPACE, "http://docs.example/manpages/pipe.7.txt")])
+    assert rng[0] <= 65536 <= rng[1]
+
+
+@pytest.mark.parametrize("text, names", [
+    ("(i.e., 65,536 bytes in a system", []),
+    ("(e.g., 4096 bytes on i386)", []),
+    ("git's http.postBuffer and PIPE_BUF", ["http.postBuffer", "PIPE_BUF"]),
+    ("lua_pushcfunction is defined as a macro", ["lua_pushcfunction"]),
+])
+def test_a_code_name_is_not_an_abbreviation(text: str, names: list[str]) -> None:
+    assert [m.group(0) for m in decide.CODE_NAME.finditer(text)] == names

@@ -462,7 +462,7 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
         number = getattr(item, name)
         if number is None:
             continue
-        figure = judge.read_figure(number, quote, brief.estimate.unit)
+        figure = judge.read_figure(number, quote, brief.estimate.unit, asked=brief.question)
         if figure.value is not None:
             kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
         else:

@@ -233,8 +233,9 @@ _LEANS_ON_BEFORE = re.compile(
 )
 # A code name ("http.postBuffer", "PIPE_BUF", "LUA_MINSTACK", "lua_pushcfunction"): a dotted, underscored or
 # camel-cased word, or a capitalised one of five letters or more (not "RSA", "TCP", "HTTP", which name a field,
-# not a setting). judge.code_names reads a metric's; leans_on_before a sentence that goes on about one.
-CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w*(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,})(?![\w])")
+# not a setting; nor "i.e" and "e.g", whose first part is one letter). judge.code_names reads a metric's;
+# leans_on_before a sentence that goes on about one; judge.another_quantity_asked a figure's clause.
+CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w+(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,})(?![\w])")
 # What a sentence that opens with a name goes on to say of it: "LUA_MINSTACK is defined as 20", "OPTIND is
 # initialized to 1", "ZSTD_NBTHREADS has a default value of (1)". Not a term line's first words ("HISTSIZE The
 # number of commands ...": the next entry's name, then what it is).

@@ -545,12 +545,40 @@ def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | No
     return -1, f"{NOT_THE_QUANTITY} (no {unit} beside it)"
 
 
-def stated_amounts(quote: str, unit: str) -> list[tuple[Amount, str | None]]:
+def another_quantity_asked(amount: Amount, quote: str, asked: str) -> str | None:
+    """Why `amount`, stated in the brief's unit, is still not the quantity the question `asked` about, or None.
+
+    An estimate has no metric; its question says what is measured, and a manual states many quantities in one
+    unit side by side. Two shapes say plainly that a figure is another one's:
+    - its own clause names a setting the question does not (decide.CODE_NAME): "(On Linux, PIPE_BUF is 4096
+      bytes.)" and mq_overview(7)'s "The default value for msgsize_max is 8192 bytes." are no capacity of a
+      pipe. Only the figure's own clause counts: SQLite's "The default value of this macro is 1 billion",
+      which leans on "... SQLITE_MAX_LENGTH.", is still the maximum length of a string;
+    - it is "the <noun> of N" and the question has no such word: pipe(7)'s "(i.e., 65,536 bytes in a system
+      with a page size of 4096 bytes)" gives 4096 as a page size, not the pipe's capacity."""
+    if not asked:
+        return None
+    start = amount.span[0]
+    clause = quote[_sentence_starts(quote, start)[-1]:start]
+    words = {_stem(w) for w in content_words(asked)}
+    folded = asked.lower()
+    for name in CODE_NAME.finditer(clause):
+        if name.group(0).lower() not in folded:
+            return f"{NOT_THE_QUANTITY} (said of {name.group(0)}, which the question does not name)"
+    said = _OF_NOUN.search(quote[max(0, start - 40):start])
+    noun = said.group(1).lower() if said else None
+    if noun is not None and noun not in _SAYS_NO_QUANTITY and _stem(noun) not in words:
+        return f"{NOT_THE_QUANTITY} (a {noun}, which the question does not ask about)"
+    return None
+
+
+def stated_amounts(quote: str, unit: str, asked: str = "") -> list[tuple[Amount, str | None]]:
     """Every amount in `quote` with why it is not stated as the quantity in `unit` (None: it is;
-    figure_reading). The low end of a range shares the unit written once after its high end
+    figure_reading), nor, when the brief's question is given (`asked`), as the quantity it asks about
+    (another_quantity_asked). The low end of a range shares the unit written once after its high end
     ("10-20 seconds", "between 10 and 20 seconds")."""
     amounts = parse_amounts(quote)
-    whys = [figure_reading(a, quote, unit)[1] for a in amounts]
+    whys = [figure_reading(a, quote, unit)[1] or another_quantity_asked(a, quote, asked) for a in amounts]
     for i in range(len(amounts) - 1):
         no_unit = whys[i] is not None and whys[i] == f"{NOT_THE_QUANTITY} (no {unit} beside it)"
         if no_unit and whys[i + 1] is None and _is_range(quote, amounts[i], amounts[i + 1]):
@@ -585,9 +613,9 @@ def _close(a: float, b: float, rel_tol: float) -> bool:
     return math.isfinite(b) and math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12)
 
 
-def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE) -> Figure:
+def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE, asked: str = "") -> Figure:
     """Check a number the model proposed against its quote: keep it in the brief's unit or
-    say truly why not.
+    say truly why not. `asked`: the brief's question (another_quantity_asked).
 
     In order, the first that holds:
     1. An amount in the quote, converted to `unit`, is the number: kept as is.
@@ -606,7 +634,7 @@ def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FI
         return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
     target = parse_unit(unit)
     read = [(a, c if c is not None and math.isfinite(c) else None, why)
-            for a, why in stated_amounts(quote, unit) for c in (value_in(a, unit),)]
+            for a, why in stated_amounts(quote, unit, asked) for c in (value_in(a, unit),)]
     stated = [(a, c) for a, c, why in read if why is None]
     for amount, converted in stated:
         if converted is not None and _close(proposed, converted, rel_tol):
