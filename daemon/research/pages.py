@@ -89,6 +89,9 @@ class PageScheduler:
     earlier_rounds: list[dict[str, Any]] = field(default_factory=list)
     earlier_given_up: set[str] = field(default_factory=set)
     replayed: set[str] = field(default_factory=set)  # pages this run reads late because the earlier run did
+    # pages whose bytes are here and whose reading (extraction and splitting, in a child process with a
+    # deadline) has begun (reading.keep_page): what is left of them is bounded work on this machine
+    being_read: set[str] = field(default_factory=set)
 
     @classmethod
     def after(cls, hooks: Hooks, earlier: Mapping[str, Any] | None) -> PageScheduler:
@@ -361,6 +364,9 @@ class PageScheduler:
         is nothing to synthesize yet, but a page that does not come is not waited for); a re-run so
         waits for those the run it replays read here.
 
+        A straggler already downloaded and only being read (being_read) gets STRAGGLER_GRACE_S while
+        such pages keep arriving: its reading is bounded work on this machine, not a server's delay.
+
         Given up first and checkpointed, so a run resumed here reads the same arrived pages
         (from the page cache) in the same batches; their evidence from an interrupted attempt
         is dropped first, so nothing is counted twice.
@@ -391,6 +397,12 @@ class PageScheduler:
             # coming, never longer than the grace for one that does not (issue 22: a page slower
             # than the fetch timeout held the synthesis 18 s)
             await self.wait_while_arriving(round_no, fetches, PATIENT_GRACE_S)
+        if being_read := {url: fetches[url] for url in waiting if url in self.being_read and not fetches[url].done()}:
+            # downloaded, and only being read here: a big manual (bashref.html, 866 KB, takes a second to
+            # extract) or a page queued behind one. Given up now, it is lost for a wait its server has
+            # no part in, so the synthesis gives them STRAGGLER_GRACE_S while they keep arriving; a page
+            # still downloading (a slow server) is not waited for
+            await self.wait_while_arriving(round_no, being_read, STRAGGLER_GRACE_S)
         arrived = [url for url in waiting if fetches[url].done()]
         for url in waiting:
             if url not in arrived:

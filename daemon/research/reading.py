@@ -201,6 +201,7 @@ async def keep_page(ctx: Context, round_no: int, url: str, hit: SearchHit | None
         return None
     # extraction and splitting run in a child process: never on the event loop, and killed
     # at a deadline, so one page can neither freeze the daemon nor cost more than the bound
+    ctx.pages.being_read.add(url)  # a straggler now is one the synthesis gives a short grace (last_stragglers)
     try:
         page = await ctx.svc.pages.read(result.body, result.final_url, result.content_type)
         reason = None if page else f"no readable text ({result.content_type or 'unknown type'})"
