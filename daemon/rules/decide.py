@@ -258,7 +258,6 @@ def leans_on_before(sentence: str, before: str = "") -> bool:
         and re.search(rf"(?<![\w.]){re.escape(name.group(0))}(?![\w])", before) is not None
 
 
-
 # Text that talks to a model rather than about the world: the usual shapes of a prompt
 # injection planted in a page. Narrow on purpose (a page *about* prompt injection may still
 # be quoted when it describes rather than commands). One of these makes its whole page distrusted

@@ -517,9 +517,10 @@ def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | No
     back = max(0, start - 40)
     if _CODE_BEFORE.search(quote, back, start) or _CODE_AFTER.match(quote, end):
         return -1, f"{NOT_THE_QUANTITY} (inside code, a formula or a command line)"
-    if _EARLIER_RELEASE.match(quote, _sentence_starts(quote, start)[-1], start):
+    own = _sentence_starts(quote, start)[-1]
+    if _EARLIER_RELEASE.match(quote, own, start):
         return -1, f"{NOT_THE_QUANTITY} (an earlier release's value)"
-    if _CONDITION.search(quote, max(back - 80, _sentence_starts(quote, start)[-1]), start):
+    if _CONDITION.search(quote, max(back - 80, own), start):
         return -1, f"{NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
     if _money_or_share(unit) or amount.currency is not None or amount.ratio is not None or size_letter(amount, unit):
         return end, None  # the amount carries its unit: to_unit (or size_letter) says whether it is the brief's
@@ -560,14 +561,12 @@ def another_quantity_asked(amount: Amount, quote: str, asked: str) -> str | None
         return None
     start = amount.span[0]
     clause = quote[_sentence_starts(quote, start)[-1]:start]
-    words = {_stem(w) for w in content_words(asked)}
     folded = asked.lower()
     for name in CODE_NAME.finditer(clause):
         if name.group(0).lower() not in folded:
             return f"{NOT_THE_QUANTITY} (said of {name.group(0)}, which the question does not name)"
-    said = _OF_NOUN.search(quote[max(0, start - 40):start])
-    noun = said.group(1).lower() if said else None
-    if noun is not None and noun not in _SAYS_NO_QUANTITY and _stem(noun) not in words:
+    noun = _quantity_noun(quote, start)
+    if noun is not None and _stem(noun) not in {_stem(w) for w in content_words(asked)}:
         return f"{NOT_THE_QUANTITY} (a {noun}, which the question does not ask about)"
     return None
 
@@ -1701,11 +1700,17 @@ def measures_another_quantity(contract: Contract, quote: str, start: int) -> str
     wanted = _metric_words(contract)
     if not wanted or _money_or_share(contract.unit):
         return None
+    noun = _quantity_noun(quote, start)
+    return None if noun is None or _stem(noun) in wanted else noun
+
+
+def _quantity_noun(quote: str, start: int) -> str | None:
+    """The noun that says what the figure at `start` measures when it is "the <noun> of N" ("an interval of
+    75 seconds": interval), or None (no such noun, or one that says no quantity: "a value of", "a maximum of").
+    measures_another_quantity asks it of a contract's metric, another_quantity_asked of an estimate's question."""
     said = _OF_NOUN.search(quote[max(0, start - 40):start])
-    if said is None:
-        return None
-    noun = said.group(1).lower()
-    return None if noun in _SAYS_NO_QUANTITY or _stem(noun) in wanted else noun
+    noun = said.group(1).lower() if said else None
+    return None if noun is None or noun in _SAYS_NO_QUANTITY else noun
 
 
 # A man page documents one program or interface, and its file is named for it: "curl.1.txt" (the lab's),

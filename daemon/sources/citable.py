@@ -50,21 +50,18 @@ def citable_spans(text: str, max_chars: int = CITABLE_MAX_CHARS) -> list[tuple[i
     for start, end in split_sentences(text):
         line += text.count("\n", counted, start)
         counted = start
-        if units and term_before and end - units[-1][0] <= max_chars:
-            units[-1][1] = end
-            ends_on[-1] = line
+        first = None  # the unit this sentence joins, if any
+        if units and term_before:
+            first = len(units) - 1
         elif units and leans_on_before(text[start:end], text[units[-1][0]:units[-1][1]]):
             first = len(units) - 1
             if ends_on[first] == line:  # back to the paragraph's first unit, as far as the cap allows
                 while first > 0 and ends_on[first - 1] == line and end - units[first - 1][0] <= max_chars:
                     first -= 1
-            if end - units[first][0] <= max_chars:
-                units[first][1] = end
-                ends_on[first] = line
-                del units[first + 1:], ends_on[first + 1:]
-            else:
-                units.append([start, end])
-                ends_on.append(line)
+        if first is not None and end - units[first][0] <= max_chars:
+            units[first][1] = end
+            ends_on[first] = line
+            del units[first + 1:], ends_on[first + 1:]
         else:
             units.append([start, end])
             ends_on.append(line)
