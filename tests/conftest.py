@@ -108,6 +108,23 @@ def scripted_ollama(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatc
         yield lab
 
 
+# What a real local model takes an answer, roughly: pages on loopback arrive while it reads. With the
+# instant scripted model a round can end, and a brief's synthesis begin, before a page fetched late in
+# the round has come (a straggler given up at the synthesis, as the model never waits on a page),
+# so which pages a report rests on would depend on the machine's load.
+PACED_SECONDS_PER_ANSWER = 1.0
+
+
+@pytest.fixture(scope="session")
+def paced_ollama(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) -> Iterator[OllamaLab]:
+    """The scripted model at PACED_SECONDS_PER_ANSWER an answer: for a test that asserts which pages a
+    report rests on."""
+    for lab in serve_ollama(tmp_path_factory.mktemp("ollama-paced"), "scripted", name="ollama-paced",
+                            extra=("--seconds-per-answer", str(PACED_SECONDS_PER_ANSWER))):
+        lab_watch.add("paced_ollama", lab.proc)
+        yield lab
+
+
 @pytest.fixture(scope="session")
 def llama_ollama(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) -> Iterator[OllamaLab]:
     for lab in serve_ollama(tmp_path_factory.mktemp("ollama-llama"), "llama", name="ollama-llama"):

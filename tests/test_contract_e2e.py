@@ -29,21 +29,26 @@ from tests.lab.drivers import Source, guess_tier
 
 LAKESIDE = TOPICS["lakeside"]
 CONTRACT = {"metric": "90th-percentile lead level", "comparator": "<", "target": 5, "unit": "ppb"}
+# the advisory brief first: it searches and fetches, and the contract brief replays its rounds (the
+# inbox takes briefs by time, then name: two dropped in one clock tick ran in this order in CI)
 BRIEFS = {
-    "lakeside-contract": {"question": LAKESIDE.question, "depth": "standard",
-                          "hypothesis": {"claim": LAKESIDE.claim, **CONTRACT}},
     "lakeside-advisory": {"question": LAKESIDE.question, "depth": "standard",
                           "hypothesis": {"claim": LAKESIDE.claim}},
+    "lakeside-contract": {"question": LAKESIDE.question, "depth": "standard",
+                          "hypothesis": {"claim": LAKESIDE.claim, **CONTRACT}},
 }
 RULES = {"lakeside-deq-letter": "regulator", "lakeside-university-study": "peer_reviewed"}
 NEWS_CALLED_A_STUDY = "lakeside-tribune-study"
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory, search_lab, scripted_ollama) -> tuple[Workspace, dict[str, str]]:
+def ran(tmp_path_factory, search_lab, paced_ollama) -> tuple[Workspace, dict[str, str]]:
+    """Both briefs researched, the model paced (conftest.PACED_SECONDS_PER_ANSWER): the tests name the
+    pages each report rests on, the regulator's letter among them, which the first brief fetches late in
+    its second round; with an instant model its synthesis could begin before the letter came."""
     urls = {slug: search_lab.page_url(slug) for slug in [*RULES, NEWS_CALLED_A_STUDY]}
     rules = ", ".join(f"{urls[slug]}={tier}" for slug, tier in RULES.items())
-    ws = researched(tmp_path_factory.mktemp("contract"), search_lab, scripted_ollama, BRIEFS,
+    ws = researched(tmp_path_factory.mktemp("contract"), search_lab, paced_ollama, BRIEFS,
                     BRIEFD_SOURCE_TIERS=rules)
     return ws, urls
 
