@@ -24,6 +24,7 @@ from tests.lab.corpus import PAGES, TOPICS
 from tests.lab.workspace import Workspace
 
 FETCH_TIMEOUT_S = 3  # the slow page trickles for a minute: it times out, some seconds after its brief ended
+SLOW_SECONDS_LEFT = 30  # a fetch timeout the slow page (a minute) outlasts, and a run --once does not
 SLOW_SLUG = next(p.slug for p in PAGES if p.topic == "kestrel" and p.kind == "slow")  # the lab's slow page
 
 
@@ -114,3 +115,26 @@ def test_a_second_brief_does_not_fetch_the_page_remembered_as_slow(two_briefs: W
     with sqlite3.connect(two_briefs.db) as db:
         (expires,) = db.execute("SELECT expires_at FROM bad_urls WHERE url = ?", [url]).fetchone()
     assert expires, "remembered for a while, not for good"
+
+
+def test_a_page_cut_off_as_run_once_ends_is_not_remembered_as_slow(
+        tmp_path_factory: pytest.TempPathFactory, search_lab: SearchLab, scripted_ollama: OllamaLab) -> None:
+    """`run --once` (cron) ends with its briefs and cuts off the fetches they left loading. The slow page
+    was given up at the synthesis, but its fetch never ran to its timeout (the daemon's one measure of a
+    slow page): cut off, it is not remembered as slow, and the next run fetches it again (before, no brief
+    fetched it for SLOW_PAGE_MEMORY_S, whatever the page; a page 50 ms from arriving alike)."""
+    ws = Workspace(root=tmp_path_factory.mktemp("cut-at-exit"), searxng_url=search_lab.searxng_url,
+                   ollama_url=scripted_ollama.url, model="lab-scripted")
+    timeout = str(SLOW_SECONDS_LEFT)  # still loading when the run ends
+    ws.drop("first.json", brief(rounds=1))
+    assert ws.briefd("run", "--once", BRIEFD_FETCH_TIMEOUT_S=timeout).returncode == 0
+    url = slow_url(ws.events("first"))
+    given_up = [e for e in ws.events("first") if e["type"] == "page_fetched" and e["url"] == url]
+    assert given_up and "when the synthesis began: not read" in given_up[0]["error"], given_up
+    assert slow_until(ws, url) is None, "cut off before its fetch timeout: not known to be slow"
+    ws.drop("second.json", brief(rounds=1))
+    assert ws.briefd("run", "--once", BRIEFD_FETCH_TIMEOUT_S=timeout).returncode == 0
+    second = ws.events("second")
+    skipped = [u for e in second if e.get("message") == "pages known bad are not fetched" for u in e["urls"]]
+    assert url not in skipped
+    assert url in [e["url"] for e in second if e["type"] in ("page_fetched", "page_late")], "fetched again"

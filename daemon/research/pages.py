@@ -16,6 +16,7 @@ batch size, the grace a round gives a slow page) are defined here, and the loop 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -135,11 +136,21 @@ class PageScheduler:
 
     def hand_over(self, trailing: set[asyncio.Task[Any]]) -> None:
         """The stragglers still loading go on in `trailing` (the daemon's), their failures logged."""
-        for task in self.inflight.values():
+        for url, task in self.inflight.items():
             trailing.add(task)
             task.add_done_callback(trailing.discard)
             task.add_done_callback(self.hooks.retrieved)
+            task.add_done_callback(functools.partial(self.cut_before_its_timeout, url))
         self.inflight.clear()
+
+    def cut_before_its_timeout(self, url: str, task: asyncio.Task[Any]) -> None:
+        """A page given up at the synthesis is remembered as slow only while its fetch runs (give_up):
+        if the daemon cuts that fetch off (`run --once` ending, a stop), it never took its fetch
+        timeout, the one measure of a slow page, so the mark goes. Kept, a page 50 ms from arriving
+        when a fast model's synthesis began was not fetched by any brief for SLOW_PAGE_MEMORY_S: the
+        next cron run skipped it as known bad. A fetch that times out on its own keeps the mark."""
+        if task.cancelled() and self.state.late.get(url) == LATE_GIVEN_UP:
+            self.store.forget_slow_url(url)
 
     async def search_ahead(self) -> None:
         """While the model plans, the question's web search and the pages it ranks highest are
