@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import BRIEFD, OllamaLab, Workspace, serve_ollama
+from tests.conftest import BRIEFD, OllamaLab, Workspace, serve_ollama, wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import SearchLab, start_ollama
 
@@ -170,7 +170,11 @@ def test_a_brief_resumed_after_a_crash_still_lists_every_host_it_contacted(
 @pytest.mark.slow
 def test_random_kills_under_load_lose_nothing(tmp_path: Path, search_lab: SearchLab,
                                               crash_ollama: OllamaLab) -> None:
-    """kill -9 at seeded random moments while briefs are in flight (BRIEFD_KILL_SEED replays a run)."""
+    """kill -9 at seeded random moments while briefs are in flight (BRIEFD_KILL_SEED replays a run).
+
+    Each moment counts from the daemon's first event of its run, not from its spawn: its start-up (about
+    1 s of imports here, 2 s and more on a loaded CI box) would otherwise swallow most of the moments, and
+    a run whose kills all landed before any brief began (seen once in CI) proved nothing."""
     seed = int(os.environ.get("BRIEFD_KILL_SEED", "20261123"))
     rng = random.Random(seed)
     crash_ollama.reset()
@@ -181,9 +185,11 @@ def test_random_kills_under_load_lose_nothing(tmp_path: Path, search_lab: Search
         extra = f"more-{k}"
         ws.drop(f"{extra}.json", {"question": TOPICS["orbital"].question, "depth": "quick", "max_rounds": 1})
         ids.append(extra)
+        seen = events_written(ws)
         daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2"), cwd=ws.root,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 2.5))
+        wait_for(lambda: events_written(ws) > seen, 120, "the daemon at work on a brief")
+        time.sleep(rng.uniform(0.0, 1.5))
         os.kill(daemon.pid, signal.SIGKILL)
         daemon.wait(timeout=10)
         kills += 1
@@ -196,6 +202,11 @@ def test_random_kills_under_load_lose_nothing(tmp_path: Path, search_lab: Search
     stats = crash_ollama.stats()
     assert stats["duplicate_prompts"] <= kills * 2, \
         f"seed {seed}: at most the calls in flight at each kill (two workers) are paid twice"
+
+
+def events_written(ws: Workspace) -> int:
+    """The event lines of every brief so far: one more says a daemon is at work on a brief."""
+    return sum(len(path.read_bytes().splitlines()) for path in ws.outbox.glob("*/events.ndjson"))
 
 
 # `run --once` (cron mode) stops the same way: issue 8 #12, where SIGTERM used to kill it (143).
