@@ -27,7 +27,7 @@ from briefd.daemon.report.report import (
     write_report,
 )
 from briefd.store import sha256_hex
-from tests.conftest import Workspace, researched, serve_ollama
+from tests.conftest import OllamaLab, Workspace, researched
 from tests.lab import web
 from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
 from tests.lab.servers import start_search_lab
@@ -394,23 +394,23 @@ REVISED = "A revised 2026 edition of this paper found the Northgate rail tunnel 
 
 
 @pytest.fixture(scope="module")
-def page_changed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, dict, dict, str]]:
+def page_changed(tmp_path_factory: pytest.TempPathFactory,
+                 paced_ollama: OllamaLab) -> Iterator[tuple[Workspace, dict, dict, str]]:
     """The estimate brief run once; a page whose figures made its range changed on the lab web
     (its figures replaced by REVISED); the same id run again (a re-run checks its stored pages:
     the changed one answers 200, the others 304). Returns (workspace, first report, second
     report, the changed URL).
 
-    The model takes a second an answer, as a real one does: the pages arrive while it reads, so
-    the first run reads them all (with the lab's instant model, which pages are late, and so what
+    The model takes a second an answer, as a real one does (conftest.paced_ollama): the pages arrive
+    while it reads, so the first run reads them all (with the lab's instant model, which pages are late, and so what
     the first range rests on, would be a matter of timing)."""
     root = tmp_path_factory.mktemp("page-changed")
     overrides = root / "overrides"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(web.OVERRIDES_ENV, str(overrides))  # the lab web subprocess reads it at start
         lab = start_search_lab(root / "lab")
-    model = serve_ollama(root / "model", "scripted", name="ollama-paced", extra=("--seconds-per-answer", "1.0"))
     try:
-        ws = researched(root / "ws", lab, next(model), {"tunnel": NORTHGATE}, timeout=300)
+        ws = researched(root / "ws", lab, paced_ollama, {"tunnel": NORTHGATE}, timeout=300)
         first = ws.report("tunnel")
         final = first["estimate"]["final"]
         url = next(e["url"] for e in first["evidence"] if e["url"].endswith(".html") and e.get("low") is not None
@@ -425,7 +425,6 @@ def page_changed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Wor
         assert result.returncode == 0, result.stderr[-4000:]
         yield ws, first, ws.report("tunnel"), url
     finally:
-        model.close()
         lab.stop()
 
 

@@ -18,13 +18,15 @@ from typing import Any
 
 import pytest
 
+from briefd.daemon.research.pages import GIVEN_UP_AT_SYNTHESIS
 from briefd.store import Store
-from tests.conftest import BRIEFD, OllamaLab, SearchLab, wait_for
+from tests.conftest import BRIEFD, OllamaLab, SearchLab, researched, wait_for
 from tests.lab.corpus import PAGES, TOPICS
+from tests.lab.web import SLOW_SECONDS
 from tests.lab.workspace import Workspace
 
 FETCH_TIMEOUT_S = 3  # the slow page trickles for a minute: it times out, some seconds after its brief ended
-SLOW_SECONDS_LEFT = 30  # a fetch timeout the slow page (a minute) outlasts, and a run --once does not
+UNDER_THE_SLOW_PAGE_S = SLOW_SECONDS / 2  # a fetch timeout the slow page outlasts, and a run --once does not
 SLOW_SLUG = next(p.slug for p in PAGES if p.topic == "kestrel" and p.kind == "slow")  # the lab's slow page
 
 
@@ -95,12 +97,12 @@ def test_the_synthesis_does_not_wait_for_the_slow_page_and_its_event_file_ends_w
     events = two_briefs.events("first")
     url = slow_url(events)
     given_up = [e for e in events if e["type"] == "page_fetched" and e["url"] == url]
-    assert given_up and "when the synthesis began: not read" in given_up[0]["error"], given_up
+    assert given_up and GIVEN_UP_AT_SYNTHESIS in given_up[0]["error"], given_up
     assert events[-1]["type"] == "complete", "nothing is appended after the report, though the fetch went on"
     # every page given up at the synthesis is counted, the slow one among them (under load a normal page may
     # still be loading too: the count says how many, the events which)
     given_up_at_synthesis = [e for e in events if e["type"] == "page_fetched"
-                             and "when the synthesis began: not read" in (e.get("error") or "")]
+                             and GIVEN_UP_AT_SYNTHESIS in (e.get("error") or "")]
     assert two_briefs.report("first")["usage"]["late_pages_given_up"] == len(given_up_at_synthesis) >= 1
 
 
@@ -123,14 +125,12 @@ def test_a_page_cut_off_as_run_once_ends_is_not_remembered_as_slow(
     was given up at the synthesis, but its fetch never ran to its timeout (the daemon's one measure of a
     slow page): cut off, it is not remembered as slow, and the next run fetches it again (before, no brief
     fetched it for SLOW_PAGE_MEMORY_S, whatever the page; a page 50 ms from arriving alike)."""
-    ws = Workspace(root=tmp_path_factory.mktemp("cut-at-exit"), searxng_url=search_lab.searxng_url,
-                   ollama_url=scripted_ollama.url, model="lab-scripted")
-    timeout = str(SLOW_SECONDS_LEFT)  # still loading when the run ends
-    ws.drop("first.json", brief(rounds=1))
-    assert ws.briefd("run", "--once", BRIEFD_FETCH_TIMEOUT_S=timeout).returncode == 0
+    timeout = f"{UNDER_THE_SLOW_PAGE_S:g}"  # still loading when the run ends
+    ws = researched(tmp_path_factory.mktemp("cut-at-exit"), search_lab, scripted_ollama, {"first": brief(rounds=1)},
+                    BRIEFD_FETCH_TIMEOUT_S=timeout)
     url = slow_url(ws.events("first"))
     given_up = [e for e in ws.events("first") if e["type"] == "page_fetched" and e["url"] == url]
-    assert given_up and "when the synthesis began: not read" in given_up[0]["error"], given_up
+    assert given_up and GIVEN_UP_AT_SYNTHESIS in given_up[0]["error"], given_up
     assert slow_until(ws, url) is None, "cut off before its fetch timeout: not known to be slow"
     ws.drop("second.json", brief(rounds=1))
     assert ws.briefd("run", "--once", BRIEFD_FETCH_TIMEOUT_S=timeout).returncode == 0

@@ -40,6 +40,7 @@ STRAGGLER_GRACE_S = 1.0    # the model waits this long for its next page, no mor
 PATIENT_GRACE_S = 5.0
 SLOW_PAGE_MEMORY_S = 24 * 3600  # a page that timed out is not fetched again for a day
 LATE_WAITING, LATE_READ, LATE_FAILED, LATE_GIVEN_UP = "waiting", "read", "failed", "given up"
+GIVEN_UP_AT_SYNTHESIS = "when the synthesis began: not read"  # in the page_fetched error of a page given up
 
 PageTask = asyncio.Task[Read | None]  # a page's fetch and reading; None: the page could not be read
 
@@ -434,7 +435,7 @@ class PageScheduler:
         """A straggler still loading when the synthesis begins: recorded as not read, and
         remembered as slow while its fetch, left to end (hand_over), goes on, so no other brief
         fetches it meanwhile; if it arrives it is cached and forgotten as slow (fetch_one)."""
-        reason = (f"still loading after {self.loading_for(url):g} s when the synthesis began: not read "
+        reason = (f"still loading after {self.loading_for(url):g} s {GIVEN_UP_AT_SYNTHESIS} "
                   f"(the fetch goes on; until it ends the page is remembered as slow)")
         self.state.late[url] = LATE_GIVEN_UP
         self.hooks.mark_bad(url, reason, transient=True, slow=True)

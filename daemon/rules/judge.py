@@ -566,7 +566,7 @@ def another_quantity_asked(amount: Amount, quote: str, asked: str) -> str | None
         if name.group(0).lower() not in folded:
             return f"{NOT_THE_QUANTITY} (said of {name.group(0)}, which the question does not name)"
     noun = _quantity_noun(quote, start)
-    if noun is not None and _stem(noun) not in {_stem(w) for w in content_words(asked)}:
+    if noun is not None and _stem(noun) not in _stems(asked):
         return f"{NOT_THE_QUANTITY} (a {noun}, which the question does not ask about)"
     return None
 
@@ -1592,12 +1592,16 @@ def _stem(word: str) -> str:
     return word
 
 
+def _stems(text: str) -> set[str]:
+    """`text`'s content words, stemmed (_stem): what a metric, a claim, a question and a quote are matched by."""
+    return {_stem(w) for w in content_words(text)}
+
+
 def _metric_words(contract: Contract) -> set[str]:
     """The metric's own words, stemmed, less the unit's ("maximum compression level" in "level": maximum,
     compression): figure_reading already asks for the unit beside the figure, and "LINK 36 Symbolic link"
     (dir_colors(5)) names "symbolic links" but is no count of the symbolic links followed."""
-    unit = {_stem(w) for w in content_words(contract.unit)}
-    return {_stem(w) for w in content_words(contract.metric)} - unit
+    return _stems(contract.metric) - _stems(contract.unit)
 
 
 def code_names(metric: str) -> tuple[str, ...]:
@@ -1621,7 +1625,7 @@ def names_the_metric(contract: Contract, quote: str) -> bool:
     folded = quote.lower()
     if any(name.lower() not in folded for name in code_names(contract.metric)):
         return False
-    found = wanted & {_stem(w) for w in content_words(quote)}
+    found = wanted & _stems(quote)
     return 2 * len(found) > len(wanted)
 
 
@@ -1744,7 +1748,7 @@ def another_programs_option(contract: Contract, quote: str, url: str | None) -> 
     if not contract.claim or not _AN_OPTION.search(quote):
         return None
     names = man_page_names(url)
-    claimed = {_stem(w) for w in content_words(f"{contract.claim} {contract.metric}")}
+    claimed = _stems(f"{contract.claim} {contract.metric}")
     if not names or names & claimed:
         return None
     return f"an option of {'/'.join(sorted(names))}, which the claim does not name"
