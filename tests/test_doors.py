@@ -11,7 +11,6 @@ that no daemon serves says so. (A follow-up of a brief still running: tests/test
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -30,6 +29,7 @@ from briefd.daemon.core.schedule import MIN_EVERY_S, ScheduleError, parse_every
 from briefd.daemon.core.settings import Settings
 from briefd.daemon.sources.sources import refusal
 from tests.conftest import wait_for
+from tests.lab.servers import free_port
 from tests.lab.workspace import BRIEFD
 from tests.test_inbox_edges import Box, error_json, offline_env
 
@@ -45,11 +45,6 @@ REFUSED_EVERY = [
 def brief(**fields: Any) -> bytes:
     return json.dumps({"question": QUESTION, **fields}).encode()
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

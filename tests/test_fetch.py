@@ -38,6 +38,7 @@ from briefd.daemon.sources.fetch import (
     resolve_vetted,
 )
 from tests.lab import web
+from tests.lab.servers import free_port
 
 PAGE = (
     b"<!doctype html><html><head><meta charset='utf-8'><title>Steel output</title></head>"
@@ -372,10 +373,7 @@ def test_server_that_never_answers_times_out(server: LabServer) -> None:
 
 
 def test_connection_refused_is_said_plainly() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    result = fetch(f"http://127.0.0.1:{port}/")
+    result = fetch(f"http://127.0.0.1:{free_port()}/")
     assert result.error == "connection refused"
     assert result.status is None
     assert result.transient

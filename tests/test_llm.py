@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections import deque
@@ -40,6 +39,7 @@ from briefd.daemon.model.llm import (
     output_budget,
     prompt_key,
 )
+from tests.lab.servers import free_port
 
 # ---- the scripted server ---------------------------------------------------------------------------
 
@@ -133,11 +133,6 @@ def server() -> Iterator[Scripted]:
         httpd.shutdown()
         httpd.server_close()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---- what briefd asks ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.core.settings import SERVE_TOKEN_MIN_CHARS
 from tests.conftest import wait_for
 from tests.lab.corpus import TOPICS
+from tests.lab.servers import free_port
 from tests.lab.workspace import BRIEFD, Workspace
 
 pytestmark = pytest.mark.lab
@@ -30,11 +31,6 @@ pytestmark = pytest.mark.lab
 JSON = {"Content-Type": "application/json"}
 KESTREL = TOPICS["kestrel"].question
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Api:

@@ -38,6 +38,7 @@ from briefd.daemon.ops.serve import (
     RateLimit,
 )
 from tests.conftest import wait_for
+from tests.lab.servers import free_port
 from tests.lab.workspace import BRIEFD, Workspace
 
 CLOSED_PORT = "http://127.0.0.1:9"  # the services `briefd serve` is never asked to reach here
@@ -49,11 +50,6 @@ JSON = {"Content-Type": "application/json"}
 def descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def limited(nofile: int) -> Callable[[], None]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -94,9 +95,44 @@ def exit_description(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+EPHEMERAL_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+EPHEMERAL_PORTS_DEFAULT = (32768, 60999)  # Linux's default range, where the file cannot be read
+LAB_PORTS_LOWEST = 10000  # below it live the well-known and registered services a host may run
+_handed_out: set[int] = set()  # the ports this process has given a server: never given twice
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel gives outgoing connections (and bind to port 0): ip_local_port_range."""
+    try:
+        low, high = (int(part) for part in EPHEMERAL_PORTS_FILE.read_text().split())
+    except (OSError, ValueError):
+        low, high = EPHEMERAL_PORTS_DEFAULT
+    return range(low, high + 1)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A TCP port for a lab server that nothing holds now and that no outgoing connection can take meanwhile.
+
+    A server binds its port seconds after the port is chosen (SearXNG takes 2-3 s to import). A port the
+    kernel picks with bind(0) lies in the ephemeral range, which every outgoing connection draws its local
+    port from: the lab's own readiness polls could take it in between, and SearXNG then died 'Address
+    already in use' (a CI run of stop 25). So the port is drawn at random below that range, where only a
+    listening server could hold it, checked free by binding it, and never handed out twice by this process.
+    """
+    ephemeral = ephemeral_ports()
+    pool = [port for port in range(LAB_PORTS_LOWEST, 65536) if port not in ephemeral and port not in _handed_out]
+    for port in random.sample(pool, min(len(pool), 200)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue  # held by a server, or closing (TIME_WAIT): another
+        _handed_out.add(port)
+        return port
+    if pool:
+        raise LabError(f"no free TCP port on {host} outside the ephemeral range "
+                       f"{ephemeral.start}-{ephemeral.stop - 1}: stop some servers, or narrow that range")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # the host made every port ephemeral
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
 
