@@ -49,7 +49,7 @@ def test_a_port_a_server_holds_is_passed_over(monkeypatch: pytest.MonkeyPatch) -
     def taken_first(pool: list[int], count: int) -> list[int]:
         return [next(draws, taken)] + [port for port in pool[:count] if port != taken]
 
-    monkeypatch.setattr(servers.random, "sample", taken_first)
+    monkeypatch.setattr(servers._DRAWS, "sample", taken_first)
     try:
         port = free_port()
     finally:

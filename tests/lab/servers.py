@@ -99,6 +99,7 @@ EPHEMERAL_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 EPHEMERAL_PORTS_DEFAULT = (32768, 60999)  # Linux's default range, where the file cannot be read
 LAB_PORTS_LOWEST = 10000  # below it live the well-known and registered services a host may run
 _handed_out: set[int] = set()  # the ports this process has given a server: never given twice
+_DRAWS = random.SystemRandom()  # the OS's randomness: two processes (a fork, a bench beside the tests) draw apart
 
 
 def ephemeral_ports() -> range:
@@ -116,12 +117,12 @@ def free_port(host: str = "127.0.0.1") -> int:
     A server binds its port seconds after the port is chosen (SearXNG takes 2-3 s to import). A port the
     kernel picks with bind(0) lies in the ephemeral range, which every outgoing connection draws its local
     port from: the lab's own readiness polls could take it in between, and SearXNG then died 'Address
-    already in use' (a CI run of stop 25). So the port is drawn at random below that range, where only a
+    already in use' (a CI run, 2026-11-28). So the port is drawn at random outside that range, where only a
     listening server could hold it, checked free by binding it, and never handed out twice by this process.
     """
     ephemeral = ephemeral_ports()
     pool = [port for port in range(LAB_PORTS_LOWEST, 65536) if port not in ephemeral and port not in _handed_out]
-    for port in random.sample(pool, min(len(pool), 200)):
+    for port in _DRAWS.sample(pool, min(len(pool), 200)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))
