@@ -44,10 +44,9 @@ def test_a_port_a_server_holds_is_passed_over(monkeypatch: pytest.MonkeyPatch) -
     held.listen()
     taken = held.getsockname()[1]
     servers._handed_out.discard(taken)  # as if another program, not this lab, held it
-    draws = iter([taken])
 
     def taken_first(pool: list[int], count: int) -> list[int]:
-        return [next(draws, taken)] + [port for port in pool[:count] if port != taken]
+        return [taken, *[port for port in pool[:count] if port != taken]]
 
     monkeypatch.setattr(servers._DRAWS, "sample", taken_first)
     try:

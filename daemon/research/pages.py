@@ -145,13 +145,22 @@ class PageScheduler:
         self.inflight.clear()
 
     def cut_before_its_timeout(self, url: str, task: asyncio.Task[Any]) -> None:
-        """A page given up at the synthesis is remembered as slow only while its fetch runs (give_up):
-        if the daemon cuts that fetch off (`run --once` ending, a stop), it never took its fetch
-        timeout, the one measure of a slow page, so the mark goes. Kept, a page 50 ms from arriving
-        when a fast model's synthesis began was not fetched by any brief for SLOW_PAGE_MEMORY_S: the
-        next cron run skipped it as known bad. A fetch that times out on its own keeps the mark."""
-        if task.cancelled() and self.state.late.get(url) == LATE_GIVEN_UP:
-            self.store.forget_slow_url(url)
+        """A straggler's fetch that the daemon cut off (`run --once` ending, a stop) never took its
+        fetch timeout, so a page given up at the synthesis is not slow (forget_given_up). Kept, a page
+        50 ms from arriving when a fast model's synthesis began was not fetched by any brief for
+        SLOW_PAGE_MEMORY_S: the next cron run skipped it as known bad."""
+        if task.cancelled():
+            self.forget_given_up(url)
+
+    def forget_given_up(self, url: str) -> bool:
+        """A page is remembered as slow when given up at the synthesis only while its fetch runs
+        (give_up): a fetch that then ends without its fetch timeout, the one measure of a slow page
+        (it arrived, its server answered 304, or the daemon cut it off), takes the mark back. True
+        when the page was given up; a fetch that times out on its own keeps the mark (keep_page)."""
+        if self.state.late.get(url) != LATE_GIVEN_UP:
+            return False
+        self.store.forget_slow_url(url)
+        return True
 
     async def search_ahead(self) -> None:
         """While the model plans, the question's web search and the pages it ranks highest are

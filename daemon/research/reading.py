@@ -191,7 +191,6 @@ def cached_page(ctx: Context, round_no: int, url: str) -> Read | None:
 async def keep_page(ctx: Context, round_no: int, url: str, hit: SearchHit | None, result: FetchResult) -> Read | None:
     """A fetched page's or an archive article's bytes extracted, split and stored; None (and
     marked bad) when it failed or holds no readable text."""
-    state = ctx.state()
     if not result.ok:
         ctx.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
                      slow=result.timed_out)
@@ -221,8 +220,7 @@ async def keep_page(ctx: Context, round_no: int, url: str, hit: SearchHit | None
         passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
         etag=result.etag, last_modified=result.last_modified,
     )
-    if state.late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it arrived after all
-        ctx.store.forget_slow_url(url)
+    ctx.pages.forget_given_up(url)  # given up at the synthesis, it arrived after all: not slow
     ctx.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
              status=result.status, title=title, chars=len(extracted.text),
              passages=len(passages), from_cache=False, truncated=result.truncated,
@@ -312,9 +310,7 @@ class WebPages:
         if page is None or not ids:
             return None
         ctx.store.confirm_page(url, result.etag, result.last_modified)
-        if ctx.state().late.get(url) == LATE_GIVEN_UP:  # its own give_up marked it slow: it answered after all
-            ctx.store.forget_slow_url(url)
-        else:
+        if not ctx.pages.forget_given_up(url):  # a page given up that answered after all is no 304 read
             ctx.state().pages_not_modified += 1
         ctx.emit("page_fetched", round=round_no, url=url, final_url=page.final_url,
                  status=result.status, title=page.title, chars=len(page.text), passages=len(ids),
