@@ -3,6 +3,7 @@
 #   make test   venv with test extras + mypy (daemon/, store/) + the whole suite under coverage (total printed)
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests)
 #     SOAK_ARGS: --seconds N --seed N, and a mode: --hostile (web), --hostile-library, --api-flood
+#   make bench-vectors   `briefd eval --vectors` on the rule vectors' two halves; in make bench
 #   make bench-docs   `briefd eval` on the real-document set (Debian manuals: tests/lab/docset.py); in make bench
 #   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes)
 #   make wheelhouse   (connected machine) wheels of briefd and its runtime dependencies, for an air-gapped install
@@ -11,7 +12,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: demo test bench bench-docs bench-real soak lab clean venv browser docs-tools wheelhouse
+.PHONY: demo test bench bench-vectors bench-docs bench-real soak lab clean venv browser docs-tools wheelhouse
 
 venv: $(STAMP)
 
@@ -50,7 +51,12 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.lab.bench
+	$(MAKE) --no-print-directory bench-vectors
 	$(MAKE) --no-print-directory bench-docs
+
+# The rules alone on the rule vectors (tests/lab/vectors: dev half and frozen test half): seconds, no services
+bench-vectors: $(STAMP)
+	$(PY) -m tests.lab.vectors_bench
 
 # The real-document set's man pages are rendered by Debian's groff (groff-base), installed here when missing
 # and this is root on Debian, as the browser is; the manuals themselves are downloaded, never installed.
@@ -64,9 +70,11 @@ docs-tools:
 	  fi; }
 
 # Scripted lab model and Gemma 3 270M (a slice of the set: --llama-limit), web and library; BENCH_DOCS_ARGS
-# passes flags (--driver scripted, --source library, --limit 10, --out DIR: python -m tests.lab.docset_bench -h)
+# passes flags (--driver scripted, --source library, --limit 10, --out DIR: python -m tests.lab.docset_bench -h);
+# then the second part's frozen test half (other projects, issue 27) with the scripted model; BENCH_DOCS2_ARGS likewise
 bench-docs: $(STAMP) docs-tools
 	$(PY) -m tests.lab.docset_bench $(BENCH_DOCS_ARGS)
+	$(PY) -m tests.lab.docset_bench --part 2 --driver scripted $(BENCH_DOCS2_ARGS)
 
 bench-real: $(STAMP)
 	$(PY) -m tests.lab.bench_real $(BENCH_REAL_ARGS)

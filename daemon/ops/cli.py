@@ -68,7 +68,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "schema": ("briefd schema > brief.schema.json",),
     "eval": ("briefd eval docs.json", "briefd eval docs.json --json --model gemma3:270m > gemma.json",
              "briefd eval docs.json --work eval-runs        # keep the runs, to judge them again",
-             "briefd eval docs.json --from-store eval-runs/briefd.db"),
+             "briefd eval docs.json --from-store eval-runs/briefd.db",
+             "briefd eval --vectors our-sentences.json --json  # the rules alone, on cases of real text"),
     "serve": ("briefd serve                                  # http://127.0.0.1:8765/: loopback, no token",
               "briefd serve --config /etc/briefd/briefd.toml   # serve_host and serve_token_file set there",
               "briefd serve --inbox /srv/briefd/inbox --outbox /srv/briefd/outbox --db /srv/briefd/briefd.db"),
@@ -195,7 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "that store instead (its library index and caches are used; a store named by the environment "
                     "or briefd.toml is not). --from-store judges the latest run of each brief in a store without "
                     "running anything."))
-    evaluation.add_argument("file", type=Path, metavar="FILE", help="the eval set (JSON: {name, briefs: [...]})")
+    evaluation.add_argument("file", type=Path, metavar="FILE", nargs="?",
+                            help="the eval set (JSON: {name, briefs: [...]})")
+    evaluation.add_argument("--vectors", type=Path, metavar="FILE",
+                            help="score the rules on a rule-vector file (briefd-rule-vectors/1) instead: "
+                                 "no brief runs, no service is needed")
     evaluation.add_argument("--json", action="store_true", help="machine-readable output (its shape: README)")
     evaluation.add_argument("--work", type=Path, metavar="DIR",
                             help="run in this folder (inbox, outbox, briefd.db) and keep it")
@@ -339,6 +344,8 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     from .eval_run import evaluate_file, table
     from ..core.files import Locked
 
+    if args.vectors is not None or args.file is None:
+        return cmd_vectors(args)
     if args.from_store is not None and not args.from_store.is_file():
         print(f"briefd: no store at {args.from_store}: name the briefd.db an earlier eval kept (--keep)",
               file=sys.stderr)
@@ -358,6 +365,30 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_USAGE
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else table(result))
     return EXIT_OK if result["exit"] == EXIT_OK else EXIT_UNAVAILABLE
+
+
+def cmd_vectors(args: argparse.Namespace) -> int:
+    """`briefd eval --vectors FILE`: the rules scored on cases of real text (daemon/ops/vectors.py); exit 2 for a
+    file that cannot be used, naming the case, the key and the fix."""
+    from .vectors import VectorFileError, parse_vectors, score, table
+
+    if args.vectors is None or args.file is not None:
+        print("briefd: eval takes an eval set FILE or --vectors FILE, one of the two", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        name, cases = parse_vectors(json.loads(args.vectors.read_text(encoding="utf-8")))
+    except OSError as exc:
+        print(f"briefd: cannot read {exc.filename or args.vectors}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        print(f"briefd: {args.vectors} is not UTF-8 JSON ({exc}): fix the file", file=sys.stderr)
+        return EXIT_USAGE
+    except VectorFileError as exc:
+        print(f"briefd: {args.vectors}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = score(name, cases)
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else table(result))
+    return EXIT_OK
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
