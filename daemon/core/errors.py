@@ -36,6 +36,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * BodyRefused                                 sources/fetch.py: a body briefd will not decode (ValueError)
   * RefusedConnect                              sources/egress.py: a connection the egress policy refuses
   * EvalFileError                               ops/evaluate.py: an eval set that cannot be used (ValueError)
+  * VectorFileError                             ops/vectors.py: a rule-vector file that cannot be used (ValueError)
   * ServeError                                  ops/serve.py: the HTTP API cannot start as set (ValueError)
   * BadId                                       ops/serve.py: an id in a URL no brief can have (ValueError)
   * NotServed                                   ops/serve.py: a file the API will not serve (ValueError)
