@@ -140,6 +140,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "page": "the PDF page the quote is on",
         "read_at": "when the source's text was read (fetched, or last confirmed unchanged) (UTC)",
         "reused_from": "the earlier run this item was taken from (a re-run or follow-up), if any",
+        "lead": "the text before the quote in its passage (a definition's term line, the sentence naming the unit): "
+                "what its figure was read with",
     },
     "model_calls": {
         "id": "row number",

@@ -26,7 +26,7 @@ from pathlib import Path
 import sqlite_utils
 from ..errors import BriefdError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -332,8 +332,16 @@ def _migration_9(db: sqlite_utils.Database) -> None:
     db.table("model_answers").add_column("retry_skipped", int)  # 1: cut off and not asked again
 
 
+def _migration_10(db: sqlite_utils.Database) -> None:
+    """Reading that holds on unseen text (issue 27): an evidence item keeps the text before its quote in its
+    passage (a definition's term line, the sentence that names the unit), so that a contract's verdict, computed
+    again from the kept quotes, reads each figure as it was read when the quote was kept. Rows of earlier
+    versions have none (NULL: the quote alone, as before)."""
+    db.table("evidence").add_column("lead", str)
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
-              6: _migration_6, 7: _migration_7, 8: _migration_8, 9: _migration_9}
+              6: _migration_6, 7: _migration_7, 8: _migration_8, 9: _migration_9, 10: _migration_10}
 
 
 class SchemaTooNew(BriefdError, RuntimeError):

@@ -191,6 +191,13 @@ def _title_and_passage(context: str) -> tuple[str, str]:
     return title.strip(), passage
 
 
+def lead_of(case: Case) -> str:
+    """The passage before the quote (where a definition's term may name its figure's unit), as a run has it."""
+    _, passage = _title_and_passage(case.context)
+    at = passage.find(case.quote)
+    return passage[:at] if at > 0 else ""
+
+
 def kept_quote(case: Case, about: Sequence[str]) -> str | None:
     """Why the run would not keep the case's quote (steps.skipped_quote), or None."""
     title, passage = _title_and_passage(case.context)
@@ -211,7 +218,7 @@ def decide_case(case: Case) -> Outcome:
         if reason is not None:
             return Outcome(case.id, case.kind, case.expect_stance == "neutral", {"stance": "neutral"},
                            f"quote not kept: {reason}", case.genre)
-        reading = judge.quote_stance(case.contract, case.quote, case.url)
+        reading = judge.quote_stance(case.contract, case.quote, case.url, lead_of(case))
         return Outcome(case.id, case.kind, reading.stance == case.expect_stance, {"stance": reading.stance},
                        reading.why, case.genre)
     assert case.proposed is not None
@@ -219,7 +226,9 @@ def decide_case(case: Case) -> Outcome:
     if reason is not None:
         got: dict[str, Any] = {"kept": False, "value": None}
         return Outcome(case.id, case.kind, case.expect_kept is False, got, f"quote not kept: {reason}", case.genre)
-    figure = judge.read_figure(case.proposed, case.quote, case.unit, asked=case.question)
+    said = judge.ModelReading(kind=case.reading.get("kind"), of=case.reading.get("of"))
+    figure = judge.read_figure(case.proposed, case.quote, case.unit, asked=case.question, lead=lead_of(case),
+                               said=said)
     kept = figure.value is not None
     got = {"kept": kept, "value": figure.value}
     if not case.expect_kept:

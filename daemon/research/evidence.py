@@ -136,9 +136,9 @@ class EvidenceReader(RunView):
         return page.title if page and page.title else url
 
     def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
-        """The model's labels on `row`, as policy.accept_labels keeps them; a figure it discarded is
-        counted and told (evidence_skipped)."""
-        labels = accept_labels(self.brief, item, quote, row["url"], self.source_tiers)
+        """The model's labels on `row`, as policy.accept_labels keeps them (read with the passage before the quote,
+        row["lead"]); a figure it discarded is counted and told (evidence_skipped)."""
+        labels = accept_labels(self.brief, item, quote, row["url"], self.source_tiers, row["lead"])
         if labels is None:
             return
         for figure in labels.discarded:
@@ -198,6 +198,7 @@ class EvidenceReader(RunView):
                 "stance": None, "impact": None, "gap": item.gap or None, "low": None, "high": None,
                 "tier": item.tier, "unit": item.unit, "scope": item.scope, "reading_date": item.date,
                 "page": stored.page, "read_at": read_at.get(ref.url, now) if ref.origin == "page" else now,
+                "lead": passage.text[max(0, start - decide.ENTRY_MAX_CHARS):start],
             }
             self.read_labels(round_no, item, quote, row)
             rows.append(row)

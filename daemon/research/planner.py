@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ..rules.citations import cited_numbers
 from ..rules.numbers import finite
+from ..rules import judge
 from ..rules.decide import Gap, addresses_a_model, content_words, not_a_statement
 from ..sources.citable import citable_spans
 from ..model.llm import TODAY_PREFIX
@@ -135,6 +136,8 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
 }
 
 TIER_VALUES = ["regulator", "peer_reviewed", "industry", "news", "social"]
+# What the model says its figure is (issue 27): the rules verify it against the quote (judge.model_reading_conflict)
+KIND_VALUES = list(judge.MODEL_KINDS)
 IMPACT_VALUES = ["narrows_low", "narrows_high", "narrows_both", "widens", "neutral"]
 STANCE_VALUES = ["supports", "contradicts", "neutral"]
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
@@ -176,10 +179,11 @@ def evidence_schema(kind: str, sentences: int | None = None) -> dict[str, Any]:
         item["properties"].update({
             "value": _NUMBER_OR_NULL, "low": _NUMBER_OR_NULL, "high": _NUMBER_OR_NULL,
             "unit": _text(LABEL_MAX_CHARS), "scope": _text(LABEL_MAX_CHARS), "date": _text(LABEL_MAX_CHARS),
+            "of": _text(LABEL_MAX_CHARS), "kind": {"type": "string", "enum": KIND_VALUES},
             "impact": {"type": "string", "enum": IMPACT_VALUES},
             "tier": {"type": "string", "enum": TIER_VALUES},
         })
-        item["required"] += ["value", "low", "high", "impact", "tier"]
+        item["required"] += ["value", "low", "high", "of", "kind", "impact", "tier"]
     elif kind == "hypothesis":
         item["properties"].update({
             "stance": {"type": "string", "enum": STANCE_VALUES},
@@ -452,6 +456,8 @@ class EvidenceItem:
     unit: str | None = None      # the model's reading of what the figure measures, where and when:
     scope: str | None = None     # kept as labels for the reader; the numbers themselves are checked
     date: str | None = None      # against the quote by code
+    of: str | None = None        # what the figure is of ("default polling interval"), and which figure of it:
+    kind: str | None = None      # code verifies both against the quote (judge.model_reading_conflict)
 
 
 @dataclass
@@ -527,6 +533,7 @@ def coerce_evidence(data: Any) -> EvidenceAnswer:
             impact=_choice(raw.get("impact"), IMPACT_VALUES), tier=_choice(raw.get("tier"), TIER_VALUES),
             stance=_choice(raw.get("stance"), STANCE_VALUES),
             unit=_label(raw.get("unit")), scope=_label(raw.get("scope")), date=_label(raw.get("date")),
+            of=_label(raw.get("of")), kind=_choice(raw.get("kind"), KIND_VALUES),
         ))
     return EvidenceAnswer(
         items=items, new_gaps=_strings(data.get("new_gaps"), "new_gaps", EVIDENCE_MAX_NEW_GAPS, GAP_MAX_CHARS),

@@ -437,7 +437,7 @@ FIGURE_FIELDS = ("value", "low", "high")
 
 
 def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str,
-                  source_tiers: Sequence[tuple[str, str]] = ()) -> Labels | None:
+                  source_tiers: Sequence[tuple[str, str]] = (), lead: str = "") -> Labels | None:
     """The model's labels on a quote, checked. None for a plain brief: it keeps the model's.
 
     The tier is capped (judge.capped_tier: the organisation's rule, else the model's label up to
@@ -445,7 +445,8 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
     is the quote's figures' under a contract (judge.quote_stance), else the model's (neutral if
     none). An estimate keeps a figure only where its quote states it (judge.read_figure, in the
     brief's unit); a value stands for both ends, one end alone for both; its impact is the
-    model's (narrows_both if none) when a figure was kept, else neutral."""
+    model's (narrows_both if none) when a figure was kept, else neutral. `lead`: the passage before the quote,
+    where the figure's unit or setting may be named (a definition's term line)."""
     kind = policy_for(brief).kind
     if kind == "plain":
         return None
@@ -453,7 +454,7 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
     confidence = judge.tier_confidence(tier, item.confidence)
     if kind == "hypothesis":
         contract = brief.hypothesis.contract if brief.hypothesis else None
-        stance = judge.quote_stance(contract, quote, url).stance if contract else (item.stance or "neutral")
+        stance = judge.quote_stance(contract, quote, url, lead).stance if contract else (item.stance or "neutral")
         return Labels(tier=tier, confidence=confidence, stance=stance)
     assert brief.estimate is not None, "an estimate brief always has its estimate block"
     kept: dict[str, float] = {}
@@ -462,7 +463,8 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
         number = getattr(item, name)
         if number is None:
             continue
-        figure = judge.read_figure(number, quote, brief.estimate.unit, asked=brief.question)
+        figure = judge.read_figure(number, quote, brief.estimate.unit, asked=brief.question, lead=lead,
+                                   said=judge.ModelReading(kind=item.kind, of=item.of))
         if figure.value is not None:
             kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
         else:

@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Collection, Iterable, Mapping, Sequence
 
+from . import units
 from .numbers import span_text
 
 STOPWORDS = frozenset(
@@ -160,16 +161,35 @@ def _stem(word: str) -> str:
     return word
 
 
+_NAME_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+# A word made of words: "HandleLidSwitchDocked=", "tcp_fin_timeout", "http.postBuffer", "Cache-Start".
+_COMPOUND = re.compile(r"(?<![\w.])(?:[A-Za-z]+[a-z0-9]*(?:[A-Z][a-z0-9]+)+|[A-Za-z]\w*(?:[._-][A-Za-z]\w*)+)(?![\w])")
+
+
 def _terms(text: str) -> set[str]:
-    """Stems of `text`'s content words of more than one letter (a lone "s" is a possessive's)."""
-    return {_stem(w) for w in content_words(text) if len(w) > 1}
+    """Stems of `text`'s content words of more than one letter (a lone "s" is a possessive's), and of the words a
+    setting's name is made of ("HandleLidSwitchDocked=" names a lid switch when docked; "tcp_fin_timeout" a
+    timeout)."""
+    words = set(content_words(text))
+    for name in _COMPOUND.finditer(text):
+        words |= {part.lower() for part in _NAME_PART.findall(name.group(0))} - STOPWORDS
+    return {_stem(w) for w in words if len(w) > 1}
+
+
+# Words of a question that say which extreme of a figure it wants, not what of: "at most", "the smallest".
+_FRAMING_WORDS = frozenset(_stem(w) for w in (
+    "maximum", "minimum", "max", "min", "most", "least", "largest", "smallest", "longest", "shortest",
+    "highest", "lowest", "biggest", "fewest", "typical", "typically", "usually", "allowed", "permitted"))
 
 
 def topic_terms(topic: str) -> set[str]:
-    """The terms a passage must share to be about `topic`: its content words, stemmed, less the
-    word that frames a quantity ("how many", "how long"), which names no subject."""
+    """The terms a passage must share to be about `topic`: its content words, stemmed, less the words that frame
+    the figure it asks rather than name its subject: the word after "how" ("how many", "how long"), the unit it
+    asks in ("in megabytes": the units library knows it) and the extreme it asks ("at most", "the smallest").
+    "default" stays: a manual's answer sentence often shares only it ("The default timeout is 5 minutes.")."""
     framing = {_stem(m.group(1).lower()) for m in _FRAMED_BY_HOW.finditer(topic)}
-    return _terms(topic) - framing
+    in_unit = {_stem(w) for w in content_words(topic) if units.unit_of_word(w) is not None}
+    return _terms(topic) - framing - in_unit - _FRAMING_WORDS
 
 
 def terms_needed(terms: Collection[str]) -> int:
@@ -202,9 +222,10 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
     real-document set's questions).
     """
     own, read = _terms(text), _terms(f"{text}\n{context}")
+    leans = bool(context) and leans_on_before(text)  # "The minimum is 4 KiB.": its subject is in the passage
     for topic in topics:
         terms = topic_terms(topic)
-        if terms and own & terms and len(read & terms) >= terms_needed(terms):
+        if terms and (own & terms or leans) and len(read & terms) >= terms_needed(terms):
             return True
     return False
 
@@ -219,8 +240,9 @@ _LEANS_ON_BEFORE = re.compile(
     r"""^(?:
         (?:the\s+)?default(?:\s+(?:value|setting|size|number|limit|port))?\s*(?:is|was|are|:)(?=\W)
       | defaults?\s+(?:to|is)\b
-      | (?:the\s+)?(?:maximum|minimum|max|min)(?:\s+(?:allowed|possible|permitted))?\s+value
+      | (?:the\s+)?(?:maximum|minimum|max|min)(?:\s+(?:allowed|possible|permitted))?(?:\s+value)?
             (?:\s+(?:for|of)\s+\S+)?\s+is\b
+      | it\s+(?:cannot|can\s+not|must|may\s+not|defaults)\b
       | if\s+(?:unspecified|unset|omitted|not\s+(?:set|specified|given|present|supplied))\b
       | otherwise\b
       | this\s+(?:option|parameter|keyword|variable|setting|value|directive|flag|limit|field)\b
@@ -231,6 +253,18 @@ _LEANS_ON_BEFORE = re.compile(
     )""",
     re.IGNORECASE | re.VERBOSE,
 )
+TERM_MAX_WORDS = 12
+"""A line of at most this many words that ends no sentence is a term or heading for the line under it."""
+
+_ENDS_A_SENTENCE = re.compile(r"[.!?;:…][\"'”’)\]]*$")
+
+
+def is_term_line(line: str) -> bool:
+    """A short line that ends no sentence: a term, an option or a heading for what follows it."""
+    line = line.strip()
+    return bool(line) and not _ENDS_A_SENTENCE.search(line) and len(line.split()) <= TERM_MAX_WORDS
+
+
 # A code name ("http.postBuffer", "PIPE_BUF", "LUA_MINSTACK", "lua_pushcfunction"): a dotted, underscored or
 # camel-cased word, or a capitalised one of five letters or more (not "RSA", "TCP", "HTTP", which name a field,
 # not a setting; nor "i.e" and "e.g", whose first part is one letter). judge.code_names reads a metric's;
@@ -391,6 +425,30 @@ def statement_bounds(quote: str, title: str = "", *, from_page: bool = True) -> 
     return start, end
 
 
+NOT_EVIDENCE_NAVIGATION = "navigation (a table of contents, an index, a run of headings), not a statement"
+NAVIGATION_LINE_WORDS = 8  # a line of a table of contents or an index: this many words at most, no sentence end
+_ENTRY_HEAD = re.compile(r"(?<![\w.])([A-Z][a-z]+)\s+v?\d[\d.]*\b")
+_NUMERIC_TOKEN = re.compile(r"^[-+(]?[\d.,]+[a-zA-Z%]{0,3}\)?$")
+
+
+def is_navigation(quote: str) -> bool:
+    """Whether `quote` is a document's navigation rather than its text: lines of a table of contents, an index or
+    a run of headings (two lines or more, nearly all short, none ending a sentence, not a table of figures), or
+    one line listing the same kind of entry over and over ("Version 2.0.28 (2015-06-02) Version 2.0.27 ...").
+    Structure, not words: a model shown a table of contents quotes it because it names the question's words."""
+    lines = [line.strip() for line in quote.splitlines() if line.strip()]
+    tokens = quote.split()
+    numeric = sum(1 for t in tokens if _NUMERIC_TOKEN.match(t))
+    short = [line for line in lines if len(line.split()) <= NAVIGATION_LINE_WORDS and not re.search(r"[.!?;]$", line)]
+    chars, short_chars = sum(map(len, lines)), sum(map(len, short))
+    if len(lines) >= 2 and 4 * short_chars >= 3 * chars and 4 * numeric <= len(tokens):
+        return True
+    heads: dict[str, int] = {}
+    for head in _ENTRY_HEAD.findall(quote):
+        heads[head] = heads.get(head, 0) + 1
+    return bool(heads) and max(heads.values()) >= 4
+
+
 def not_a_statement(quote: str, title: str = "", *, from_page: bool = True) -> str | None:
     """Why `quote` cannot be evidence (no sentence of it states anything), or None if it may be.
 
@@ -407,6 +465,8 @@ def not_a_statement(quote: str, title: str = "", *, from_page: bool = True) -> s
     headline and a question is not. A line with a figure that is not the title (a list item
     "7 of 32 anchorages corroded") is a statement: the figure is what an estimate needs.
     """
+    if from_page and is_navigation(quote):
+        return NOT_EVIDENCE_NAVIGATION
     sentences = [s for s in (p.strip() for p in _QUOTE_SENTENCE.split(quote)) if s]
     kinds = [_not_a_statement_kind(s, title, from_page) for s in sentences]
     if not kinds or None in kinds:
@@ -415,6 +475,20 @@ def not_a_statement(quote: str, title: str = "", *, from_page: bool = True) -> s
     if len(unique) == 1:
         return unique[0]
     return " and ".join(k.removesuffix(_NOT_A_STATEMENT) for k in unique) + _NOT_A_STATEMENT
+
+
+ASKS_A_FIGURE = re.compile(r"\bhow\s+(?:many|much|long|large|big|often|far|old)\b", re.IGNORECASE)
+_FIGURE_WORD = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+                          r"forty|fifty|sixty|hundred|thousand|million|billion|once|twice|thrice|half|quarter|"
+                          r"double|dozen|unlimited|infinite|infinity|no\s+limit|none|zero)\b", re.IGNORECASE)
+STATES_NO_FIGURE = "states no figure, and the question asks for one"
+
+
+def states_no_figure(quote: str, topics: Sequence[str]) -> bool:
+    """Whether `quote` states no figure at all (no digit, no number word, nor "unlimited") while every topic it
+    would answer asks one ("how many", "how long", ...): a quote about the setting that does not say how much it
+    is ("The rsize mount option ... appears in the /etc/mtab file.") answers no such question."""
+    return bool(topics) and all(ASKS_A_FIGURE.search(t) for t in topics) and not _FIGURE_WORD.search(quote)
 
 
 def is_decisive(item: Mapping[str, Any]) -> bool:

@@ -38,7 +38,8 @@ from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
-from .decide import CODE_NAME, ENTRY_MAX_CHARS, content_words, leans_on_before
+from . import units
+from .decide import CODE_NAME, ENTRY_MAX_CHARS, STOPWORDS, content_words, is_term_line, leans_on_before
 from .numbers import number_text
 
 # ----------------------------------------------------------------- amounts
@@ -89,6 +90,9 @@ _NUMBER_WORDS: dict[str, int] = {
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
         "fifteen sixteen seventeen eighteen nineteen".split())
 }
+# "each TCP request twice": a count written as an adverb of how many times ("once" is left out: it opens
+# clauses as often as it counts).
+_NUMBER_WORDS.update({"twice": 2, "thrice": 3})
 _TENS: dict[str, int] = {w: 20 + 10 * i for i, w in enumerate(
     "twenty thirty forty fifty sixty seventy eighty ninety".split())}
 
@@ -122,7 +126,7 @@ _QUALIFIER = re.compile(
 # Dates and times are not amounts: blank them out (keeping offsets) before reading numbers.
 _DATES = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
 _YEAR = re.compile(r"1[89]\d\d|20\d\d|2100")
-_RANGE_GAP = re.compile(r"\s*(?:-|–|—|to|and)\s*", re.IGNORECASE)
+_RANGE_GAP = re.compile(r"\s*(?:-|–|—|to|and|through|thru)\s*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -297,8 +301,8 @@ def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = SAME_F
     says why a discarded one was discarded."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
-    return any(converted is not None and _close(value, converted, rel_tol)
-               for converted in (to_unit(a, unit) for a, why in stated_amounts(quote, unit) if why is None))
+    return any(r.value is not None and _close(value, r.value, rel_tol)
+               for r in stated_amounts(quote, unit) if r.why is None)
 
 
 NOT_IN_QUOTE = "not in its quote"
@@ -389,13 +393,18 @@ def _unit_named(unit: str) -> re.Pattern[str]:
 # "LALR(1)", "fork(2)", "ceil((max_connections + 6) / 16) * 17", "curl --max-redirs 3 --location".
 # "+" and "/" are operators between operands ("a + 6", "24/7"), not a sign ("rose +5%"); so is "-" after a
 # name ("size-1 bytes"), not between two numbers ("4-6 ppb", a range).
-_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\(|(?<!\S)--?[A-Za-z][\w-]*\s+)$")
+_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\(|(?<!\S)--?[A-Za-z][\w-]*\s+|"
+                          r"\b(?:divided|multiplied)\s+by\s+|\bmodulo\s+)$", re.IGNORECASE)
+# A line that sets one name to the figure ("session.gc_maxlifetime = 1440", "; maximum_icp_query_timeout 2000" in an
+# annotated configuration file) is the value of that setting, not code around another figure.
+_ASSIGNMENT_LINE = re.compile(r"(?:^|\s)(?<!-)[A-Za-z_][\w.-]*\s*(?:=|:|\s)\s*$")
 _CODE_AFTER = re.compile(r"\)*\s*(?:[=*/^]|\s\+\s*[\w(]|\+[\w(])")
 # A version or a reference: "2.6.11", "since Linux 2.2", "Lua 5.2", "section 6.2", "page 24", "RFC 1122".
 _VERSION_AFTER = re.compile(r"\.\d")
 _NAME_BEFORE = re.compile(
     r"(?<![\w.])(?:version|release|v|rev|revision|page|pages|p\.|pp\.|section|sections|chapter|rfc|figure|"
-    r"fig\.|table|step|appendix|posix\.?|iso|ieee|std|draft|issue|no\.|#)\s*$", re.IGNORECASE)
+    r"fig\.|table|step|appendix|posix\.?|iso|ieee|std|draft|issue|no\.|#|port|ports|uid|gid|pid|signal)\s*\(?\s*$",
+    re.IGNORECASE)
 # A capitalised name right before the number ("Linux 2.2", "Lua 5.2", "ServerAliveCountMax 3"), unless the
 # word merely starts a sentence ("Around 15 ...").
 _NAME_BEFORE_CASED = re.compile(r"(?<![.!?]\s)(?<![.!?]\s\s)(?<!^)\b[A-Z][\w+]*[A-Za-z+]\s+$")
@@ -479,110 +488,627 @@ def _beside(quote: str, amount: Amount) -> str:
     return word if attached or word.lower() in _KNOWN_UNITS else ""
 
 
-# "512K", "64M", "2G" written against a size in kilo-, mega- or gigabytes: the letter is the unit, not a scale
-# word (m4's "a limit to the overall memory usable by all diversions taken together (512K, currently)")
-_SIZE_LETTERS = {"kb": "K", "mb": "M", "gb": "G"}
+_DIGITS = re.compile(r"[-\u2212]?\s*(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
+# What may write a unit right after a figure: "30s", "100ms", "10min", "48K", "64 KB", "1.5 hours", "a 60-second
+# maximum", "3700 kbytes", "256 KiB/s".
+_UNIT_WORD_AFTER = re.compile(r"(?:\s?|-)([A-Za-zµμ]+(?:/[A-Za-z]+)?)(?![\w])")
+
+
+def _digits_end(quote: str, amount: Amount) -> int:
+    """Where the figure's number ends: before a letter the amount took as a scale word ("48K", "4k", "50M"),
+    which against a size or a duration is its unit (units._SIZE_LETTERS, _TIME_LETTERS)."""
+    digits = _DIGITS.match(amount.raw)
+    if digits is None or amount.scale_word is None or not re.search(r"[kKmMbB]$", amount.raw):
+        return amount.span[1]
+    return amount.span[0] + digits.end()
+
+
+def written_unit(quote: str, amount: Amount, dimension: str) -> tuple[str, int] | None:
+    """(pint's unit, where it ends) of the unit written right after `amount`, read for a quantity of
+    `dimension` (units.TIME, units.SIZE: then a configuration file's letters count, "30s", "48K"), or None."""
+    end = _digits_end(quote, amount)
+    match = _UNIT_WORD_AFTER.match(quote, end)
+    if match is None:
+        return None
+    word = match.group(1)
+    attached = match.start(1) == end
+    if not attached and len(word) <= 2 and word.lower() not in ("ms", "us", "µs", "kb", "mb", "gb", "tb", "k"):
+        found = None  # "5 s" is a unit, but "20 a day", "3 m from": spaced letters are words as often
+        if word.lower() in ("s", "h", "d", "w", "m") and dimension == units.TIME:
+            found = units.unit_of_word(word, dimension)
+    else:
+        found = units.unit_of_word(word, dimension)
+    return (found, match.end(1)) if found else None
+
+
+# A unit named as a word before a figure ("Number of minutes ... The default is 15.", "in bits", "(msec)",
+# "timeout in seconds"): not a unit written right after another number ("(half-life of 10 seconds) ...
+# times 1000": the seconds are the 10's), nor a rate's denominator ("per second").
+_A_WORD = re.compile(r"[A-Za-zµμ]+")
+
+
+def _units_named(text: str, dimension: str) -> list[tuple[int, str]]:
+    """(where, pint's unit) of each unit of `dimension` named as a word in `text`, in order: a word pint knows
+    ("seconds", "milliseconds", "bytes", "KiB"), a configuration file's word of three letters or more ("msec",
+    "secs", "kbytes"), or a unit inside a setting's name ("InhibitDelayMaxSec=", "timeout_ms")."""
+    found: list[tuple[int, str]] = []
+    for match in _A_WORD.finditer(text):
+        word = match.group(0)
+        before = text[max(0, match.start() - 8):match.start()]
+        if re.search(r"\d[\s-]?$", before) or re.search(r"\bper\s+$", before, re.IGNORECASE):
+            continue
+        unit = units.unit_of_word(word, dimension if len(word) >= 3 else "")
+        if unit is None:
+            for part in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", word)[1:]:  # "InhibitDelayMaxSec" -> Sec
+                unit = units.unit_of_word(part, dimension if len(part) >= 2 else "")
+                if unit is not None:
+                    break
+        if unit is not None and units.dimension_of(unit) == dimension:
+            found.append((match.start(), unit))
+    return found
+
+
+def unit_named_before(quote: str, start: int, dimension: str, lead: str = "") -> str | None:
+    """pint's unit of `dimension` the text before the figure at `start` names for it: the nearest one in its
+    subject (_subject_before), else in the rest of the quote before it, else in `lead` (the passage before
+    the quote: a definition's term line, "maximum_icp_query_timeout (msec)"), else None."""
+    entry = _entry_start(quote, start)
+    texts = [_subject_before(quote, start), quote[entry:start]]
+    if entry == 0:  # the figure's entry began before the quote: its term line or first sentence may be there
+        texts.append(_entry_of(lead))
+    for text in texts:
+        named = _units_named(text, dimension)
+        if named:
+            return named[-1][1]
+    return None
+
+
+def _entry_start(quote: str, start: int) -> int:
+    """Where the entry the figure at `start` belongs to begins in `quote`: its paragraph's start, or a term line
+    of its paragraph ("tcp_keepalive_probes (integer; default: 9; ...)" begins an entry of its own, so the line
+    above, another entry's "The number of seconds between ...", names no unit of its figure)."""
+    paragraph = quote.rfind("\n\n", 0, start)
+    begin = paragraph + 2 if paragraph >= 0 else 0
+    line_start = quote.rfind("\n", 0, start) + 1
+    while line_start > begin:
+        line_end = quote.find("\n", line_start)
+        if is_term_line(quote[line_start:line_end if line_end >= 0 else len(quote)]):
+            return line_start
+        line_start = quote.rfind("\n", 0, line_start - 1) + 1
+    return begin
+
+
+def _entry_of(lead: str) -> str:
+    """The end of the text before a quote that may name what the quote's figure is in: its last paragraph,
+    within ENTRY_MAX_CHARS (a definition's term line and the sentences under it)."""
+    tail = lead[-ENTRY_MAX_CHARS:]
+    cut = tail.rfind("\n\n")
+    return tail[cut + 2:] if cut >= 0 else tail
 
 
 def size_letter(amount: Amount, unit: str) -> bool:
-    """Whether `amount` is written with the one letter of `unit`, a size in KB, MB or GB ("512K" in KB)."""
-    names = _unit_names(unit)
-    letter = _SIZE_LETTERS.get(names[0].lower()) if names else None
-    return letter is not None and re.fullmatch(rf"\d[\d,.]*{letter}", amount.raw.strip()) is not None
+    """Whether `amount` is written with one letter that against a data size is its unit ("512K", "64M", "4k")."""
+    return units.measure(unit).dimension == units.SIZE and amount.scale_word is not None \
+        and re.fullmatch(r"[\d,.]+\s?[kKmMgGbB]", amount.raw.strip()) is not None
 
 
-def value_in(amount: Amount, unit: str) -> float | None:
-    """`amount` in `unit` (to_unit), a size written with its unit's letter as written ("512K" is 512 KB)."""
-    return amount.value if size_letter(amount, unit) else to_unit(amount, unit)
+@dataclass(frozen=True)
+class Stated:
+    """How `quote` states one amount as the brief's quantity: `value` in the brief's unit, or `why` not;
+    `written` the number as the quote writes it in its own unit (what a model may copy: 30 of "30s" asked in
+    ms); `end` where its unit ends (the amount's end when no unit is written after it)."""
+
+    amount: Amount
+    value: float | None
+    why: str | None
+    written: float | None = None
+    end: int = -1
 
 
-def figure_reading(amount: Amount, quote: str, unit: str) -> tuple[int, str | None]:
-    """Whether `quote` states `amount` as the quantity in `unit`: (where its unit ends, None), or
-    (-1, why not).
+def _scaled(amount: Amount) -> float:
+    """The amount with its scale word ("1 billion"), not a letter that is its unit ("48K", "5m", "10k")."""
+    letter = re.search(r"\d\s?[kKmMbB]$", amount.raw.strip()) is not None
+    return amount.value * (SCALES[amount.scale_word] if amount.scale_word and not letter else 1.0)
 
-    A figure counts when its unit (or another name of it: "MiB", "ms") is written beside it
-    ("100 connections", "64 outstanding requests"), or named before it in this sentence or the
-    one before ("The maximum number of bytes ... is 1 billion (1,000,000,000)") with nothing
-    after the figure that makes it a count of something else. It never counts inside code, a
-    formula or a command line ("make MAX_CONNECTIONS=5 check", "+ 6) / 16", "LALR(1)",
-    "curl --max-redirs 3"), as a version or a reference ("Linux 2.6.11", "section 6.2"), as a
-    date, as an earlier release's value ("Before Linux 2.6.18, the limit ... was 5"), in
-    another unit ("8MB" is no count of file descriptors, "2 hours" no figure in
-    seconds) or as the size of each of many things ("rows of 12 bytes each"). Money and shares
-    carry their unit in the amount (to_unit decides); the code and formula rule holds for them too.
-    Nor does a case in a condition ("When the value in this file is 1, symbolic links are followed only
-    ...": _CONDITION).
+
+def _quantity_value(amount: Amount, quote: str, unit: str, lead: str) -> Stated:
+    """A duration's or a data size's amount (units.measure): its unit written after it ("30s", "2 hours",
+    "48K"), else named before it ("Number of minutes ... The default is 15."), converted to `unit` by pint."""
+    target = units.measure(unit)
+    start, end = amount.span
+    base_1000 = bool(units.SIZE_BASE_1000.search(f"{lead[-ENTRY_MAX_CHARS:]} {quote}"))
+    written = written_unit(quote, amount, target.dimension)
+    if written is None and size_letter(amount, unit):
+        letter = amount.raw.strip()[-1]
+        written = (units.unit_of_word(letter, units.SIZE) or "", amount.span[1])
+    number = _scaled(amount)
+    if written is not None:
+        written_in, unit_end = written
+        value = units.convert(number, written_in, target.unit, base_1000=base_1000)
+        if value is None:
+            return Stated(amount, None, f"{OTHER_UNIT} ({quote[_digits_end(quote, amount):unit_end].strip()})")
+        if _EACH.match(quote, unit_end):
+            return Stated(amount, None, f"{NOT_THE_QUANTITY} (the size of each of many things)")
+        return Stated(amount, value, None, number, unit_end)
+    other = _beside(quote, amount)
+    if other:
+        return Stated(amount, None, f"{OTHER_UNIT} ({other})")
+    why = _not_a_figure(amount, quote, start, end)
+    if why:
+        return Stated(amount, None, why)
+    source = unit_named_before(quote, start, target.dimension, lead) if amount.value >= 0 else None
+    if source is not None and _CLAUSE_GOES_ON.match(quote, end):
+        value = units.convert(number, source, target.unit, base_1000=base_1000)
+        if value is not None:
+            return Stated(amount, value, None, number, end)
+    return Stated(amount, None, f"{NOT_THE_QUANTITY} (no {unit} beside it)")
+
+
+def _not_a_figure(amount: Amount, quote: str, start: int, end: int, unit: str = "") -> str | None:
+    """Why a number with no unit after it is a version, a name's number, a reference or a date, or None. A
+    name that is the brief's unit itself ("port 4433" asked as a port, "version 1" as a version) is the figure."""
+    back = max(0, start - 40)
+    name = _NAME_BEFORE.search(quote, back, start) or _NAME_BEFORE_CASED.search(quote, back, start)
+    named_unit = name is not None and units.singular(re.sub(r"[\s(]+$", "", name.group(0)).strip()) \
+        == units.singular(unit)
+    if (_VERSION_AFTER.match(quote, end) and not named_unit) or (name is not None and not named_unit):
+        return f"{NOT_THE_QUANTITY} (a version, a name's number or a reference)"
+    year = bool(_YEAR.fullmatch(amount.raw.strip()))
+    if _DATE_AFTER.match(quote, end) or (year and _DATE_BEFORE.search(quote, back, start)):
+        return f"{NOT_THE_QUANTITY} (a date)"
+    return None
+
+
+# "tries each request 5 times", "reboot the testbed two times": how many times a thing is done counts it.
+_TIMES = re.compile(r"\s+times\b", re.IGNORECASE)
+# A level given as its command-line option: "The default is -6." (gzip, xz): a dash right after a space or "is",
+# the digits ending the clause; a negative value is written "-1" too, so only a single digit after "default
+# is", "level", "preset" reads so.
+_OPTION_FIGURE = re.compile(r"(?:default(?:\s+\w+){0,2}\s+is|level|preset)\s+-\d$", re.IGNORECASE)
+
+
+def _count_value(amount: Amount, quote: str, unit: str, lead: str) -> Stated:
+    """A count's amount ("100 connections", "retries"): its noun after it (up to two words between: "64
+    outstanding requests"), or a bare number that ends its clause ("The default is 50.", "defaults to 4",
+    "tried twice"), which is the value of what the text is about: whether that is the quantity asked is the
+    question's rule's (another_quantity_asked, role_conflict) and the quote filter's (steps.skipped_quote)."""
+    start, end = amount.span
+    written = _unit_after(unit).match(quote, end) or _TIMES.match(quote, end)
+    if written is not None:
+        if _EACH.match(quote, written.end()):
+            return Stated(amount, None, f"{NOT_THE_QUANTITY} (the size of each of many things)")
+        counted = amount.value * (SCALES[amount.scale_word] if amount.scale_word else 1.0)
+        return Stated(amount, counted, None, amount.value, written.end())
+    other = _beside(quote, amount)
+    if other:
+        return Stated(amount, None, f"{OTHER_UNIT} ({other})")
+    why = _not_a_figure(amount, quote, start, end, unit)
+    if why:
+        return Stated(amount, None, why)
+    # A negative bare number is a setting's special value ("Set this option to -1 to make it unlimited"), and
+    # a bare "one" a pronoun as often as a number ("an orphaned symbolic link (one which points ...)").
+    if amount.value < 0 and _OPTION_FIGURE.search(quote, 0, end) and _CLAUSE_GOES_ON.match(quote, end):
+        return Stated(amount, -amount.value, None, -amount.value, end)  # "The default is -6.": level 6
+    if amount.value >= 0 and amount.raw.lower() != "one" and _CLAUSE_GOES_ON.match(quote, end):
+        return Stated(amount, amount.value, None, amount.value, end)
+    return Stated(amount, None, f"{NOT_THE_QUANTITY} (no {unit} beside it)")
+
+
+def figure_reading(amount: Amount, quote: str, unit: str, lead: str = "") -> Stated:
+    """Whether `quote` states `amount` as a quantity in `unit`, and its value in `unit`.
+
+    A figure counts when its unit is written beside it ("100 connections", "30s", "2 hours", "48K", "64
+    outstanding requests") and converts to the brief's (units.convert: 2 hours is 7200 seconds), or, for a
+    duration or a size, is named before it in its subject, the quote before it or the definition it leans on
+    (`lead`, the passage before the quote: "Number of minutes that can elapse ... The default is 15.",
+    "InhibitDelayMaxSec= ... Defaults to 5.") with nothing after the figure that makes it a count of something
+    else; a count's bare figure that ends its clause counts too ("This defaults to 50."). It never counts
+    inside code, a formula or a command line ("make MAX_CONNECTIONS=5 check", "+ 6) / 16", "LALR(1)", "curl
+    --max-redirs 3"), as a version or a reference ("Linux 2.6.11", "section 6.2"), as a date, as an earlier
+    release's value ("Before Linux 2.6.18, the limit ... was 5"), in a unit that does not convert ("8MB" is no
+    count of file descriptors) or as the size of each of many things ("rows of 12 bytes each"). Money and
+    shares carry their unit in the amount (to_unit decides); the code and formula rule holds for them too. Nor
+    does a case in a condition ("When the value in this file is 1, symbolic links are followed only ...").
     """
     start, end = amount.span
     back = max(0, start - 40)
-    if _CODE_BEFORE.search(quote, back, start) or _CODE_AFTER.match(quote, end):
-        return -1, f"{NOT_THE_QUANTITY} (inside code, a formula or a command line)"
+    line = quote.rfind("\n", 0, start) + 1
+    assigned = bool(_ASSIGNMENT_LINE.match(quote[line:start])) and not quote[end:].split("\n", 1)[0].strip(" ;")
+    if not assigned and (_CODE_BEFORE.search(quote, back, start) or _CODE_AFTER.match(quote, end)):
+        return Stated(amount, None, f"{NOT_THE_QUANTITY} (inside code, a formula or a command line)")
     own = _sentence_starts(quote, start)[-1]
     if _EARLIER_RELEASE.match(quote, own, start):
-        return -1, f"{NOT_THE_QUANTITY} (an earlier release's value)"
+        return Stated(amount, None, f"{NOT_THE_QUANTITY} (an earlier release's value)")
     if _CONDITION.search(quote, max(back - 80, own), start):
-        return -1, f"{NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
-    if _money_or_share(unit) or amount.currency is not None or amount.ratio is not None or size_letter(amount, unit):
-        return end, None  # the amount carries its unit: to_unit (or size_letter) says whether it is the brief's
-    written = _unit_after(unit).match(quote, end)
-    if written is not None:
-        if _EACH.match(quote, written.end()):
-            return -1, f"{NOT_THE_QUANTITY} (the size of each of many things)"
-        return written.end(), None
-    other = _beside(quote, amount)
-    if other:
-        return -1, f"{OTHER_UNIT} ({other})"
-    if _VERSION_AFTER.match(quote, end) or _NAME_BEFORE_CASED.search(quote, back, start) \
-            or _NAME_BEFORE.search(quote, back, start):
-        return -1, f"{NOT_THE_QUANTITY} (a version, a name's number or a reference)"
-    year = bool(_YEAR.fullmatch(amount.raw.strip()))
-    if _DATE_AFTER.match(quote, end) or (year and _DATE_BEFORE.search(quote, back, start)):
-        return -1, f"{NOT_THE_QUANTITY} (a date)"
-    # A negative bare number is a setting's special value ("Set this option to -1 to make it unlimited"), and
-    # a bare "one" a pronoun as often as a number ("an orphaned symbolic link (one which points ...)").
-    if amount.value >= 0 and amount.raw.lower() != "one" and _unit_named(unit).search(_subject_before(quote, start)) \
-            and _CLAUSE_GOES_ON.match(quote, end):
-        return end, None
-    return -1, f"{NOT_THE_QUANTITY} (no {unit} beside it)"
+        return Stated(amount, None, f"{NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")")
+    if _money_or_share(unit) or amount.currency is not None or amount.ratio is not None:
+        value = to_unit(amount, unit)  # the amount carries its unit: to_unit says whether it is the brief's
+        return Stated(amount, value if value is not None and math.isfinite(value) else None, None, amount.value, end)
+    if units.measure(unit).is_count:
+        return _count_value(amount, quote, unit, lead)
+    return _quantity_value(amount, quote, unit, lead)
 
 
-def another_quantity_asked(amount: Amount, quote: str, asked: str) -> str | None:
+# A setting's name as a manual writes it: a code name (decide.CODE_NAME) or a hyphenated one ("Cache-Grow",
+# "Max-ValidTime").
+_SETTING_NAME = re.compile(rf"{CODE_NAME.pattern}|(?<![\w.-])[A-Z][a-z]+(?:-[A-Z][A-Za-z]+)+(?![\w-])")
+# Parts of a setting's name that say nothing of which quantity it is ("mke2fs.conf", "default_bits").
+_GENERIC_PARTS = frozenset({"conf", "cfg", "config", "file", "dir", "path", "opt", "opts", "option", "options",
+                            "default", "defaults", "value", "set", "get", "enable", "enabled", "use", "max", "min",
+                            "num", "the", "per", "sys", "etc"})
+# A question's superlatives name a quantity and its extreme: "the largest message" asks a message's size limit.
+_SUPERLATIVES = {"largest": "max size limit large", "biggest": "max size limit", "longest": "max length time limit",
+                 "shortest": "min length time", "smallest": "min size", "highest": "max limit high",
+                 "lowest": "min low", "most": "max limit", "least": "min", "fewest": "min"}
+
+
+def name_parts(name: str) -> set[str]:
+    """The words of a setting's name, stemmed, less the generic ones: "message_size_limit" -> message, size,
+    limit; "InhibitDelayMaxSec" -> inhibit, delay, sec; "mke2fs.conf" -> mke2fs."""
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d*[a-z]+\d+[a-z\d]*", name) or [name]
+    return {_stem(w.lower()) for w in words if len(w) >= 2 and w.lower() not in _GENERIC_PARTS}
+
+
+def question_words(asked: str) -> set[str]:
+    """A question's words as a quote's are matched against them: stemmed, its superlatives with the quantity
+    they ask (_SUPERLATIVES), and the parts of the names it writes."""
+    words = _stems(asked) | {_stem(w) for w in re.findall(r"[a-z]+", asked.lower())}
+    for word, means in _SUPERLATIVES.items():
+        if re.search(rf"\b{word}\b", asked, re.IGNORECASE):
+            words |= {_stem(w) for w in means.split()}
+    for name in _SETTING_NAME.finditer(asked):
+        words |= name_parts(name.group(0))
+    return words
+
+
+_ATTRIBUTE_OF = re.compile(r"[-\s]+([a-z][a-z-]{2,})\b(?!\s+(?:of|is|are|was|were|to|from|in|on|at|by|for)\b)")
+
+
+def _defined_as_asked(name: str, before: str, wanted: set[str]) -> bool:
+    """Whether a sentence before the figure that names `name` says, in the question's words, what it is: "Whenever
+    Lua calls C, it ensures that the stack has at least LUA_MINSTACK extra slots." makes LUA_MINSTACK a count of
+    free stack slots (two of the question's words at least, besides the name's)."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n\n", before):
+        if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", sentence) and \
+                len(_words_of(sentence.replace(name, " ")) & wanted - STOP_STEMS - _ROLE_WORDS) >= 2:
+            return True
+    return False
+
+
+def another_quantity_asked(amount: Amount, quote: str, asked: str, unit_end: int = -1) -> str | None:
     """Why `amount`, stated in the brief's unit, is still not the quantity the question `asked` about, or None.
 
     An estimate has no metric; its question says what is measured, and a manual states many quantities in one
     unit side by side. Two shapes say plainly that a figure is another one's:
-    - its own clause names a setting the question does not (decide.CODE_NAME): "(On Linux, PIPE_BUF is 4096
-      bytes.)" and mq_overview(7)'s "The default value for msgsize_max is 8192 bytes." are no capacity of a
-      pipe. Only the figure's own clause counts: SQLite's "The default value of this macro is 1 billion",
-      which leans on "... SQLITE_MAX_LENGTH.", is still the maximum length of a string;
-    - it is "the <noun> of N" and the question has no such word: pipe(7)'s "(i.e., 65,536 bytes in a system
-      with a page size of 4096 bytes)" gives 4096 as a page size, not the pipe's capacity."""
+    - its own clause (since the last comma) is said of a setting whose name is not the question's: fewer than
+      half of the name's words (name_parts) are the question's (question_words). "(On Linux, PIPE_BUF is 4096
+      bytes.)" and "The default value for msgsize_max is 8192 bytes." are no capacity of a pipe; "Cache-Grow
+      defines ... the default of 1048576" is no Cache-Start; but "message_size_limit ... Default: 50M" is the
+      largest message, and "retry_data_expire (default 7 days)" how long old retry data is kept;
+    - it is "the <noun> of N" and the question has no such word: "(i.e., 65,536 bytes in a system with a page
+      size of 4096 bytes)" gives 4096 as a page size, not the pipe's capacity."""
     if not asked:
         return None
     start = amount.span[0]
-    clause = quote[_sentence_starts(quote, start)[-1]:start]
+    sentence = quote[_sentence_starts(quote, start)[-1]:start]
+    breaks = list(re.finditer(r"[,;(]", sentence))
+    clause = sentence[breaks[-1].end():] if breaks else sentence
+    wanted = question_words(asked)
     folded = asked.lower()
-    for name in CODE_NAME.finditer(clause):
-        if name.group(0).lower() not in folded:
+    for name in _SETTING_NAME.finditer(clause):
+        parts = name_parts(name.group(0))
+        if name.group(0).lower() in folded or not parts or 2 * len(parts & wanted) > len(parts):
+            continue
+        if not _defined_as_asked(name.group(0), quote[:start], wanted):
             return f"{NOT_THE_QUANTITY} (said of {name.group(0)}, which the question does not name)"
     noun = _quantity_noun(quote, start)
     if noun is not None and _stem(noun) not in _stems(asked):
         return f"{NOT_THE_QUANTITY} (a {noun}, which the question does not ask about)"
+    # "a 1024 byte buffer", "an 8 KiB page": the figure, right after "a", is the size of the noun after its unit
+    attribute = _ATTRIBUTE_OF.match(quote, unit_end) if unit_end > amount.span[1] and \
+        re.search(r"\b(?:an?|the)\s+$", quote[max(0, start - 6):start], re.IGNORECASE) else None
+    if attribute is not None:
+        noun = attribute.group(1).lower()
+        if noun not in STOPWORDS and _stem(noun) not in wanted | _ROLE_WORDS:
+            return f"{NOT_THE_QUANTITY} (a {noun}'s size, which the question does not ask about)"
     return None
 
 
-def stated_amounts(quote: str, unit: str, asked: str = "") -> list[tuple[Amount, str | None]]:
-    """Every amount in `quote` with why it is not stated as the quantity in `unit` (None: it is;
-    figure_reading), nor, when the brief's question is given (`asked`), as the quantity it asks about
-    (another_quantity_asked). The low end of a range shares the unit written once after its high end
-    ("10-20 seconds", "between 10 and 20 seconds")."""
+# ----------------------------------------------------------------- what a figure is: its role
+
+# What a figure is of a quantity, from the words of its own clause (general English, no manual's words):
+# the value an example shows, the least or the most a quantity may be, a default, a recommendation, a value
+# before a change. A question or a contract's metric says which one it asks (asked_roles); a figure that is
+# another one (role_conflict) is not the answer, however well its unit and its words fit: "For example,
+# maxpoll 9 indicates ... 9 (512 seconds)", "cannot be larger than 65536 bytes" against the default,
+# "reduced from 100 to 15 seconds" against today's value.
+EXAMPLE, MINIMUM, MAXIMUM, DEFAULT, ADVICE, BEFORE, RANGE, NEGATED, DELTA = (
+    "example", "minimum", "maximum", "default", "recommended", "earlier value", "range end", "negated",
+    "added amount")
+_NOT = r"(?:not|never|cannot|can't|must\s+not|may\s+not|no)\s+(?:[a-z]+\s+){0,2}?"
+_ROLE_CUES: tuple[tuple[str, str], ...] = (
+    (EXAMPLE, r"for\s+example|for\s+instance|e\.\s?g\.|such\s+as|example|examples|\bsay,"),
+    (MAXIMUM, rf"{_NOT}(?:exceed|larger|greater|more|longer|bigger|higher|above|over)|"
+              r"(?:less|smaller|shorter|fewer|lower)\s+than|below|under|"
+              r"maximum|max|at\s+most|up\s+to|upper\s+(?:limit|bound)|largest|highest|longest|biggest|"
+              r"limit(?:ed)?\s+(?:of|to|is)|cap(?:s|ped)?\b(?:\s+\S+){0,5}?\s+(?:at|to)|ceiling|cap\s+of"),
+    (MINIMUM, rf"{_NOT}(?:smaller|less|lower|shorter|fewer|below|under|quicker|faster|sooner)|"
+              r"(?:more|greater|larger|longer|higher)\s+than|above|exceed(?:s|ing)?|"
+              r"minimum|min|at\s+least|lower\s+(?:limit|bound)|smallest|lowest|shortest|fewest|floor"),
+    (DEFAULT, r"defaults?|defaulted|by\s+default|if\s+(?:not\s+(?:set|specified|given|configured)|unset|"
+              r"unspecified|omitted|absent)|if\s+\S+\s+is\s+not\s+(?:set|specified|given)|otherwise|"
+              r"out\s+of\s+the\s+box|initial(?:ly)?|standard"),
+    (ADVICE, r"recommend(?:ed|s)?|suggest(?:ed|s)?|(?:good|sane|reasonable|sensible)\s+(?:value|setting|"
+             r"choice|size)|typical|typically|usually|normally|commonly|advis(?:ed|able)"),
+    (NEGATED, r"not|rather\s+than|instead\s+of"),
+    (DELTA, r"additional|an\s+extra|further|plus|(?:increased|decreased|raised|lowered|grows?|extended)\s+by"),
+)
+_ROLE = re.compile("|".join(f"(?P<r{i}>(?<![\\w-])(?:{cue})(?![\\w-]))" for i, (_, cue) in enumerate(_ROLE_CUES)),
+                   re.IGNORECASE)
+# A value before a change: "reduced the default from 100 to 15 seconds", "increased from 1 to 3 minutes",
+# "(from 3 to 1.5 hours)". Not a range ("values are from 2048 to 256M"): a change is named, or the figure is
+# the first of "from N to M" inside a parenthesis that follows a change.
+_CHANGED_FROM = re.compile(r"\b(?:chang|increas|decreas|reduc|rais|lower|bump|drop|cut|mov|grow|grew|shrunk|"
+                           r"shrink|went|go(?:es)?|extend|shorten|lengthen|doubl|halv|upp|earlier|sooner|later|fell|"
+                           r"fall|rose|rise|climb|declin|jump|slid|plung|soar|improv|worsen|down|up)"
+                           r"\w*\b[^.;:]{0,60}?\bfrom\s*$|\(from\s*$|\bpreviously\s*$|\bformerly\s*$|"
+                           r"\bused\s+to\s+be\s*$|\bcompared\s+(?:with|to)\s*$", re.IGNORECASE)
+# What a figure's own words after it say of it: "100 (the default)", "512 bytes by default", "3 or more".
+_ROLE_AFTER = re.compile(r"[-\s]*(?:[a-zµ]+[-\s]*)?(?:(?P<max>or\s+(?:less|fewer|lower|smaller|below)|at\s+most|"
+                         r"maximum|max\b)|(?P<min>or\s+(?:more|greater|higher|larger|above)|at\s+least|minimum|"
+                         r"min\b))", re.IGNORECASE)
+_EXTREME_AFTER_MAX = re.compile(r"^\s*\((?:the\s+)?(?:highest|largest|maximum|max|longest|most)\b", re.IGNORECASE)
+_EXTREME_AFTER_MIN = re.compile(r"^\s*\((?:the\s+)?(?:lowest|smallest|minimum|min|shortest|least)\b", re.IGNORECASE)
+# An example runs from its "for example" to the end of its sentence, unless a default is named after it or a
+# clause sets something against it ("For example, the value 0 is returned for ..., while ... 4096 bytes").
+_EXAMPLE_ENDS = re.compile(r";|,\s*(?:while|whereas|but|however)\b", re.IGNORECASE)
+_EXAMPLE_OPENS = re.compile(r"(?<![\w-])(?:for\s+example|for\s+instance|e\.\s?g\.)(?![\w-])", re.IGNORECASE)
+_RESTATES = re.compile(r"^\s*(?:\(|\(\s*i\.\s?e\.,?|\(=|=)\s*$")  # "10 (1024 seconds)": the same figure again
+_QUESTION_ROLES: tuple[tuple[str, str], ...] = (
+    (MAXIMUM, r"maximum|max|at\s+most|most|largest|highest|longest|biggest|upper\s+(?:limit|bound)|limit|"
+              r"cap|ceiling|as\s+(?:long|large|high|many|much)\s+as|how\s+(?:large|big|long)\s+(?:can|may)"),
+    (MINIMUM, r"minimum|min|at\s+least|least|smallest|lowest|shortest|fewest|lower\s+(?:limit|bound)|floor"),
+    (DEFAULT, r"defaults?|by\s+default|if\s+(?:not|no|none|unset|nothing)\b|without|neither|nor|"
+              r"unless|when\s+(?:no|not|none)|out\s+of\s+the\s+box|standard|stock"),
+    (EXAMPLE, r"example"),
+    (ADVICE, r"recommend\w*|suggest\w*|advis\w*|should|typical(?:ly)?|usually|normally"),
+    (BEFORE, r"previous(?:ly)?|old|older|earlier|used\s+to|was|were|formerly"),
+    (DELTA, r"add(?:ed|s)?|additional|extra|plus|increase[sd]?|more\s+than\s+the"),
+)
+_QUESTION_ROLE = re.compile("|".join(f"(?P<r{i}>(?<![\\w-])(?:{cue})(?![\\w-]))"
+                                      for i, (_, cue) in enumerate(_QUESTION_ROLES)), re.IGNORECASE)
+
+
+def _roles_in(text: str, cues: re.Pattern[str], table: tuple[tuple[str, str], ...]) -> set[str]:
+    return {table[int(name[1:])][0] for m in cues.finditer(text) for name, v in m.groupdict().items() if v}
+
+
+def asked_roles(asked: str) -> frozenset[str]:
+    """Which figure of a quantity a question or a contract's metric asks for: its default, its maximum or its
+    minimum, an example, a recommendation, an earlier value; none of these: the quantity's value."""
+    return frozenset(_roles_in(asked, _QUESTION_ROLE, _QUESTION_ROLES))
+
+
+_CLAUSE_BREAK = re.compile(r"[,;:(]|\s(?:and|but|while|whereas|or)\s", re.IGNORECASE)
+_AFTER_PHRASE = re.compile(r"[^,;.:)\]]*")
+_DEFAULT_AFTER = re.compile(r"\((?:the\s+)?default\b|\bby\s+default\b|\bis\s+the\s+default\b", re.IGNORECASE)
+
+
+def _phrase_after(quote: str, amounts: Sequence[Amount], i: int) -> str:
+    """The words right after amounts[i] that are still about it ("1 for fast compression (default)", "60-second
+    maximum"): up to the next comma, semicolon, colon, full stop, "and" or figure."""
+    stop = amounts[i + 1].span[0] if i + 1 < len(amounts) else len(quote)
+    after = _AFTER_PHRASE.match(quote[:stop], amounts[i].span[1])
+    phrase = after.group(0) if after else ""
+    cut = re.search(r"\s(?:and|but|while|whereas)\s", phrase)
+    phrase = phrase[:cut.start()] if cut else phrase
+    if amounts[i].span[1] + len(phrase) == stop:  # "65,536 bytes in a system with a page size of 4096", "six
+        first = re.match(r"\s*([A-Za-zµμ]*)", phrase)  # exceeded 15 ppb": the words that lead into the next
+        word = first.group(1) if first else ""          # figure are that figure's; this one keeps its unit
+        phrase = first.group(0) if first and word and (units.unit_of_word(word, units.TIME) or
+                                                       units.unit_of_word(word, units.SIZE)) else ""
+    return phrase
+
+
+def _clause_before(quote: str, amounts: Sequence[Amount], i: int) -> tuple[str, str]:
+    """(the figure's own clause, the segment of its sentence since the figure before it and its own phrase)
+    before amounts[i]."""
+    start = amounts[i].span[0]
+    own = _sentence_starts(quote, start)[-1]
+    previous = i - 1 if i > 0 and amounts[i - 1].span[1] > own else None
+    begin = amounts[previous].span[1] + len(_phrase_after(quote, amounts, previous)) if previous is not None else own
+    segment = quote[min(begin, start):start]
+    breaks = list(_CLAUSE_BREAK.finditer(segment.rstrip()))
+    clause = segment[breaks[-1].end():] if breaks else segment
+    return clause, segment
+
+
+def figure_roles(quote: str, amounts: Sequence[Amount], i: int) -> frozenset[str]:
+    """What the i-th amount of `quote` is of its quantity, from its own clause (since the last comma, "and" or
+    the figure before it; its sentence's segment when the clause says nothing) and the phrase after it up to
+    the next comma ("1 for fast compression (default)"). A figure restated in parentheses ("The default is 10
+    (1024 seconds)") is what the figure before it is; the ends of a range ("100,000 bytes through 900,000
+    bytes", "between 1 and 99") are RANGE ends unless said otherwise."""
+    amount = amounts[i]
+    clause, segment = _clause_before(quote, amounts, i)
+    if i > 0 and _RESTATES.match(segment) and amounts[i - 1].span[1] > _sentence_starts(quote, amount.span[0])[-1]:
+        return figure_roles(quote, amounts, i - 1)
+    roles: set[str] = _roles_in(clause, _ROLE, _ROLE_CUES)
+    if not roles:  # "... and there is a maximum value (currently 8192)": the nearest clause that says what it is
+        pieces = _CLAUSE_BREAK.split(segment)
+        roles = next((found for piece in reversed(pieces) if (found := _roles_in(piece, _ROLE, _ROLE_CUES))), set())
+    roles |= _roles_in(segment, _ROLE, _ROLE_CUES) & {DEFAULT}  # "By default, sudoers creates ... up to 980 bytes"
+    if NEGATED in roles and not re.search(r"(?:\bnot|rather\s+than|instead\s+of)\s*$", clause, re.IGNORECASE):
+        roles.discard(NEGATED)  # "not" elsewhere in the clause negates a verb, not this figure
+    if _CHANGED_FROM.search(segment):
+        roles.add(BEFORE)
+    phrase = _phrase_after(quote, amounts, i)
+    if _DEFAULT_AFTER.search(phrase):
+        roles.add(DEFAULT)
+    tail = _ROLE_AFTER.match(phrase)
+    if tail is not None:
+        roles |= {MAXIMUM} if tail.group("max") else set()
+        roles |= {MINIMUM} if tail.group("min") else set()
+    roles |= {MAXIMUM} if _EXTREME_AFTER_MAX.search(phrase) else set()  # "99 (highest priority)"
+    roles |= {MINIMUM} if _EXTREME_AFTER_MIN.search(phrase) else set()
+    sentence = quote[_sentence_starts(quote, amount.span[0])[-1]:amount.span[0]]
+    opened = list(_EXAMPLE_OPENS.finditer(sentence))
+    example = opened[-1] if opened else None
+    if example is not None and not _EXAMPLE_ENDS.search(sentence, example.end()) \
+            and not _roles_in(sentence[example.end():], _ROLE, _ROLE_CUES) & {DEFAULT}:
+        roles.add(EXAMPLE)  # "For example, ... suspend service usage after 10 failures in 5 seconds"
+    if DEFAULT not in roles and (
+            (i > 0 and _is_range(quote, amounts[i - 1], amount))
+            or (i + 1 < len(amounts) and _is_range(quote, amount, amounts[i + 1]))
+            or re.search(r"\bbetween\s*$", clause, re.IGNORECASE)
+            or (i > 0 and re.search(r"\bbetween\s*$", _clause_before(quote, amounts, i - 1)[0], re.IGNORECASE)
+                and re.search(r"\band\s*$", segment, re.IGNORECASE))):
+        roles.add(RANGE)
+    return frozenset(roles)
+
+
+def range_high_end(quote: str, amounts: Sequence[Amount], i: int) -> bool:
+    """Whether amounts[i] is the upper end of a range ("4-6", "from 2048 to 256M", "between 1 (...) and 99")."""
+    if i == 0:
+        return False
+    if _is_range(quote, amounts[i - 1], amounts[i]):
+        return True
+    return re.search(r"\bbetween\s*$", _clause_before(quote, amounts, i - 1)[0], re.IGNORECASE) is not None \
+        and re.search(r"\band\s*$", _clause_before(quote, amounts, i)[1], re.IGNORECASE) is not None
+
+
+def subject_extremes(text: str, quantity: set[str]) -> frozenset[str]:
+    """The extremes `text` says its setting is of the quantity (`quantity`: its words, stemmed): "Specifies the
+    minimum RSA key size ...", "controls the maximum amount of transfers" are an extreme's entry; a word of the
+    quantity must follow the extreme within four words, so a stray "maximum" elsewhere says nothing."""
+    return frozenset(_EXTREMES[m.group(1).lower()] for m in _EXTREME_OF.finditer(text)
+                     if {_stem(w.lower()) for w in m.group(2).split()} & quantity)
+
+
+def role_conflict(roles: frozenset[str], asked: frozenset[str], high_end: bool = False,
+                  subject: frozenset[str] = frozenset()) -> str | None:
+    """Why a figure with `roles` is not the figure `asked` for, or None. An example's value, a recommendation or
+    an earlier value answers only a question that asks for one; a range's end only one that asks for that end
+    (the upper end for a maximum); the least value a quantity may take is not its most, nor either its default
+    unless the text says it is. A default in the entry of a setting that is itself an extreme (`subject`:
+    subject_extremes, "Specifies the minimum RSA key size ... The default is 1024 bits.") is that extreme's
+    value, and no default of the quantity itself."""
+    if NEGATED in roles:
+        return f"{NOT_THE_QUANTITY} (what the quantity is not: \"not N\")"
+    for role in (EXAMPLE, ADVICE, BEFORE, DELTA):
+        if role in roles and role not in asked and not (role == ADVICE and DEFAULT in roles):
+            return f"{NOT_THE_QUANTITY} (an {role}'s value)" if role == EXAMPLE else \
+                f"{NOT_THE_QUANTITY} (an {role}, not the quantity itself)" if role == DELTA else \
+                f"{NOT_THE_QUANTITY} (an {role}, not the one asked)" if role == BEFORE else \
+                f"{NOT_THE_QUANTITY} (a {role} value, not the one asked)"
+    extremes: frozenset[str] = roles & {MINIMUM, MAXIMUM}
+    wanted = asked & {MINIMUM, MAXIMUM}
+    if DEFAULT in roles and not extremes and RANGE not in roles:
+        if wanted and DEFAULT not in asked and not subject & wanted:
+            return f"{NOT_THE_QUANTITY} (the default, not the {sorted(wanted)[0]} asked)"
+        if not wanted and subject:
+            return f"{NOT_THE_QUANTITY} (the default of the {sorted(subject)[0]}, not of the quantity asked)"
+    if RANGE in roles and DEFAULT in asked and DEFAULT not in roles:
+        return f"{NOT_THE_QUANTITY} (an end of the range allowed, not the default)"
+    if RANGE in roles and not extremes:
+        extremes = frozenset({MAXIMUM if high_end else MINIMUM})
+    if extremes and wanted and not extremes & wanted:
+        return f"{NOT_THE_QUANTITY} (the {sorted(extremes)[0]}, not the {sorted(wanted)[0]} asked)"
+    if extremes and not wanted and DEFAULT in asked and DEFAULT not in roles:
+        return f"{NOT_THE_QUANTITY} (the {sorted(extremes)[0]} allowed, not the default)"
+    return None
+
+
+def _words_of(text: str) -> set[str]:
+    return _stems(text) | {_stem(w) for w in re.findall(r"[a-z]+", text.lower())} | \
+        {part for name in _SETTING_NAME.finditer(text) for part in name_parts(name.group(0))} | \
+        set(re.findall(r"\d+(?:\.\d+)+", text))
+
+
+def _own_words(quote: str, amounts: Sequence[Amount], i: int) -> set[str]:
+    """The words that say what the i-th figure is of: its sentence's segment since the figure before it (and
+    that figure's own phrase) and its own phrase after it."""
+    _, segment = _clause_before(quote, amounts, i)
+    return _words_of(f"{segment} {_phrase_after(quote, amounts, i)}")
+
+
+_CASE_QUALIFIER = re.compile(r"\b(?:for|with|on|under|without|when|if|in)\s+[\w\"'“]", re.IGNORECASE)
+
+
+def parallel_figures(quote: str, amounts: Sequence[Amount], read: Sequence[Stated], asked: str,
+                     wanted: frozenset[str] = frozenset()) -> dict[int, str]:
+    """The figures a quote states in the brief's unit side by side, for different cases, that the question does
+    not ask about: each is refused when another one's own words fit the question better. "the default value for
+    foreground mounts is 2 minutes, and the default value for background mounts is 10000 minutes" answers a
+    question about foreground mounts with 2; "Default Value: -1 (Unlimited) ; Development Value: 60" asked for
+    the default answers -1; "Recommended values are 1 for fast compression (default), and 9 for high
+    compression" asked for the default answers 1. Only the words that tell the figures apart count (those of
+    every figure's clause are the sentence's subject), and a tie refuses nothing."""
+    candidates = [i for i, r in enumerate(read) if r.why is None and r.value is not None]
+    if len({read[i].value for i in candidates}) < 2:
+        return {}
+    words = question_words(asked) - set(STOP_STEMS)
+    own = {i: _own_words(quote, amounts, i) for i in candidates}
+    qualified = [i for i in candidates[1:] if _CASE_QUALIFIER.search(_clause_before(quote, amounts, i)[1])]
+    if not qualified:  # "For RSA keys, the minimum size is 1024 bits and the default is 3072 bits": "For RSA keys"
+        first = candidates[0]  # is said of both, as no later figure has a qualifier of its own
+        segment = _clause_before(quote, amounts, first)[1]
+        breaks = list(_CLAUSE_BREAK.finditer(segment.rstrip()))
+        if breaks:
+            own[first] = _words_of(f"{segment[breaks[-1].end():]} {_phrase_after(quote, amounts, first)}")
+    for i in candidates:  # "from 2048 to 256M bytes": the two ends of one range share their words
+        if i - 1 in own and range_high_end(quote, amounts, i):
+            own[i] = own[i - 1] = own[i] | own[i - 1]
+    common = set.intersection(*own.values())
+    extremes = wanted & {MINIMUM, MAXIMUM}  # said to be the extreme asked ("(maximum 22)"): that counts first
+    score = {i: len((own[i] - common) & words) + 10 * len(figure_roles(quote, amounts, i) & extremes)
+             for i in candidates}
+    best = max(score.values())
+    leaders = [i for i in candidates if score[i] == best]
+    if len({read[i].value for i in leaders}) != 1:
+        return {}
+    return {i: f"{NOT_THE_QUANTITY} (another figure of the quote is said of what the question asks)"
+            for i in candidates if score[i] < best and read[i].value != read[leaders[0]].value}
+
+
+def stated_amounts(quote: str, unit: str, asked: str = "", lead: str = "", roles_of: str | None = None) -> list[Stated]:
+    """Every amount in `quote`, with its value in `unit` or why it is not stated as that quantity
+    (figure_reading; `lead`: the passage before the quote), nor, when the brief's question is given (`asked`),
+    as the quantity it asks about (another_quantity_asked). The low end of a range shares the unit written
+    once after its high end ("10-20 seconds", "between 10 and 20 seconds")."""
     amounts = parse_amounts(quote)
-    whys = [figure_reading(a, quote, unit)[1] or another_quantity_asked(a, quote, asked) for a in amounts]
-    for i in range(len(amounts) - 1):
-        no_unit = whys[i] is not None and whys[i] == f"{NOT_THE_QUANTITY} (no {unit} beside it)"
-        if no_unit and whys[i + 1] is None and _is_range(quote, amounts[i], amounts[i + 1]):
-            whys[i] = None
-    return list(zip(amounts, whys))
+    read = [figure_reading(a, quote, unit, lead) for a in amounts]
+    for i in range(len(read) - 1):
+        low, high = read[i], read[i + 1]
+        no_unit = low.why == f"{NOT_THE_QUANTITY} (no {unit} beside it)"
+        if no_unit and high.why is None and high.value is not None and high.written \
+                and _is_range(quote, low.amount, high.amount):
+            read[i] = replace(low, value=high.value * low.amount.value / high.written, why=None,
+                              written=low.amount.value, end=high.end)
+    wanted = asked_roles(asked if roles_of is None else roles_of) if asked else frozenset()
+    quantity = (question_words(asked if roles_of is None else roles_of) - STOP_STEMS - _ROLE_WORDS) if asked \
+        else set()
+    base = list(read)  # each figure as its unit reads it, before the question's rules
+    for i, r in enumerate(read):
+        if r.why is not None or r.value is None or not asked:
+            continue
+        high_end = range_high_end(quote, amounts, i)
+        since = max((base[j].amount.span[1] for j in range(i) if base[j].value is not None), default=-1)
+        subject = subject_extremes(f"{_entry_of(lead)}\n{quote[:r.amount.span[0]]}" if since < 0
+                                   else quote[since:r.amount.span[0]], quantity)
+        why = another_quantity_asked(r.amount, quote, asked, r.end) \
+            or role_conflict(figure_roles(quote, amounts, i), wanted, high_end, subject)
+        if why:
+            read[i] = replace(r, value=None, why=why)
+    if asked:
+        for i, why in parallel_figures(quote, amounts, read, asked, wanted).items():
+            read[i] = replace(read[i], value=None, why=why)
+    for i in range(1, len(read)):  # "1048576 (~1 MB)": the same figure again, said of the same thing
+        if read[i - 1].why is not None and read[i].why is None and \
+                _RESTATES.match(quote[read[i - 1].end if read[i - 1].end >= 0 else amounts[i - 1].span[1]:
+                                      amounts[i].span[0]].replace("~", "")):
+            read[i] = replace(read[i], value=None, why=read[i - 1].why)
+    return read
 
 
 def _unit_words(amount: Amount) -> str:
@@ -612,42 +1138,92 @@ def _close(a: float, b: float, rel_tol: float) -> bool:
     return math.isfinite(b) and math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12)
 
 
-def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE, asked: str = "") -> Figure:
+# What a model may say its figure is, beside the number (the evidence schema's "kind"): code checks it
+MODEL_KINDS = (DEFAULT, MAXIMUM, MINIMUM, EXAMPLE, "range", "other_case", "value")
+
+
+@dataclass(frozen=True)
+class ModelReading:
+    """What the model said of its figure beyond the number: its kind (MODEL_KINDS) and what it is of ("default
+    maximum polling interval"). The model proposes; model_reading_conflict verifies."""
+
+    kind: str | None = None
+    of: str | None = None
+
+
+def model_reading_conflict(said: ModelReading, quote: str, lead: str, asked: str) -> str | None:
+    """Why the model's own reading of a figure the rules kept says it is not the answer, or None.
+
+    The model's word can only set a figure aside, never keep one the rules refused: a figure it calls an
+    example's, a range's end or another case's is no answer to a question that does not ask one; an extreme
+    when the question asks the default, or the other extreme; and what it says the figure is of must be in the
+    quote or the definition it leans on (`lead`), else the model is reading what the text does not say, and
+    must share the question's words, else it is another quantity by the model's own account."""
+    wanted = asked_roles(asked)
+    kind = said.kind
+    if kind in (EXAMPLE, "range", "other_case") and not (kind == EXAMPLE and EXAMPLE in wanted):
+        what = {EXAMPLE: "an example's value", "range": "an end of a range", "other_case": "another case's value"}
+        return f"{NOT_THE_QUANTITY} (the model reads it as {what[kind]})"
+    extremes = wanted & {MINIMUM, MAXIMUM}
+    if kind in (MINIMUM, MAXIMUM) and ((extremes and kind not in extremes) or (not extremes and DEFAULT in wanted)):
+        return f"{NOT_THE_QUANTITY} (the model reads it as the {kind}, not the one asked)"
+    if said.of:
+        of = _words_of(said.of) - STOP_STEMS - _ROLE_WORDS
+        if of and not of & _words_of(f"{_entry_of(lead)} {quote}"):
+            return f"{NOT_THE_QUANTITY} (the model says it is of \"{said.of}\", which the quote does not say)"
+        if of and not of & (question_words(asked) - STOP_STEMS):
+            return f"{NOT_THE_QUANTITY} (the model says it is of \"{said.of}\", not what the question asks)"
+    return None
+
+
+def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE, asked: str = "",
+                lead: str = "", said: ModelReading = ModelReading()) -> Figure:
     """Check a number the model proposed against its quote: keep it in the brief's unit or
-    say truly why not. `asked`: the brief's question (another_quantity_asked).
+    say truly why not. `asked`: the brief's question (another_quantity_asked); `lead`: the passage before the
+    quote, where a definition's term may name the unit (figure_reading).
 
     In order, the first that holds:
     1. An amount in the quote, converted to `unit`, is the number: kept as is.
-    2. The number is an amount of the quote as written, in another scale of the same unit
-       (0.43 for "US$0.43bn" in USD million, 23 for "23 percent" in a fraction): kept,
-       converted by code (430, 0.23). A figure is never discarded for its scale.
+    2. The number is an amount of the quote as written, in another unit or scale of the same quantity
+       (0.43 for "US$0.43bn" in USD million, 23 for "23 percent" in a fraction, 30 for "30s" in
+       milliseconds, 48 for "48K" in bytes): kept, converted by code (430, 0.23, 30000, 49152). A figure is
+       never discarded for its scale or its unit.
     3. The number is an amount of the quote, as written or in any scale word, that does not
        convert to `unit` (0.43 or 430 for "US$0.43bn" in a brief in percent): discarded,
        "in another unit (USD)".
     4. Otherwise: discarded, NOT_IN_QUOTE (the model may read, not invent).
     Steps 1 and 2 take only amounts the quote states as the quantity (figure_reading): an amount
     that is the number but is not ("make MAX_CONNECTIONS=5 check", "8MB" for file descriptors)
-    is discarded with figure_reading's reason, before steps 3 and 4.
+    is discarded with figure_reading's reason, before steps 3 and 4. What the model `said` of its figure
+    can set a kept one aside (model_reading_conflict), never keep a refused one.
     """
+    figure = _read_figure(proposed, quote, unit, rel_tol, asked, lead)
+    if figure.value is None or said == ModelReading():
+        return figure
+    why = model_reading_conflict(said, quote, lead, asked)
+    return figure if why is None else replace(figure, value=None, reason=why)
+
+
+def _read_figure(proposed: float, quote: str, unit: str, rel_tol: float, asked: str, lead: str) -> Figure:
     if not isinstance(proposed, (int, float)) or isinstance(proposed, bool) or not math.isfinite(proposed):
         return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
     target = parse_unit(unit)
-    read = [(a, c if c is not None and math.isfinite(c) else None, why)
-            for a, why in stated_amounts(quote, unit, asked) for c in (value_in(a, unit),)]
-    stated = [(a, c) for a, c, why in read if why is None]
-    for amount, converted in stated:
-        if converted is not None and _close(proposed, converted, rel_tol):
-            return Figure(proposed=proposed, value=converted, reason=None, written=amount.raw)
-    for amount, converted in stated:
-        if converted is not None and any(_close(proposed, x, rel_tol) for x in _as_written(amount, target)):
-            return Figure(proposed=proposed, value=converted, reason=None, written=amount.raw)
-    for amount, converted, why in read:
-        if why is not None and any(_close(proposed, x, rel_tol) for x in _in_any_scale(amount, target)):
-            return Figure(proposed=proposed, value=None, reason=why, written=amount.raw)
-    for amount, converted, _ in read:
-        if converted is None and any(_close(proposed, x, rel_tol) for x in _in_any_scale(amount, target)):
-            return Figure(proposed=proposed, value=None, reason=f"{OTHER_UNIT} ({_unit_words(amount)})",
-                          written=amount.raw)
+    read = stated_amounts(quote, unit, asked, lead)
+    stated = [r for r in read if r.why is None and r.value is not None and math.isfinite(r.value)]
+    for r in stated:
+        if _close(proposed, r.value or 0.0, rel_tol):
+            return Figure(proposed=proposed, value=r.value, reason=None, written=r.amount.raw)
+    for r in stated:
+        copies = _as_written(r.amount, target) + ((r.written,) if r.written is not None else ())
+        if any(_close(proposed, x, rel_tol) for x in copies):
+            return Figure(proposed=proposed, value=r.value, reason=None, written=r.amount.raw)
+    for r in read:
+        if r.why is not None and any(_close(proposed, x, rel_tol) for x in _in_any_scale(r.amount, target)):
+            return Figure(proposed=proposed, value=None, reason=r.why, written=r.amount.raw)
+    for r in read:
+        if r.value is None and any(_close(proposed, x, rel_tol) for x in _in_any_scale(r.amount, target)):
+            return Figure(proposed=proposed, value=None, reason=f"{OTHER_UNIT} ({_unit_words(r.amount)})",
+                          written=r.amount.raw)
     return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
 
 
@@ -1417,6 +1993,7 @@ class Quoted:
     tier: str | None
     domain: str            # the independence key (independent_source)
     url: str | None = None  # the page or document itself, named where one source decides
+    lead: str = ""         # the passage before the quote: where its figure's unit or setting may be named
 
 
 # A bound is what a qualifier makes of a figure: "below 5 ppb" allows anything under 5.
@@ -1455,17 +2032,17 @@ to a claim: "18% had lead lines" is no reading of a lead level in ppb."""
 
 def _in_unit(amount: Amount, quote: str, unit: str) -> tuple[float, int] | None:
     """(the amount in `unit`, where its unit ends in `quote`), or None (see _stated_in)."""
-    value = value_in(amount, unit)
-    if value is None:
-        return None
     target = parse_unit(unit)
     if target.ratio and amount.ratio and _RATIO_FAMILY[target.ratio] != _RATIO_FAMILY[amount.ratio]:
         return None
     if target.ratio and amount.ratio is None:  # a bare "7.6" is a reading in ppb only with "ppb" after it
+        value = to_unit(amount, unit)
         written = _unit_after(unit).match(quote, amount.span[1])
-        return (value, written.end()) if written else None
-    end, why = figure_reading(amount, quote, unit)  # "$4m", "34 percent" carry their unit; a count says it
-    return (value, end) if why is None else None
+        return (value, written.end()) if written and value is not None else None
+    read = figure_reading(amount, quote, unit)  # "$4m", "34 percent" carry their unit; a count says it
+    if read.why is not None or read.value is None:
+        return None
+    return read.value, read.end if read.end >= 0 else amount.span[1]
 
 
 def _names_a_threshold(quote: str, start: int, end: int) -> bool:
@@ -1500,76 +2077,153 @@ def _at_target(contract: Contract, value: float) -> bool:
     return any(math.isclose(value, end, rel_tol=SAME_FIGURE, abs_tol=1e-12) for end in ends)
 
 
-def quote_figures(contract: Contract, quote: str) -> tuple[ClaimFigure, ...]:
-    """Every figure `quote` states in the contract's unit, each judged against the contract.
+# Which way a figure's own words bound the quantity, and whether the bound itself is allowed: "at most 31" and
+# "cannot exceed 4" allow the figure, "under 80" and "less than 16" do not; "at least 2" and "no fewer than 2"
+# allow it, "more than 1" does not. A negation turns "more than" into an upper bound ("could not handle files
+# more than 512 megabytes").
+_UPPER_OPEN = r"(?:less|fewer|smaller|shorter|lower)\s+than|under|below|just\s+under|nearly|almost"
+_UPPER_CLOSED = (rf"{_NOT}(?:exceed\w*|larger|greater|more|longer|bigger|higher|above|over)(?:\s+than)?|at\s+most|"
+                 r"up\s+to|no\s+more\s+than|as\s+(?:much|many|long|large|high)\s+as|a\s+maximum\s+of|"
+                 r"limit(?:s|ed)?\b(?:\s+\S+){0,6}?\s+(?:to|at)|cap(?:s|ped)?\b(?:\s+\S+){0,5}?\s+(?:at|to)|"
+                 r"cap\s+of|<=|=<|≤")
+_LOWER_OPEN = r"(?:more|greater|larger|longer|higher)\s+than|above|over|exceed\w*|in\s+excess\s+of|just\s+over|>>?"
+_LOWER_CLOSED = (rf"{_NOT}(?:less|fewer|smaller|shorter|lower|below|under|quicker|faster|sooner)(?:\s+than)?|"
+                 r"at\s+least|no\s+(?:less|fewer)\s+than|upwards\s+of|a\s+minimum\s+of|>=|≥")
+_BOUND_WORDS = re.compile(rf"(?<![\w-])(?:(?P<uc>{_UPPER_CLOSED})|(?P<lc>{_LOWER_CLOSED})|(?P<uo>{_UPPER_OPEN})|"
+                          rf"(?P<lo>{_LOWER_OPEN})|(?P<uo2><<?))(?![\w-])", re.IGNORECASE)
 
-    Read by code (parse_amounts), never by the model:
-    - a figure after "from" ("fell from 14.2 ppb to 4.6 ppb"), "compared with", "previously" is
-      an earlier value: not judged;
-    - a figure that names a threshold ("the 15 ppb action level", "a limit of 15 ppb") is a
-      yardstick, not a reading: not judged;
-    - a qualifier makes a bound: "below/under/less than/nearly X" allows values under X,
-      "at most/up to X" up to X, "above/over/more than/exceeded X" over X, "at least X" from X;
-    - a bound at the target itself ("cut lead below 5 ppb", "exceeded 5 ppb" against a 5 ppb
-      target) restates the claim or its denial rather than measuring anything: not judged;
+
+_BOUND_BEFORE = re.compile(rf"(?<![\w-])((?:{_UPPER_CLOSED})|(?:{_LOWER_CLOSED})|(?:{_UPPER_OPEN})|(?:{_LOWER_OPEN}))\s*$",
+                           re.IGNORECASE)
+
+
+def _bound(clause: str, phrase: str) -> tuple[str, bool] | None:
+    """("upper" or "lower", open) of the last bound word of a figure's clause, or of its phrase after it ("3 or
+    more", "90 days at most"); None when neither bounds it."""
+    tail = _ROLE_AFTER.match(phrase)
+    if tail is not None and tail.group("max"):
+        return "upper", False
+    if tail is not None and tail.group("min"):
+        return "lower", False
+    found = list(_BOUND_WORDS.finditer(clause))
+    if not found:
+        return None
+    last = found[-1]
+    if last.group("uc"):
+        return "upper", False
+    if last.group("lc"):
+        return "lower", False
+    return ("upper", True) if (last.group("uo") or last.group("uo2")) else ("lower", True)
+
+
+def _a_reading_in(amount: Amount, quote: str, unit: str) -> bool:
+    """Whether a share or a trace concentration is read as one by a contract: its marker written ("7.6 ppb",
+    "34 %"), and of the same family (a share of homes is no lead level in ppb: _RATIO_FAMILY). A bare "2023" or
+    "Twenty-seven homes" is no reading in ppb. Other units: figure_reading has decided."""
+    target = parse_unit(unit)
+    if target.ratio is None:
+        return True
+    if amount.ratio is not None:
+        return _RATIO_FAMILY[target.ratio] == _RATIO_FAMILY[amount.ratio]
+    return _unit_after(unit).match(quote, amount.span[1]) is not None
+
+
+def quote_figures(contract: Contract, quote: str, lead: str = "") -> tuple[ClaimFigure, ...]:
+    """Every figure `quote` states as the contract's metric, each judged against the contract.
+
+    Read by code (stated_amounts: the unit written or named, converted by pint; never the model), as an
+    estimate's figures are, with the metric in place of the question (its extremes and its words) and the
+    claim's words naming it too:
+    - a figure of another extreme, an example's, a recommendation, an earlier value, another setting's,
+      another case's (role_conflict, another_quantity_asked, parallel_figures) is no reading of the metric;
+    - a figure after "from" ("fell from 14.2 ppb to 4.6 ppb"), "compared with", "previously" is an earlier
+      value: not judged;
+    - its own words bound it: "under 80 characters" allows values under 80, "at most 31" and "must not exceed
+      4" up to them, "at least 2" from it, "more than 1" over it, "3 or more" from 3. Where the metric is that
+      very extreme ("maximum user/group name length" and "at most 31"), the figure is the extreme's value;
+    - a figure that names a threshold ("the 15 ppb action level", "a limit of 15 ppb") is a yardstick, not a
+      reading, unless the metric is a limit itself ("up to a limit of 16" is the maximum);
+    - a bound at the target itself ("cut lead below 5 ppb", "exceeded 5 ppb" against a 5 ppb target) restates
+      the claim or its denial rather than measuring anything: not judged, unless the metric is that extreme;
     - "between 4 and 6 ppb" and "4-6 ppb" are one figure, the range;
     - anything else ("a 90th-percentile lead level of 7.6 ppb", "about 7.6 ppb") is that value.
     """
     amounts = parse_amounts(quote)
+    naming = f"{contract.metric} {contract.claim}".strip()
+    read = stated_amounts(quote, contract.unit, naming, lead, roles_of=contract.metric)
+    extreme = asked_roles(contract.metric) & {MINIMUM, MAXIMUM}
+    limit_metric = bool(extreme) or bool(re.search(r"\blimits?\b", contract.metric, re.IGNORECASE))
     figures: list[ClaimFigure] = []
-    i = 0
-    while i < len(amounts):
-        a = amounts[i]
-        before = quote[max(0, a.span[0] - 30):a.span[0]]
-        earlier = bool(_FROM.search(before))
-        nxt = amounts[i + 1] if i + 1 < len(amounts) else None
-        is_range = nxt is not None and not earlier and _is_range(quote, a, nxt)
-        if another_extreme(contract, quote, a.span[0], amounts[i - 1].span[1] if i > 0 else 0):
-            i += 2 if is_range else 1
-            continue  # "the minimum size is 1024 bits" against the default size: another quantity's figure
-        if nxt is not None and is_range:
-            hi = _stated_in(nxt, quote, contract.unit)
-            lo = to_unit(a, contract.unit) if hi is not None else None
-            if lo is not None and hi is not None:
-                lo, hi = min(lo, hi), max(lo, hi)
-                figures.append(ClaimFigure(quote[a.span[0]:nxt.span[1]], lo, hi, False, False,
-                                      _decide(contract, lo, False, hi, False)))
-                i += 2
-                continue
-        i += 1
-        found = _in_unit(a, quote, contract.unit)
-        if found is None:
+    skip: set[int] = set()
+    inf = math.inf
+    for i, (a, r) in enumerate(zip(amounts, read)):
+        if i in skip:
             continue
-        value, unit_end = found
+        nxt = i + 1 if i + 1 < len(amounts) else None
+        earlier = BEFORE in figure_roles(quote, amounts, i)
+        if nxt is not None and not earlier and _is_range(quote, a, amounts[nxt]) and read[nxt].value is not None \
+                and read[nxt].why is None and (r.why is None or r.why.endswith(" beside it)")) and not extreme:
+            hi = read[nxt].value or 0.0
+            lo = r.value if r.value is not None else hi * a.value / (read[nxt].written or amounts[nxt].value or 1.0)
+            lo, hi = min(lo, hi), max(lo, hi)
+            figures.append(ClaimFigure(quote[a.span[0]:amounts[nxt].span[1]], lo, hi, False, False,
+                                       _decide(contract, lo, False, hi, False)))
+            skip.add(nxt)
+            continue
+        if r.why is not None and BEFORE in figure_roles(quote, amounts, i):  # "fell from 14.2 ppb": what it was
+            was = figure_reading(a, quote, contract.unit, lead)
+            if was.value is not None and was.why is None and _a_reading_in(a, quote, contract.unit):
+                figures.append(ClaimFigure(a.raw, was.value, was.value, False, False, EARLIER))
+            continue
+        if r.why is not None or r.value is None or not _a_reading_in(a, quote, contract.unit):
+            continue
+        value = r.value
+        unit_end = r.end if r.end >= 0 else a.span[1]
         if measures_another_quantity(contract, quote, a.span[0]) is not None:
             continue  # "an interval of 75 seconds" against the idle time: another quantity's figure
-        if _names_a_threshold(quote, a.span[0], unit_end):
+        roles = figure_roles(quote, amounts, i)
+        if _names_a_threshold(quote, a.span[0], unit_end) and not limit_metric:
             figures.append(ClaimFigure(a.raw, value, value, False, False, THRESHOLD))
             continue
-        if earlier:
+        if earlier or BEFORE in roles:
             figures.append(ClaimFigure(a.raw, value, value, False, False, EARLIER))
             continue
-        bound = _BOUND.search(before)
-        inf = math.inf
+        clause, segment = _clause_before(quote, amounts, i)
+        bound = _bound(clause, _phrase_after(quote, amounts, i))
         if bound is None and quote.startswith("+", a.span[1]):  # "levels 20+": 20 or more
-            low, low_open, high, high_open = value, False, inf, True
-        elif bound is None:
-            low, low_open, high, high_open = value, False, value, False
-        elif bound.group("su") or bound.group("cu"):
-            low, low_open, high, high_open = -inf, True, value, bool(bound.group("su"))
+            bound = ("lower", False)
+        if RANGE in roles and bound is None and extreme:
+            bound = ("upper" if range_high_end(quote, amounts, i) else "lower", False)
+        said = {"upper": MAXIMUM, "lower": MINIMUM}[bound[0]] if bound else None
+        if bound is None or (said in extreme):
+            low = high = value
+            low_open = high_open = False
+            if bound is not None and bound[1]:  # "under 80" as the maximum: the maximum is below 80
+                low, low_open, high, high_open = (-inf, True, value, True) if bound[0] == "upper" \
+                    else (value, True, inf, True)
+        elif bound[0] == "upper":
+            low, low_open, high, high_open = -inf, True, value, bound[1]
         else:
-            low, low_open, high, high_open = value, bool(bound.group("sl")), inf, True
-        raw = (bound.group(0) if bound else "") + a.raw
-        if (bound is not None or math.isinf(high)) and _at_target(contract, value):
+            low, low_open, high, high_open = value, bound[1], inf, True
+        said_by = _BOUND_BEFORE.search(quote, max(0, a.span[0] - 40), a.span[0]) if bound is not None else None
+        raw = f"{said_by.group(1)} {a.raw}" if said_by else a.raw  # "below 5 ppb", "at most 3 ppb"
+        if bound is not None and said not in extreme and _at_target(contract, value):
             figures.append(ClaimFigure(raw, low, high, low_open, high_open, RESTATES))
             continue
-        figures.append(ClaimFigure(raw, low, high, low_open, high_open, _decide(contract, low, low_open, high, high_open)))
+        figures.append(ClaimFigure(raw, low, high, low_open, high_open,
+                                   _decide(contract, low, low_open, high, high_open)))
     return tuple(figures)
 
 
+_UNIT_IN_GAP = re.compile(r"^\s*[A-Za-zµμ]+(?=\s*(?:-|–|—|to|through|thru)\s*$)", re.IGNORECASE)
+
+
 def _is_range(quote: str, a: Amount, b: Amount) -> bool:
-    """"4-6 ppb", "4 to 6 ppb", "between 4 and 6 ppb": two amounts that are one range."""
+    """"4-6 ppb", "4 to 6 ppb", "between 4 and 6 ppb", "100,000 bytes through 900,000 bytes": two amounts that
+    are one range."""
     gap = quote[a.span[1]:b.span[0]]
+    unit_word = _UNIT_IN_GAP.match(gap)
+    gap = gap[unit_word.end():] if unit_word else gap
     if not _RANGE_GAP.fullmatch(gap) or _YEAR.fullmatch(a.raw.strip()):
         return False
     if gap.strip().lower() == "and":
@@ -1592,6 +2246,9 @@ def _stem(word: str) -> str:
     return word
 
 
+STOP_STEMS = frozenset({"value", "set", "use"} | STOPWORDS)
+
+
 def _stems(text: str) -> set[str]:
     """`text`'s content words, stemmed (_stem): what a metric, a claim, a question and a quote are matched by."""
     return {_stem(w) for w in content_words(text)}
@@ -1611,29 +2268,41 @@ def code_names(metric: str) -> tuple[str, ...]:
     return tuple(m.group(0) for m in CODE_NAME.finditer(metric))
 
 
-def names_the_metric(contract: Contract, quote: str) -> bool:
-    """True when `quote` names more than half of the metric's own words (_metric_words) and every code name
-    in it (code_names), or the contract names no metric, or its unit is money, a share or a trace
-    concentration. A count or a size (bytes, seconds, levels) is said of many things in one manual: a figure
-    in it from a neighbouring limit ("the default compression level (3)" against the maximum compression
-    level, "a large buffer size (for example, 4096 bytes)" against the default input buffer size) is no
-    reading of the metric; nor is "the largest ref negotiation request ... (http.maxRequestBuffer) ... 10 MiB"
-    one of the http.postBuffer default, however many of the metric's plain words ("http", "default") it has."""
-    wanted = _metric_words(contract)
+# Words of a metric that say which figure of a quantity it is, not which quantity: its extreme or default.
+_ROLE_WORDS = frozenset(_stem(w) for w in ("maximum", "minimum", "max", "min", "default", "largest", "smallest",
+                                            "highest", "lowest", "longest", "shortest", "typical", "allowed",
+                                            "permitted", "value", "limit", "most", "least", "minimal", "maximal"))
+
+
+def names_the_metric(contract: Contract, quote: str, lead: str = "") -> bool:
+    """True when `quote`, read with the definition it leans on (`lead`: the passage before it, a term line),
+    names the quantity the metric is: one of the metric's own words (_metric_words, less the words that only
+    say which figure of it: its extreme, its default) and every code name the metric names (code_names, or
+    most of its words: "UserStopDelaySec=" in the term line above "Defaults to 10s."), or the contract names
+    no metric, or its unit is money, a share or a trace concentration. Which figure of the quantity a figure
+    is (the default, the maximum, an example's), and which setting's, figure_roles and another_quantity_asked
+    decide for each figure: "the largest ref negotiation request ... (http.maxRequestBuffer) ... 10 MiB"
+    names none of the http.postBuffer default's settings."""
+    wanted = _metric_words(contract) - _ROLE_WORDS
     if not wanted or _money_or_share(contract.unit):
         return True
-    folded = quote.lower()
-    if any(name.lower() not in folded for name in code_names(contract.metric)):
-        return False
-    found = wanted & _stems(quote)
-    return 2 * len(found) > len(wanted)
+    text = f"{_entry_of(lead)}\n{quote}"
+    folded = text.lower()
+    words = _stems(text) | {part for name in _SETTING_NAME.finditer(text) for part in name_parts(name.group(0))}
+    for name in code_names(contract.metric):  # each named setting, written out or every word of it there
+        if name.lower().rstrip("=") not in folded and not name_parts(name) <= words:
+            return False
+    return bool(wanted & words)
 
 
 # "an interval of 75 seconds", "a half-life of 10 seconds": the noun right before "of" is what the figure
 # measures. These nouns say nothing of which quantity (a contract's metric words say that).
 _OF_NOUN = re.compile(r"\b([a-z][a-z-]*)\s+of\s+(?:about\s+|approximately\s+|roughly\s+|around\s+)?$", re.IGNORECASE)
 _SAYS_NO_QUANTITY = frozenset({"value", "default", "total", "maximum", "minimum", "max", "min", "limit", "amount",
-                               "number", "average", "mean", "median", "excess", "upwards", "one", "each"})
+                               "number", "average", "mean", "median", "excess", "upwards", "one", "each", "ratio",
+                               "percentage", "proportion", "fraction", "share", "region", "order",
+                               "neighbourhood", "neighborhood", "range", "multiple", "result", "reading",
+                               "measurement", "figure", "estimate"})
 
 
 # Which extreme of a quantity a text speaks of: "the minimum RSA key size" is not the default key size, and "the
@@ -1643,6 +2312,7 @@ _EXTREMES = {"maximum": "maximum", "max": "maximum", "largest": "maximum", "high
              "smallest": "minimum", "lowest": "minimum", "fewest": "minimum"}
 
 
+_EXTREME_OF = re.compile(rf"\b({_alternation(_EXTREMES)})((?:\s+[A-Za-z][\w-]*){{1,4}})", re.IGNORECASE)
 _EXTREME_BEFORE_WORD = re.compile(rf"\b({_alternation(_EXTREMES)})\s+([A-Za-z][\w-]*)", re.IGNORECASE)
 
 
@@ -1754,7 +2424,7 @@ def another_programs_option(contract: Contract, quote: str, url: str | None) -> 
     return f"an option of {'/'.join(sorted(names))}, which the claim does not name"
 
 
-def quote_stance(contract: Contract, quote: str, url: str | None = None) -> QuoteReading:
+def quote_stance(contract: Contract, quote: str, url: str | None = None, lead: str = "") -> QuoteReading:
     """The quote's stance on the contract, from its figures alone (the model's label plays no part).
 
     supports: at least one figure meets the contract and none fails it; contradicts: at least
@@ -1762,13 +2432,14 @@ def quote_stance(contract: Contract, quote: str, url: str | None = None) -> Quot
     (the quote gives two readings and code cannot tell which one is the metric), or the quote
     does not name the metric (names_the_metric: its figures are another quantity's), or its
     figures are an option of a program the claim is not about (another_programs_option: `url`
-    is the quote's page or document)."""
-    if not names_the_metric(contract, quote):
+    is the quote's page or document). `lead`: the passage before the quote, where its unit or its setting's
+    name may be written (a definition's term line)."""
+    if not names_the_metric(contract, quote, lead):
         return QuoteReading("neutral", (), f"does not name the metric ({contract.metric})")
     other = another_programs_option(contract, quote, url)
     if other is not None:
         return QuoteReading("neutral", (), other)
-    figures = quote_figures(contract, quote)
+    figures = quote_figures(contract, quote, lead)
     outcomes = {f.outcome for f in figures}
     if MEETS in outcomes and FAILS in outcomes:
         return QuoteReading("neutral", figures, "figures on both sides of the target")
@@ -1831,7 +2502,7 @@ def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
     counted = {"supports": 0, "contradicts": 0, "neutral": 0}
     torn = False
     for item in quotes:
-        reading = quote_stance(contract, item.quote, item.url)
+        reading = quote_stance(contract, item.quote, item.url, item.lead)
         counted[reading.stance] += 1
         tier = normalize_tier(item.tier)
         stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain,

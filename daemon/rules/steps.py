@@ -85,6 +85,8 @@ def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted:
         return {"reason": not_evidence, "url": url, "quote": quote[:200]}
     if not decide.bears_on(quote, about, context=f"{title}\n{context}"):
         return {"reason": UNRELATED, "url": url, "quote": quote[:200]}
+    if decide.states_no_figure(quote, [t for t in about if t]):
+        return {"reason": decide.STATES_NO_FIGURE, "url": url, "quote": quote[:200]}
     if (url, quote) in known:
         return {"reason": DUPLICATE, "url": url}
     return None

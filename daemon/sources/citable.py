@@ -18,24 +18,12 @@ from __future__ import annotations
 
 import re
 
-from ..rules.decide import ENTRY_MAX_CHARS, leans_on_before
+from ..rules.decide import ENTRY_MAX_CHARS, is_term_line, leans_on_before
 from .extract import split_sentences
 
 CITABLE_MAX_CHARS = ENTRY_MAX_CHARS
 """A unit's most characters: a setting's whole entry in a manual (term, what it does, its default) fits;
 a merge past this is not made, so no unit crowds a prompt."""
-
-TERM_MAX_WORDS = 12
-"""A line of at most this many words that ends no sentence is a term or heading for the line under it."""
-
-_ENDS_A_SENTENCE = re.compile(r"[.!?;:…][\"'”’)\]]*$")
-
-
-def is_term_line(line: str) -> bool:
-    """A short line that ends no sentence: a term, an option or a heading for what follows it."""
-    line = line.strip()
-    return bool(line) and not _ENDS_A_SENTENCE.search(line) and len(line.split()) <= TERM_MAX_WORDS
-
 
 def citable_spans(text: str, max_chars: int = CITABLE_MAX_CHARS) -> list[tuple[int, int]]:
     """The units of `text` a model may cite, as (start, end) spans in order, covering every sentence.

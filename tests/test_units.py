@@ -1,0 +1,57 @@
+"""Units of measure (daemon/rules/units.py, issue 27): a figure's unit read as the units library (pint) reads it,
+with the shorthand of configuration files for the quantity a brief asks, and converted to the brief's unit."""
+
+from __future__ import annotations
+
+import pytest
+
+from briefd.daemon.rules import units
+from briefd.daemon.rules.units import SIZE, TIME
+
+
+@pytest.mark.parametrize("word, wanted, unit", [
+    ("seconds", "", "second"), ("ms", "", "millisecond"), ("msec", TIME, "millisecond"),
+    ("minutes", "", "minute"), ("deciseconds", "", "decisecond"), ("KiB", "", "kibibyte"),
+    ("kilobytes", "", "kilobyte"), ("bytes", "", "byte"), ("octets", "", "byte"),
+    # a configuration file's letters, read only for the quantity the brief asks
+    ("m", TIME, "minute"), ("w", TIME, "week"), ("s", TIME, "second"), ("K", SIZE, "kibibyte"),
+    ("M", SIZE, "mebibyte"), ("kbytes", SIZE, "kibibyte"),
+    ("m", "", None), ("K", "", None), ("w", "", None),       # metres, kelvins and watts are not figures here
+    ("in", "", None), ("at", "", None), ("connections", "", None), ("percent", "", None),
+])
+def test_a_word_is_a_unit_only_where_it_writes_one(word: str, wanted: str, unit: str | None) -> None:
+    assert units.unit_of_word(word, wanted) == unit
+
+
+@pytest.mark.parametrize("unit, dimension, name", [
+    ("seconds", TIME, "second"), ("MiB", SIZE, "mebibyte"), ("MB", SIZE, "mebibyte"),  # read as a document's
+    ("kilobytes", SIZE, "kilobyte"), ("connections", "", "connection"), ("priority level", "", "priority level"),
+    ("retries", "", "retry"),
+])
+def test_a_briefs_unit_is_a_quantity_or_a_count(unit: str, dimension: str, name: str) -> None:
+    measure = units.measure(unit)
+    assert (measure.dimension, measure.unit) == (dimension, name)
+    assert measure.is_count is (dimension == "")
+
+
+@pytest.mark.parametrize("value, written, unit, base_1000, result", [
+    (30, "second", "millisecond", False, 30_000),
+    (10, "week", "day", False, 70),
+    (70, "decisecond", "second", False, 7),
+    (64, "kibibyte", "byte", False, 65_536),
+    (48, "kibibyte", "byte", True, 48_000),            # the text states base 1000
+    (50, "mebibyte", "megabyte", False, 50),            # the same prefix letter: as written, whatever the base
+    (20, "byte", "bit", False, 160),
+    (5, "second", "byte", False, None),                 # a duration is no size
+])
+def test_a_figure_converts_to_the_briefs_unit(value: float, written: str, unit: str, base_1000: bool,
+                                              result: float | None) -> None:
+    assert units.convert(value, written, unit, base_1000=base_1000) == result
+
+
+@pytest.mark.parametrize("text, base_1000", [
+    ("1k => 1000 bytes, 1kb => 1024 bytes", True),
+    ("parsed as Kilobytes, Megabytes ... (with the base 1024), respectively", False),
+])
+def test_a_document_that_states_decimal_sizes_is_read_so(text: str, base_1000: bool) -> None:
+    assert bool(units.SIZE_BASE_1000.search(text)) is base_1000
