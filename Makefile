@@ -5,7 +5,8 @@
 #     SOAK_ARGS: --seconds N --seed N, and a mode: --hostile (web), --hostile-library, --api-flood
 #   make bench-vectors   `briefd eval --vectors` on the rule vectors' two halves; in make bench
 #   make bench-docs   `briefd eval` on the real-document set (Debian manuals: tests/lab/docset.py); in make bench
-#   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes)
+#   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes),
+#                     then Gemma reading the rule vectors' figures and the rules verifying them (tests/lab/vectors_real.py)
 #   make wheelhouse   (connected machine) wheels of briefd and its runtime dependencies, for an air-gapped install
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -78,6 +79,7 @@ bench-docs: $(STAMP) docs-tools
 
 bench-real: $(STAMP)
 	$(PY) -m tests.lab.bench_real $(BENCH_REAL_ARGS)
+	$(PY) -m tests.lab.vectors_real $(BENCH_REAL_VECTORS_ARGS)
 
 soak: $(STAMP)
 	$(PY) -m tests.lab.soak $(SOAK_ARGS)

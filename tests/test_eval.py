@@ -255,7 +255,7 @@ def test_the_table_escapes_page_text_in_its_details() -> None:
 # ---- the eval file ------------------------------------------------------------------------------
 
 def case(**expect: Any) -> dict[str, Any]:
-    return {"brief": {"id": "x", "question": "What is max_connections by default?"},
+    return {"brief": {"id": "x", "question": "What is dnsmasq's default --tftp-max?"},
             "expect": {"patterns": ["100"], **expect}}
 
 

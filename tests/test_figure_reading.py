@@ -320,7 +320,7 @@ def test_a_figure_said_of_another_noun_is_that_quantitys(contract: Contract, quo
     assert judge.quote_stance(contract, quote).stance == stance
 
 
-# Which extreme a figure is said to be (judge.another_extreme), and which setting (judge.code_names). Each was a
+# Which extreme a figure is said to be (judge.figure_roles), and which setting (judge.code_names). Each was a
 # verdict of the docset: ssh_config(5)'s default of RequiredRSASize (a minimum) refuted "ssh-keygen creates RSA
 # keys of more than 2048 bits by default"; ssh-keygen(1)'s minimum in one clause and default in the next, and
 # zstd(1)'s "[1-19] (default: 3)" beside "(maximum 22)", made a single manual read both ways (nothing decided);
@@ -438,7 +438,7 @@ LUA_FREE_SLOTS = Contract(">=", 20, "slots", "free stack slots",
 
 def test_a_figure_given_of_a_name_the_paragraph_above_counts_reads_that_count() -> None:
     """"LUA_MINSTACK is defined as 20" names no unit; the paragraph above says LUA_MINSTACK counts "extra slots",
-    and a claim of "free stack slots" is read there ("extra" is "free": judge._SAME_SENSE)."""
+    and a claim of "free stack slots" is read there (the sentence above defines the name in the claim's words)."""
     reading = judge.quote_stance(LUA_FREE_SLOTS, LUA_MINSTACK)
     assert reading.stance == "supports" and [f.raw for f in reading.figures] == ["20"]
     assert judge.quote_stance(replace(LUA_FREE_SLOTS, target=32), LUA_MINSTACK).stance == "contradicts"

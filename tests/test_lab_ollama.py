@@ -828,8 +828,8 @@ def test_llama_driver_answers_a_real_chat_in_ollama_shape(tmp_path: Path) -> Non
 @pytest.mark.parametrize("text, line, value", [
     ("If unspecified, the option defaults to 60 seconds.", "ESTIMATE: seconds, current range 1..1000", 60.0),
     # a naive reader takes the first number where no figure carries the unit: the figure rules must refuse it
-    ("ceil((max_connections + autovacuum_max_workers + 6) / 16) * 17", "ESTIMATE: connections, current range 1..5000",
-     6.0),
+    ("Defaults to RuntimeDirectorySize= divided by 4096.", "ESTIMATE: inodes, current range 1..5000",
+     4096.0),
     ("Uploads are processed every five minutes.", "ESTIMATE: minutes, current range 1..1440", None),  # a word
     ("The overrun reached $431 million.", "ESTIMATE: USD million, current range 100..2000", None),  # read_amount's
     ("Costs rose 34 percent in 2024.", "ESTIMATE: percent, current range 0..100", None),

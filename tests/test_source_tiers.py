@@ -174,7 +174,7 @@ ONE_SOURCE_CASES: list[OneSourceCase] = [
      "inconclusive"),
     ("figures on both sides decide nothing, however official", KEY_LENGTH,
      [(KEYGEN_1, AUTHORITY, f"{MANUAL}/ssh-keygen.1")], "inconclusive"),
-    # ... but the minimum in one clause and the default in the next are two quantities (judge.another_extreme)
+    # ... but the minimum in one clause and the default in the next are two quantities (judge.figure_roles)
     ("the default decides where the minimum is said in another clause", KEYGEN,
      [(KEYGEN_1, AUTHORITY, f"{MANUAL}/ssh-keygen.1")], "supported"),
     ("another setting's default minimum is no default size", KEYGEN,

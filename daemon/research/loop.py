@@ -479,7 +479,7 @@ def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:
     """The evidence items that carry a figure, as the range rule reads them."""
     return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
                           impact=e["impact"] or "neutral", source=judge.independent_source(e["url"]),
-                          round=e["round"])
+                          round=e["round"], tier=e["tier"])
             for e in rows if e["low"] is not None and e["high"] is not None]
 
 

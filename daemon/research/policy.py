@@ -176,7 +176,8 @@ class EstimatePolicy(Policy):
         if not facts.state.estimate_history:
             return decide.Progress(answered_ends_it=False)
         current = self.current_range(facts.state)
-        reached = self.meets_target(current) and self.supported_by(facts) >= judge.TARGET_SOURCES
+        reached = self.meets_target(current) and (self.supported_by(facts) >= judge.TARGET_SOURCES
+                                                  or judge.settled_by(facts.readings, self.initial) is not None)
         scores = [h["progress_score"] for h in facts.state.estimate_history]
         return decide.Progress(target_reached=reached, converged=judge.plateau([0.0, *scores]),
                                answered_ends_it=False)
@@ -199,8 +200,9 @@ class EstimatePolicy(Policy):
         low, high = self.current_range(state)
         unit = self.est.unit
         return (f"ESTIMATE: {unit}, current range {span_text(low, high, '..')}",
-                (f"For each item give the figure it states, in {unit} (value, or low and high), how it "
-                 f"moves the ESTIMATE (impact) and the source's tier."))
+                (f"For each item give the figure it states, in {unit} (value, or low and high), what the figure "
+                 f"is of (of), which figure it is (kind), how it moves the ESTIMATE (impact) and the source's "
+                 f"tier."))
 
     def synthesis_line(self, facts: Facts) -> str:
         low, high = self.current_range(facts.state)
@@ -267,8 +269,12 @@ class EstimatePolicy(Policy):
             return f"{rng} is the result (the brief set no target)"
         sources = self.supported_by(facts)
         need = judge.TARGET_SOURCES
+        authority = judge.settled_by(facts.readings, self.initial)
         if self.meets_target((low, high)):
             verb = "lies inside" if self.est.target_width is None else "meets"
+            if authority is not None and sources < need:
+                return (f"{rng} {verb} the target {target}; it rests on one source, {authority}, tiered as an "
+                        f"authority that decides alone, with nothing credible against it")
             if sources >= need:
                 return f"{rng} {verb} the target {target}, supported by {sources} credible sources"
             return (f"{rng} {verb} the target {target}, but it rests on {sources} credible source"

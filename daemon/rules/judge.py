@@ -332,23 +332,19 @@ class Figure:
 
 NOT_THE_QUANTITY = "not stated as the quantity"
 
-# Units a manual writes in more than one way: a figure followed by any name of its group is in that unit.
-# Bare "B", "K" and "M" are left out on purpose: "8B" may be bits, "512K" and "5M" are read as scale words
-# (except against a size in KB, MB or GB: size_letter).
+# Shares and trace concentrations a manual writes in more than one way: a figure followed by any name of its
+# group is in that unit. Durations and sizes are the units library's (units.py); a count's noun is its own.
 _UNIT_NAMES: tuple[tuple[str, ...], ...] = (
     ("ppb", "parts per billion", "parts-per-billion"), ("ppm", "parts per million", "parts-per-million"),
     ("ppt", "parts per trillion", "parts-per-trillion"),
-    ("bytes", "byte"), ("bits", "bit"),
-    ("KB", "KiB", "kB", "kilobytes", "kilobyte", "kibibytes"),
-    ("MB", "MiB", "megabytes", "megabyte", "mebibytes"), ("GB", "GiB", "gigabytes", "gigabyte", "gibibytes"),
-    ("seconds", "second", "secs", "sec", "s"), ("milliseconds", "millisecond", "msecs", "msec", "ms"),
-    ("microseconds", "microsecond", "usec", "µs"), ("minutes", "minute", "mins", "min"),
-    ("hours", "hour", "hrs", "hr", "h"), ("days", "day"),
 )
-# A unit-like word written against a number: "8MB", "40MB download", "16kB", "2 hours" beside a figure in
-# another unit is that unit's figure, not the brief's.
-_KNOWN_UNITS = frozenset(n.lower() for group in _UNIT_NAMES for n in group)
-_KNOWN_UNIT_WORDS = _alternation(_KNOWN_UNITS)
+
+
+def _is_unit_word(word: str) -> bool:
+    """Whether `word`, written against a number, is a unit of its own ("8MB", "2 hours", "7 ppb"): a count's figure
+    with one beside it is that unit's, not the brief's."""
+    return bool(units.unit_of_word(word, units.TIME) or units.unit_of_word(word, units.SIZE)) or \
+        any(word.lower() in (n.lower() for n in group) for group in _UNIT_NAMES)
 
 
 def _unit_names(unit: str) -> tuple[str, ...]:
@@ -374,23 +370,12 @@ def _unit_after(unit: str) -> re.Pattern[str]:
     up to two words may come between)."""
     names = sorted(_unit_names(unit), key=len, reverse=True)
     words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names) or "(?!)"
-    between = rf"(?:(?!(?:{_KNOWN_UNIT_WORDS})(?![\w-]))[a-z][\w-]*\s+){{0,2}}?"
+    between = r"(?:[a-z][\w-]*\s+){0,2}?"
     return re.compile(rf"[\s-]?{between}(?:{words})(?![\w-])", re.IGNORECASE)
 
 
-@lru_cache(maxsize=64)
-def _unit_named(unit: str) -> re.Pattern[str]:
-    """The unit named as a word anywhere ("The maximum number of bytes ..."); not inside an identifier
-    (max_connections names no connections), nor as a rate's denominator ("reclaims attempted per second,
-    times 1000" states no 1000 seconds), nor as another figure's unit ("(half-life of 10 seconds) ...
-    times 1000": the seconds are the 10's)."""
-    names = sorted(_unit_names(unit), key=len, reverse=True)
-    words = "|".join(re.escape(n).replace(r"\ ", r"\s+") + r"(?:e?s)?" for n in names) or "(?!)"
-    return re.compile(rf"(?<![\w.-])(?<!\bper\s)(?<!\d\s)(?:{words})(?![\w-])", re.IGNORECASE)
-
-
 # Code, a formula or a command line around a number: "make MAX_CONNECTIONS=5 check", "-DOS_OTHER=1",
-# "LALR(1)", "fork(2)", "ceil((max_connections + 6) / 16) * 17", "curl --max-redirs 3 --location".
+# "LALR(1)", "fork(2)", "Defaults to RuntimeDirectorySize= divided by 4096", "curl --max-redirs 3 --location".
 # "+" and "/" are operators between operands ("a + 6", "24/7"), not a sign ("rose +5%"); so is "-" after a
 # name ("size-1 bytes"), not between two numbers ("4-6 ppb", a range).
 _CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\(|(?<!\S)--?[A-Za-z][\w-]*\s+|"
@@ -430,9 +415,9 @@ _CONDITION = re.compile(r"\b(?:if|when|whenever|unless)\b[^,;.:()]*?\b(?:is|are|
 # "Before Linux 2.6.18, the limit on the recursion depth was 5": what an older release did, not the quantity.
 _EARLIER_RELEASE = re.compile(r"\s*(?:before|until|prior\s+to)\s+(?:[A-Za-z][\w+-]*\s+){0,2}v?\d+(?:\.\d+)+,",
                               re.IGNORECASE)
-# How far before a figure its unit may be named: this sentence and the one before it ("The maximum
-# number of bytes in a string ... is defined by SQLITE_MAX_LENGTH. The default value of this macro is
-# 1 billion"), not a whole table or page; and never more than SUBJECT_CHARS back.
+# How far before a figure its unit may be named in its subject: this sentence and the one before it ("Number
+# of minutes that can elapse before sudo will ask for a password again. ... The default is 15."), not a whole
+# table or page; and never more than SUBJECT_CHARS back (unit_named_before reads the rest of its entry).
 SUBJECT_SENTENCES = 2
 SUBJECT_CHARS = 300
 
@@ -485,7 +470,7 @@ def _beside(quote: str, amount: Amount) -> str:
         return ""
     word = after.group(1) or after.group(2) or ""
     attached = after.group(2) is not None
-    return word if attached or word.lower() in _KNOWN_UNITS else ""
+    return word if attached or _is_unit_word(word) else ""
 
 
 _DIGITS = re.compile(r"[-\u2212]?\s*(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
@@ -761,6 +746,9 @@ def question_words(asked: str) -> set[str]:
     return words
 
 
+# Nouns that name a duration or a size itself, whatever it is of: "a 5s timeout" is the duration asked.
+_QUANTITY_NOUNS = frozenset({"timeout", "delay", "interval", "period", "duration", "wait", "time", "lifetime",
+                             "size", "length", "amount", "total"})
 _ATTRIBUTE_OF = re.compile(r"[-\s]+([a-z][a-z-]{2,})\b(?!\s+(?:of|is|are|was|were|to|from|in|on|at|by|for)\b)")
 
 
@@ -809,7 +797,7 @@ def another_quantity_asked(amount: Amount, quote: str, asked: str, unit_end: int
         re.search(r"\b(?:an?|the)\s+$", quote[max(0, start - 6):start], re.IGNORECASE) else None
     if attribute is not None:
         noun = attribute.group(1).lower()
-        if noun not in STOPWORDS and _stem(noun) not in wanted | _ROLE_WORDS:
+        if noun not in STOPWORDS | _QUANTITY_NOUNS and _stem(noun) not in wanted | _ROLE_WORDS:
             return f"{NOT_THE_QUANTITY} (a {noun}'s size, which the question does not ask about)"
     return None
 
@@ -883,10 +871,18 @@ def _roles_in(text: str, cues: re.Pattern[str], table: tuple[tuple[str, str], ..
     return {table[int(name[1:])][0] for m in cues.finditer(text) for name, v in m.groupdict().items() if v}
 
 
+# "How many connections does it allow", "what it will accept": what may be is asked up to its most.
+_ASKS_WHAT_MAY_BE = re.compile(r"\b(?:allow(?:s|ed)?|permit(?:s|ted)?|accept(?:s|ed)?|can|may)\b", re.IGNORECASE)
+
+
 def asked_roles(asked: str) -> frozenset[str]:
     """Which figure of a quantity a question or a contract's metric asks for: its default, its maximum or its
-    minimum, an example, a recommendation, an earlier value; none of these: the quantity's value."""
-    return frozenset(_roles_in(asked, _QUESTION_ROLE, _QUESTION_ROLES))
+    minimum, an example, a recommendation, an earlier value; none of these: the quantity's value. A question of
+    what is allowed or accepted asks the most, unless it says the least."""
+    roles = _roles_in(asked, _QUESTION_ROLE, _QUESTION_ROLES)
+    if MINIMUM not in roles and _ASKS_WHAT_MAY_BE.search(asked):
+        roles.add(MAXIMUM)
+    return frozenset(roles)
 
 
 _CLAUSE_BREAK = re.compile(r"[,;:(]|\s(?:and|but|while|whereas|or)\s", re.IGNORECASE)
@@ -982,7 +978,8 @@ def subject_extremes(text: str, quantity: set[str]) -> frozenset[str]:
     minimum RSA key size ...", "controls the maximum amount of transfers" are an extreme's entry; a word of the
     quantity must follow the extreme within four words, so a stray "maximum" elsewhere says nothing."""
     return frozenset(_EXTREMES[m.group(1).lower()] for m in _EXTREME_OF.finditer(text)
-                     if {_stem(w.lower()) for w in m.group(2).split()} & quantity)
+                     if {_stem(w.lower()) for w in m.group(2).split()} & quantity
+                     and not re.search(r"\d\s*\((?:the\s+)?$", text[:m.start()]))  # "0 (highest priority)": a scale's end
 
 
 def role_conflict(roles: frozenset[str], asked: frozenset[str], high_end: bool = False,
@@ -1456,6 +1453,7 @@ class Reading:
     impact: str
     source: str
     round: int = 0
+    tier: str | None = None  # the source's (capped) tier: an authority (ONE_SOURCE_TIERS) may settle alone
 
 
 @dataclass(frozen=True)
@@ -1467,6 +1465,7 @@ class _Weighted:
     speaks_low: bool
     speaks_high: bool
     confidence: float = 0.0
+    authority: bool = False
 
 
 def _confidence(c: float) -> float:
@@ -1493,7 +1492,8 @@ def _credible(readings: Sequence[Reading], initial: tuple[float, float] | None =
         c = _confidence(r.confidence)
         impact = r.impact if r.impact in IMPACTS else "narrows_both"
         out.append(_Weighted(lo, hi, c * c / per_source[r.source], r.source,
-                             impact != "narrows_high", impact != "narrows_low", c))
+                             impact != "narrows_high", impact != "narrows_low", c,
+                             normalize_tier(r.tier) in ONE_SOURCE_TIERS if r.tier else False))
     return out
 
 
@@ -1557,7 +1557,9 @@ def update_range(initial: tuple[float, float], readings: Sequence[Reading]) -> t
        only on the side where the initial bound lies beyond the evidence. So one credible
        reading draws the range towards it but never collapses it to a point: an industry
        figure of 97 (0.7) in a 10..1000 range gives 70.9..367.9; a second independent
-       source at 97 corroborates it and the range becomes 97..97.
+       source at 97 corroborates it and the range becomes 97..97. Unless that one source is an
+       authority that decides alone (its tier in ONE_SOURCE_TIERS: settled_by) and nothing credible
+       stands against it: then its figure is the range, as a contract may rest on one such source.
 
     No credible evidence: the initial range, unchanged. The result does not depend on the
     order of `readings`; raising an in-range reading's confidence only draws the bounds
@@ -1602,7 +1604,22 @@ def _uncorroborated_share(side: Sequence[_Weighted]) -> float:
         return 0.0
     if not sources:
         return 1.0
+    if all(w.authority for w in side):
+        return 0.0  # one authority (a regulator-tiered manual, a government host) settles alone: settled_by
     return max(ONE_SOURCE_KEEPS, 1 - max(w.confidence for w in side))
+
+
+def settled_by(readings: Sequence[Reading], initial: tuple[float, float] | None = None) -> str | None:
+    """The one authoritative source an estimate rests on, or None: every credible reading is that source's, and
+    its tier is one that decides alone (ONE_SOURCE_TIERS: the organisation's source_tiers rule names the document
+    the authority, or the host is a government's). As a contract may rest on one such source, so may a range:
+    its figure, stated plainly with nothing credible against it, is the range (update_range), and the report
+    says the range rests on it. Nothing credible against it means no other source's credible reading at all."""
+    credible = _credible(readings, initial)
+    sources = {w.source for w in credible}
+    if len(sources) == 1 and all(w.authority for w in credible):
+        return sources.pop()
+    return None
 
 
 def credible_sources(readings: Sequence[Reading]) -> int:
@@ -1996,32 +2013,11 @@ class Quoted:
     lead: str = ""         # the passage before the quote: where its figure's unit or setting may be named
 
 
-# A bound is what a qualifier makes of a figure: "below 5 ppb" allows anything under 5.
-_STRICT_UPPER = r"below|under|less\s+than|lower\s+than|fewer\s+than|nearly|almost|just\s+under"
-_CLOSED_UPPER = r"at\s+most|up\s+to|no\s+more\s+than|not\s+more\s+than|as\s+much\s+as|a\s+maximum\s+of"
-_STRICT_LOWER = (r"above|over|more\s+than|greater\s+than|higher\s+than|exceed(?:s|ed|ing)?|in\s+excess\s+of|"
-                 r"just\s+over")
-_CLOSED_LOWER = r"at\s+least|no\s+less\s+than|not\s+less\s+than|upwards\s+of|a\s+minimum\s+of"
-_BOUND = re.compile(rf"(?<!\w)(?:(?P<su>{_STRICT_UPPER})|(?P<cu>{_CLOSED_UPPER})|(?P<sl>{_STRICT_LOWER})|"
-                    rf"(?P<cl>{_CLOSED_LOWER}))\s*$", re.IGNORECASE)
-# "fell from 14.2 ppb to 4.6 ppb", "down from 14.2 ppb", "compared with 14.2 ppb": what it was.
-_FROM = re.compile(r"(?<!\w)(?:from|compared\s+(?:with|to)|previously|formerly)\s*$", re.IGNORECASE)
 # "the 15 ppb action level", "an action level of 15 ppb": a threshold named, not a measurement.
 _THRESHOLD_WORDS = (r"action\s+levels?|limits?|targets?|thresholds?|standards?|goals?|benchmarks?|guidelines?|"
                     r"caps?|ceilings?")
 _THRESHOLD_AFTER = re.compile(rf"\s*(?:[\w-]+\s+){{0,2}}?(?:{_THRESHOLD_WORDS})\b", re.IGNORECASE)
 _THRESHOLD_BEFORE = re.compile(rf"(?<!\w)(?:{_THRESHOLD_WORDS})\s+(?:of|is|was|at|set\s+at)\s*$", re.IGNORECASE)
-def _stated_in(amount: Amount, quote: str, unit: str) -> float | None:
-    """The amount in `unit`, or None when the quote does not state it in that unit.
-
-    Money and percent units: to_unit decides (a currency or a percent sign is part of the
-    amount). A trace or share unit must be written right after a bare number ("7.6 ppb"), or a
-    bare count ("148 homes", "2025") would be read as 148 ppb. Any other unit: figure_reading
-    (written beside the number, or named before it; never in code, a version or a date)."""
-    found = _in_unit(amount, quote, unit)
-    return found[0] if found else None
-
-
 _RATIO_FAMILY: dict[str, str] = {
     "fraction": "share", "percent": "share", "permille": "share", "basis points": "share",
     "ppm": "trace", "ppb": "trace",
@@ -2231,15 +2227,8 @@ def _is_range(quote: str, a: Amount, b: Amount) -> bool:
     return True
 
 
-# Words a manual and a claim use for one quantity's qualifier: a claim of "free stack slots" is read in Lua's
-# "at least LUA_MINSTACK extra slots". Kept to words that say the same of a count or a size in any manual.
-_SAME_SENSE = {"extra": "free", "spare": "free", "unused": "free"}
-
-
 def _stem(word: str) -> str:
-    """A word less its plural or past ending, enough to match "links" to "link", "needed" to "need", and a
-    qualifier as its sense (_SAME_SENSE: "extra" is "free")."""
-    word = _SAME_SENSE.get(word, word)
+    """A word less its plural or past ending, enough to match "links" to "link", "needed" to "need"."""
     for ending in ("ing", "ed", "es", "s"):
         if word.endswith(ending) and len(word) - len(ending) >= 3:
             return word[:-len(ending)]
@@ -2313,54 +2302,6 @@ _EXTREMES = {"maximum": "maximum", "max": "maximum", "largest": "maximum", "high
 
 
 _EXTREME_OF = re.compile(rf"\b({_alternation(_EXTREMES)})((?:\s+[A-Za-z][\w-]*){{1,4}})", re.IGNORECASE)
-_EXTREME_BEFORE_WORD = re.compile(rf"\b({_alternation(_EXTREMES)})\s+([A-Za-z][\w-]*)", re.IGNORECASE)
-
-
-def _extremes(text: str) -> list[str]:
-    """The extremes `text` names, in order ("... below a minimum, and there is a maximum value": minimum,
-    maximum): the last is the one said of a figure after it."""
-    return [_EXTREMES[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _EXTREMES]
-
-
-def figure_subject(quote: str, start: int, after: int = 0) -> str:
-    """What the figure at `start` is said of: its clause (from its sentence's start, or from the end `after`
-    of the figure before it in that sentence), or, when its sentence names nothing of its own ("The default
-    is 1024 bits.": decide.leans_on_before), the sentences of its paragraph before it."""
-    own = _sentence_starts(quote, start)[-1]
-    own += len(quote[own:start]) - len(quote[own:start].lstrip())  # the sentence's first word, not the break
-    if after > own:
-        return quote[after:start]
-    above = _leaned_on_from(quote, own)
-    if not leans_on_before(quote[own:start + 1], quote[above:own]):
-        return quote[own:start]
-    return quote[max(above, start - ENTRY_MAX_CHARS):start]
-
-
-def another_extreme(contract: Contract, quote: str, start: int, after: int = 0) -> str | None:
-    """Why the figure at `start` is another extreme of a quantity than the metric's, or None. A metric that
-    names an extreme ("minimum RSA key size") is read only from a figure said to be that extreme (the last
-    one named before it: "below a minimum, and there is a maximum value (currently 8192)" is the maximum);
-    one that names none ("default RSA key size") not from a figure said of an extreme of the metric's own
-    words ("the minimum RSA key size", "the minimum size"), while "the maximum number of symbolic links"
-    still reads "symbolic links followed", and "Maximum size in bytes of the buffer ... Default is 1 MiB"
-    the http.postBuffer default. ssh_config(5)'s "Specifies the minimum RSA key size (in bits) that ssh(1)
-    will accept. ... The default is 1024 bits." is so no reading of the default RSA key size ssh-keygen(1)
-    makes, and ssh-keygen(1)'s "For RSA keys, the minimum size is 1024 bits and the default is 3072 bits."
-    gives the minimum in its first clause and the default in its second."""
-    if _money_or_share(contract.unit):
-        return None  # money and shares: their unit says what is measured (names_the_metric)
-    wanted = set(_extremes(contract.metric))
-    subject = figure_subject(quote, start, after)
-    named = _extremes(subject)
-    said = named[-1] if named else None
-    if wanted and said not in wanted:
-        return f"not said to be the {sorted(wanted)[0]}"
-    if not wanted and said is not None:
-        words = _metric_words(contract)
-        for match in _EXTREME_BEFORE_WORD.finditer(subject):
-            if _stem(match.group(2).lower()) in words:
-                return f"said of the {_EXTREMES[match.group(1).lower()]} {match.group(2)}"
-    return None
 
 
 def measures_another_quantity(contract: Contract, quote: str, start: int) -> str | None:

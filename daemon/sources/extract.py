@@ -406,10 +406,10 @@ def _remove(element: lxml.html.HtmlElement) -> None:
 def _shape_definitions(tree: lxml.html.HtmlElement) -> None:
     """Definition lists as paragraphs that open with their term; permalink marks and code's line breaks gone.
 
-    A manual's settings live in <dl>s (Texinfo's options, AsciiDoc's config variables, PostgreSQL's
-    GUCs): read as they are, a term became a line of its own, away from the definition that says
+    A manual's settings live in <dl>s (Texinfo's options, AsciiDoc's config variables, a database's
+    settings): read as they are, a term became a line of its own, away from the definition that says
     "The default value is 50." (a passage cut between them lost it for good), trafilatura cut a term
-    with markup inside ("work_mem (integer)" became "work_mem ("), and Texinfo's permalink "¶" and two
+    with markup inside ("name (integer)" became "name ("), and Texinfo's permalink "¶" and two
     <dt>s with no space between ("-H num--hashsize=num") made terms nobody would search for. So each
     group of <dt>s becomes the start of its definition's first paragraph (m4's "-H num, --hashsize=num: Make
     the internal hash table ... The default is 65537 entries."), a quote of which names its setting

@@ -1,0 +1,40 @@
+"""An estimate settles as a contract does (issue 27): one authoritative source stating the figure plainly, with
+nothing credible against it, is the range, and the report says the range rests on it; any other source still
+needs a second one."""
+
+from __future__ import annotations
+
+from briefd.daemon.rules import judge
+from briefd.daemon.rules.judge import Reading
+
+INITIAL = (1.0, 100_000.0)
+
+
+def reading(value: float, source: str, tier: str, confidence: float | None = None) -> Reading:
+    return Reading(low=value, high=value, confidence=judge.TIER_CAPS[tier] if confidence is None else confidence,
+                   impact="narrows_both", source=source, tier=tier)
+
+
+def test_one_authority_is_the_range_and_is_named() -> None:
+    manual = [reading(4096, "docs/manpages", "regulator")]
+    assert judge.update_range(INITIAL, manual) == (4096, 4096)
+    assert judge.settled_by(manual, INITIAL) == "docs/manpages"
+    assert judge.target_met((4096, 4096), target_width=100)
+
+
+def test_one_source_of_any_other_tier_still_keeps_part_of_the_way() -> None:
+    news = [reading(4096, "news.example", "news")]
+    low, high = judge.update_range(INITIAL, news)
+    assert low < 4096 < high and judge.settled_by(news, INITIAL) is None
+
+
+def test_anything_credible_against_it_means_no_one_source_settles() -> None:
+    both = [reading(4096, "docs/manpages", "regulator"), reading(8192, "wiki.example", "industry")]
+    assert judge.settled_by(both, INITIAL) is None
+    low, high = judge.update_range(INITIAL, both)
+    assert low <= 4096 and high >= 8192  # two sources: the weighing, as before
+
+
+def test_a_weak_reading_against_it_is_no_disagreement() -> None:
+    weak = [reading(4096, "docs/manpages", "regulator"), reading(8192, "forum.example", "social")]
+    assert judge.settled_by(weak, INITIAL) == "docs/manpages"
