@@ -42,7 +42,7 @@ from briefd.daemon.core.brief import (
     load_schema,
     parse_brief,
 )
-from briefd.daemon.rules.judge import COMPARATORS
+from briefd.daemon.rules.contracts import COMPARATORS
 
 SCHEMA = load_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

@@ -16,18 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from briefd.daemon.rules import judge
+from briefd.daemon.rules import contracts, judge
 from briefd.daemon.core.brief import Hypothesis, parse_brief
-from briefd.daemon.rules.judge import (
-    ADVISORY,
-    DETERMINISTIC,
-    EVIDENCE_LEVEL_MEANING,
-    MODEL_TIER_CEILING,
-    TIER_CAPS,
-    Contract,
-    Quoted,
-    Stance,
-)
+from briefd.daemon.rules.contracts import Contract
+from briefd.daemon.rules.judge import ADVISORY, DETERMINISTIC, EVIDENCE_LEVEL_MEANING, MODEL_TIER_CEILING, TIER_CAPS, Quoted, Stance
 from briefd.daemon.report.report import render_html, render_markdown
 from briefd.daemon.core.settings import SettingsError, load_settings, settings_table
 from tests.conftest import CONTRACT, needs_contract
@@ -65,36 +57,36 @@ STANCES: list[tuple[str, float | tuple[float, float], str, str, str]] = [
 @pytest.mark.parametrize("comparator, target, unit, quote, expected", STANCES)
 def test_each_comparator_decides_from_the_quoted_figure(comparator: str, target: float | tuple[float, float],
                                                         unit: str, quote: str, expected: str) -> None:
-    reading = judge.quote_stance(Contract(comparator, target, unit), quote)
+    reading = contracts.quote_stance(Contract(comparator, target, unit), quote)
     assert reading.stance == expected, reading
 
 
 FIGURE_RULES: list[tuple[str, str, list[tuple[str, str]]]] = [
     # "from X" is what it was, not what it is
     ("The 90th-percentile lead level fell from 14.2 ppb in 2023 to 4.6 ppb in 2024 and 3.9 ppb in 2025.",
-     "supports", [("14.2 ppb", judge.EARLIER), ("4.6 ppb", judge.MEETS), ("3.9 ppb", judge.MEETS)]),
+     "supports", [("14.2 ppb", contracts.EARLIER), ("4.6 ppb", contracts.MEETS), ("3.9 ppb", contracts.MEETS)]),
     # a bound at the target restates the claim; a bound elsewhere decides
     ("Twenty-seven homes (18 percent) exceeded 5 ppb and six exceeded 15 ppb.",
-     "contradicts", [("exceeded 5 ppb", judge.RESTATES), ("exceeded 15 ppb", judge.FAILS)]),
-    ("Lead levels are now below 5 ppb, a third of what they were.", "neutral", [("below 5 ppb", judge.RESTATES)]),
-    ("Every sample was at most 3 ppb.", "supports", [("at most 3 ppb", judge.MEETS)]),
+     "contradicts", [("exceeded 5 ppb", contracts.RESTATES), ("exceeded 15 ppb", contracts.FAILS)]),
+    ("Lead levels are now below 5 ppb, a third of what they were.", "neutral", [("below 5 ppb", contracts.RESTATES)]),
+    ("Every sample was at most 3 ppb.", "supports", [("at most 3 ppb", contracts.MEETS)]),
     # a threshold named is a yardstick, not a reading; "compared with X" is what it was
-    ("Lead was 4.6 ppb, below the 5 ppb action level.", "supports", [("4.6 ppb", judge.MEETS), ("5 ppb", judge.THRESHOLD)]),
+    ("Lead was 4.6 ppb, below the 5 ppb action level.", "supports", [("4.6 ppb", contracts.MEETS), ("5 ppb", contracts.THRESHOLD)]),
     ("Lead was 4.6 ppb, well below the federal action level of 15 ppb.", "supports",
-     [("4.6 ppb", judge.MEETS), ("15 ppb", judge.THRESHOLD)]),
+     [("4.6 ppb", contracts.MEETS), ("15 ppb", contracts.THRESHOLD)]),
     ("Lead fell to 3.9 ppb, compared with 14.2 ppb in 2023.", "supports",
-     [("3.9 ppb", judge.MEETS), ("14.2 ppb", judge.EARLIER)]),
-    ("A 90th-percentile lead level of 7.6ppb.", "contradicts", [("7.6ppb", judge.FAILS)]),
+     [("3.9 ppb", contracts.MEETS), ("14.2 ppb", contracts.EARLIER)]),
+    ("A 90th-percentile lead level of 7.6ppb.", "contradicts", [("7.6ppb", contracts.FAILS)]),
     # counts, years and other units are not figures in ppb
     ("We sampled 148 homes in 2025; 18% had lead lines.", "neutral", []),
     # two readings on both sides: code cannot tell which is the metric
-    ("The utility reports 3.9 ppb; the study found 7.6 ppb.", "neutral", [("3.9 ppb", judge.MEETS), ("7.6 ppb", judge.FAILS)]),
+    ("The utility reports 3.9 ppb; the study found 7.6 ppb.", "neutral", [("3.9 ppb", contracts.MEETS), ("7.6 ppb", contracts.FAILS)]),
 ]
 
 
 @pytest.mark.parametrize("quote, expected, figures", FIGURE_RULES)
 def test_which_figures_a_quote_states(quote: str, expected: str, figures: list[tuple[str, str]]) -> None:
-    reading = judge.quote_stance(LEAD, quote)
+    reading = contracts.quote_stance(LEAD, quote)
     assert [(f.raw, f.outcome) for f in reading.figures] == figures
     assert reading.stance == expected
 
@@ -179,7 +171,7 @@ def test_briefd_schema_documents_the_contract() -> None:
     assert out.returncode == 0, out.stderr
     hypothesis = json.loads(out.stdout)["properties"]["hypothesis"]
     assert set(hypothesis["properties"]) == {"claim", "metric", "comparator", "target", "unit"}
-    assert hypothesis["properties"]["comparator"]["enum"] == list(judge.COMPARATORS)
+    assert hypothesis["properties"]["comparator"]["enum"] == list(contracts.COMPARATORS)
     assert "deterministic" in hypothesis["description"] and "advisory" in hypothesis["description"]
 
 
@@ -284,4 +276,4 @@ def test_the_names_are_the_ones_the_contract_fixes() -> None:
     assert "`source_tiers`" in text
     assert "comparator? (< <= > >= == between)" in text
     assert "source_tiers" in {row["name"] for row in settings_table()}
-    assert " ".join(judge.COMPARATORS) in text
+    assert " ".join(contracts.COMPARATORS) in text

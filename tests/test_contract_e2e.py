@@ -16,13 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from briefd.daemon.rules import judge
-from briefd.daemon.rules.judge import (
-    ADVISORY,
-    DETERMINISTIC,
-    EVIDENCE_LEVEL_MEANING,
-    MODEL_TIER_CEILING,
-)
+from briefd.daemon.rules import contracts, judge
+from briefd.daemon.rules.judge import ADVISORY, DETERMINISTIC, EVIDENCE_LEVEL_MEANING, MODEL_TIER_CEILING
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 from tests.lab.drivers import Source, guess_tier
@@ -59,8 +54,8 @@ def test_a_contract_gives_a_deterministic_verdict_computed_from_the_quoted_figur
     verdict, evidence = report["verdict"], report["evidence"]
     assert verdict["evidence_level"] == DETERMINISTIC
     assert verdict["contract"] == "90th-percentile lead level < 5 ppb"
-    contract = judge.Contract("<", 5.0, "ppb", "90th-percentile lead level")
-    stances = {e["quote"]: judge.quote_stance(contract, e["quote"]).stance for e in evidence}
+    contract = contracts.Contract("<", 5.0, "ppb", "90th-percentile lead level")
+    stances = {e["quote"]: contracts.quote_stance(contract, e["quote"]).stance for e in evidence}
     assert [e["stance"] for e in evidence] == [stances[e["quote"]] for e in evidence], \
         "each quote's stance is what its figures say, not the model's label"
     assert "contradicts" in stances.values() and "supports" in stances.values(), stances

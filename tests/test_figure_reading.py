@@ -1,6 +1,6 @@
 """A figure counts only where its quote states it as the quantity asked (issue 21, part 3; issue 27).
 
-judge.figure_reading is the rule; read_figure (estimates) and quote_figures (contracts) read
+figures.figure_reading is the rule; read_figure (estimates) and quote_figures (contracts) read
 through it. The tables are real sentences, both ways (figures the rule must keep and figures it must
 refuse): from the Debian manuals of the real-document set (tests/lab/docset.py; the path of each is
 given) and from the rule vectors' dev half (tests/lab/vectors/dev.json). The held-out manuals are
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from briefd.daemon.core.brief import Brief, validate_brief
 from briefd.daemon.research import planner
 from briefd.daemon.research.policy import EstimatePolicy, Facts, accept_labels
-from briefd.daemon.rules import decide, judge
+from briefd.daemon.rules import amounts, contracts, decide, figures, judge
 from briefd.daemon.rules.decide import Limits, LoopState, Usage
-from briefd.daemon.rules.judge import Contract
+from briefd.daemon.rules.contracts import Contract
 
 # manpages/path_resolution.7
 SYMLINKS = ("As currently implemented on Linux, the maximum number of symbolic links that will be followed while "
@@ -77,11 +77,11 @@ START_TIMEOUT = "DefaultTimeoutStartSec= and DefaultTimeoutStopSec= default to 9
 GRAMMAR = "The grammar is LALR(1); build it with -DOS_OTHER=1"
 
 KEPT = None
-IN_CODE = f"{judge.NOT_THE_QUANTITY} (inside code, a formula or a command line)"
-NO_UNIT = judge.NOT_THE_QUANTITY + " (no {unit} beside it)"
-VERSION = f"{judge.NOT_THE_QUANTITY} (a version, a name's number or a reference)"
-EARLIER = f"{judge.NOT_THE_QUANTITY} (an earlier release's value)"
-EACH = f"{judge.NOT_THE_QUANTITY} (the size of each of many things)"
+IN_CODE = f"{figures.NOT_THE_QUANTITY} (inside code, a formula or a command line)"
+NO_UNIT = figures.NOT_THE_QUANTITY + " (no {unit} beside it)"
+VERSION = f"{figures.NOT_THE_QUANTITY} (a version, a name's number or a reference)"
+EARLIER = f"{figures.NOT_THE_QUANTITY} (an earlier release's value)"
+EACH = f"{figures.NOT_THE_QUANTITY} (the size of each of many things)"
 
 
 @pytest.mark.parametrize("unit, proposed, quote, reason", [
@@ -109,7 +109,7 @@ EACH = f"{judge.NOT_THE_QUANTITY} (the size of each of many things)"
     ("bytes", 500, FTM, IN_CODE),
     ("states", 1, GRAMMAR, IN_CODE),                            # LALR(1) and -DOS_OTHER=1
     # refused: another unit beside it, one that does not convert; a command line's bare value
-    ("retries", 2, NFS_RETRY, f"{judge.OTHER_UNIT} (minutes)"),
+    ("retries", 2, NFS_RETRY, f"{figures.OTHER_UNIT} (minutes)"),
     ("seconds", 256, SYSCTL_ECHO, NO_UNIT.format(unit="seconds")),
     # refused: a count of something else, a per-item size, a version, an earlier release
     ("bytes", 16, PIPE_CAPACITY, NO_UNIT.format(unit="bytes")),  # "16 pages"
@@ -118,12 +118,12 @@ EACH = f"{judge.NOT_THE_QUANTITY} (the size of each of many things)"
     ("symbolic links", 2.6, SYMLINKS, VERSION),
     ("symbolic links", 5, SYMLINKS, EARLIER),
     ("bytes", 4096, PIPE_CAPACITY.split("  ")[0], EARLIER),     # "Before Linux 2.6.11, ... 4096 bytes on i386"
-    ("connections", 100, LZ4_BLOCKS, judge.NOT_IN_QUOTE),
+    ("connections", 100, LZ4_BLOCKS, figures.NOT_IN_QUOTE),
     ("redirects", -1, CURL_PROSE, NO_UNIT.format(unit="redirects")),   # "Set this option to -1": a special value
 ])
 def test_a_figure_counts_only_where_its_quote_states_the_quantity(
         unit: str, proposed: float, quote: str, reason: str | None) -> None:
-    figure = judge.read_figure(proposed, quote, unit)
+    figure = figures.read_figure(proposed, quote, unit)
     assert figure.reason == reason, figure
     assert (figure.value is None) is (reason is not None)
 
@@ -138,7 +138,7 @@ def test_a_figure_counts_only_where_its_quote_states_the_quantity(
 ])
 def test_a_figure_in_another_unit_of_the_same_quantity_is_converted(unit: str, proposed: float, quote: str,
                                                                    value: float) -> None:
-    assert judge.read_figure(proposed, quote, unit).value == pytest.approx(value)
+    assert figures.read_figure(proposed, quote, unit).value == pytest.approx(value)
 
 
 # ----------------------------------------------------------------- contracts read figures by the same rule
@@ -160,7 +160,7 @@ def test_a_figure_in_another_unit_of_the_same_quantity_is_converted(unit: str, p
     (Contract("<", 32, "symbolic links", "symbolic links followed"), SYMLINKS, "contradicts"),
 ])
 def test_a_contract_reads_only_figures_stated_as_its_quantity(contract: Contract, quote: str, stance: str) -> None:
-    assert judge.quote_stance(contract, quote).stance == stance
+    assert contracts.quote_stance(contract, quote).stance == stance
 
 
 # ----------------------------------------------------------------- where the range is computed
@@ -267,7 +267,7 @@ PIPE_BUF_MIN = Contract(">", 8192, "bytes", "PIPE_BUF")
 ])
 def test_a_neighbouring_limit_in_the_same_unit_is_no_reading_of_the_metric(
         contract: Contract, quote: str, stance: str) -> None:
-    assert judge.quote_stance(contract, quote).stance == stance
+    assert contracts.quote_stance(contract, quote).stance == stance
 
 
 @pytest.mark.parametrize("unit, proposed, quote, reason", [
@@ -277,7 +277,7 @@ def test_a_neighbouring_limit_in_the_same_unit_is_no_reading_of_the_metric(
                           "nonexistent file).", NO_UNIT.format(unit="symbolic links")),
 ])
 def test_an_expression_or_a_pronoun_is_no_figure(unit: str, proposed: float, quote: str, reason: str) -> None:
-    assert judge.read_figure(proposed, quote, unit).reason == reason
+    assert figures.read_figure(proposed, quote, unit).reason == reason
 
 
 @given(st.text(max_size=300), st.sampled_from(["connections", "bytes", "MiB", "seconds", "symbolic links",
@@ -285,13 +285,13 @@ def test_an_expression_or_a_pronoun_is_no_figure(unit: str, proposed: float, quo
 def test_property_every_amount_is_read_or_refused_with_a_reason(text: str, unit: str) -> None:
     """Any page text: each amount parse_amounts finds is stated as the quantity or refused with a reason
     of the two families, and nothing else is invented."""
-    read = judge.stated_amounts(text, unit)
-    assert [r.amount for r in read] == judge.parse_amounts(text)
+    read = figures.stated_amounts(text, unit)
+    assert [r.amount for r in read] == amounts.parse_amounts(text)
     for r in read:
-        assert r.why is None or r.why.startswith((judge.NOT_THE_QUANTITY + " (", judge.OTHER_UNIT + " ("))
+        assert r.why is None or r.why.startswith((figures.NOT_THE_QUANTITY + " (", figures.OTHER_UNIT + " ("))
 
 
-# "the <noun> of N": the noun names what N measures (judge.measures_another_quantity). tcp(7) kept both
+# "the <noun> of N": the noun names what N measures (contracts.measures_another_quantity). tcp(7) kept both
 # sentences for the docset's tcp-keepalive-hour brief; with the manual tiered regulator, the interval between
 # probes decided alone, and wrongly, that the idle time is under an hour.
 KEEPALIVE_IDLE = Contract(">", 3600, "seconds", "idle time before keep-alive probes")
@@ -317,10 +317,10 @@ FILE_SIZE = Contract("<", 8192, "bytes", "file size reported for a /sys file")
     (FILE_SIZE, PROC_STAT_SIZE, "supports"),            # "a size of 4096 bytes": size is the metric's own word
 ])
 def test_a_figure_said_of_another_noun_is_that_quantitys(contract: Contract, quote: str, stance: str) -> None:
-    assert judge.quote_stance(contract, quote).stance == stance
+    assert contracts.quote_stance(contract, quote).stance == stance
 
 
-# Which extreme a figure is said to be (judge.figure_roles), and which setting (judge.code_names). Each was a
+# Which extreme a figure is said to be (figures.figure_roles), and which setting (contracts.code_names). Each was a
 # verdict of the docset: ssh_config(5)'s default of RequiredRSASize (a minimum) refuted "ssh-keygen creates RSA
 # keys of more than 2048 bits by default"; ssh-keygen(1)'s minimum in one clause and default in the next, and
 # zstd(1)'s "[1-19] (default: 3)" beside "(maximum 22)", made a single manual read both ways (nothing decided);
@@ -360,7 +360,7 @@ POST_BUFFER = Contract(">", 10, "MiB", "http.postBuffer default")
 ])
 def test_a_figure_is_read_only_as_the_extreme_and_the_setting_the_metric_names(
         contract: Contract, quote: str, read: list[str]) -> None:
-    assert [f.raw.strip() for f in judge.quote_stance(contract, quote).figures] == read
+    assert [f.raw.strip() for f in contracts.quote_stance(contract, quote).figures] == read
 
 
 @pytest.mark.parametrize("metric, names", [
@@ -373,7 +373,7 @@ def test_a_figure_is_read_only_as_the_extreme_and_the_setting_the_metric_names(
     ("default input buffer size", ()),
 ])
 def test_the_code_names_a_metric_is_said_of(metric: str, names: tuple[str, ...]) -> None:
-    assert judge.code_names(metric) == names
+    assert contracts.code_names(metric) == names
 
 
 M4_DIVERSIONS = ("GNU m4 tries to keep diversions in memory. However, there is a limit to the overall memory usable "
@@ -392,16 +392,16 @@ LINE_MAX = ("parsed as Kilobytes, Megabytes, Gigabytes, or Terabytes (with the b
 ])
 def test_a_size_written_with_its_units_letter_is_in_that_unit(unit: str, quote: str, proposed: float,
                                                               value: float | None) -> None:
-    assert judge.read_figure(proposed, quote, unit).value == value
+    assert figures.read_figure(proposed, quote, unit).value == value
 
 
 def test_m4s_diversion_limit_refutes_a_megabyte_of_memory() -> None:
     contract = Contract(">=", 1024, "KB", "memory usable by all diversions")
-    assert judge.quote_stance(contract, M4_DIVERSIONS).stance == "contradicts"
+    assert contracts.quote_stance(contract, M4_DIVERSIONS).stance == "contradicts"
 
 
 # tcp(7) as the model quotes two entries at once (a man page's term on its own line, then its text): the unit
-# named in one entry is no unit of the next entry's figure (judge._subject_before stays within the figure's line)
+# named in one entry is no unit of the next entry's figure (figures._subject_before stays within the figure's line)
 TCP_INTVL_PROBES = ("tcp_keepalive_intvl (integer; default: 75; since Linux 2.4)\nThe number of seconds between TCP "
                     "keep-alive probes.\ntcp_keepalive_probes (integer; default: 9; since Linux 2.2)\nThe maximum "
                     "number of TCP keep-alive probes to send before giving up and killing the connection if no "
@@ -417,14 +417,14 @@ CURL_PARALLEL_MAX = ("--parallel-max <num>\nWhen asked to do parallel transfers,
 ])
 def test_a_figures_unit_is_named_in_its_own_line_or_the_one_it_leans_on(quote: str, unit: str,
                                                                           read: list[str]) -> None:
-    assert [r.amount.raw for r in judge.stated_amounts(quote, unit) if r.why is None] == read
+    assert [r.amount.raw for r in figures.stated_amounts(quote, unit) if r.why is None] == read
 
 
 def test_a_default_in_a_paragraph_of_its_own_is_said_of_the_extreme_in_the_paragraph_above() -> None:
     """curl(1) puts "The default is 50." in a paragraph of its own under "... the maximum amount of transfers":
-    the figure is the maximum's (judge._leaned_on_from reads past the blank line, as the cited unit does)."""
+    the figure is the maximum's (figures._leaned_on_from reads past the blank line, as the cited unit does)."""
     contract = Contract(">", 20, "transfers", "maximum parallel transfers")
-    assert [f.raw for f in judge.quote_stance(contract, CURL_PARALLEL_MAX).figures] == ["50"]
+    assert [f.raw for f in contracts.quote_stance(contract, CURL_PARALLEL_MAX).figures] == ["50"]
 
 
 # ----------------------------------------------------------------- a figure given of a name the line above named
@@ -439,11 +439,11 @@ LUA_FREE_SLOTS = Contract(">=", 20, "slots", "free stack slots",
 def test_a_figure_given_of_a_name_the_paragraph_above_counts_reads_that_count() -> None:
     """"LUA_MINSTACK is defined as 20" names no unit; the paragraph above says LUA_MINSTACK counts "extra slots",
     and a claim of "free stack slots" is read there (the sentence above defines the name in the claim's words)."""
-    reading = judge.quote_stance(LUA_FREE_SLOTS, LUA_MINSTACK)
+    reading = contracts.quote_stance(LUA_FREE_SLOTS, LUA_MINSTACK)
     assert reading.stance == "supports" and [f.raw for f in reading.figures] == ["20"]
-    assert judge.quote_stance(replace(LUA_FREE_SLOTS, target=32), LUA_MINSTACK).stance == "contradicts"
+    assert contracts.quote_stance(replace(LUA_FREE_SLOTS, target=32), LUA_MINSTACK).stance == "contradicts"
     alone = LUA_MINSTACK.split("\n\n")[1]
-    assert judge.quote_stance(LUA_FREE_SLOTS, alone).stance == "neutral", "alone, 20 is a count of nothing"
+    assert contracts.quote_stance(LUA_FREE_SLOTS, alone).stance == "neutral", "alone, 20 is a count of nothing"
 
 
 # ----------------------------------------------------------------- a man page's option is its program's
@@ -469,7 +469,7 @@ CURL_KEEPALIVE_CLAIM = replace(KEEPALIVE_IDLE, claim="curl waits more than 3600 
 ])
 def test_a_man_pages_option_reads_only_a_claim_about_its_program(contract: Contract, quote: str, url: str,
                                                                   stance: str) -> None:
-    assert judge.quote_stance(contract, quote, url).stance == stance
+    assert contracts.quote_stance(contract, quote, url).stance == stance
 
 
 def test_tcp7_decides_the_linux_claim_alone_when_curls_option_is_set_aside() -> None:
@@ -490,7 +490,7 @@ def test_tcp7_decides_the_linux_claim_alone_when_curls_option_is_set_aside() -> 
     (None, set()),
 ])
 def test_a_man_page_is_named_for_its_program(url: str | None, names: set[str]) -> None:
-    assert judge.man_page_names(url) == names
+    assert contracts.man_page_names(url) == names
 
 
 # ----------------------------------------------------------------- a figure in a condition is a case
@@ -502,7 +502,7 @@ PROTECTED_SYMLINKS = ("/proc/sys/fs/protected_symlinks (since Linux 3.6) When th
 BASH_COMPAT = ("If the shell compatibility level is set to 50 or lower, it reverts to the method from bash-5.0 and "
                "previous versions.")                                                                     # Bash manual
 ZSTD_SPLIT = "If split is 100, all input samples are used for both training and testing to find optimal d and k."
-CASE = f"{judge.NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
+CASE = f"{figures.NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
 
 
 @pytest.mark.parametrize("unit, proposed, quote, reason", [
@@ -515,11 +515,11 @@ CASE = f"{judge.NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
 ])
 def test_a_figure_in_a_condition_is_a_case_not_the_quantity(unit: str, proposed: float, quote: str,
                                                              reason: str | None) -> None:
-    assert judge.read_figure(proposed, quote, unit).reason == reason
+    assert figures.read_figure(proposed, quote, unit).reason == reason
 
 
 def test_proc5s_cases_do_not_refute_the_symbolic_link_limit() -> None:
-    assert judge.quote_stance(SYMLINK_MIN, PROTECTED_SYMLINKS).stance == "neutral"
+    assert contracts.quote_stance(SYMLINK_MIN, PROTECTED_SYMLINKS).stance == "neutral"
 
 
 # ----------------------------------------------------------------- an estimate reads only the quantity it asks
@@ -534,13 +534,13 @@ PIPE_BUF_SEMANTICS = ("(On Linux, PIPE_BUF is 4096 bytes.) The precise semantics
                       "descriptor is nonblocking (O_NONBLOCK), whether there are multiple writers to the pipe, and "
                       "on n, the number of bytes to be written:")                                     # pipe.7
 PIPE_CAPACITY_ONE_SPACE = " ".join(PIPE_CAPACITY.split())  # as the web page gave it: one space between sentences
-SAID_OF = judge.NOT_THE_QUANTITY + " (said of {}, which the question does not name)"
+SAID_OF = figures.NOT_THE_QUANTITY + " (said of {}, which the question does not name)"
 
 
 @pytest.mark.parametrize("question, proposed, quote, reason", [
     (PIPE_QUESTION, 8192, MQ, SAID_OF.format("msgsize_max")),
     (PIPE_QUESTION, 4096, PIPE_BUF_SEMANTICS, SAID_OF.format("PIPE_BUF")),
-    (PIPE_QUESTION, 4096, PIPE_CAPACITY_ONE_SPACE.split("). ")[1], judge.NOT_THE_QUANTITY
+    (PIPE_QUESTION, 4096, PIPE_CAPACITY_ONE_SPACE.split("). ")[1], figures.NOT_THE_QUANTITY
      + " (a size, which the question does not ask about)"),            # "a page size of 4096 bytes"
     (PIPE_QUESTION, 65536, PIPE_CAPACITY_ONE_SPACE, KEPT),              # "(i.e., 65,536 bytes": "i.e" names nothing
     ("What is the default value of msgsize_max?", 8192, MQ, KEPT),      # the question names it
@@ -551,7 +551,7 @@ SAID_OF = judge.NOT_THE_QUANTITY + " (said of {}, which the question does not na
 def test_an_estimate_reads_a_figure_only_as_the_quantity_its_question_asks(question: str, proposed: float,
                                                                           quote: str, reason: str | None) -> None:
     unit = "connections" if quote == TFTP_MAX else "bytes"
-    assert judge.read_figure(proposed, quote, unit, asked=question).reason == reason
+    assert figures.read_figure(proposed, quote, unit, asked=question).reason == reason
 
 
 def test_neighbouring_quantities_of_two_manual_pages_do_not_collapse_the_pipe_capacity() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from briefd.daemon.rules import judge
+from briefd.daemon.rules import amounts, figures, judge
 from briefd.daemon.rules.judge import Reading
 
 # ----------------------------------------------------------------- one quantity, another scale
@@ -52,8 +52,8 @@ from briefd.daemon.rules.judge import Reading
     ("2.1 million", "percent", None),
 ])
 def test_scale_conversion_table(text: str, unit: str, expected: float | None) -> None:
-    (amount,) = judge.parse_amounts(text)
-    got = judge.to_unit(amount, unit)
+    (amount,) = amounts.parse_amounts(text)
+    got = amounts.to_unit(amount, unit)
     if expected is None:
         assert got is None
     else:
@@ -67,15 +67,15 @@ def test_scale_conversion_table(text: str, unit: str, expected: float | None) ->
     ("USD million", None), ("million people", None), ("GBP bn", None),
 ])
 def test_brief_units_that_are_shares(unit: str, ratio: str | None) -> None:
-    parsed = judge.parse_unit(unit)
+    parsed = amounts.parse_unit(unit)
     assert parsed.ratio == ratio
     if ratio is not None:
         assert parsed.scale == 1.0, '"parts per million" is a share, not a scale of a million'
 
 
 def test_a_shared_ratio_reaches_both_ends_of_a_range() -> None:
-    low, high = judge.parse_amounts("between 20 and 30 percent")
-    assert (judge.to_unit(low, "fraction"), judge.to_unit(high, "fraction")) == (0.2, 0.3)
+    low, high = amounts.parse_amounts("between 20 and 30 percent")
+    assert (amounts.to_unit(low, "fraction"), amounts.to_unit(high, "fraction")) == (0.2, 0.3)
 
 
 # ----------------------------------------------------------------- figures kept or discarded, truly
@@ -105,24 +105,24 @@ NORTHGATE = ("The Commission accepts the Auditor-General's finding that the proj
     (1840, "approved at 1.84 billion", "percent", None, "in another unit (billion, no currency)"),
     (431, "the overrun was 431", "USD million", None, "in another unit (no unit)"),
     # discarded: the quote does not state it at all
-    (500, NORTHGATE, "USD million", None, judge.NOT_IN_QUOTE),
-    (500, NORTHGATE, "percent", None, judge.NOT_IN_QUOTE),
-    (24, NORTHGATE, "percent", None, judge.NOT_IN_QUOTE),
+    (500, NORTHGATE, "USD million", None, figures.NOT_IN_QUOTE),
+    (500, NORTHGATE, "percent", None, figures.NOT_IN_QUOTE),
+    (24, NORTHGATE, "percent", None, figures.NOT_IN_QUOTE),
     (2019, "approved in 2019 at 1.84 billion dollars", "USD million", None, "in another unit (no unit)"),
-    (float("nan"), NORTHGATE, "USD million", None, judge.NOT_IN_QUOTE),
-    (float("inf"), NORTHGATE, "USD million", None, judge.NOT_IN_QUOTE),
-    (430, "", "USD million", None, judge.NOT_IN_QUOTE),
+    (float("nan"), NORTHGATE, "USD million", None, figures.NOT_IN_QUOTE),
+    (float("inf"), NORTHGATE, "USD million", None, figures.NOT_IN_QUOTE),
+    (430, "", "USD million", None, figures.NOT_IN_QUOTE),
 ])
 def test_each_figure_is_kept_in_the_brief_unit_or_discarded_with_its_true_reason(
         proposed: float, quote: str, unit: str, value: float | None, reason: str | None) -> None:
-    figure = judge.read_figure(proposed, quote, unit)
+    figure = figures.read_figure(proposed, quote, unit)
     assert figure.reason == reason
-    assert judge.discard_reason(proposed, quote, unit) == reason
+    assert figures.discard_reason(proposed, quote, unit) == reason
     if value is None:
         assert figure.value is None
     else:
         assert figure.value is not None and math.isclose(figure.value, value, rel_tol=1e-9)
-    if reason is not None and reason.startswith(judge.OTHER_UNIT):
+    if reason is not None and reason.startswith(figures.OTHER_UNIT):
         assert figure.written and figure.written in quote, "the reason names what the quote wrote"
 
 
@@ -134,12 +134,12 @@ def test_property_money_in_any_scale_is_converted_never_discarded(
     and kept as code's conversion."""
     number = float(f"{number:.4g}")
     quote = f"The overrun was ${number}{' ' if len(scale) > 2 else ''}{scale}."
-    (amount,) = judge.parse_amounts(quote)
-    converted = judge.to_unit(amount, unit)
+    (amount,) = amounts.parse_amounts(quote)
+    converted = amounts.to_unit(amount, unit)
     assert converted is not None
-    full = number * judge.SCALES.get(amount.scale_word or "", 1.0)
+    full = number * amounts.SCALES.get(amount.scale_word or "", 1.0)
     for proposed in (number, full, converted):
-        figure = judge.read_figure(proposed, quote, unit)
+        figure = figures.read_figure(proposed, quote, unit)
         assert figure.reason is None and figure.value == converted, (proposed, figure)
 
 
@@ -149,28 +149,28 @@ def test_property_a_share_for_a_money_brief_is_in_another_unit_never_not_in_its_
         number: float, marker: str, unit: str) -> None:
     number = float(f"{number:.4g}")
     quote = f"It rose by {number}{'' if marker == '%' else ' '}{marker} last year."
-    reason = judge.discard_reason(number, quote, unit)
-    assert reason is not None and reason.startswith(judge.OTHER_UNIT)
+    reason = figures.discard_reason(number, quote, unit)
+    assert reason is not None and reason.startswith(figures.OTHER_UNIT)
 
 
 # ----------------------------------------------------------------- no usable figure: said, counted
 
 
 def test_no_usable_figures_says_so_with_the_count_and_reasons() -> None:
-    discarded = {"in another unit (USD)": 5, judge.NOT_IN_QUOTE: 2}
-    sentence = judge.no_usable_figures(0, discarded, "percent")
+    discarded = {"in another unit (USD)": 5, figures.NOT_IN_QUOTE: 2}
+    sentence = figures.no_usable_figures(0, discarded, "percent")
     assert sentence is not None
     assert "No usable figure in percent" in sentence and "initial range" in sentence
     assert "7 figures discarded: 5 in another unit (USD), 2 not in its quote" in sentence
-    assert judge.no_usable_figures(1, discarded, "percent") is None, "one kept figure is a usable figure"
-    nothing = judge.no_usable_figures(0, {}, "percent")
+    assert figures.no_usable_figures(1, discarded, "percent") is None, "one kept figure is a usable figure"
+    nothing = figures.no_usable_figures(0, {}, "percent")
     assert nothing is not None and "no source stated a figure" in nothing
-    assert judge.NO_USABLE_FIGURES == "no_usable_figures"
+    assert figures.NO_USABLE_FIGURES == "no_usable_figures"
 
 
 def test_discarded_text() -> None:
-    assert judge.discarded_text({}) == "no figure was discarded"
-    assert judge.discarded_text({judge.NOT_IN_QUOTE: 1}) == "1 figure discarded: 1 not in its quote"
+    assert figures.discarded_text({}) == "no figure was discarded"
+    assert figures.discarded_text({figures.NOT_IN_QUOTE: 1}) == "1 figure discarded: 1 not in its quote"
 
 
 # ----------------------------------------------------------------- one source is not a certainty
@@ -247,8 +247,8 @@ def test_property_a_point_needs_two_sources(raw: list[tuple[float, float, str]])
 @example(float("9" * 300), "$" + "9" * 300 + " trillion", "USD million")   # converts to inf: no usable figure
 def test_property_read_figure_is_total(proposed: float, quote: str, unit: str) -> None:
     """Any number against any page text: kept with a finite value, or discarded with a reason."""
-    figure = judge.read_figure(proposed, quote, unit)
+    figure = figures.read_figure(proposed, quote, unit)
     assert (figure.value is None) == (figure.reason is not None)
     assert figure.value is None or math.isfinite(figure.value)
-    assert figure.reason in (None, judge.NOT_IN_QUOTE) or figure.reason.startswith(judge.OTHER_UNIT + " (") \
-        or figure.reason.startswith(judge.NOT_THE_QUANTITY + " (")
+    assert figure.reason in (None, figures.NOT_IN_QUOTE) or figure.reason.startswith(figures.OTHER_UNIT + " (") \
+        or figure.reason.startswith(figures.NOT_THE_QUANTITY + " (")

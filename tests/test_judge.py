@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.rules import judge
+from briefd.daemon.rules import amounts, figures, judge
 from briefd.daemon.rules.judge import Reading, Stance
 
 # ----------------------------------------------------------------- amounts
@@ -49,20 +49,20 @@ from briefd.daemon.rules.judge import Reading, Stance
     ("a 6.2-kilometre tunnel", [(6.2, None, None, False)]),
 ])
 def test_parse_amounts(text: str, expected: list[tuple[float, str | None, str | None, bool]]) -> None:
-    got = [(a.value, a.currency, a.scale_word, a.percent) for a in judge.parse_amounts(text)]
+    got = [(a.value, a.currency, a.scale_word, a.percent) for a in amounts.parse_amounts(text)]
     assert got == [(float(v), c, s, p) for v, c, s, p in expected]
 
 
 def test_amounts_keep_their_place_and_qualifier() -> None:
     text = "The overrun was about $431 million, up to $520 million, never exactly $1."
-    amounts = judge.parse_amounts(text)
-    assert [text[a.span[0]:a.span[1]] for a in amounts] == [a.raw for a in amounts] == [
+    found = amounts.parse_amounts(text)
+    assert [text[a.span[0]:a.span[1]] for a in found] == [a.raw for a in found] == [
         "$431 million", "$520 million", "$1"]
-    assert [a.qualifier for a in amounts] == ["about", "up to", "exactly"]
+    assert [a.qualifier for a in found] == ["about", "up to", "exactly"]
 
 
-def _one(text: str) -> judge.Amount:
-    (amount,) = judge.parse_amounts(text)
+def _one(text: str) -> amounts.Amount:
+    (amount,) = amounts.parse_amounts(text)
     return amount
 
 
@@ -89,7 +89,7 @@ def _one(text: str) -> judge.Amount:
     ("£3.5 billion", "GBP bn", 3.5),
 ])
 def test_to_unit(text: str, unit: str, expected: float | None) -> None:
-    got = judge.to_unit(_one(text), unit)
+    got = amounts.to_unit(_one(text), unit)
     if expected is None:
         assert got is None
     else:
@@ -111,12 +111,12 @@ def test_to_unit(text: str, unit: str, expected: float | None) -> None:
     (431, "", "USD million", False),
 ])
 def test_number_in_quote(value: float, quote: str, unit: str, kept: bool) -> None:
-    assert judge.number_in_quote(value, quote, unit) is kept
+    assert figures.number_in_quote(value, quote, unit) is kept
 
 
 @given(st.text(max_size=200))
 def test_parse_amounts_never_crashes_and_spans_are_real(text: str) -> None:
-    for a in judge.parse_amounts(text):
+    for a in amounts.parse_amounts(text):
         assert text[a.span[0]:a.span[1]] == a.raw
         assert math.isfinite(a.value)
 
@@ -193,7 +193,7 @@ def test_northgate_with_the_lies_labelled_as_news() -> None:
 def test_seed_exposure_example() -> None:
     """Seed 1's kind of brief: an exposure of 4.2M–67M narrowed by three reports."""
     quote = "Analysts put the exposure at $4.2M–67M."
-    assert [judge.to_unit(a, "USD million") for a in judge.parse_amounts(quote)] == [4.2, 67]
+    assert [amounts.to_unit(a, "USD million") for a in amounts.parse_amounts(quote)] == [4.2, 67]
     initial = (4.2, 67.0)
     readings = [
         Reading(8.0, 15.0, 0.85, "narrows_both", "insurer-study", 1),   # "between $8M and $15M"

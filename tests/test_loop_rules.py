@@ -17,7 +17,7 @@ from briefd.daemon.model.llm import answer_token_bound
 from briefd.daemon.research import followup, planner, policy
 from briefd.daemon.research.planner import EvidenceItem, Plan
 from briefd.daemon.research.policy import Discarded, Facts, Labels, accept_labels, limits_for, next_step, policy_for
-from briefd.daemon.rules import decide, judge, steps
+from briefd.daemon.rules import decide, figures, judge, steps
 from briefd.daemon.report.assemble import done_report, evidence_items, source_items, usage_block
 from briefd.daemon.report.report import USAGE_KEYS, blank_report
 from briefd.daemon.rules.citations import Source
@@ -167,11 +167,11 @@ def item(**labels: Any) -> EvidenceItem:
     # a figure the quote does not state is discarded and said; one end alone stands for both
     (ESTIMATE, item(tier="news", low=431.0, high=999.0, confidence=0.5), BLOG, OVERRUN,
      Labels(tier="news", confidence=0.5, low=431.0, high=431.0, impact="narrows_both",
-            discarded=(Discarded(field="high", proposed=999.0, reason=judge.NOT_IN_QUOTE, written=None),))),
+            discarded=(Discarded(field="high", proposed=999.0, reason=figures.NOT_IN_QUOTE, written=None),))),
     # no figure kept: neutral, whatever the model said
     (ESTIMATE, item(tier="news", value=999.0, impact="narrows_low", confidence=0.5), BLOG, OVERRUN,
      Labels(tier="news", confidence=0.5, impact="neutral",
-            discarded=(Discarded(field="value", proposed=999.0, reason=judge.NOT_IN_QUOTE, written=None),))),
+            discarded=(Discarded(field="value", proposed=999.0, reason=figures.NOT_IN_QUOTE, written=None),))),
 ])
 def test_accept_labels(fields: dict[str, Any], given: EvidenceItem, url: str, quote: str,
                        labels: Labels | None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from briefd.daemon.rules import decide
+from briefd.daemon.rules import decide, figures
 
 from briefd.daemon.rules import judge
 from briefd.daemon.core.brief import Brief, validate_brief
@@ -227,9 +227,9 @@ def test_the_readme_lists_the_stop_reasons_in_the_rules_order() -> None:
 
 @pytest.mark.parametrize("discarded,readings,reason,expected", [
     # figures were stated, none in the brief's unit: that is why, whatever flat score or round cap fired
-    ({"in another unit (USD)": 6}, [], decide.CONVERGED, judge.NO_USABLE_FIGURES),
-    ({"in another unit (USD)": 6}, [], decide.MAX_ROUNDS, judge.NO_USABLE_FIGURES),
-    ({"not in its quote": 2}, [], decide.EXHAUSTED, judge.NO_USABLE_FIGURES),
+    ({"in another unit (USD)": 6}, [], decide.CONVERGED, figures.NO_USABLE_FIGURES),
+    ({"in another unit (USD)": 6}, [], decide.MAX_ROUNDS, figures.NO_USABLE_FIGURES),
+    ({"not in its quote": 2}, [], decide.EXHAUSTED, figures.NO_USABLE_FIGURES),
     # a spent budget is what stopped the rounds, and it is true
     ({"in another unit (USD)": 6}, [], decide.BUDGET, decide.BUDGET),
     # nothing was proposed at all: the rule's reason stands (the note says no source stated a figure)
@@ -244,5 +244,5 @@ def test_an_estimate_without_a_usable_figure_says_so_as_its_stop_reason(
     state = LoopState(phase="rounds", round=2, figures_discarded=dict(discarded))
     facts = Facts(state=state, limits=LIMITS, usage=NO_USE, readings=readings)
     assert policy_for(brief(estimate=BAND)).settle(facts, reason) == expected
-    if expected == judge.NO_USABLE_FIGURES:
+    if expected == figures.NO_USABLE_FIGURES:
         assert "usable figure" in policy_for(brief(estimate=BAND)).explain_stop(facts, expected)

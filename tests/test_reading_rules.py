@@ -14,7 +14,7 @@ from functools import cache
 import pytest
 
 from briefd.daemon.ops.vectors import Case, decide_case, parse_vectors
-from briefd.daemon.rules import judge
+from briefd.daemon.rules import figures, judge
 from tests.lab.vectors_bench import VECTORS
 
 
@@ -74,17 +74,17 @@ def test_the_tables_have_both_ways() -> None:
 # What a model says of its figure can set a kept figure aside, never keep a refused one (the model proposes,
 # the rules verify): dev sentences with the reading a careless or a careful model gives.
 @pytest.mark.parametrize("case_id, said, kept", [
-    ("sudo-01", judge.ModelReading(kind="default", of="password timeout"), True),       # a careful model
-    ("sudo-01", judge.ModelReading(kind="example", of="password timeout"), False),      # it says an example's
-    ("sudo-01", judge.ModelReading(kind="default", of="log line length"), False),       # of what the quote lacks
-    ("haproxy-doc-02", judge.ModelReading(kind="default", of="dynamic header table size"), False),  # refused stays
-    ("systemd-16", judge.ModelReading(kind="maximum", of="start timeout"), False),       # an extreme, not the default
-    ("systemd-16", judge.ModelReading(kind="default", of="timeout for a unit to start"), True),
+    ("sudo-01", figures.ModelReading(kind="default", of="password timeout"), True),       # a careful model
+    ("sudo-01", figures.ModelReading(kind="example", of="password timeout"), False),      # it says an example's
+    ("sudo-01", figures.ModelReading(kind="default", of="log line length"), False),       # of what the quote lacks
+    ("haproxy-doc-02", figures.ModelReading(kind="default", of="dynamic header table size"), False),  # refused stays
+    ("systemd-16", figures.ModelReading(kind="maximum", of="start timeout"), False),       # an extreme, not the default
+    ("systemd-16", figures.ModelReading(kind="default", of="timeout for a unit to start"), True),
 ])
-def test_what_a_model_says_of_its_figure_is_verified(case_id: str, said: judge.ModelReading, kept: bool) -> None:
+def test_what_a_model_says_of_its_figure_is_verified(case_id: str, said: figures.ModelReading, kept: bool) -> None:
     case = dev_cases()[case_id]
     assert case.proposed is not None
     lead = case.context.partition("\n")[2]
     lead = lead[:lead.find(case.quote)] if case.quote in lead else ""
-    figure = judge.read_figure(case.proposed, case.quote, case.unit, asked=case.question, lead=lead, said=said)
+    figure = figures.read_figure(case.proposed, case.quote, case.unit, asked=case.question, lead=lead, said=said)
     assert (figure.value is not None) is kept, figure

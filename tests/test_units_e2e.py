@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from briefd.daemon.rules import judge
+from briefd.daemon.rules import figures, judge
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 
@@ -41,15 +41,15 @@ def test_a_percent_estimate_with_only_dollar_figures_says_so(percent_run: Worksp
     assert sum(reasons.values()) == estimate["numbers_discarded"] == len(skipped)
     # which pages a round reads can differ on a busy machine (a page past the fetch timeout is
     # skipped), and with them the figures: every one is still in another unit, most in dollars
-    assert f"{judge.OTHER_UNIT} (USD)" in reasons, reasons
-    assert all(reason.startswith(f"{judge.OTHER_UNIT} (") for reason in reasons), reasons
+    assert f"{figures.OTHER_UNIT} (USD)" in reasons, reasons
+    assert all(reason.startswith(f"{figures.OTHER_UNIT} (") for reason in reasons), reasons
     assert all(e["reason"].removeprefix("number ") in reasons for e in skipped)
     assert all(e["written"] and e["written"] in e["quote"] for e in skipped), "the event shows what was written"
 
     # the stop reason and a sentence say what happened, not "converged"
-    assert report["stop_reason"] == judge.NO_USABLE_FIGURES
+    assert report["stop_reason"] == figures.NO_USABLE_FIGURES
     assert estimate["final"] == {"low": 0, "high": 100}
-    assert estimate["note"] == judge.no_usable_figures(0, reasons, "percent")
+    assert estimate["note"] == figures.no_usable_figures(0, reasons, "percent")
     count = len(skipped)
     assert f"{count} figure{'s' if count != 1 else ''} discarded: {count} in another unit (USD)" in estimate["note"]
 

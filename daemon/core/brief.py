@@ -33,7 +33,7 @@ from importlib import resources
 from pathlib import PurePosixPath
 from typing import Any, Callable, Literal, TypeGuard, TypeVar
 
-from ..rules.judge import COMPARATORS, Contract
+from ..rules.contracts import COMPARATORS, Contract
 from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, EVERY_EXAMPLE, ScheduleError, format_duration, parse_duration, parse_every
 from .untrusted import LONE_SURROGATE
@@ -69,7 +69,7 @@ MAX_LISTED_PROBLEMS = 20
 # the float limit (1.8e308) that widths, centres and ratios of ranges never overflow.
 ESTIMATE_MAX_ABS = 1e15
 # The narrowest width briefd tells apart, relative to the range's size (and absolute below
-# 1): amounts read from pages keep 12 significant digits (judge._tidy), so 1e-9 leaves a
+# 1): amounts read from pages keep 12 significant digits (amounts.tidy), so 1e-9 leaves a
 # thousand steps of room, and a width of at least 1e-9 never underflows to 0 (5e-324 did).
 ESTIMATE_RESOLUTION = 1e-9
 

@@ -12,7 +12,7 @@ careful reader concludes of it:
 
 Each case is decided by exactly what a run does with a quote the model chose (research/evidence.py): the
 quote filter (steps.skipped_quote: not a statement, not bearing on the question) and then the figure rule
-(judge.read_figure for an estimate, judge.quote_stance for a contract). A site checks the rules on its own
+(figures.read_figure for an estimate, contracts.quote_stance for a contract). A site checks the rules on its own
 sentences the same way. Pure: the file is read and the result printed by cli.cmd_eval.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.brief import BriefError, validate_brief
 from ..core.errors import BriefdError
-from ..rules import judge, steps
+from ..rules import amounts, contracts, figures, judge, steps
 
 FORMAT = "briefd-rule-vectors/1"
 KINDS = ("estimate", "contract", "relevance")
@@ -52,7 +52,7 @@ class Case:
     question: str = ""
     unit: str = ""
     proposed: float | None = None
-    contract: judge.Contract | None = None
+    contract: contracts.Contract | None = None
     reading: Mapping[str, str] = field(default_factory=dict)
     expect_kept: bool | None = None
     expect_value: float | None = None
@@ -102,7 +102,7 @@ def _expect(raw: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     return expect
 
 
-def _contract(raw: Mapping[str, Any], claim: str, where: str) -> judge.Contract:
+def _contract(raw: Mapping[str, Any], claim: str, where: str) -> contracts.Contract:
     """The case's contract, checked as a brief's hypothesis is (the same messages)."""
     spec = raw.get("contract")
     if not isinstance(spec, dict):
@@ -218,7 +218,7 @@ def decide_case(case: Case) -> Outcome:
         if reason is not None:
             return Outcome(case.id, case.kind, case.expect_stance == "neutral", {"stance": "neutral"},
                            f"quote not kept: {reason}", case.genre)
-        reading = judge.quote_stance(case.contract, case.quote, case.url, lead_of(case))
+        reading = contracts.quote_stance(case.contract, case.quote, case.url, lead_of(case))
         return Outcome(case.id, case.kind, reading.stance == case.expect_stance, {"stance": reading.stance},
                        reading.why, case.genre)
     assert case.proposed is not None
@@ -226,8 +226,8 @@ def decide_case(case: Case) -> Outcome:
     if reason is not None:
         got: dict[str, Any] = {"kept": False, "value": None}
         return Outcome(case.id, case.kind, case.expect_kept is False, got, f"quote not kept: {reason}", case.genre)
-    said = judge.ModelReading(kind=case.reading.get("kind"), of=case.reading.get("of"))
-    figure = judge.read_figure(case.proposed, case.quote, case.unit, asked=case.question, lead=lead_of(case),
+    said = figures.ModelReading(kind=case.reading.get("kind"), of=case.reading.get("of"))
+    figure = figures.read_figure(case.proposed, case.quote, case.unit, asked=case.question, lead=lead_of(case),
                                said=said)
     kept = figure.value is not None
     got = {"kept": kept, "value": figure.value}
@@ -235,7 +235,7 @@ def decide_case(case: Case) -> Outcome:
         right = not kept
     else:
         assert case.expect_value is not None
-        right = kept and math.isclose(figure.value or 0.0, case.expect_value, rel_tol=judge.SAME_FIGURE,
+        right = kept and math.isclose(figure.value or 0.0, case.expect_value, rel_tol=amounts.SAME_FIGURE,
                                       abs_tol=1e-12)
     return Outcome(case.id, case.kind, right, got, figure.reason or "kept", case.genre)
 

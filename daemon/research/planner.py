@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ..rules.citations import cited_numbers
 from ..rules.numbers import finite
-from ..rules import judge
+from ..rules import figures, judge
 from ..rules.decide import Gap, addresses_a_model, content_words, not_a_statement
 from ..sources.citable import citable_spans
 from ..model.llm import TODAY_PREFIX
@@ -136,8 +136,8 @@ EVIDENCE_SCHEMA: dict[str, Any] = {
 }
 
 TIER_VALUES = ["regulator", "peer_reviewed", "industry", "news", "social"]
-# What the model says its figure is (issue 27): the rules verify it against the quote (judge.model_reading_conflict)
-KIND_VALUES = list(judge.MODEL_KINDS)
+# What the model says its figure is (issue 27): the rules verify it against the quote (figures.model_reading_conflict)
+KIND_VALUES = list(figures.MODEL_KINDS)
 IMPACT_VALUES = ["narrows_low", "narrows_high", "narrows_both", "widens", "neutral"]
 STANCE_VALUES = ["supports", "contradicts", "neutral"]
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
@@ -457,7 +457,7 @@ class EvidenceItem:
     scope: str | None = None     # kept as labels for the reader; the numbers themselves are checked
     date: str | None = None      # against the quote by code
     of: str | None = None        # what the figure is of ("default polling interval"), and which figure of it:
-    kind: str | None = None      # code verifies both against the quote (judge.model_reading_conflict)
+    kind: str | None = None      # code verifies both against the quote (figures.model_reading_conflict)
 
 
 @dataclass

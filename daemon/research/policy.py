@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..rules import decide
+from ..rules import contracts, decide, figures
 
 from ..rules import judge
 from ..rules.numbers import number_text, span_text
@@ -67,7 +67,7 @@ def stop_head(reason: str | None, state: LoopState, limits: Limits, usage: Usage
         decide.GAPS_CLOSED: "every open question of the plan was answered",
         decide.MAX_ROUNDS: "the round limit",
         decide.EXHAUSTED: "no new search query was left to try",
-        judge.NO_USABLE_FIGURES: "no source gave a usable figure in the brief's unit",
+        figures.NO_USABLE_FIGURES: "no source gave a usable figure in the brief's unit",
     }
     return f"{when}: {words.get(reason or '', reason or 'no reason was recorded')}"
 
@@ -218,12 +218,12 @@ class EstimatePolicy(Policy):
         discarded = sum(facts.state.figures_discarded.values())
         if (reason is not None and reason != decide.BUDGET and facts.state.round >= 1 and discarded
                 and self.figures_note(facts)):
-            return judge.NO_USABLE_FIGURES
+            return figures.NO_USABLE_FIGURES
         return reason
 
     def figures_note(self, facts: Facts) -> str | None:
-        """judge.no_usable_figures for this brief: the sentence when no figure in its unit was kept."""
-        return judge.no_usable_figures(len(facts.readings), facts.state.figures_discarded, self.est.unit)
+        """figures.no_usable_figures for this brief: the sentence when no figure in its unit was kept."""
+        return figures.no_usable_figures(len(facts.readings), facts.state.figures_discarded, self.est.unit)
 
     def estimate_block(self, facts: Facts) -> dict[str, Any] | None:
         est = self.est
@@ -299,7 +299,7 @@ class HypothesisPolicy(Policy):
         return self.brief.hypothesis.claim
 
     @property
-    def contract(self) -> judge.Contract | None:
+    def contract(self) -> contracts.Contract | None:
         assert self.brief.hypothesis is not None
         return self.brief.hypothesis.contract
 
@@ -418,11 +418,11 @@ def next_step(policy: Policy, facts: Facts, question: str) -> Step:
 
 @dataclass(frozen=True)
 class Discarded:
-    """A figure the model proposed that code discarded (judge.read_figure), and why."""
+    """A figure the model proposed that code discarded (figures.read_figure), and why."""
 
     field: str                # value, low or high
     proposed: float
-    reason: str               # judge.NOT_IN_QUOTE, "in another unit (USD)", ...
+    reason: str               # figures.NOT_IN_QUOTE, "in another unit (USD)", ...
     written: str | None       # the amount as the quote writes it, when one was found
 
 
@@ -448,8 +448,8 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
 
     The tier is capped (judge.capped_tier: the organisation's rule, else the model's label up to
     the host's ceiling) and confidence follows it (judge.tier_confidence). A hypothesis's stance
-    is the quote's figures' under a contract (judge.quote_stance), else the model's (neutral if
-    none). An estimate keeps a figure only where its quote states it (judge.read_figure, in the
+    is the quote's figures' under a contract (contracts.quote_stance), else the model's (neutral if
+    none). An estimate keeps a figure only where its quote states it (figures.read_figure, in the
     brief's unit); a value stands for both ends, one end alone for both; its impact is the
     model's (narrows_both if none) when a figure was kept, else neutral. `lead`: the passage before the quote,
     where the figure's unit or setting may be named (a definition's term line)."""
@@ -460,7 +460,7 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
     confidence = judge.tier_confidence(tier, item.confidence)
     if kind == "hypothesis":
         contract = brief.hypothesis.contract if brief.hypothesis else None
-        stance = judge.quote_stance(contract, quote, url, lead).stance if contract else (item.stance or "neutral")
+        stance = contracts.quote_stance(contract, quote, url, lead).stance if contract else (item.stance or "neutral")
         return Labels(tier=tier, confidence=confidence, stance=stance)
     assert brief.estimate is not None, "an estimate brief always has its estimate block"
     kept: dict[str, float] = {}
@@ -469,12 +469,12 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
         number = getattr(item, name)
         if number is None:
             continue
-        figure = judge.read_figure(number, quote, brief.estimate.unit, asked=brief.question, lead=lead,
-                                   said=judge.ModelReading(kind=item.kind, of=item.of))
+        figure = figures.read_figure(number, quote, brief.estimate.unit, asked=brief.question, lead=lead,
+                                   said=figures.ModelReading(kind=item.kind, of=item.of))
         if figure.value is not None:
             kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
         else:
-            discarded.append(Discarded(field=name, proposed=number, reason=figure.reason or judge.NOT_IN_QUOTE,
+            discarded.append(Discarded(field=name, proposed=number, reason=figure.reason or figures.NOT_IN_QUOTE,
                                        written=figure.written))
     low = high = None
     if "value" in kept:

@@ -267,8 +267,8 @@ def is_term_line(line: str) -> bool:
 
 # A code name ("http.postBuffer", "PIPE_BUF", "LUA_MINSTACK", "lua_pushcfunction"): a dotted, underscored or
 # camel-cased word, or a capitalised one of five letters or more (not "RSA", "TCP", "HTTP", which name a field,
-# not a setting; nor "i.e" and "e.g", whose first part is one letter). judge.code_names reads a metric's;
-# leans_on_before a sentence that goes on about one; judge.another_quantity_asked a figure's clause.
+# not a setting; nor "i.e" and "e.g", whose first part is one letter). contracts.code_names reads a metric's;
+# leans_on_before a sentence that goes on about one; figures.another_quantity_asked a figure's clause.
 CODE_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z]\w+(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,})(?![\w])")
 # What a sentence that opens with a name goes on to say of it: "LUA_MINSTACK is defined as 20", "OPTIND is
 # initialized to 1", "ZSTD_NBTHREADS has a default value of (1)". Not a term line's first words ("HISTSIZE The
@@ -623,7 +623,7 @@ class LoopState:
 
     @property
     def numbers_discarded(self) -> int:
-        """Numbers the model proposed that code discarded (judge.read_figure): the sum of
+        """Numbers the model proposed that code discarded (figures.read_figure): the sum of
         figures_discarded, derived so the two can never disagree."""
         return sum(self.figures_discarded.values())
 

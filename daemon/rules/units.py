@@ -10,7 +10,7 @@ _LETTERS, read only where the brief's unit says which quantity is meant (a durat
 A unit pint does not know is a count of things ("connections", "retries", "lines"): two counts are the same
 unit when their nouns are (singular or plural); a count never converts.
 
-Money, shares and trace concentrations keep their own reading (judge.parse_unit, judge.to_unit): their unit
+Money, shares and trace concentrations keep their own reading (amounts.parse_unit, amounts.to_unit): their unit
 travels with the amount ("$4m", "34 %", "7.6 ppb").
 
 Size letters and bases: a size written with a prefix letter ("64K", "50M", "4k", "64 KB") is read as written

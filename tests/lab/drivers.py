@@ -459,7 +459,7 @@ def read_quantity(text: str, estimate_line: str) -> float | None:
     """The figure a naive reader proposes for an estimate in a unit other than money: the number written
     before the unit's first word ("60 seconds"), else the first number in the sentence, whatever it is (a
     formula's "+ 6", an example's "--max-redirs 3"): what a small model does, and what briefd's figure rules
-    must refuse (judge.read_figure). Money and shares are read_amount's."""
+    must refuse (figures.read_figure). Money and shares are read_amount's."""
     unit = estimate_line.split(":", 1)[-1].split(",", 1)[0].strip()
     if not unit or _READ_AMOUNTS_UNITS.search(unit):
         return None

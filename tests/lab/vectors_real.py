@@ -4,7 +4,7 @@ Issue 27: "the model says what each figure measures; code verifies it". For each
 whose true figure is known (expect.kept), the real small model is given the case's passage as briefd gives a
 passage to it (planner.evidence_prompt, the estimate's evidence schema with value, unit, of and kind, through
 the lab's Ollama-compatible server and the official ollama client), and proposes items. Each item's figure is
-then read by code twice: by its unit alone (is it the true figure?) and by the whole rule (judge.read_figure
+then read by code twice: by its unit alone (is it the true figure?) and by the whole rule (figures.read_figure
 with the question, the passage before the quote and what the model said of the figure: would briefd keep it?).
 
 Printed: how many right readings the model proposed, how many wrong ones the rules caught, how many wrong ones
@@ -31,7 +31,7 @@ from briefd.daemon.ops.vectors import Case, parse_vectors
 from briefd.daemon.research import planner
 from briefd.daemon.research.policy import policy_for
 from briefd.daemon.rules.decide import LoopState
-from briefd.daemon.rules import judge
+from briefd.daemon.rules import amounts, figures, judge
 from tests.lab.demo import DEMO_MODEL_ENV
 from tests.lab.drivers import LlamaDriver
 from tests.lab.servers import start_ollama
@@ -95,11 +95,11 @@ def tally_case(case: Case, items: list[tuple[planner.EvidenceItem, str, str]], t
         if item.value is None:
             t.no_figure += 1
             continue
-        as_read = judge.read_figure(item.value, quote, case.unit)  # the unit alone: which figure did it mean
-        right = any(x is not None and math.isclose(x, truth, rel_tol=judge.SAME_FIGURE)
+        as_read = figures.read_figure(item.value, quote, case.unit)  # the unit alone: which figure did it mean
+        right = any(x is not None and math.isclose(x, truth, rel_tol=amounts.SAME_FIGURE)
                     for x in (as_read.value, item.value))
-        kept = judge.read_figure(item.value, quote, case.unit, asked=case.question, lead=lead,
-                                 said=judge.ModelReading(kind=item.kind, of=item.of)).value is not None
+        kept = figures.read_figure(item.value, quote, case.unit, asked=case.question, lead=lead,
+                                 said=figures.ModelReading(kind=item.kind, of=item.of)).value is not None
         if right:
             t.right += 1
             t.right_kept += kept
