@@ -38,3 +38,20 @@ def test_anything_credible_against_it_means_no_one_source_settles() -> None:
 def test_a_weak_reading_against_it_is_no_disagreement() -> None:
     weak = [reading(4096, "docs/manpages", "regulator"), reading(8192, "forum.example", "social")]
     assert judge.settled_by(weak, INITIAL) == "docs/manpages"
+
+
+def test_one_authority_stating_several_figures_settles_nothing() -> None:
+    """Three quotes of one manual giving 1, 5 and 60 seconds for the one quantity asked: at most one is the answer,
+    and nothing says which (a real run: another daemon's manual, read for a mail client's keep-alive interval).
+    The range moves towards them as any one source's readings move it; it does not collapse onto them."""
+    several = [reading(1, "docs/daemon", "regulator"), reading(5, "docs/daemon", "regulator"),
+               reading(60, "docs/daemon", "regulator")]
+    assert judge.settled_by(several, INITIAL) is None
+    low, high = judge.update_range(INITIAL, several)
+    assert high > 60 * 10  # a tenth of the way or more stays: an answer of 300 seconds is still inside
+
+
+def test_the_same_figure_quoted_twice_is_one_figure() -> None:
+    twice = [reading(4096, "docs/manpages", "regulator"), reading(4096.0, "docs/manpages", "regulator")]
+    assert judge.settled_by(twice, INITIAL) == "docs/manpages"
+    assert judge.update_range(INITIAL, twice) == (4096, 4096)

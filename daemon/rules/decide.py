@@ -204,7 +204,52 @@ def terms_needed(terms: Collection[str]) -> int:
     return 2 if len(terms) >= TERMS_FOR_TWO else 1
 
 
-def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
+# Who a question is about, read from its grammar, not from a list of names: the owner of a possessive
+# ("keepalived's health checker", "GNU m4's hash table"), the source it names ("according to fstrim"), the subject
+# of its inverted auxiliary ("How long does mutt wait", "What chunk size does mdadm use"). A modal is left out:
+# "a command can return" is a relative clause, its next word a verb.
+_POSSESSOR = re.compile(r"([^\W_][\w$.+-]*?)['’]s\b")
+_ACCORDING_TO = re.compile(r"\baccording\s+to\s+([^\W_][\w$.+-]*[^\W_]|[^\W_])", re.IGNORECASE)
+_DOES_SUBJECT = re.compile(r"\b(?:does|do|did)\s+([^\W_][\w$.+-]*[^\W_]|[^\W_])", re.IGNORECASE)
+# Closed-class words that open a noun phrase or stand for one: "does it take", "does the kernel", "does a backup".
+# What follows them is no name a document must carry.
+_NOT_A_NAME = frozenset("""a an the it its this that these those one any each every there their his her you we they i
+    some no all many much more most several such either neither what which who whom whose""".split())
+
+
+def question_subjects(topic: str) -> set[str]:
+    """The names `topic` says it is about (_POSSESSOR, _ACCORDING_TO, _DOES_SUBJECT), lower-cased: "mutt" for "How
+    long does mutt wait before polling an open IMAP connection?". Empty for a question without one ("What is the
+    default capacity of a pipe on Linux?"): nothing is then asked of the document."""
+    names = set()
+    for pattern in (_POSSESSOR, _ACCORDING_TO, _DOES_SUBJECT):
+        names |= {m.group(1).lower() for m in pattern.finditer(topic)}
+    return {n for n in names if n not in _NOT_A_NAME}
+
+
+def names_subject(topics: Sequence[str], read: str, document: str) -> bool:
+    """Whether a quote read with its passage (`read`) or its document's name (`document`: title, address) names
+    who the topics are about (question_subjects of each; an open gap is part of the brief's question, so the
+    brief's names hold for it too), when they say: a sentence of one program's manual is no answer about another
+    program, however many words it shares ("Wait n seconds between connection attempts" in another daemon's
+    manual, for "How long does mutt wait before polling an open IMAP connection?"). One name is enough. In the
+    text a name is a word (stemmed, as bears_on reads words; a compound by all its parts: "ssh-keygen"); in a
+    document's name it may begin a word, as the names of a program's files do ("muttrc", "keepalived.conf")."""
+    subjects = set().union(*(question_subjects(t) for t in topics)) if topics else set()
+    if not subjects:
+        return True
+    words = _terms(read)
+    file_words = [w.lower() for w in _TOKEN.findall(document)]
+    for name in subjects:
+        parts = _terms(name)
+        if parts and parts <= words:
+            return True
+        if any(w.startswith(part) for part in _TOKEN.findall(name) for w in file_words):
+            return True
+    return False
+
+
+def bears_on(text: str, topics: Sequence[str], *, context: str = "", document: str | None = None) -> bool:
     """Whether `text` answers something a topic (the question, an open gap) asks, not just shares
     a word with it: the rule a quote is kept by and a passage is shown to the model by.
 
@@ -216,6 +261,9 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
     sentence of the manual; the passage it sits in shares "hash", "symbol", "table". Why two terms:
     "What is the boiling point of water at the top of Mount Everest?" shares only "water" with a
     page on lead in tap water.
+    Given the quote's `document` (its page's title and address), the quote must also name who the question
+    is about, where the question says (names_subject: "does mutt wait" is not answered by another daemon's
+    manual).
     Why not weigh terms by how rare they are among the passages at hand: when search works, the
     passages at hand are all about the question, so its every term is common among them (refusing
     terms found in over half of 20 such passages refused the answer's passage for 8 of 55 of the
@@ -223,6 +271,8 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "") -> bool:
     """
     own, read = _terms(text), _terms(f"{text}\n{context}")
     leans = bool(context) and leans_on_before(text)  # "The minimum is 4 KiB.": its subject is in the passage
+    if document is not None and not names_subject(topics, f"{text}\n{context}", document):
+        return False
     for topic in topics:
         terms = topic_terms(topic)
         if terms and (own & terms or leans) and len(read & terms) >= terms_needed(terms):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 from urllib.parse import unquote, urlsplit
 
-from .amounts import tidy
+from .amounts import SAME_FIGURE, tidy
 from .contracts import Contract, FAILS, MEETS, quote_stance
 from .numbers import number_text
 
@@ -352,8 +352,8 @@ def update_range(initial: tuple[float, float], readings: Sequence[Reading]) -> t
        reading draws the range towards it but never collapses it to a point: an industry
        figure of 97 (0.7) in a 10..1000 range gives 70.9..367.9; a second independent
        source at 97 corroborates it and the range becomes 97..97. Unless that one source is an
-       authority that decides alone (its tier in ONE_SOURCE_TIERS: settled_by) and nothing credible
-       stands against it: then its figure is the range, as a contract may rest on one such source.
+       authority that decides alone (its tier in ONE_SOURCE_TIERS: settled_by), states one figure and nothing
+       credible stands against it: then its figure is the range, as a contract may rest on one such source.
 
     No credible evidence: the initial range, unchanged. The result does not depend on the
     order of `readings`; raising an in-range reading's confidence only draws the bounds
@@ -398,7 +398,7 @@ def _uncorroborated_share(side: Sequence[_Weighted]) -> float:
         return 0.0
     if not sources:
         return 1.0
-    if all(w.authority for w in side):
+    if all(w.authority for w in side) and _one_figure(side):
         return 0.0  # one authority (a regulator-tiered manual, a government host) settles alone: settled_by
     return max(ONE_SOURCE_KEEPS, 1 - max(w.confidence for w in side))
 
@@ -411,9 +411,19 @@ def settled_by(readings: Sequence[Reading], initial: tuple[float, float] | None 
     says the range rests on it. Nothing credible against it means no other source's credible reading at all."""
     credible = _credible(readings, initial)
     sources = {w.source for w in credible}
-    if len(sources) == 1 and all(w.authority for w in credible):
+    if len(sources) == 1 and all(w.authority for w in credible) and _one_figure(credible):
         return sources.pop()
     return None
+
+
+def _one_figure(side: Sequence[_Weighted]) -> bool:
+    """Whether readings state one figure (every low and every high the same, within SAME_FIGURE): what
+    "stated plainly" asks of a source that settles alone (settled_by). A source whose quotes give 1, 5 and 60
+    seconds for the one quantity asked states several figures, of several things: at most one is the answer,
+    and nothing says which, so it moves the range as any one source does."""
+    ends = [w.low for w in side] + [w.high for w in side]
+    lo, hi = min(ends), max(ends)
+    return math.isclose(lo, hi, rel_tol=SAME_FIGURE) if side else False
 
 
 def credible_sources(readings: Sequence[Reading]) -> int:

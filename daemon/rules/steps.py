@@ -83,7 +83,7 @@ def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted:
     not_evidence = decide.not_a_statement(quote, title, from_page=from_page)
     if not_evidence:
         return {"reason": not_evidence, "url": url, "quote": quote[:200]}
-    if not decide.bears_on(quote, about, context=f"{title}\n{context}"):
+    if not decide.bears_on(quote, about, context=f"{title}\n{context}", document=f"{title}\n{url}"):
         return {"reason": UNRELATED, "url": url, "quote": quote[:200]}
     if decide.states_no_figure(quote, [t for t in about if t]):
         return {"reason": decide.STATES_NO_FIGURE, "url": url, "quote": quote[:200]}
