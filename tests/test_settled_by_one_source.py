@@ -4,7 +4,9 @@ needs a second one."""
 
 from __future__ import annotations
 
-from briefd.daemon.rules import judge
+import pytest
+
+from briefd.daemon.rules import figures, judge
 from briefd.daemon.rules.judge import Reading
 
 INITIAL = (1.0, 100_000.0)
@@ -55,3 +57,32 @@ def test_the_same_figure_quoted_twice_is_one_figure() -> None:
     twice = [reading(4096, "docs/manpages", "regulator"), reading(4096.0, "docs/manpages", "regulator")]
     assert judge.settled_by(twice, INITIAL) == "docs/manpages"
     assert judge.update_range(INITIAL, twice) == (4096, 4096)
+
+
+def test_a_reading_that_is_not_plain_moves_the_range_as_one_source_does() -> None:
+    """A quote kept because its passage is about the question, itself saying nothing of it, may be another
+    setting's entry: it cannot be the range alone (figures.states_plainly, judge.Reading.plain)."""
+    entry = [Reading(low=1, high=1, confidence=judge.TIER_CAPS["regulator"], impact="narrows_both",
+                     source="docs/manpages", tier="regulator", plain=False)]
+    assert judge.settled_by(entry, INITIAL) is None
+    low, high = judge.update_range(INITIAL, entry)
+    assert high > 10 * low
+
+
+MDADM = "How long does mdadm --monitor wait between polls of the md arrays by default?"
+MUTT = ("At most how long does mutt wait before polling an open IMAP connection to keep it alive, by default, "
+        "in minutes?")
+
+
+@pytest.mark.parametrize("asked, quote, lead, plain", [
+    # the question's own words in the quote or its term line: plain
+    (MDADM, "The default is 60.", "-d, --delay\nGive a delay in seconds. mdadm polls the md arrays and then waits "
+     "this many seconds before polling again.", True),
+    (MDADM, "Give a delay in seconds. mdadm polls the md arrays and then waits this many seconds before polling "
+     "again. The default is 60.", "", True),
+    # a bare default under a term that shares one word of the question: kept (its passage says more), not plain
+    (MUTT, "Default: 300", "imap_keepalive\nType: number\n", False),
+    (MDADM, "A value of 252 signifies a timeout of 21 minutes.", "", False),
+])
+def test_what_states_a_figure_plainly(asked: str, quote: str, lead: str, plain: bool) -> None:
+    assert figures.states_plainly(quote, lead, asked) is plain

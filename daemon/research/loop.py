@@ -41,7 +41,7 @@ from ..core.settings import Settings
 from ..model.hosts import ModelHosts, model_hosts
 from ..model.llm import ModelConfig
 from ..report.assemble import done_report, evidence_items, source_items
-from ..rules import decide, judge, steps
+from ..rules import decide, figures, judge, steps
 from ..rules.citations import Source, number_sources, renumber
 from ..rules.decide import LoopState
 from ..sources import egress
@@ -329,7 +329,7 @@ class Research:
     # ---- estimates and verdicts (computed by rules, seeds 1 and 2) ----------------------------
 
     def readings(self) -> list[judge.Reading]:
-        return _readings(self.store.evidence(self.run_id))
+        return _readings(self.store.evidence(self.run_id), self.brief.question)
 
     def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
         """What the policy decides from, read from the store (once; or the evidence rows and token
@@ -338,7 +338,7 @@ class Research:
         rows = self.store.evidence(self.run_id) if evidence is None else evidence
         hypothesis = self.brief.hypothesis
         return Facts(state=self.state, limits=self.limits, usage=self.ledger.usage_now(tokens),
-                     readings=_readings(rows) if self.brief.estimate else (),
+                     readings=_readings(rows, self.brief.question) if self.brief.estimate else (),
                      stances=_stances(rows) if hypothesis and not hypothesis.contract else (),
                      quotes=_quotes(rows) if hypothesis and hypothesis.contract else ())
 
@@ -475,11 +475,13 @@ def _retrieved(task: "asyncio.Task[Any]") -> None:
 
 
 
-def _readings(rows: list[dict[str, Any]]) -> list[judge.Reading]:
-    """The evidence items that carry a figure, as the range rule reads them."""
+def _readings(rows: list[dict[str, Any]], asked: str) -> list[judge.Reading]:
+    """The evidence items that carry a figure, as the range rule reads them; whether each states its figure
+    plainly for the question `asked` (figures.states_plainly) is what lets an authority's settle the range."""
     return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
                           impact=e["impact"] or "neutral", source=judge.independent_source(e["url"]),
-                          round=e["round"], tier=e["tier"])
+                          round=e["round"], tier=e["tier"],
+                          plain=figures.states_plainly(e["quote"], e.get("lead") or "", asked))
             for e in rows if e["low"] is not None and e["high"] is not None]
 
 

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 from . import units
 from .amounts import alternation, Amount, parse_amounts, parse_unit, RANGE_GAP, SAME_FIGURE, SCALES, to_unit, Unit, YEAR
-from .decide import CODE_NAME, ENTRY_MAX_CHARS, STOPWORDS, content_words, is_term_line, leans_on_before
+from .decide import CODE_NAME, ENTRY_MAX_CHARS, STOPWORDS, bears_on, content_words, is_term_line, leans_on_before
 
 
 def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE) -> bool:
@@ -111,10 +111,10 @@ def unit_after(unit: str) -> re.Pattern[str]:
 
 
 # Code, a formula or a command line around a number: "make MAX_CONNECTIONS=5 check", "-DOS_OTHER=1",
-# "LALR(1)", "fork(2)", "Defaults to RuntimeDirectorySize= divided by 4096", "curl --max-redirs 3 --location".
+# "LALR(1)", "fork(2)", "lua_pop(L, 1)", "Defaults to RuntimeDirectorySize= divided by 4096", "curl --max-redirs 3 --location".
 # "+" and "/" are operators between operands ("a + 6", "24/7"), not a sign ("rose +5%"); so is "-" after a
 # name ("size-1 bytes"), not between two numbers ("4-6 ppb", a range).
-_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\(|(?<!\S)--?[A-Za-z][\w-]*\s+|"
+_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\((?:[^()\n]{0,40},\s*)?|(?<!\S)--?[A-Za-z][\w-]*\s+|"
                           r"\b(?:divided|multiplied)\s+by\s+|\bmodulo\s+)$", re.IGNORECASE)
 
 
@@ -126,13 +126,13 @@ _ASSIGNMENT_LINE = re.compile(r"(?:^|\s)(?<!-)[A-Za-z_][\w.-]*\s*(?:=|:|\s)\s*$"
 _CODE_AFTER = re.compile(r"\)*\s*(?:[=*/^]|\s\+\s*[\w(]|\+[\w(])")
 
 
-# A version or a reference: "2.6.11", "since Linux 2.2", "Lua 5.2", "section 6.2", "page 24", "RFC 1122".
+# A version or a reference: "2.6.11", "since Linux 2.2", "Lua 5.2", "section 6.2", "(see §4.7)", "page 24", "RFC 1122".
 _VERSION_AFTER = re.compile(r"\.\d")
 
 
 _NAME_BEFORE = re.compile(
     r"(?<![\w.])(?:version|release|v|rev|revision|page|pages|p\.|pp\.|section|sections|chapter|rfc|figure|"
-    r"fig\.|table|step|appendix|posix\.?|iso|ieee|std|draft|issue|no\.|#|port|ports|uid|gid|pid|signal)\s*\(?\s*$",
+    r"fig\.|table|step|appendix|posix\.?|iso|ieee|std|draft|issue|no\.|#|§|¶|port|ports|uid|gid|pid|signal)\s*\(?\s*$",
     re.IGNORECASE)
 
 
@@ -340,6 +340,16 @@ def entry_of(lead: str) -> str:
     tail = lead[-ENTRY_MAX_CHARS:]
     cut = tail.rfind("\n\n")
     return tail[cut + 2:] if cut >= 0 else tail
+
+
+def states_plainly(quote: str, lead: str, asked: str) -> bool:
+    """Whether a quote states its figure plainly for the question `asked`: the quote itself, read with no more than
+    its entry (entry_of: a definition's term line), bears on the question (decide.bears_on), not only through the
+    passage around it. Only such a reading may settle an estimate alone (judge.settled_by). Why: a quote kept
+    because its passage is about the question may still be another setting's entry there ("retrans_time ...
+    Defaults to 1 second." in a page of the kernel's networking settings, read for how long the kernel waits for
+    a final FIN): kept, it moves a range as one source does; it must not be the range."""
+    return bears_on(quote, [asked], context=entry_of(lead))
 
 
 def size_letter(amount: Amount, unit: str) -> bool:

@@ -248,6 +248,7 @@ class Reading:
     source: str
     round: int = 0
     tier: str | None = None  # the source's (capped) tier: an authority (ONE_SOURCE_TIERS) may settle alone
+    plain: bool = True  # its quote states the figure plainly (figures.states_plainly): only so may it settle alone
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,7 @@ class _Weighted:
     speaks_low: bool
     speaks_high: bool
     confidence: float = 0.0
-    authority: bool = False
+    authority: bool = False  # an authority's tier (ONE_SOURCE_TIERS), its quote plain (Reading.plain)
 
 
 def _confidence(c: float) -> float:
@@ -287,7 +288,7 @@ def _credible(readings: Sequence[Reading], initial: tuple[float, float] | None =
         impact = r.impact if r.impact in IMPACTS else "narrows_both"
         out.append(_Weighted(lo, hi, c * c / per_source[r.source], r.source,
                              impact != "narrows_high", impact != "narrows_low", c,
-                             normalize_tier(r.tier) in ONE_SOURCE_TIERS if r.tier else False))
+                             r.plain and (normalize_tier(r.tier) in ONE_SOURCE_TIERS if r.tier else False)))
     return out
 
 
@@ -352,8 +353,9 @@ def update_range(initial: tuple[float, float], readings: Sequence[Reading]) -> t
        reading draws the range towards it but never collapses it to a point: an industry
        figure of 97 (0.7) in a 10..1000 range gives 70.9..367.9; a second independent
        source at 97 corroborates it and the range becomes 97..97. Unless that one source is an
-       authority that decides alone (its tier in ONE_SOURCE_TIERS: settled_by), states one figure and nothing
-       credible stands against it: then its figure is the range, as a contract may rest on one such source.
+       authority that decides alone (its tier in ONE_SOURCE_TIERS: settled_by), states one figure, plainly
+       (Reading.plain), and nothing credible stands against it: then its figure is the range, as a contract may
+       rest on one such source.
 
     No credible evidence: the initial range, unchanged. The result does not depend on the
     order of `readings`; raising an in-range reading's confidence only draws the bounds
