@@ -252,3 +252,18 @@ def test_property_read_figure_is_total(proposed: float, quote: str, unit: str) -
     assert figure.value is None or math.isfinite(figure.value)
     assert figure.reason in (None, figures.NOT_IN_QUOTE) or figure.reason.startswith(figures.OTHER_UNIT + " (") \
         or figure.reason.startswith(figures.NOT_THE_QUANTITY + " (")
+
+
+# A data rate's unit named before its figure, as md(4) names speed_limit_min's (the real-document set's second
+# part, dev half), and written after figures as a size per a duration.
+@pytest.mark.parametrize("quote, proposed, value", [
+    ("The speed is in Kibibytes per second, and is a per-device rate, not a per-array rate (which means that an "
+     "array with more disks will shuffle more data for a given speed). The default is 1000.", 1000, 1000.0),
+    ("The speed is 50 MB/s.", 50, 51200.0),
+    ("The speed is 2 kilobytes per second.", 2, 1.953125),
+    ("It runs 5 times per second.", 5, None),  # a count per a duration is no data rate
+    ("The speed is 8 MB.", 8, None),           # a size is no rate
+])
+def test_a_rate_is_read_in_the_briefs_rate(quote: str, proposed: float, value: float | None) -> None:
+    figure = figures.read_figure(proposed, quote, "KiB/s", asked="What is the default rebuild speed?")
+    assert figure.value == value

@@ -55,3 +55,23 @@ def test_a_figure_converts_to_the_briefs_unit(value: float, written: str, unit: 
 ])
 def test_a_document_that_states_decimal_sizes_is_read_so(text: str, base_1000: bool) -> None:
     assert bool(units.SIZE_BASE_1000.search(text)) is base_1000
+
+
+@pytest.mark.parametrize("unit, name", [
+    ("KiB/s", "kibibyte / second"), ("kilobytes per second", "kilobyte / second"), ("MB/s", "mebibyte / second"),
+    ("Kibibytes per second", "kibibyte / second"),
+])
+def test_a_data_rate_is_a_size_per_a_duration(unit: str, name: str) -> None:
+    assert units.measure(unit) == units.Measure(units.RATE, name)
+
+
+@pytest.mark.parametrize("unit", ["rings per second", "times per day", "pages per device", "hertz"])
+def test_other_things_per_a_duration_are_counts_not_data_rates(unit: str) -> None:
+    """A frequency is pint's 1 / [time] as a data rate is (it counts information as dimensionless): a count of
+    rings per second must never convert to kibibytes per second."""
+    assert units.measure(unit).is_count
+
+
+def test_a_rate_converts_as_a_rate() -> None:
+    assert units.convert(5, "mebibyte / second", "kibibyte / second") == 5120
+    assert units.convert(5, "hertz", "kibibyte / second") is None

@@ -261,8 +261,14 @@ def _digits_end(quote: str, amount: Amount) -> int:
 
 def written_unit(quote: str, amount: Amount, dimension: str) -> tuple[str, int] | None:
     """(pint's unit, where it ends) of the unit written right after `amount`, read for a quantity of
-    `dimension` (units.TIME, units.SIZE: then a configuration file's letters count, "30s", "48K"), or None."""
+    `dimension` (units.TIME, units.SIZE: then a configuration file's letters count, "30s", "48K"; units.RATE: a
+    size per a duration, "50 MB/s"), or None."""
     end = _digits_end(quote, amount)
+    if dimension == units.RATE:  # "2 kilobytes per second", "50 MB/s", "256 KiB/s"
+        rate = re.compile(r"(?:\s?|-)").match(quote, end)
+        pair = units.RATE_WORDS.match(quote, rate.end()) if rate else None
+        found_rate = units.rate_of(pair.group(1), pair.group(2)) if pair else None
+        return (found_rate, pair.end()) if pair and found_rate else None
     match = _UNIT_WORD_AFTER.match(quote, end)
     if match is None:
         return None
@@ -286,8 +292,15 @@ _A_WORD = re.compile(r"[A-Za-zµμ]+")
 def _units_named(text: str, dimension: str) -> list[tuple[int, str]]:
     """(where, pint's unit) of each unit of `dimension` named as a word in `text`, in order: a word pint knows
     ("seconds", "milliseconds", "bytes", "KiB"), a configuration file's word of three letters or more ("msec",
-    "secs", "kbytes"), or a unit inside a setting's name ("InhibitDelayMaxSec=", "timeout_ms")."""
+    "secs", "kbytes"), or a unit inside a setting's name ("InhibitDelayMaxSec=", "timeout_ms"); a rate's two
+    words ("The speed is in Kibibytes per second ... The default is 1000.")."""
     found: list[tuple[int, str]] = []
+    if dimension == units.RATE:  # a rate is two words, a size per a duration ("Kibibytes per second", "MB/s")
+        for rate in units.RATE_WORDS.finditer(text):
+            unit = units.rate_of(rate.group(1), rate.group(2))
+            if unit is not None and not re.search(r"\d[\s-]?$", text[max(0, rate.start() - 8):rate.start()]):
+                found.append((rate.start(), unit))
+        return found
     for match in _A_WORD.finditer(text):
         word = match.group(0)
         before = text[max(0, match.start() - 8):match.start()]

@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 TIME, SIZE = "[time]", "[information]"  # a duration (pint's dimensionality) and a data size (bits, bytes)
+RATE = f"{SIZE} / {TIME}"  # a data rate ("KiB/s", "kilobytes per second"): pint's 1 / [time], as a frequency is
 
 
 @lru_cache(maxsize=1)
@@ -100,6 +101,8 @@ def _pint_unit(word: str) -> tuple[str, str] | None:
     name = str(unit)
     if re.fullmatch(r"[a-z]*(?:bit|byte|octet)", name):
         return name, SIZE  # pint counts information as dimensionless: a size is what converts to bits
+    if re.fullmatch(r"[a-z]*(?:bit|byte|octet) / [a-z]+", name) and str(unit.dimensionality) == f"1 / {TIME}":
+        return name, RATE  # so a data rate never converts to a frequency
     if unit.dimensionless:
         return None
     return name, str(unit.dimensionality)
@@ -116,6 +119,22 @@ _NOT_UNITS = frozenset({"a", "an", "at", "are", "in", "is", "it", "of", "or", "o
                         "stone", "dram", "grain", "grains", "pica", "fortnight", "century", "pixel", "pixels",
                         "dot", "dots", "number", "atom", "atoms", "molecule", "event", "events", "unit", "units"})
 _BITS_BYTES = {"bit": "bit", "bits": "bit", "byte": "byte", "bytes": "byte", "octet": "byte", "octets": "byte"}
+
+
+# A rate written as two words: "Kibibytes per second", "MB/s", "kbytes / sec" (rate_of reads them).
+RATE_WORDS = re.compile(r"([A-Za-zµμ]+)(?:\s+per\s+|\s*/\s*)([A-Za-zµμ]+)", re.IGNORECASE)
+
+
+def rate_of(numerator: str, denominator: str) -> str | None:
+    """pint's name of a data rate written as two words, a size "per" (or "/") a duration: "Kibibytes per
+    second" -> "kibibyte / second", "MB/s" -> "mebibyte / second" (a size letter read as unit_of_word reads it
+    against a size); None when the two are not a size and a duration."""
+    size = unit_of_word(numerator, SIZE)
+    duration = unit_of_word(denominator, TIME)
+    if size is None or duration is None or dimension_of(size) != SIZE or dimension_of(duration) != TIME:
+        return None
+    found = _pint_unit(f"{size} / {duration}")
+    return found[0] if found and found[1] == RATE else None
 
 
 def unit_of_word(word: str, wanted: str = "") -> str | None:
@@ -140,8 +159,8 @@ def unit_of_word(word: str, wanted: str = "") -> str | None:
     if found is None:
         return None
     unit, dimension = found
-    if dimension != SIZE and "[time]" not in dimension:
-        return None  # lengths, masses, temperatures, currents: not what a manual's figures measure here
+    if dimension not in (SIZE, TIME, RATE):
+        return None  # lengths, masses, temperatures, currents, frequencies: not what a manual's figures measure here
     return unit
 
 
@@ -158,6 +177,11 @@ def measure(unit: str) -> Measure:
     text = " ".join(unit.split())
     if not text:
         return Measure("", "")
+    rate = RATE_WORDS.fullmatch(text)
+    if rate is not None:
+        found = rate_of(rate.group(1), rate.group(2))
+        if found is not None:
+            return Measure(RATE, found)
     if len(text.split()) == 1:
         letters = text.lower() in _SIZE_LETTERS and len(text) > 1  # "MB", "KB": read as a document's are
         found = unit_of_word(text, SIZE) if letters else unit_of_word(text)
