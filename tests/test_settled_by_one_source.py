@@ -86,3 +86,24 @@ MUTT = ("At most how long does mutt wait before polling an open IMAP connection 
 ])
 def test_what_states_a_figure_plainly(asked: str, quote: str, lead: str, plain: bool) -> None:
     assert figures.states_plainly(quote, lead, asked) is plain
+
+
+ZSTD_MEMORY = "How much memory may zstd's decompressor use by default?"
+ZSTD_ENTRY = ("-M#, --memory=#: Set a memory usage limit. By default, zstd uses 128 MiB for decompression as the "
+              "maximum amount of memory the decompressor is allowed to use, but you can override this manually if "
+              "need be in either direction (i.e. you can increase or decrease it).\n\nThis is also used during "
+              "compression when using with --patch-from=. In this case, this parameter overrides that maximum size "
+              "allowed for a dictionary. (128 MiB).\n\n")
+ZSTD_TRAINING = ("Additionally, this can be used to limit memory for dictionary training. This parameter overrides "
+                 "the default limit of 2 GiB. zstd will load training samples up to the memory limit and ignore "
+                 "the rest.")
+
+
+def test_an_entry_that_states_two_figures_of_the_quantity_settles_neither() -> None:
+    """zstd(1)'s --memory entry (the real-document set's first part): the decompressor's 128 MiB, a dictionary's
+    (128 MiB), then the dictionary training's 2 GiB. A reader who quotes the second quotes a figure of the quantity, about zstd, in
+    plain words; but the entry it follows states another, so it is not the range alone."""
+    assert not figures.states_plainly(ZSTD_TRAINING, ZSTD_ENTRY, ZSTD_MEMORY, "MiB", 2048.0)
+    assert figures.states_plainly(ZSTD_TRAINING, ZSTD_ENTRY, ZSTD_MEMORY)  # without the figure: the words do
+    answer = ZSTD_ENTRY.split("\n")[0]
+    assert figures.states_plainly(answer, "", ZSTD_MEMORY, "MiB", 128.0)

@@ -328,8 +328,11 @@ class Research:
 
     # ---- estimates and verdicts (computed by rules, seeds 1 and 2) ----------------------------
 
+    def _unit(self) -> str:
+        return self.brief.estimate.unit if self.brief.estimate else ""
+
     def readings(self) -> list[judge.Reading]:
-        return _readings(self.store.evidence(self.run_id), self.brief.question)
+        return _readings(self.store.evidence(self.run_id), self.brief.question, self._unit())
 
     def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
         """What the policy decides from, read from the store (once; or the evidence rows and token
@@ -338,7 +341,7 @@ class Research:
         rows = self.store.evidence(self.run_id) if evidence is None else evidence
         hypothesis = self.brief.hypothesis
         return Facts(state=self.state, limits=self.limits, usage=self.ledger.usage_now(tokens),
-                     readings=_readings(rows, self.brief.question) if self.brief.estimate else (),
+                     readings=_readings(rows, self.brief.question, self._unit()) if self.brief.estimate else (),
                      stances=_stances(rows) if hypothesis and not hypothesis.contract else (),
                      quotes=_quotes(rows) if hypothesis and hypothesis.contract else ())
 
@@ -475,13 +478,14 @@ def _retrieved(task: "asyncio.Task[Any]") -> None:
 
 
 
-def _readings(rows: list[dict[str, Any]], asked: str) -> list[judge.Reading]:
+def _readings(rows: list[dict[str, Any]], asked: str, unit: str) -> list[judge.Reading]:
     """The evidence items that carry a figure, as the range rule reads them; whether each states its figure
-    plainly for the question `asked` (figures.states_plainly) is what lets an authority's settle the range."""
+    plainly for the question `asked` in the brief's `unit` (figures.states_plainly) is what lets an authority's
+    settle the range."""
     return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
                           impact=e["impact"] or "neutral", source=judge.independent_source(e["url"]),
                           round=e["round"], tier=e["tier"],
-                          plain=figures.states_plainly(e["quote"], e.get("lead") or "", asked))
+                          plain=figures.states_plainly(e["quote"], e.get("lead") or "", asked, unit, e["low"]))
             for e in rows if e["low"] is not None and e["high"] is not None]
 
 

@@ -355,14 +355,26 @@ def entry_of(lead: str) -> str:
     return tail[cut + 2:] if cut >= 0 else tail
 
 
-def states_plainly(quote: str, lead: str, asked: str) -> bool:
-    """Whether a quote states its figure plainly for the question `asked`: the quote itself, read with no more than
-    its entry (entry_of: a definition's term line), bears on the question (decide.bears_on), not only through the
-    passage around it. Only such a reading may settle an estimate alone (judge.settled_by). Why: a quote kept
-    because its passage is about the question may still be another setting's entry there ("retrans_time ...
-    Defaults to 1 second." in a page of the kernel's networking settings, read for how long the kernel waits for
-    a final FIN): kept, it moves a range as one source does; it must not be the range."""
-    return bears_on(quote, [asked], context=entry_of(lead))
+@lru_cache(maxsize=4096)
+def states_plainly(quote: str, lead: str, asked: str, unit: str = "", value: float | None = None) -> bool:
+    """Whether a quote states its figure (`value`, in `unit`) plainly for the question `asked`: the quote itself,
+    read with no more than its entry (entry_of: a definition's term line), bears on the question
+    (decide.bears_on), not only through the passage around it; and neither it nor the text it follows (`lead`)
+    states another figure the question's rules would read as the answer (stated_amounts). Only such a reading
+    may settle an estimate alone (judge.settled_by). Why: a quote kept because its passage is about the question
+    may be another setting's entry there ("retrans_time ... Defaults to 1 second." in a page of the kernel's
+    networking settings, read for how long the kernel waits for a final FIN); and an entry that states two
+    figures of the quantity ("By default, zstd uses 128 MiB for decompression ..." then "... the default limit
+    of 2 GiB" for dictionary training) leaves which one answers to the weighing. Kept, either moves a range as
+    one source does; it must not be the range. (Cached: the range rule reads every reading each round.)"""
+    if not bears_on(quote, [asked], context=entry_of(lead)):
+        return False
+    if unit and value is not None:
+        for text, before in ((lead, ""), (quote, lead)):
+            if any(r.value is not None and not _close(r.value, value, SAME_FIGURE)
+                   for r in stated_amounts(text, unit, asked, before)):
+                return False
+    return True
 
 
 def size_letter(amount: Amount, unit: str) -> bool:
