@@ -205,7 +205,7 @@ def terms_needed(terms: Collection[str]) -> int:
 
 
 # Who a question is about, read from its grammar, not from a list of names: the owner of a possessive
-# ("keepalived's health checker", "GNU m4's hash table"), the source it names ("according to fstrim"), the subject
+# ("keepalived's health checker", "md's rebuild speed"), the source it names ("according to fstrim"), the subject
 # of its inverted auxiliary ("How long does mutt wait", "What chunk size does mdadm use"). A modal is left out:
 # "a command can return" is a relative clause, its next word a verb.
 _POSSESSOR = re.compile(r"([^\W_][\w$.+-]*?)['’]s\b")
@@ -233,7 +233,7 @@ def names_subject(topics: Sequence[str], read: str, document: str) -> bool:
     brief's names hold for it too), when they say: a sentence of one program's manual is no answer about another
     program, however many words it shares ("Wait n seconds between connection attempts" in another daemon's
     manual, for "How long does mutt wait before polling an open IMAP connection?"). One name is enough. In the
-    text a name is a word (stemmed, as bears_on reads words; a compound by all its parts: "ssh-keygen"); in a
+    text a name is a word (stemmed, as bears_on reads words; a compound by all its parts: "ip-link"); in a
     document's name it may begin a word, as the names of a program's files do ("muttrc", "keepalived.conf")."""
     subjects = set().union(*(question_subjects(t) for t in topics)) if topics else set()
     if not subjects:
@@ -320,7 +320,8 @@ def is_term_line(line: str) -> bool:
 # not a setting; nor "i.e" and "e.g", whose first part is one letter), or a variable written with its sigil
 # ("$timeout", "$HOME"). contracts.code_names reads a metric's; leans_on_before a sentence that goes on about
 # one; figures.another_quantity_asked a figure's clause.
-CODE_NAME = re.compile(r"(?<![\w.$])(?:[A-Za-z]\w+(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,}|\$[A-Za-z_]\w*)(?![\w])")
+CODE_NAME = re.compile(r"(?<![\w.$])(?:[A-Za-z]\w+(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,}|\$[A-Za-z_]\w*)"
+                       r"(?![\w])")
 # What a sentence that opens with a name goes on to say of it: "LUA_MINSTACK is defined as 20", "OPTIND is
 # initialized to 1", "ZSTD_NBTHREADS has a default value of (1)". Not a term line's first words ("HISTSIZE The
 # number of commands ...": the next entry's name, then what it is).

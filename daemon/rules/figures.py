@@ -111,10 +111,12 @@ def unit_after(unit: str) -> re.Pattern[str]:
 
 
 # Code, a formula or a command line around a number: "make MAX_CONNECTIONS=5 check", "-DOS_OTHER=1",
-# "LALR(1)", "fork(2)", "lua_pop(L, 1)", "Defaults to RuntimeDirectorySize= divided by 4096", "curl --max-redirs 3 --location".
+# "LALR(1)", "fork(2)", "pop(L, 1)", "Defaults to RuntimeDirectorySize= divided by 4096",
+# "curl --max-redirs 3 --location".
 # "+" and "/" are operators between operands ("a + 6", "24/7"), not a sign ("rose +5%"); so is "-" after a
 # name ("size-1 bytes"), not between two numbers ("4-6 ppb", a range).
-_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\((?:[^()\n]{0,40},\s*)?|(?<!\S)--?[A-Za-z][\w-]*\s+|"
+_CODE_BEFORE = re.compile(r"(?:[=*^]\s*|[\w)][/+]|[A-Za-z_)]-|[\s)][/+]\s+|\w\((?:[^()\n]{0,40},\s*)?|"
+                          r"(?<!\S)--?[A-Za-z][\w-]*\s+|"
                           r"\b(?:divided|multiplied)\s+by\s+|\bmodulo\s+)$", re.IGNORECASE)
 
 
@@ -132,7 +134,8 @@ _VERSION_AFTER = re.compile(r"\.\d")
 
 _NAME_BEFORE = re.compile(
     r"(?<![\w.])(?:version|release|v|rev|revision|page|pages|p\.|pp\.|section|sections|chapter|rfc|figure|"
-    r"fig\.|table|step|appendix|posix\.?|iso|ieee|std|draft|issue|no\.|#|§|¶|port|ports|uid|gid|pid|signal)\s*\(?\s*$",
+    r"fig\.|table|step|appendix|posix\.?|iso|ieee|std|draft|issue|no\.|#|§|¶|port|ports|uid|gid|pid|signal)"
+    r"\s*\(?\s*$",
     re.IGNORECASE)
 
 
