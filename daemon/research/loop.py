@@ -481,7 +481,7 @@ def _retrieved(task: "asyncio.Task[Any]") -> None:
 def _readings(rows: list[dict[str, Any]], asked: str, unit: str) -> list[judge.Reading]:
     """The evidence items that carry a figure, as the range rule reads them; whether each states its figure
     plainly for the question `asked` in the brief's `unit` (figures.states_plainly) is what lets an authority's
-    settle the range."""
+    reading settle the range."""
     return [judge.Reading(low=e["low"], high=e["high"], confidence=e["confidence"] or 0.0,
                           impact=e["impact"] or "neutral", source=judge.independent_source(e["url"]),
                           round=e["round"], tier=e["tier"],

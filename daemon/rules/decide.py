@@ -221,7 +221,7 @@ def question_subjects(topic: str) -> set[str]:
     """The names `topic` says it is about (_POSSESSOR, _ACCORDING_TO, _DOES_SUBJECT), lower-cased: "mutt" for "How
     long does mutt wait before polling an open IMAP connection?". Empty for a question without one ("What is the
     default capacity of a pipe on Linux?"): nothing is then asked of the document."""
-    names = set()
+    names: set[str] = set()
     for pattern in (_POSSESSOR, _ACCORDING_TO, _DOES_SUBJECT):
         names |= {m.group(1).lower() for m in pattern.finditer(topic)}
     return {n for n in names if n not in _NOT_A_NAME}
@@ -235,7 +235,7 @@ def names_subject(topics: Sequence[str], read: str, document: str) -> bool:
     manual, for "How long does mutt wait before polling an open IMAP connection?"). One name is enough. In the
     text a name is a word (stemmed, as bears_on reads words; a compound by all its parts: "ip-link"); in a
     document's name it may begin a word, as the names of a program's files do ("muttrc", "keepalived.conf")."""
-    subjects = set().union(*(question_subjects(t) for t in topics)) if topics else set()
+    subjects: set[str] = set().union(*(question_subjects(t) for t in topics))
     if not subjects:
         return True
     words = _terms(read)

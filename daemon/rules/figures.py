@@ -267,9 +267,8 @@ def written_unit(quote: str, amount: Amount, dimension: str) -> tuple[str, int] 
     `dimension` (units.TIME, units.SIZE: then a configuration file's letters count, "30s", "48K"; units.RATE: a
     size per a duration, "50 MB/s"), or None."""
     end = _digits_end(quote, amount)
-    if dimension == units.RATE:  # "2 kilobytes per second", "50 MB/s", "256 KiB/s"
-        rate = re.compile(r"(?:\s?|-)").match(quote, end)
-        pair = units.RATE_WORDS.match(quote, rate.end()) if rate else None
+    if dimension == units.RATE:  # "2 kilobytes per second", "50 MB/s", "256 KiB/s", "a 10-MB/s limit"
+        pair = units.RATE_WORDS.match(quote, end + (quote[end:end + 1] in (" ", "-")))
         found_rate = units.rate_of(pair.group(1), pair.group(2)) if pair else None
         return (found_rate, pair.end()) if pair and found_rate else None
     match = _UNIT_WORD_AFTER.match(quote, end)
