@@ -267,3 +267,16 @@ def test_property_read_figure_is_total(proposed: float, quote: str, unit: str) -
 def test_a_rate_is_read_in_the_briefs_rate(quote: str, proposed: float, value: float | None) -> None:
     figure = figures.read_figure(proposed, quote, "KiB/s", asked="What is the default rebuild speed?")
     assert figure.value == value
+
+
+def test_a_figure_that_restates_the_claim_does_not_outvote_the_one_that_measures() -> None:
+    """The lab corpus's news story reports a study's 7.6 ppb beside the claim it challenges ("... cut lead levels
+    below 5 ppb"): the words of the claim are at the restating bound, the metric is the other figure's, which
+    decides against the claim (figures.parallel_figures under a contract)."""
+    from briefd.daemon.rules import contracts
+    quote = ("A new study from Lakeside University has measured lead at 7.6 ppb at the 90th percentile in homes "
+             "with lead service lines, challenging the water authority's claim that its plant upgrade cut lead "
+             "levels below 5 ppb.")
+    claim = contracts.Contract("<", 5.0, "ppb", "90th-percentile lead level",
+                               "The Lakeside water plant upgrade cut lead levels below 5 ppb")
+    assert contracts.quote_stance(claim, quote).stance == "contradicts"

@@ -341,9 +341,6 @@ def measures_another_quantity(contract: Contract, quote: str, start: int) -> str
 # A man page documents one program or interface, and its file is named for it: "curl.1.txt" (the lab's),
 # "curl.1.en.html" (manpages.debian.org), "man1/curl.1.html" (man7.org), "ssh_config.5.gz".
 _MAN_PAGE = re.compile(r"([A-Za-z][\w+-]*)\.([1-9])[a-z]*(?:\.[a-z]{2}(?:_[A-Z]{2})?)?(?:\.(?:txt|html?|gz))?")
-# Sections whose pages each document one command (user commands, games, system administration): what such a page
-# says is its command's. Sections 5 and 7 (formats, overviews: "tcp(7)", "ssh_config(5)") describe a subject.
-_COMMAND_SECTIONS = frozenset("168")
 
 
 # What a man page says of "this option" or "the option" is said of one of its program's options.
@@ -362,12 +359,6 @@ def man_page_names(url: str | None) -> set[str]:
     return {stem(w) for w in re.split(r"[\W_]+", page.group(1).lower()) if len(w) >= 2}
 
 
-def _command_page(url: str | None) -> bool:
-    """Whether `url` is a man page of a command's section (_COMMAND_SECTIONS): "wget.1.txt", "dnsmasq.8.gz"."""
-    page = _MAN_PAGE.fullmatch(unquote(urlsplit(url).path).rsplit("/", 1)[-1]) if url else None
-    return page is not None and page.group(2) in _COMMAND_SECTIONS
-
-
 def another_programs_option(contract: Contract, quote: str, url: str | None) -> str | None:
     """Why the quote's figures are the value of an option of a program the claim is not about, or None.
 
@@ -375,11 +366,12 @@ def another_programs_option(contract: Contract, quote: str, url: str | None) -> 
     remain idle before sending keepalive probes ... If unspecified, the option defaults to 60 seconds." names
     the metric of "Linux TCP waits more than 3600 seconds of idle time before it sends keep-alive probes", but
     its 60 seconds are curl's --keepalive-time, not the kernel's (tcp(7): 7200 seconds). It still reads a claim
-    that names the program ("curl follows at most 50 redirects"). A command's page (sections 1, 6, 8) is read so
-    whole, "this option" or not: wget(1)'s "The default is 20" (redirections) is no reading of curl's limit.
-    Only a man page's file says which program it documents; a claim that names none (Contract.claim empty) is
-    read as before."""
-    if not contract.claim or not (_AN_OPTION.search(quote) or _command_page(url)):
+    that names the program ("curl follows at most 50 redirects"). Only "this option" is read so: the rest of a
+    command's page may state a fact of its subject ("all are managed as pages (typically 4096 bytes)" in a
+    process viewer's page), and another program's page is kept from a question about one program by the quote
+    filter (decide.names_subject), not here. Only a man page's file says which program it documents; a claim
+    that names none (Contract.claim empty) is read as before."""
+    if not contract.claim or not _AN_OPTION.search(quote):
         return None
     names = man_page_names(url)
     claimed = stems(f"{contract.claim} {contract.metric}")
