@@ -49,6 +49,6 @@ def test_a_manuals_html_and_pdf_do_not_corroborate_each_other() -> None:
 
 def test_two_pages_of_one_manual_are_one_source_at_a_bound() -> None:
     rows = [row(f"{DOCS}/git-doc/git-config.html", low=50), row(f"{DOCS}/git-doc/git-gc.html", low=50)]
-    assert judge.credible_sources(_readings(rows)) == 1
+    assert judge.credible_sources(_readings(rows, "How many packs does it take to repack?", "packs")) == 1
     rows[1] = row(f"{DOCS}/git-man/git-gc.1.html", low=50)
-    assert judge.credible_sources(_readings(rows)) == 2
+    assert judge.credible_sources(_readings(rows, "How many packs does it take to repack?", "packs")) == 2

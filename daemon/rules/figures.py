@@ -904,16 +904,16 @@ _CASE_QUALIFIER = re.compile(r"\b(?:for|with|on|under|without|when|if|in)\s+[\w\
 
 
 def parallel_figures(quote: str, amounts: Sequence[Amount], read: Sequence[Stated], asked: str,
-                     wanted: frozenset[str] = frozenset(), claim: str = "") -> dict[int, str]:
+                     wanted: frozenset[str] = frozenset(), claimed: set[str] | None = None) -> dict[int, str]:
     """The figures a quote states in the brief's unit side by side, for different cases, that the question does
     not ask about: each is refused when another one's own words fit the question better. "the default value for
     foreground mounts is 2 minutes, and the default value for background mounts is 10000 minutes" answers a
     question about foreground mounts with 2; "Default Value: -1 (Unlimited) ; Development Value: 60" asked for
     the default answers -1; "Recommended values are 1 for fast compression (default), and 9 for high
     compression" asked for the default answers 1. Only the words that tell the figures apart count (those of
-    every figure's clause are the sentence's subject), and a tie refuses nothing. Under a contract (`claim`: its
-    metric and claim), a figure whose own words are more than half the claim's is the claim restated, not a
-    case of it, and takes no part: "measured lead at 7.6 ppb at the 90th percentile ..., challenging the
+    every figure's clause are the sentence's subject), and a tie refuses nothing. Under a contract (`claimed`:
+    the claim's words that are not its metric's), a figure whose own words are more than half of them is the
+    claim restated, not a case of it, and takes no part: "measured lead at 7.6 ppb at the 90th percentile ..., challenging the
     water authority's claim that its plant upgrade cut lead levels below 5 ppb" measures with its 7.6 (the
     contract rule then sets the restating bound aside)."""
     candidates = [i for i, r in enumerate(read) if r.why is None and r.value is not None]
@@ -921,8 +921,8 @@ def parallel_figures(quote: str, amounts: Sequence[Amount], read: Sequence[State
         return {}
     words = question_words(asked) - set(STOP_STEMS)
     own = {i: _own_words(quote, amounts, i) for i in candidates}
-    claimed = {w for w in question_words(claim) - set(STOP_STEMS) if not w[:1].isdigit()} if claim else set()
-    candidates = [i for i in candidates if not 2 * len(own[i] & claimed) > len(claimed)]
+    restating = {w for w in (claimed or set()) - set(STOP_STEMS) if not w[:1].isdigit()}
+    candidates = [i for i in candidates if not 2 * len(own[i] & restating) > len(restating)]
     if len({read[i].value for i in candidates}) < 2:
         return {}
     qualified = [i for i in candidates[1:] if _CASE_QUALIFIER.search(clause_before(quote, amounts, i)[1])]
@@ -977,8 +977,8 @@ def stated_amounts(quote: str, unit: str, asked: str = "", lead: str = "", roles
         if why:
             read[i] = replace(r, value=None, why=why)
     if asked:
-        for i, why in parallel_figures(quote, amounts, read, asked, wanted,
-                                       claim=asked if roles_of is not None else "").items():
+        claimed = question_words(asked) - question_words(roles_of) if roles_of is not None else set()
+        for i, why in parallel_figures(quote, amounts, read, asked, wanted, claimed=claimed).items():
             read[i] = replace(read[i], value=None, why=why)
     for i in range(1, len(read)):  # "1048576 (~1 MB)": the same figure again, said of the same thing
         if read[i - 1].why is not None and read[i].why is None and \
