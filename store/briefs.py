@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypedDict
@@ -118,6 +118,7 @@ class PassageRow:
     end: int
     text: str
     page: int | None = None  # the PDF page it is on (1-based); None for formats without pages
+    marks: str | None = None  # what its document marks (JSON, daemon/sources/structure.py); None: all prose
 
 
 # The id a queued run `b` follows (its normalised brief's `follows`; NULL for none, or a brief_json
@@ -634,9 +635,10 @@ class Store:
 
     def save_page(self, *, url: str, final_url: str, status: int | None, content_type: str,
                   title: str, text: str, size: int, extraction: str, error: str | None,
-                  passages: list[tuple[int, int, int, str, int | None]],
+                  passages: Sequence[tuple[int, int, int, str, int | None]
+                                     | tuple[int, int, int, str, int | None, str | None]],
                   etag: str | None = None, last_modified: str | None = None) -> PageRow:
-        """Cache a page and replace its passages (seq, start, end, text, page) in one transaction.
+        """Cache a page and replace its passages (seq, start, end, text, page[, marks]) in one transaction.
 
         A fresh copy: its validators are the ones given (None: it came without), and it has
         not been confirmed since (checked_at is cleared)."""
@@ -650,8 +652,8 @@ class Store:
             }, pk="url")
             self.db.execute("DELETE FROM passages WHERE url = ? AND origin = 'page'", [url])
             self.db.table("passages").insert_all(
-                [{"url": url, "origin": "page", "seq": seq, "start": s, "end": e, "text": t, "page": page}
-                 for seq, s, e, t, page in passages])
+                [{"url": url, "origin": "page", "seq": p[0], "start": p[1], "end": p[2], "text": p[3], "page": p[4],
+                  "marks": p[5] if len(p) > 5 else None} for p in passages])
         return PageRow(url=url, final_url=final_url, status=status, content_type=content_type,
                        fetched_at=now, title=title, text=text, error=error, etag=etag,
                        last_modified=last_modified)
@@ -714,7 +716,7 @@ class Store:
         marks = ",".join("?" for _ in ids)
         rows = self.db.query(f"SELECT * FROM passages WHERE id IN ({marks})", ids)
         by_id = {r["id"]: PassageRow(**{k: r[k] for k in ("id", "url", "origin", "seq", "start", "end", "text",
-                                                          "page")})
+                                                          "page", "marks")})
                  for r in rows}
         return [by_id[i] for i in ids if i in by_id]
 

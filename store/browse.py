@@ -78,6 +78,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "end": "offset after its last character: text is pages.text[start:end]",
         "text": "the passage, ranked against the question and open gaps by full-text search (BM25)",
         "page": "the PDF page it is on (empty for formats without pages)",
+        "marks": "the lines its document marks as code, an example, a heading or navigation: "
+                 "[[start, end, kind], ...] in the passage's own offsets (empty: all prose)",
     },
     "bad_urls": {
         "url": "a page briefd does not fetch again (for good, or until expires_at)",
@@ -142,6 +144,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "reused_from": "the earlier run this item was taken from (a re-run or follow-up), if any",
         "lead": "the text before the quote in its passage (a definition's term line, the sentence naming the unit): "
                 "what its figure was read with",
+        "unit_kind": "what the document marks the quote's part as: code, example, heading or navigation "
+                     "(empty: prose)",
     },
     "model_calls": {
         "id": "row number",

@@ -26,7 +26,7 @@ from pathlib import Path
 import sqlite_utils
 from ..errors import BriefdError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -340,8 +340,18 @@ def _migration_10(db: sqlite_utils.Database) -> None:
     db.table("evidence").add_column("lead", str)
 
 
+def _migration_11(db: sqlite_utils.Database) -> None:
+    """Markup read (issue 27): a passage keeps which of its lines its document marks as code, an example, a
+    heading or navigation (`marks`, JSON [[start, end, kind], ...] in the passage's offsets), and an evidence
+    item the kind of the part its quote lies in (`unit_kind`), so that a verdict computed again reads each figure
+    as it was read when the quote was kept. Rows of earlier versions have none (NULL: prose, as before)."""
+    db.table("passages").add_column("marks", str)
+    db.table("evidence").add_column("unit_kind", str)
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
-              6: _migration_6, 7: _migration_7, 8: _migration_8, 9: _migration_9, 10: _migration_10}
+              6: _migration_6, 7: _migration_7, 8: _migration_8, 9: _migration_9, 10: _migration_10,
+              11: _migration_11}
 
 
 class SchemaTooNew(BriefdError, RuntimeError):

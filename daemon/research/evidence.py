@@ -16,9 +16,10 @@ from typing import Any
 
 from ...store import PassageRow, Store, utc_now
 from ..core.brief import Brief
-from ..rules import decide, steps
+from ..rules import decide, layout, steps
 from ..rules.decide import Limits, LoopState
 from ..sources.search import SearchHit
+from ..sources.structure import marks_from_json
 from . import planner
 from .calls import Ask, RunView, today
 from .policy import Policy, accept_labels
@@ -73,7 +74,9 @@ class EvidenceReader(RunView):
         focus = steps.focus(self.question, gaps)
         matches = set(self.store.rank_passages(list(trusted), focus, limit=len(trusted), matching_only=True))
         about = steps.topics(self.question, self.brief.question, gaps)
-        cut = steps.passage_cut({i: row.text for i, row in trusted.items()}, matches, focus, about, limit)
+        marks = {i: marks_from_json(row.marks) for i, row in trusted.items()}
+        cut = steps.passage_cut({i: row.text for i, row in trusted.items()}, matches, focus, about, limit,
+                                kinds={i: layout.kind_of(m, 0, len(trusted[i].text)) for i, m in marks.items()})
         rows = [trusted[i] for i in cut.read]
         if cut.skip_call:  # usage says so
             self.state.count_skipped("evidence")
@@ -82,7 +85,7 @@ class EvidenceReader(RunView):
         if not rows:
             return []
         passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
-                                      origin=r.origin, text=r.text) for r in rows]
+                                      origin=r.origin, text=r.text, marks=marks[r.id]) for r in rows]
         line, ask = self.policy.evidence_task(self.state)
         prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits, extra=line, ask=ask)
         if not prompt.used_passages:
@@ -138,7 +141,8 @@ class EvidenceReader(RunView):
     def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
         """The model's labels on `row`, as policy.accept_labels keeps them (read with the passage before the quote,
         row["lead"]); a figure it discarded is counted and told (evidence_skipped)."""
-        labels = accept_labels(self.brief, item, quote, row["url"], self.source_tiers, row["lead"])
+        labels = accept_labels(self.brief, item, quote, row["url"], self.source_tiers, row["lead"],
+                               unit_kind=row["unit_kind"] or "")
         if labels is None:
             return
         for figure in labels.discarded:
@@ -183,8 +187,9 @@ class EvidenceReader(RunView):
                                                  from_page=ref.origin == "page")
             start, end = start + lead, start + tail
             quote = passage.text[start:end]
+            unit_kind = layout.kind_of(passage.marks, start, end)
             skipped = steps.skipped_quote(quote, ref.url, passage.title, ref.origin == "page", self.state.distrusted,
-                                          about, known, context=passage.text)
+                                          about, known, context=passage.text, unit_kind=unit_kind)
             if skipped is not None:
                 self.emit("evidence_skipped", round=round_no, **skipped)
                 continue
@@ -199,6 +204,7 @@ class EvidenceReader(RunView):
                 "tier": item.tier, "unit": item.unit, "scope": item.scope, "reading_date": item.date,
                 "page": stored.page, "read_at": read_at.get(ref.url, now) if ref.origin == "page" else now,
                 "lead": passage.text[max(0, start - decide.ENTRY_MAX_CHARS):start],
+                "unit_kind": unit_kind or None,
             }
             self.read_labels(round_no, item, quote, row)
             rows.append(row)

@@ -497,5 +497,5 @@ def _stances(rows: list[dict[str, Any]]) -> list[judge.Stance]:
 def _quotes(rows: list[dict[str, Any]]) -> list[judge.Quoted]:
     """Each kept quote with its source's tier and domain: what a hypothesis contract is judged on."""
     return [judge.Quoted(quote=e["quote"], tier=e["tier"], domain=judge.independent_source(e["url"]), url=e["url"],
-                         lead=e.get("lead") or "")
+                         lead=e.get("lead") or "", unit_kind=e.get("unit_kind") or "")
             for e in rows]

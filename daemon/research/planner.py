@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from ..rules.citations import cited_numbers
 from ..rules.numbers import finite
+from ..rules.layout import Region
 from ..rules import figures, judge
 from ..rules.decide import Gap, addresses_a_model, content_words, not_a_statement
 from ..sources.citable import citable_spans
@@ -365,6 +366,7 @@ class PassageIn:
     title: str
     origin: str
     text: str
+    marks: tuple[Region, ...] = ()  # what its document marks its lines as (rules/layout.py)
 
 
 @dataclass

@@ -443,7 +443,7 @@ FIGURE_FIELDS = ("value", "low", "high")
 
 
 def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str,
-                  source_tiers: Sequence[tuple[str, str]] = (), lead: str = "") -> Labels | None:
+                  source_tiers: Sequence[tuple[str, str]] = (), lead: str = "", unit_kind: str = "") -> Labels | None:
     """The model's labels on a quote, checked. None for a plain brief: it keeps the model's.
 
     The tier is capped (judge.capped_tier: the organisation's rule, else the model's label up to
@@ -452,7 +452,8 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
     none). An estimate keeps a figure only where its quote states it (figures.read_figure, in the
     brief's unit); a value stands for both ends, one end alone for both; its impact is the
     model's (narrows_both if none) when a figure was kept, else neutral. `lead`: the passage before the quote,
-    where the figure's unit or setting may be named (a definition's term line)."""
+    where the figure's unit or setting may be named (a definition's term line); `unit_kind`: what the document
+    marks the quote's part as (an example's or code's figures are read as such: figures.stated_amounts)."""
     kind = policy_for(brief).kind
     if kind == "plain":
         return None
@@ -460,7 +461,8 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
     confidence = judge.tier_confidence(tier, item.confidence)
     if kind == "hypothesis":
         contract = brief.hypothesis.contract if brief.hypothesis else None
-        stance = contracts.quote_stance(contract, quote, url, lead).stance if contract else (item.stance or "neutral")
+        stance = contracts.quote_stance(contract, quote, url, lead, unit_kind).stance if contract \
+            else (item.stance or "neutral")
         return Labels(tier=tier, confidence=confidence, stance=stance)
     assert brief.estimate is not None, "an estimate brief always has its estimate block"
     kept: dict[str, float] = {}
@@ -470,7 +472,7 @@ def accept_labels(brief: Brief, item: planner.EvidenceItem, quote: str, url: str
         if number is None:
             continue
         figure = figures.read_figure(number, quote, brief.estimate.unit, asked=brief.question, lead=lead,
-                                   said=figures.ModelReading(kind=item.kind, of=item.of))
+                                     said=figures.ModelReading(kind=item.kind, of=item.of), unit_kind=unit_kind)
         if figure.value is not None:
             kept[name] = figure.value  # code's conversion: a figure copied in another scale is kept
         else:

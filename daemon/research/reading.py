@@ -36,6 +36,7 @@ from ..rules.decide import LoopState
 from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
 from ..sources.pagework import PageUnreadable, PageWorkers
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
+from ..sources.structure import marks_json
 from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
                                Found, Read, Searcher, Source, fuse, is_local, kind_of_url,
                                store_hits)
@@ -217,7 +218,7 @@ async def keep_page(ctx: Context, round_no: int, url: str, hit: SearchHit | None
         url=url, final_url=result.final_url, status=result.status,
         content_type=result.content_type, title=title, text=extracted.text,
         size=len(result.body), extraction=extracted.method, error=None,
-        passages=[(p.seq, p.start, p.end, p.text, p.page) for p in passages],
+        passages=[(p.seq, p.start, p.end, p.text, p.page, marks_json(p.marks)) for p in passages],
         etag=result.etag, last_modified=result.last_modified,
     )
     ctx.pages.forget_given_up(url)  # given up at the synthesis, it arrived after all: not slow

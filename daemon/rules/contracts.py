@@ -192,7 +192,7 @@ def _a_reading_in(amount: Amount, quote: str, unit: str) -> bool:
     return unit_after(unit).match(quote, amount.span[1]) is not None
 
 
-def quote_figures(contract: Contract, quote: str, lead: str = "") -> tuple[ClaimFigure, ...]:
+def quote_figures(contract: Contract, quote: str, lead: str = "", unit_kind: str = "") -> tuple[ClaimFigure, ...]:
     """Every figure `quote` states as the contract's metric, each judged against the contract.
 
     Read by code (stated_amounts: the unit written or named, converted by pint; never the model), as an
@@ -214,7 +214,7 @@ def quote_figures(contract: Contract, quote: str, lead: str = "") -> tuple[Claim
     """
     amounts = parse_amounts(quote)
     naming = f"{contract.metric} {contract.claim}".strip()
-    read = stated_amounts(quote, contract.unit, naming, lead, roles_of=contract.metric)
+    read = stated_amounts(quote, contract.unit, naming, lead, roles_of=contract.metric, unit_kind=unit_kind)
     extreme = asked_roles(contract.metric) & {MINIMUM, MAXIMUM}
     limit_metric = bool(extreme) or bool(re.search(r"\blimits?\b", contract.metric, re.IGNORECASE))
     figures: list[ClaimFigure] = []
@@ -380,7 +380,8 @@ def another_programs_option(contract: Contract, quote: str, url: str | None) -> 
     return f"an option of {'/'.join(sorted(names))}, which the claim does not name"
 
 
-def quote_stance(contract: Contract, quote: str, url: str | None = None, lead: str = "") -> QuoteReading:
+def quote_stance(contract: Contract, quote: str, url: str | None = None, lead: str = "",
+                 unit_kind: str = "") -> QuoteReading:
     """The quote's stance on the contract, from its figures alone (the model's label plays no part).
 
     supports: at least one figure meets the contract and none fails it; contradicts: at least
@@ -389,13 +390,14 @@ def quote_stance(contract: Contract, quote: str, url: str | None = None, lead: s
     does not name the metric (names_the_metric: its figures are another quantity's), or its
     figures are an option of a program the claim is not about (another_programs_option: `url`
     is the quote's page or document). `lead`: the passage before the quote, where its unit or its setting's
-    name may be written (a definition's term line)."""
+    name may be written (a definition's term line); `unit_kind`: what its document marks the quote's part as
+    (an example's figures decide nothing: figures.stated_amounts)."""
     if not names_the_metric(contract, quote, lead):
         return QuoteReading("neutral", (), f"does not name the metric ({contract.metric})")
     other = another_programs_option(contract, quote, url)
     if other is not None:
         return QuoteReading("neutral", (), other)
-    figures = quote_figures(contract, quote, lead)
+    figures = quote_figures(contract, quote, lead, unit_kind)
     outcomes = {f.outcome for f in figures}
     if MEETS in outcomes and FAILS in outcomes:
         return QuoteReading("neutral", figures, "figures on both sides of the target")

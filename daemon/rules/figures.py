@@ -25,6 +25,7 @@ from typing import Mapping, Sequence
 
 from . import units
 from .amounts import alternation, Amount, parse_amounts, parse_unit, RANGE_GAP, SAME_FIGURE, SCALES, to_unit, Unit, YEAR
+from .layout import EXAMPLE_KINDS
 from .decide import CODE_NAME, ENTRY_MAX_CHARS, STOPWORDS, bears_on, content_words, is_term_line, leans_on_before
 
 
@@ -947,11 +948,14 @@ def parallel_figures(quote: str, amounts: Sequence[Amount], read: Sequence[State
             for i in candidates if score[i] < best and read[i].value != read[leaders[0]].value}
 
 
-def stated_amounts(quote: str, unit: str, asked: str = "", lead: str = "", roles_of: str | None = None) -> list[Stated]:
+def stated_amounts(quote: str, unit: str, asked: str = "", lead: str = "", roles_of: str | None = None,
+                   unit_kind: str = "") -> list[Stated]:
     """Every amount in `quote`, with its value in `unit` or why it is not stated as that quantity
     (figure_reading; `lead`: the passage before the quote), nor, when the brief's question is given (`asked`),
     as the quantity it asks about (another_quantity_asked). The low end of a range shares the unit written
-    once after its high end ("10-20 seconds", "between 10 and 20 seconds")."""
+    once after its high end ("10-20 seconds", "between 10 and 20 seconds"). A figure in a part its document
+    marks as an example or code (`unit_kind`: layout.EXAMPLE_KINDS) is an example's value unless its own words
+    say it is the default: a sample configuration's values, a command's arguments."""
     amounts = parse_amounts(quote)
     read = [figure_reading(a, quote, unit, lead) for a in amounts]
     for i in range(len(read) - 1):
@@ -972,8 +976,11 @@ def stated_amounts(quote: str, unit: str, asked: str = "", lead: str = "", roles
         since = max((base[j].amount.span[1] for j in range(i) if base[j].value is not None), default=-1)
         subject = subject_extremes(f"{entry_of(lead)}\n{quote[:r.amount.span[0]]}" if since < 0
                                    else quote[since:r.amount.span[0]], quantity)
+        roles = figure_roles(quote, amounts, i)
+        if unit_kind in EXAMPLE_KINDS and DEFAULT not in roles:
+            roles |= {EXAMPLE}
         why = another_quantity_asked(r.amount, quote, asked, r.end, roles_of or "") \
-            or role_conflict(figure_roles(quote, amounts, i), wanted, high_end, subject)
+            or role_conflict(roles, wanted, high_end, subject)
         if why:
             read[i] = replace(r, value=None, why=why)
     if asked:
@@ -1054,7 +1061,7 @@ def model_reading_conflict(said: ModelReading, quote: str, lead: str, asked: str
 
 
 def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE, asked: str = "",
-                lead: str = "", said: ModelReading = ModelReading()) -> Figure:
+                lead: str = "", said: ModelReading = ModelReading(), unit_kind: str = "") -> Figure:
     """Check a number the model proposed against its quote: keep it in the brief's unit or
     say truly why not. `asked`: the brief's question (another_quantity_asked); `lead`: the passage before the
     quote, where a definition's term may name the unit (figure_reading).
@@ -1072,20 +1079,22 @@ def read_figure(proposed: float, quote: str, unit: str, rel_tol: float = SAME_FI
     Steps 1 and 2 take only amounts the quote states as the quantity (figure_reading): an amount
     that is the number but is not ("make MAX_CONNECTIONS=5 check", "8MB" for file descriptors)
     is discarded with figure_reading's reason, before steps 3 and 4. What the model `said` of its figure
-    can set a kept one aside (model_reading_conflict), never keep a refused one.
+    can set a kept one aside (model_reading_conflict), never keep a refused one. `unit_kind`: what the document
+    marks the quote's part as (stated_amounts).
     """
-    figure = _read_figure(proposed, quote, unit, rel_tol, asked, lead)
+    figure = _read_figure(proposed, quote, unit, rel_tol, asked, lead, unit_kind)
     if figure.value is None or said == ModelReading():
         return figure
     why = model_reading_conflict(said, quote, lead, asked)
     return figure if why is None else replace(figure, value=None, reason=why)
 
 
-def _read_figure(proposed: float, quote: str, unit: str, rel_tol: float, asked: str, lead: str) -> Figure:
+def _read_figure(proposed: float, quote: str, unit: str, rel_tol: float, asked: str, lead: str,
+                 unit_kind: str = "") -> Figure:
     if not isinstance(proposed, (int, float)) or isinstance(proposed, bool) or not math.isfinite(proposed):
         return Figure(proposed=proposed, value=None, reason=NOT_IN_QUOTE)
     target = parse_unit(unit)
-    read = stated_amounts(quote, unit, asked, lead)
+    read = stated_amounts(quote, unit, asked, lead, unit_kind=unit_kind)
     stated = [r for r in read if r.why is None and r.value is not None and math.isfinite(r.value)]
     for r in stated:
         if _close(proposed, r.value or 0.0, rel_tol):

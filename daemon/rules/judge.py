@@ -780,6 +780,7 @@ class Quoted:
     domain: str            # the independence key (independent_source)
     url: str | None = None  # the page or document itself, named where one source decides
     lead: str = ""         # the passage before the quote: where its figure's unit or setting may be named
+    unit_kind: str = ""    # what its document marks the quote's part as (layout.py): "" for prose
 
 
 # One source suffices for a contract when code read its figure (never the model's label) in a
@@ -833,7 +834,7 @@ def contract_verdict(contract: Contract, quotes: Sequence[Quoted]) -> Verdict:
     counted = {"supports": 0, "contradicts": 0, "neutral": 0}
     torn = False
     for item in quotes:
-        reading = quote_stance(contract, item.quote, item.url, item.lead)
+        reading = quote_stance(contract, item.quote, item.url, item.lead, item.unit_kind)
         counted[reading.stance] += 1
         tier = normalize_tier(item.tier)
         stances.append(Stance(stance=reading.stance, confidence=TIER_CAPS[tier], tier=tier, domain=item.domain,

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import decide
+from . import decide, layout
 from .decide import Gap, Limits, LoopState
 
 SNIPPETS_PER_PAGE = 2  # fetch_pages: false reads up to this many snippets for each page a round may read
@@ -68,7 +68,7 @@ def topics(question: str, brief_question: str, gaps: Sequence[Gap]) -> list[str]
 
 def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted: Mapping[str, str],
                   about: Sequence[str], known: Collection[tuple[str, str]], *,
-                  context: str = "") -> dict[str, Any] | None:
+                  context: str = "", unit_kind: str = "") -> dict[str, Any] | None:
     """Why a quote the model chose is not kept, as its evidence_skipped event says it; None: keep it.
 
     The filters, in order: from a page distrusted (an injection, even one found in this very
@@ -77,10 +77,12 @@ def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted:
     `context`, the passage it was quoted from (the loop should pass it: without it, a quote that
     names its subject only in the sentence before has the title alone to name it); the same quote
     of the same page kept already (`known`: (url, quote) pairs). A quote whose sentence ids the
-    prompt did not have never gets here (the loop counts it as an evaluator failure)."""
+    prompt did not have never gets here (the loop counts it as an evaluator failure). `unit_kind`: what the
+    document marks the quote's part as (rules/layout.py): its navigation and its headings are never evidence,
+    whatever their words."""
     if url in distrusted:
         return {"url": url, "quote": quote[:200], "reason": f"from a distrusted page: {distrusted[url]}"}
-    not_evidence = decide.not_a_statement(quote, title, from_page=from_page)
+    not_evidence = layout.not_evidence(unit_kind) or decide.not_a_statement(quote, title, from_page=from_page)
     if not_evidence:
         return {"reason": not_evidence, "url": url, "quote": quote[:200]}
     if not decide.bears_on(quote, about, context=f"{title}\n{context}", document=f"{title}\n{url}"):
@@ -125,12 +127,15 @@ class PassageCut:
 
 
 def passage_cut(passages: Mapping[int, str], matches: Collection[int], focus_text: str, about: Sequence[str],
-                limit: int) -> PassageCut:
+                limit: int, kinds: Mapping[int, str] | None = None) -> PassageCut:
     """Which of a batch's passages (id → text, in batch order) an evidence call reads. Which match
     is the index's word (`matches`); their order is decide.bm25_order's among themselves, so the
     same passages always make the same prompt however much the store holds; the top `limit` are
     taken, and of those only the ones that bear on the question or an open gap (decide.bears_on,
-    the rule a quote is kept by: a passage sharing one common word holds no quote it would keep)."""
-    matching = [i for i in passages if i in matches]
+    the rule a quote is kept by: a passage sharing one common word holds no quote it would keep). A passage
+    its document marks as navigation or headings only (`kinds`: layout.kind_of of each whole passage) holds no
+    quote either, and is never shown."""
+    kinds = kinds or {}
+    matching = [i for i in passages if i in matches and not layout.not_evidence(kinds.get(i, ""))]
     ranked = [matching[n] for n in decide.bm25_order([passages[i] for i in matching], focus_text)][:limit]
     return PassageCut(ranked=tuple(ranked), read=tuple(i for i in ranked if decide.bears_on(passages[i], about)))

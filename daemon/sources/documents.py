@@ -50,7 +50,7 @@ import re
 import time
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -72,11 +72,14 @@ from .extract import (
     decode_body,
     extract_page,
     html_document,
+    mark_passages,
     media_type,
     shape_plain,
     split_passages,
     url_name,
 )
+from ..rules.layout import Region
+from .structure import plain_regions
 from ..core.untrusted import fold
 from ..core.errors import BriefdError
 
@@ -218,9 +221,11 @@ def read_document(data: bytes | None, path: Path | None, name: str, content_type
         page = _from_html(_MARKDOWN.render(_decode_text(body, content_type)).encode(), name)
     elif kind == "html":
         extracted = extract_page(body, name, "text/html", MAX_DOCUMENT_CHARS)
-        page = _page(extracted.title or name, extracted.text, extracted.method) if extracted else None
+        page = _page(extracted.title or name, extracted.text, extracted.method, regions=extracted.regions) \
+            if extracted else None
     else:
-        page = _page(name, shape_plain(_decode_text(body, content_type), MAX_DOCUMENT_CHARS), "plain")
+        text = shape_plain(_decode_text(body, content_type), MAX_DOCUMENT_CHARS)
+        page = _page(name, text, "plain", regions=plain_regions(text))
     if page is not None:
         page.notes.extend(notes)
     return page
@@ -242,11 +247,13 @@ def _read_bytes(data: bytes | None, path: Path | None) -> tuple[bytes, list[str]
     return data, []
 
 
-def _page(title: str, text: str, method: str, notes: list[str] | None = None) -> PageText | None:
+def _page(title: str, text: str, method: str, notes: list[str] | None = None,
+          regions: Sequence[Region] = ()) -> PageText | None:
+    """A document's text as a page, its passages marked with what the document marks (structure.py)."""
     if not text.strip():
         return None
-    return PageText(extracted=Extracted(title=clean_title(title), text=text, method=method),
-                    passages=split_passages(text), notes=notes or [])
+    return PageText(extracted=Extracted(title=clean_title(title), text=text, method=method, regions=tuple(regions)),
+                    passages=mark_passages(split_passages(text), regions), notes=notes or [])
 
 
 # --------------------------------------------------------------------------- text files
@@ -274,7 +281,7 @@ def _from_html(body: bytes, name: str) -> PageText | None:
     extracted = html_document(body, MAX_DOCUMENT_CHARS)
     if extracted is None:
         return None
-    return _page(extracted.title or name, extracted.text, extracted.method)
+    return _page(extracted.title or name, extracted.text, extracted.method, regions=extracted.regions)
 
 
 # --------------------------------------------------------------------------- PDF
@@ -426,9 +433,9 @@ def _paged(title: str, pages: list[tuple[int, str]], notes: list[str]) -> PageTe
     passages: list[Passage] = []
     offset = 0
     for number, text in pages:
-        for passage in split_passages(text):
+        for passage in mark_passages(split_passages(text), plain_regions(text)):
             passages.append(Passage(seq=len(passages), start=offset + passage.start, end=offset + passage.end,
-                                    text=passage.text, page=number))
+                                    text=passage.text, page=number, marks=passage.marks))
         pieces.append(text)
         offset += len(text) + 2
     return PageText(extracted=Extracted(title=clean_title(title), text="\n\n".join(pieces), method="pdf"),

@@ -17,13 +17,16 @@ import codecs
 import copy
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from typing import Any
 
 import lxml.etree
 import lxml.html
 
 from ..core.untrusted import clean, fold
+from ..rules.layout import Region
+from .structure import html_kinds, plain_regions, text_regions
 
 try:  # trafilatura needs lxml.html.clean, which lxml 5.2+ moved to lxml_html_clean (LAB.md)
     import trafilatura
@@ -58,6 +61,7 @@ class Extracted:
     title: str
     text: str
     method: str  # "trafilatura" | "plain" | "fallback"
+    regions: tuple[Region, ...] = ()  # what the document marks its lines as (structure.py): code, examples, ...
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Passage:
     end: int
     text: str
     page: int | None = None  # the document page it lies on (PDFs: 1-based); None where there are no pages
+    marks: tuple[Region, ...] = ()  # its lines the document marks (structure.py), in the passage's offsets
 
 
 @dataclass(frozen=True)
@@ -538,6 +543,7 @@ def _extract_html(body: bytes, url: str, content_type: str, max_chars: int = MAX
         return None
     _drop_hidden(tree)
     _shape_definitions(tree)
+    kinds = html_kinds(tree)
     document = None
     elements = sum(1 for _ in tree.iter())
     if elements > MAX_TRAFILATURA_ELEMENTS:
@@ -548,12 +554,12 @@ def _extract_html(body: bytes, url: str, content_type: str, max_chars: int = MAX
     text = _shape_extracted(document.text or "", max_chars) if document is not None else ""
     title = clean_title(_page_title(tree))
     if len(text) >= MIN_GOOD_CHARS:
-        return Extracted(title=title, text=text, method="trafilatura")
+        return Extracted(title=title, text=text, method="trafilatura", regions=tuple(text_regions(text, kinds)))
     fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)), max_chars)
     if fallback and (not text or len(fallback) > max(2 * len(text), len(text) + 100)):
-        return Extracted(title=title, text=fallback, method="fallback")
+        return Extracted(title=title, text=fallback, method="fallback", regions=tuple(text_regions(fallback, kinds)))
     if text:
-        return Extracted(title=title, text=text, method="trafilatura")
+        return Extracted(title=title, text=text, method="trafilatura", regions=tuple(text_regions(text, kinds)))
     return None
 
 
@@ -570,9 +576,11 @@ def html_document(body: bytes, max_chars: int) -> Extracted | None:
     _drop_hidden(tree)
     _shape_definitions(tree)
     pruned = _without(tree, _DROP_TAGS)
+    kinds = html_kinds(pruned)
     _mark_rows_and_items(pruned)
     text = _shape_extracted(_text_with_tails(pruned), max_chars)
-    return Extracted(title=clean_title(_page_title(tree)), text=text, method="document") if text else None
+    return Extracted(title=clean_title(_page_title(tree)), text=text, method="document",
+                     regions=tuple(text_regions(text, kinds))) if text else None
 
 
 def _mark_rows_and_items(tree: lxml.html.HtmlElement) -> None:
@@ -626,7 +634,7 @@ def _without(tree: lxml.html.HtmlElement, tags: tuple[str, ...]) -> lxml.html.Ht
 
 def _extract_plain(body: bytes, content_type: str, max_chars: int = MAX_TEXT_CHARS) -> Extracted | None:
     text = shape_plain(decode_body(body, content_type, sniff_meta=False), max_chars)
-    return Extracted(title="", text=text, method="plain") if text else None
+    return Extracted(title="", text=text, method="plain", regions=tuple(plain_regions(text))) if text else None
 
 
 # --------------------------------------------------------------------------- passages and sentences
@@ -814,3 +822,27 @@ def split_passages(text: str, max_chars: int = 900) -> list[Passage]:
         else:
             merged.append((start, end))
     return [Passage(seq=i, start=s, end=e, text=text[s:e]) for i, (s, e) in enumerate(merged)]
+
+
+def mark_passages(passages: Sequence[Passage], regions: Sequence[Region]) -> list[Passage]:
+    """Each passage with the regions that fall in it (structure.py), in its own offsets.
+
+    One sweep: passages and regions both run in text order, so a 4 MB manual's thousands of each cost
+    a pass over them, not their product."""
+    if not regions:
+        return list(passages)
+    ordered = sorted(regions, key=lambda r: r.start)
+    out: list[Passage] = []
+    first = 0
+    for passage in passages:
+        while first < len(ordered) and ordered[first].end <= passage.start:
+            first += 1
+        inside: list[Region] = []
+        for region in ordered[first:]:
+            if region.start >= passage.end:
+                break
+            if region.end > passage.start:
+                inside.append(Region(max(region.start, passage.start) - passage.start,
+                                     min(region.end, passage.end) - passage.start, region.kind))
+        out.append(replace(passage, marks=tuple(inside)) if inside else passage)
+    return out

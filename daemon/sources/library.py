@@ -51,6 +51,7 @@ from .folderwatch import FolderWatch
 from .pagework import LIBRARY_WORKERS, PAGE_WORKERS, PageUnreadable, PageWorkers
 from .search import SNIPPET_MAX_CHARS, SearchHit
 from .sources import LIBRARY
+from .structure import marks_json
 from ..core.files import Locked, acquire_store_lock
 from ..core.untrusted import clean
 
@@ -609,7 +610,7 @@ class Library:
         self.store.save_page(url=url, final_url=url, status=None, content_type=document_type(
             Path(item.path)) or "", title=title, text=text, size=hashed.size,
             extraction=page.extracted.method, error=None,
-            passages=[(p.seq, p.start, p.end, p.text, p.page) for p in page.passages])
+            passages=[(p.seq, p.start, p.end, p.text, p.page, marks_json(p.marks)) for p in page.passages])
         self.files.record(path=item.path, folder=item.folder, size=hashed.size, mtime_ns=hashed.mtime_ns,
                           sha256=hashed.sha256, state=INDEXED, url=url, title=title,
                           pages=max(pages) if pages else None, chars=len(text), indexed=True)

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .documents import DocumentRefused, is_document, read_document
-from .extract import Extracted, PageText, Passage, extract_page, split_passages, url_name
+from .extract import Extracted, PageText, Passage, extract_page, mark_passages, split_passages, url_name
+from .structure import marks_from_json, marks_json
 from ..core.errors import BriefdError
 
 PAGE_DEADLINE_S = 15.0
@@ -102,7 +103,7 @@ def read_page(body: bytes, url: str, content_type: str) -> PageText | None:
     extracted = extract_page(body, url, content_type)
     if extracted is None or not extracted.text.strip():
         return None
-    return PageText(extracted=extracted, passages=split_passages(extracted.text))
+    return PageText(extracted=extracted, passages=mark_passages(split_passages(extracted.text), extracted.regions))
 
 
 class PageUnreadable(BriefdError):
@@ -221,8 +222,8 @@ class PageWorkers:
         text = page["text"]
         return PageText(
             extracted=Extracted(title=page["title"], text=text, method=page["method"]),
-            passages=[Passage(seq=seq, start=s, end=e, text=text[s:e], page=number)
-                      for seq, s, e, number in page["passages"]],
+            passages=[Passage(seq=seq, start=s, end=e, text=text[s:e], page=number, marks=marks_from_json(marks))
+                      for seq, s, e, number, marks in page["passages"]],
             notes=list(page["notes"]),
         )
 
@@ -383,7 +384,7 @@ def _answer(header: bytes, body: bytes) -> dict[str, Any]:
         return {"page": None}
     return {"page": {"title": page.extracted.title, "text": page.extracted.text,
                      "method": page.extracted.method, "notes": page.notes,
-                     "passages": [(p.seq, p.start, p.end, p.page) for p in page.passages]}}
+                     "passages": [(p.seq, p.start, p.end, p.page, marks_json(p.marks)) for p in page.passages]}}
 
 
 def _peak_rss_mb() -> float:

@@ -1,0 +1,189 @@
+"""What a document says of its own parts: which lines of page text are code, an example, a heading, navigation.
+
+Why: the rules used to guess from flattened text whether a figure sat in a command example or a quote was a
+table of contents. The markup says it: a <pre> is code, Texinfo's and DocBook's `class="example"` is an example,
+a section headed "Examples" holds examples, an <h2> is a heading, a <nav> or a block of nothing but links is
+navigation; a man page rendered to text says it by its section headings ("EXAMPLES"). Each kind is read here,
+once, while the markup is at hand, and carried as regions of the page text (`Region`), so that every citable
+unit (a passage's sentences, a kept quote) knows what it is: navigation is never evidence, and a figure in an
+example or in code is judged as one (daemon/rules/figures.py).
+
+A region is found by its line: extraction writes one block element a line, so the lines of the page text are
+matched, whitespace folded, with the lines of each marked element's text. A line that cannot be matched stays
+prose: the kinds only ever take a line out of prose, so a miss costs what the flat reading cost before.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from ..rules.layout import CODE, EXAMPLE, HEADING, KINDS, NAVIGATION, RANK, Region
+
+if TYPE_CHECKING:
+    import lxml.html
+
+LINK_SHARE = 0.5
+"""A block whose letters and digits are at least this share link text, with two links or more or one link and
+nothing else, and no digit outside its links, is navigation (a table of contents' line, Texinfo's "Next: ...,
+Previous: ..., Up: ..." panel, an index's row): link density, the measure trafilatura's boilerplate test is
+built on, read as structure, not words. A sentence (it ends in a full stop) or a figure of the block's own is
+never navigation."""
+
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_SECTION_BLOCKS = frozenset({"p", "pre", "div", "table", "tr", "ul", "ol", "li", "dl", "dt", "dd", "blockquote"})
+_LINK_BLOCKS = ("p", "li", "tr", "dt", "div", "td")
+_EXAMPLE_WORD = re.compile(r"(?<![\w-])examples?(?![\w-])", re.IGNORECASE)
+_NAV_ROLES = frozenset({"navigation", "doc-toc", "doc-index"})
+_LIST_MARK = re.compile(r"^(?:- |\| )")
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _key(line: str) -> str:
+    """A line as it is matched: whitespace folded, extraction's list and table marks and its cell bars gone."""
+    folded = _LIST_MARK.sub("", _fold(line))
+    return _fold(folded.replace(" | ", " ").rstrip("|"))
+
+
+def _lines_of(element: lxml.html.HtmlElement) -> list[str]:
+    """The lines an element becomes in page text, as matched: a table row is one line of its cells."""
+    if element.tag == "tr":
+        return [key] if (key := _key(" ".join(cell.text_content() for cell in element))) else []
+    rows = element.xpath(".//tr")
+    if rows:  # the rows apart (their cells run together in text_content), then the rest without them
+        rest = copy.deepcopy(element)
+        for row in rest.xpath(".//tr"):
+            row.drop_tree()
+        return [line for row in rows for line in _lines_of(row)] + _lines_of(rest)
+    return [key for line in element.text_content().split("\n") if (key := _key(line))]
+
+
+def _classes(element: lxml.html.HtmlElement) -> set[str]:
+    return set((element.get("class") or "").lower().split())
+
+
+def _is_link_block(element: lxml.html.HtmlElement) -> bool:
+    """Whether a block holds links and little else (see LINK_SHARE)."""
+    if element.find(".//a") is None or any(child.tag in _SECTION_BLOCKS for child in element.iterdescendants()
+                                           if child.tag not in ("td", "th")):
+        return False
+    text = re.sub(r"[\W_]+", "", element.text_content())
+    links = element.xpath(".//a[@href]")
+    linked = sum(len(re.sub(r"[\W_]+", "", a.text_content())) for a in links)
+    bare = sum(c.isdigit() for c in text) - sum(c.isdigit() for a in links for c in a.text_content())
+    ends_a_sentence = element.text_content().rstrip().endswith((".", "!", "?"))
+    return bool(text) and bare <= 0 and not ends_a_sentence and linked >= LINK_SHARE * len(text) \
+        and (len(links) >= 2 or linked == len(text))
+
+
+def _example_section(heading: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """The elements after a heading that names examples, up to the next heading of its level or higher."""
+    level = _HEADINGS.index(str(heading.tag)) + 1
+    out: list[lxml.html.HtmlElement] = []
+    for sibling in heading.itersiblings():
+        if not isinstance(sibling.tag, str):
+            continue
+        if sibling.tag in _HEADINGS and int(sibling.tag[1]) <= level:
+            break
+        if sibling.find(".//h1") is not None or any(sibling.find(f".//{h}") is not None for h in _HEADINGS[:level]):
+            break
+        out.append(sibling)
+    return out
+
+
+def html_kinds(tree: lxml.html.HtmlElement) -> dict[str, str]:
+    """Folded line text -> kind, for the lines the markup marks (`KINDS`); read before extraction flattens it."""
+    found: dict[str, str] = {}
+
+    def mark(lines: Iterable[str], kind: str) -> None:
+        for line in lines:
+            if line not in found or RANK[kind] < RANK[found[line]]:
+                found[line] = kind
+
+    for element in tree.iter():
+        if not isinstance(element.tag, str):
+            continue
+        tag, classes = element.tag, _classes(element)
+        if tag == "nav" or (element.get("role") or "").lower() in _NAV_ROLES:
+            mark(_lines_of(element), NAVIGATION)
+        elif tag in _LINK_BLOCKS and _is_link_block(element):
+            mark(_lines_of(element), NAVIGATION)
+        if tag == "pre" or (tag in ("div", "code") and classes & {"highlight", "listing", "programlisting", "screen"}):
+            mark(_lines_of(element), EXAMPLE if classes & {"example", "programlisting", "screen"} else CODE)
+        elif "example" in classes:
+            mark(_lines_of(element), EXAMPLE)
+        if tag in _HEADINGS:
+            mark(_lines_of(element), HEADING)
+            if _EXAMPLE_WORD.search(element.text_content()):
+                for part in _example_section(element):
+                    mark(_lines_of(part), EXAMPLE)
+    return found
+
+
+_PLAIN_HEADING = re.compile(r"^[A-Z][A-Z0-9]*(?:[ /&,-]+[A-Z0-9][A-Z0-9]*){0,4}$")
+
+
+def plain_regions(text: str) -> list[Region]:
+    """Regions of a plain-text document (a man page as groff renders it, a README): a line in capitals alone,
+    five words at most, is a section heading ("OPTIONS", "SEE ALSO"), and the lines under a heading that names
+    examples ("EXAMPLES", "EXAMPLE CONFIGURATION") are examples, up to the next heading."""
+    regions: list[Region] = []
+    in_example = False
+    offset = 0
+    for line in text.split("\n"):
+        end = offset + len(line)
+        stripped = line.strip()
+        if stripped and _PLAIN_HEADING.match(stripped) and sum(c.isalpha() for c in stripped) >= 3:
+            regions.append(Region(offset, end, HEADING))
+            in_example = bool(_EXAMPLE_WORD.search(stripped))
+        elif stripped and in_example:
+            regions.append(Region(offset, end, EXAMPLE))
+        offset = end + 1
+    return _merged(regions)
+
+
+def text_regions(text: str, kinds: dict[str, str]) -> list[Region]:
+    """The regions of page text whose lines `kinds` (html_kinds) marks."""
+    if not kinds:
+        return []
+    regions: list[Region] = []
+    offset = 0
+    for line in text.split("\n"):
+        kind = kinds.get(_key(line)) if line.strip() else None
+        if kind:
+            regions.append(Region(offset, offset + len(line), kind))
+        offset += len(line) + 1
+    return _merged(regions)
+
+
+def _merged(regions: Sequence[Region]) -> list[Region]:
+    """Adjacent regions of one kind (lines one or two newlines apart) as one."""
+    out: list[Region] = []
+    for region in regions:
+        if out and out[-1].kind == region.kind and region.start - out[-1].end <= 2:
+            out[-1] = Region(out[-1].start, region.end, region.kind)
+        else:
+            out.append(region)
+    return out
+
+
+def marks_json(marks: Sequence[Region]) -> str | None:
+    """A passage's marks as the store keeps them ([[start, end, kind], ...]); None where it has none."""
+    return json.dumps([[m.start, m.end, m.kind] for m in marks], separators=(",", ":")) if marks else None
+
+
+def marks_from_json(stored: str | None) -> tuple[Region, ...]:
+    """A passage's marks from the store; a row of an earlier version (NULL) or a damaged value has none."""
+    if not stored:
+        return ()
+    try:
+        rows = json.loads(stored)
+        return tuple(Region(int(s), int(e), str(k)) for s, e, k in rows if str(k) in KINDS)
+    except (ValueError, TypeError):
+        return ()
