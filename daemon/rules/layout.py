@@ -36,10 +36,14 @@ class Region:
     kind: str
 
 
+WHOLE = 0.9
+"""A span is of a kind when marks cover this share of it: all of it but the line breaks between marked lines."""
+
+
 def kind_of(marks: Sequence[Region], start: int, end: int) -> str:
-    """The kind of the span start..end of a passage (a quote): the kind that covers most of it, where marks
-    cover at least half of it; "" (prose) otherwise. A quote of a sentence and the code line after it is
-    prose; a quote of an example's lines with a line of prose between them is the example."""
+    """The kind of the span start..end of a passage (a quote): the kind that covers most of it, where marks cover
+    all of it (WHOLE); "" (prose) otherwise. A quote of a sentence and the example line after it is prose: its
+    sentence's figure is the text's, and a kind only ever takes a part out of prose where the part is all there is."""
     if not marks or end <= start:
         return ""
     covered: dict[str, int] = {}
@@ -47,10 +51,9 @@ def kind_of(marks: Sequence[Region], start: int, end: int) -> str:
         overlap = min(end, mark.end) - max(start, mark.start)
         if overlap > 0:
             covered[mark.kind] = covered.get(mark.kind, 0) + overlap
-    if not covered:
+    if not covered or sum(covered.values()) < WHOLE * (end - start):
         return ""
-    kind = max(covered.items(), key=lambda item: (item[1], -RANK[item[0]]))[0]
-    return kind if 2 * sum(covered.values()) >= end - start else ""
+    return max(covered.items(), key=lambda item: (item[1], -RANK[item[0]]))[0]
 
 
 def not_evidence(kind: str) -> str | None:

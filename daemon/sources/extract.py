@@ -18,7 +18,7 @@ import copy
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import lxml.etree
@@ -26,7 +26,7 @@ import lxml.html
 
 from ..core.untrusted import clean, fold
 from ..rules.layout import Region
-from .structure import html_kinds, plain_regions, text_regions
+from .structure import html_kinds, line_key, plain_regions, text_regions
 
 try:  # trafilatura needs lxml.html.clean, which lxml 5.2+ moved to lxml_html_clean (LAB.md)
     import trafilatura
@@ -269,19 +269,23 @@ def _assemble(blocks: list[list[str]], max_chars: int = MAX_TEXT_CHARS) -> str:
     return text
 
 
-def _shape_extracted(raw: str, max_chars: int = MAX_TEXT_CHARS) -> str:
+def _shape_extracted(raw: str, max_chars: int = MAX_TEXT_CHARS, kinds: Mapping[str, str] | None = None) -> str:
     """trafilatura's and the fallback's output (one element a line) to page text.
 
     Consecutive table rows and list items become one block; other lines are
-    paragraphs; mid-sentence line breaks are joined back with a space. Joined lines
+    paragraphs; mid-sentence line breaks are joined back with a space, except into or out of a line the markup
+    marks (`kinds`: structure.html_kinds): a code example is never joined to the sentence that leads into it
+    ("Thus" / "define(`foo', ...)dnl"). Joined lines
     are gathered as pieces and joined once: growing a string per piece was quadratic
     (a page of 100,000 short lower-case lines).
     """
+    kinds = kinds or {}
     lines: list[list[str]] = []
     for line in _clean_lines(raw):
         if not line:
             continue
-        if lines and _is_continuation(lines[-1][-1], line):
+        if lines and _is_continuation(lines[-1][-1], line) \
+                and not (kinds and (line_key(line) in kinds or line_key(lines[-1][-1]) in kinds)):
             lines[-1].append(line)
         else:
             lines.append([line])
@@ -551,11 +555,11 @@ def _extract_html(body: bytes, url: str, content_type: str, max_chars: int = MAX
                     MAX_TRAFILATURA_ELEMENTS)
     else:
         document = _trafilatura(tree, url)
-    text = _shape_extracted(document.text or "", max_chars) if document is not None else ""
+    text = _shape_extracted(document.text or "", max_chars, kinds) if document is not None else ""
     title = clean_title(_page_title(tree))
     if len(text) >= MIN_GOOD_CHARS:
         return Extracted(title=title, text=text, method="trafilatura", regions=tuple(text_regions(text, kinds)))
-    fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)), max_chars)
+    fallback = _shape_extracted(_text_with_tails(_without(tree, _DROP_TAGS)), max_chars, kinds)
     if fallback and (not text or len(fallback) > max(2 * len(text), len(text) + 100)):
         return Extracted(title=title, text=fallback, method="fallback", regions=tuple(text_regions(fallback, kinds)))
     if text:
@@ -578,7 +582,7 @@ def html_document(body: bytes, max_chars: int) -> Extracted | None:
     pruned = _without(tree, _DROP_TAGS)
     kinds = html_kinds(pruned)
     _mark_rows_and_items(pruned)
-    text = _shape_extracted(_text_with_tails(pruned), max_chars)
+    text = _shape_extracted(_text_with_tails(pruned), max_chars, kinds)
     return Extracted(title=clean_title(_page_title(tree)), text=text, method="document",
                      regions=tuple(text_regions(text, kinds))) if text else None
 

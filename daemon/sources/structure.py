@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import lxml.etree
+
 from ..rules.layout import CODE, EXAMPLE, HEADING, KINDS, NAVIGATION, RANK, Region
 
 if TYPE_CHECKING:
@@ -38,14 +40,18 @@ _SECTION_BLOCKS = frozenset({"p", "pre", "div", "table", "tr", "ul", "ol", "li",
 _LINK_BLOCKS = ("p", "li", "tr", "dt", "div", "td")
 _EXAMPLE_WORD = re.compile(r"(?<![\w-])examples?(?![\w-])", re.IGNORECASE)
 _NAV_ROLES = frozenset({"navigation", "doc-toc", "doc-index"})
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_DIGIT = re.compile(r"\d")
 _LIST_MARK = re.compile(r"^(?:- |\| )")
+_CODE_CLASSES = frozenset({"highlight", "listing", "listingblock", "programlisting", "screen", "example"})
+_EXAMPLE_CLASSES = frozenset({"example", "programlisting", "screen"})
 
 
 def _fold(text: str) -> str:
     return " ".join(text.split())
 
 
-def _key(line: str) -> str:
+def line_key(line: str) -> str:
     """A line as it is matched: whitespace folded, extraction's list and table marks and its cell bars gone."""
     folded = _LIST_MARK.sub("", _fold(line))
     return _fold(folded.replace(" | ", " ").rstrip("|"))
@@ -54,14 +60,15 @@ def _key(line: str) -> str:
 def _lines_of(element: lxml.html.HtmlElement) -> list[str]:
     """The lines an element becomes in page text, as matched: a table row is one line of its cells."""
     if element.tag == "tr":
-        return [key] if (key := _key(" ".join(cell.text_content() for cell in element))) else []
-    rows = element.xpath(".//tr")
-    if rows:  # the rows apart (their cells run together in text_content), then the rest without them
+        return [key] if (key := line_key(" ".join(cell.text_content() for cell in element))) else []
+    if element.find(".//tr") is not None:  # the rows apart (their cells run together in text_content), then the rest
+        rows = list(element.iter("tr"))
         rest = copy.deepcopy(element)
-        for row in rest.xpath(".//tr"):
-            row.drop_tree()
+        for row in list(rest.iter("tr")):
+            if row.getparent() is not None:
+                row.drop_tree()
         return [line for row in rows for line in _lines_of(row)] + _lines_of(rest)
-    return [key for line in element.text_content().split("\n") if (key := _key(line))]
+    return [key for line in element.text_content().split("\n") if (key := line_key(line))]
 
 
 def _classes(element: lxml.html.HtmlElement) -> set[str]:
@@ -70,16 +77,17 @@ def _classes(element: lxml.html.HtmlElement) -> set[str]:
 
 def _is_link_block(element: lxml.html.HtmlElement) -> bool:
     """Whether a block holds links and little else (see LINK_SHARE)."""
-    if element.find(".//a") is None or any(child.tag in _SECTION_BLOCKS for child in element.iterdescendants()
-                                           if child.tag not in ("td", "th")):
+    links = [a for a in element.iter("a") if a.get("href") is not None]
+    if not links or any(child.tag in _SECTION_BLOCKS for child in element):
+        return False  # a block of blocks: its own blocks are read (each element's children only: linear)
+    full = element.text_content()
+    if full.rstrip().endswith((".", "!", "?")):
         return False
-    text = re.sub(r"[\W_]+", "", element.text_content())
-    links = element.xpath(".//a[@href]")
-    linked = sum(len(re.sub(r"[\W_]+", "", a.text_content())) for a in links)
-    bare = sum(c.isdigit() for c in text) - sum(c.isdigit() for a in links for c in a.text_content())
-    ends_a_sentence = element.text_content().rstrip().endswith((".", "!", "?"))
-    return bool(text) and bare <= 0 and not ends_a_sentence and linked >= LINK_SHARE * len(text) \
-        and (len(links) >= 2 or linked == len(text))
+    linked = "".join(a.text_content() for a in links)
+    letters, linked_letters = len(_NOT_ALNUM.sub("", full)), len(_NOT_ALNUM.sub("", linked))
+    if not letters or len(_DIGIT.findall(full)) > len(_DIGIT.findall(linked)):
+        return False
+    return linked_letters >= LINK_SHARE * letters and (len(links) >= 2 or linked_letters == letters)
 
 
 def _example_section(heading: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
@@ -97,8 +105,27 @@ def _example_section(heading: lxml.html.HtmlElement) -> list[lxml.html.HtmlEleme
     return out
 
 
+def _own_kind(element: lxml.html.HtmlElement) -> str | None:
+    """What an element's markup says its whole text is, or None."""
+    tag, classes = element.tag, _classes(element)
+    if tag == "nav" or (element.get("role") or "").lower() in _NAV_ROLES:
+        return NAVIGATION
+    if tag == "pre" or (tag in ("div", "code") and classes & _CODE_CLASSES):
+        return EXAMPLE if classes & _EXAMPLE_CLASSES else CODE
+    if "example" in classes:
+        return EXAMPLE
+    if tag in _HEADINGS:
+        return HEADING
+    if tag in _LINK_BLOCKS and _is_link_block(element):
+        return NAVIGATION
+    return None
+
+
 def html_kinds(tree: lxml.html.HtmlElement) -> dict[str, str]:
-    """Folded line text -> kind, for the lines the markup marks (`KINDS`); read before extraction flattens it."""
+    """Folded line text -> kind, for the lines the markup marks (`KINDS`); read before extraction flattens it.
+
+    One walk: an element inside one already marked is not read again (a hostile page of 10,000 nested <nav>s
+    costs its size, not its square); a line marked twice keeps the kind that ranks first (RANK)."""
     found: dict[str, str] = {}
 
     def mark(lines: Iterable[str], kind: str) -> None:
@@ -106,23 +133,24 @@ def html_kinds(tree: lxml.html.HtmlElement) -> dict[str, str]:
             if line not in found or RANK[kind] < RANK[found[line]]:
                 found[line] = kind
 
-    for element in tree.iter():
+    marked_depth = 0
+    opened: list[bool] = []
+    for event, element in lxml.etree.iterwalk(tree, events=("start", "end")):
         if not isinstance(element.tag, str):
             continue
-        tag, classes = element.tag, _classes(element)
-        if tag == "nav" or (element.get("role") or "").lower() in _NAV_ROLES:
-            mark(_lines_of(element), NAVIGATION)
-        elif tag in _LINK_BLOCKS and _is_link_block(element):
-            mark(_lines_of(element), NAVIGATION)
-        if tag == "pre" or (tag in ("div", "code") and classes & {"highlight", "listing", "programlisting", "screen"}):
-            mark(_lines_of(element), EXAMPLE if classes & {"example", "programlisting", "screen"} else CODE)
-        elif "example" in classes:
-            mark(_lines_of(element), EXAMPLE)
-        if tag in _HEADINGS:
-            mark(_lines_of(element), HEADING)
-            if _EXAMPLE_WORD.search(element.text_content()):
-                for part in _example_section(element):
-                    mark(_lines_of(part), EXAMPLE)
+        if event == "end":
+            if opened.pop():
+                marked_depth -= 1
+            continue
+        kind = _own_kind(element) if marked_depth == 0 else None
+        opened.append(kind is not None)
+        if kind is None:
+            continue
+        marked_depth += 1
+        mark(_lines_of(element), kind)
+        if kind == HEADING and _EXAMPLE_WORD.search(element.text_content()):
+            for part in _example_section(element):
+                mark(_lines_of(part), EXAMPLE)
     return found
 
 
@@ -155,7 +183,7 @@ def text_regions(text: str, kinds: dict[str, str]) -> list[Region]:
     regions: list[Region] = []
     offset = 0
     for line in text.split("\n"):
-        kind = kinds.get(_key(line)) if line.strip() else None
+        kind = kinds.get(line_key(line)) if line.strip() else None
         if kind:
             regions.append(Region(offset, offset + len(line), kind))
         offset += len(line) + 1
