@@ -78,6 +78,36 @@ def test_a_man_pages_examples_section_is_examples_and_its_options_are_prose() ->
         assert options >= 0 and kind_of(regions, options + 10, options + 200) == "", reader
 
 
+HAPROXY_ENTRY = ('<div class="keyword"><b><a href="#3.2-tune.h2.header-table-size">tune.h2.header-table-size</a></b> '
+                 '&lt;number&gt;</div><pre class="text">Sets the HTTP/2 dynamic header table size. It defaults to 4096 '
+                 'bytes and\ncannot be larger than 65536 bytes. A larger value may help certain clients\nsend more '
+                 'compact requests, depending on their capabilities.\n</pre>')
+"""HAProxy's configuration manual as its generator writes every keyword (haproxy-doc, the vectors' dev half): the
+prose of each entry in a <pre class="text">, hard-wrapped."""
+
+
+def test_prose_laid_out_in_a_pre_stays_prose_and_is_unwrapped() -> None:
+    """A bare or `text` <pre> says only that its lines are laid out, not that they are code: HAProxy's entries,
+    an RFC. Read as code, a sentence was cut at each line and its figures refused as an example's."""
+    body = f"<html><head><title>HAProxy</title></head><body>{HAPROXY_ENTRY}</body></html>".encode()
+    page = read_document(body, None, "configuration.html", "text/html")
+    assert page is not None
+    sentence = "It defaults to 4096 bytes and cannot be larger than 65536 bytes."
+    assert sentence in page.extracted.text
+    assert _kind(page.extracted.text, page.extracted.regions, sentence) == ""
+
+
+def test_fenced_code_is_code() -> None:
+    """Markdown's fenced code (CommonMark renders it as <pre><code>) is code, read by the library's Markdown path."""
+    markdown = b"# Tuning\n\nThe default is 4096 bytes.\n\n```\ntune.h2.header-table-size 16384\n```\n"
+    page = read_document(markdown, None, "tuning.md", "text/markdown")
+    assert page is not None
+    text, regions = page.extracted.text, page.extracted.regions
+    assert _kind(text, regions, "tune.h2.header-table-size 16384") == layout.CODE
+    assert _kind(text, regions, "The default is 4096 bytes.") == ""
+    assert _kind(text, regions, "Tuning") == layout.HEADING
+
+
 # --------------------------------------------------------------------------- what the rules do with a kind
 
 

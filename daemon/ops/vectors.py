@@ -25,7 +25,8 @@ from typing import Any
 
 from ..core.brief import BriefError, validate_brief
 from ..core.errors import BriefdError
-from ..rules import amounts, contracts, figures, judge, steps
+from ..rules import amounts, contracts, figures, judge, layout, steps
+from ..sources.structure import plain_regions
 
 FORMAT = "briefd-rule-vectors/1"
 KINDS = ("estimate", "contract", "relevance")
@@ -198,10 +199,19 @@ def lead_of(case: Case) -> str:
     return passage[:at] if at > 0 else ""
 
 
+def unit_kind_of(case: Case) -> str:
+    """What the case's document marks its quote's part as, read as a run reads a plain-text document: its
+    passage's section headings (structure.plain_regions; "" where the passage holds none, as most do)."""
+    _, passage = _title_and_passage(case.context)
+    at = passage.find(case.quote)
+    return layout.kind_of(tuple(plain_regions(passage)), at, at + len(case.quote)) if at >= 0 else ""
+
+
 def kept_quote(case: Case, about: Sequence[str]) -> str | None:
     """Why the run would not keep the case's quote (steps.skipped_quote), or None."""
     title, passage = _title_and_passage(case.context)
-    skipped = steps.skipped_quote(case.quote, case.url, title, True, {}, about, (), context=passage)
+    skipped = steps.skipped_quote(case.quote, case.url, title, True, {}, about, (), context=passage,
+                                  unit_kind=unit_kind_of(case))
     return None if skipped is None else str(skipped["reason"])
 
 
@@ -218,7 +228,7 @@ def decide_case(case: Case) -> Outcome:
         if reason is not None:
             return Outcome(case.id, case.kind, case.expect_stance == "neutral", {"stance": "neutral"},
                            f"quote not kept: {reason}", case.genre)
-        reading = contracts.quote_stance(case.contract, case.quote, case.url, lead_of(case))
+        reading = contracts.quote_stance(case.contract, case.quote, case.url, lead_of(case), unit_kind_of(case))
         return Outcome(case.id, case.kind, reading.stance == case.expect_stance, {"stance": reading.stance},
                        reading.why, case.genre)
     assert case.proposed is not None
@@ -228,7 +238,7 @@ def decide_case(case: Case) -> Outcome:
         return Outcome(case.id, case.kind, case.expect_kept is False, got, f"quote not kept: {reason}", case.genre)
     said = figures.ModelReading(kind=case.reading.get("kind"), of=case.reading.get("of"))
     figure = figures.read_figure(case.proposed, case.quote, case.unit, asked=case.question, lead=lead_of(case),
-                               said=said)
+                                 said=said, unit_kind=unit_kind_of(case))
     kept = figure.value is not None
     got = {"kept": kept, "value": figure.value}
     if not case.expect_kept:

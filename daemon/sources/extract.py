@@ -273,9 +273,9 @@ def _shape_extracted(raw: str, max_chars: int = MAX_TEXT_CHARS, kinds: Mapping[s
     """trafilatura's and the fallback's output (one element a line) to page text.
 
     Consecutive table rows and list items become one block; other lines are
-    paragraphs; mid-sentence line breaks are joined back with a space, except into or out of a line the markup
-    marks (`kinds`: structure.html_kinds): a code example is never joined to the sentence that leads into it
-    ("Thus" / "define(`foo', ...)dnl"). Joined lines
+    paragraphs; mid-sentence line breaks are joined back with a space, except where the markup marks one line and
+    not the other (`kinds`: structure.html_kinds): a code example is never joined to the sentence that leads into
+    it ("Thus" / "define(`foo', ...)dnl"), while the wrapped lines of one block still are. Joined lines
     are gathered as pieces and joined once: growing a string per piece was quadratic
     (a page of 100,000 short lower-case lines).
     """
@@ -285,7 +285,7 @@ def _shape_extracted(raw: str, max_chars: int = MAX_TEXT_CHARS, kinds: Mapping[s
         if not line:
             continue
         if lines and _is_continuation(lines[-1][-1], line) \
-                and not (kinds and (line_key(line) in kinds or line_key(lines[-1][-1]) in kinds)):
+                and not (kinds and kinds.get(line_key(line)) != kinds.get(line_key(lines[-1][-1]))):
             lines[-1].append(line)
         else:
             lines.append([line])

@@ -1,7 +1,7 @@
 """What a document says of its own parts: which lines of page text are code, an example, a heading, navigation.
 
 Why: the rules used to guess from flattened text whether a figure sat in a command example or a quote was a
-table of contents. The markup says it: a <pre> is code, Texinfo's and DocBook's `class="example"` is an example,
+table of contents. The markup says it: a listing block is code, Texinfo's and DocBook's `class="example"` is an example,
 a section headed "Examples" holds examples, an <h2> is a heading, a <nav> or a block of nothing but links is
 navigation; a man page rendered to text says it by its section headings ("EXAMPLES"). Each kind is read here,
 once, while the markup is at hand, and carried as regions of the page text (`Region`), so that every citable
@@ -43,8 +43,8 @@ _NAV_ROLES = frozenset({"navigation", "doc-toc", "doc-index"})
 _NOT_ALNUM = re.compile(r"[\W_]+")
 _DIGIT = re.compile(r"\d")
 _LIST_MARK = re.compile(r"^(?:- |\| )")
-_CODE_CLASSES = frozenset({"highlight", "listing", "listingblock", "programlisting", "screen", "example"})
-_EXAMPLE_CLASSES = frozenset({"example", "programlisting", "screen"})
+_EXAMPLE_CLASSES = frozenset({"example", "smallexample", "exampleblock", "programlisting", "screen"})
+_CODE_CLASSES = frozenset({"highlight", "listing", "listingblock", "sourcecode", "source", "code", "verbatim", "lisp"})
 
 
 def _fold(text: str) -> str:
@@ -106,14 +106,23 @@ def _example_section(heading: lxml.html.HtmlElement) -> list[lxml.html.HtmlEleme
 
 
 def _own_kind(element: lxml.html.HtmlElement) -> str | None:
-    """What an element's markup says its whole text is, or None."""
+    """What an element's markup says its whole text is, or None.
+
+    Code only where the markup says code: a block whose class names an example or a listing (Texinfo's
+    `example`, DocBook's `programlisting` and `screen`, AsciiDoc's `listingblock`, a highlighter's `highlight` or
+    `language-*`), or a <pre> holding nothing but a <code> (Markdown's fenced code). A bare <pre> says only that
+    its lines are laid out: HAProxy's manual writes every keyword's prose in `<pre class="text">`, and an RFC is
+    one <pre>; read as code, their sentences would be cut at each line and their figures refused."""
     tag, classes = element.tag, _classes(element)
     if tag == "nav" or (element.get("role") or "").lower() in _NAV_ROLES:
         return NAVIGATION
-    if tag == "pre" or (tag in ("div", "code") and classes & _CODE_CLASSES):
-        return EXAMPLE if classes & _EXAMPLE_CLASSES else CODE
-    if "example" in classes:
+    if classes & _EXAMPLE_CLASSES:
         return EXAMPLE
+    if tag in ("pre", "div") and (classes & _CODE_CLASSES or any(c.startswith("language-") for c in classes)):
+        return CODE
+    if tag == "pre" and not (element.text or "").strip() and len(element) == 1 and element[0].tag == "code" \
+            and not (element[0].tail or "").strip():
+        return CODE
     if tag in _HEADINGS:
         return HEADING
     if tag in _LINK_BLOCKS and _is_link_block(element):
