@@ -802,6 +802,17 @@ class Store:
         return int(self.db.execute("SELECT count(*) FROM evidence WHERE run_id = ? AND round = ?",
                                    [run_id, round_]).fetchone()[0])
 
+    def drop_quotes(self, run_id: int, url: str, quotes: Collection[str]) -> int:
+        """Remove a run's evidence rows of these quotes of one page (a longer quote of the page, kept after them,
+        contains them); returns how many rows went."""
+        if not quotes:
+            return 0
+        marks = ",".join("?" for _ in quotes)
+        with self.immediate():
+            cursor = self.db.execute(f"DELETE FROM evidence WHERE run_id = ? AND url = ? AND quote IN ({marks})",
+                                     [run_id, url, *quotes])
+        return int(cursor.rowcount)
+
     def drop_evidence(self, run_id: int, url: str) -> int:
         """Remove a run's evidence from one page (a page found distrusted); returns how many rows went."""
         with self.immediate():

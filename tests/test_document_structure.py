@@ -183,7 +183,8 @@ def test_passages_carry_their_marks_in_their_own_offsets_and_the_store_keeps_the
     regions = [Region(13, 67, layout.EXAMPLE)]
     passages = mark_passages(split_passages(text, max_chars=300), regions)
     first = passages[0]
-    assert [first.text[m.start:m.end] for m in first.marks] == ["sar -u 2 5\nReport CPU utilization for each 2 seconds."]
+    assert [first.text[m.start:m.end] for m in first.marks] == \
+        ["sar -u 2 5\nReport CPU utilization for each 2 seconds."]
     assert all(not p.marks for p in passages[1:])
     store = Store(tmp_path / "briefd.db")
     try:

@@ -39,16 +39,16 @@ from briefd.store.briefs import Store
 from briefd.store.evaluation import RunTrace
 from tests.lab.history_bench import record_run
 
-# Real sentences of the docset's manuals (~/.cache/briefd-docset: openssh-client's ssh_config(5), Python's
-# decimal module), the kind of text these reports quote.
+# Real sentences of the docset's manuals (~/.cache/briefd-docset: openssh-client's ssh_config(5), GNU m4's
+# manual), the kind of text these reports quote. The held-out manuals are quoted nowhere.
 SSH = ("If, for example, ServerAliveInterval (see below) is set to 15 and ServerAliveCountMax is left at the "
        "default, if the server becomes unresponsive, ssh will disconnect after approximately 45 seconds.")
 SSH_URL = "file:///usr/share/doc/openssh-client/ssh_config.5.txt"
 SSH_DEBIAN = "In addition, the ServerAliveInterval option will be set to 300 seconds by default (Debian-specific)."
 SSH_TIMEOUT = ("Specifies the timeout (in seconds) used when connecting to the SSH server, instead of using the "
                "default system TCP timeout.")
-DECIMAL = "The decimal module has a user alterable precision (defaulting to 28 places)."
-DECIMAL_URL = "file:///usr/share/doc/python3/html/library/decimal.html"
+M4_HASH = "The default is 65537 entries."
+M4_URL = "file:///usr/share/doc/m4/Limits-control.html"
 M4 = ("When not specified, nesting defaults to unlimited on platforms that can detect stack overflow, and to 1024 "
       "levels otherwise.")
 
@@ -113,9 +113,15 @@ SSH_ITEM = {"url": SSH_URL, "quote": SSH, "low": None}
           evidence=[SSH_ITEM]), True,
      "According to ssh_config.5.txt, Port Specifies the port number to connect on the remote host. "
      "The default is 22 [1]."),
-    # the model wrote none: the fallback's boilerplate is not an answer
-    (dict(summary=template_summary(REWRITE, LINES), fallbacks={SYNTHESIS: 1}, evidence=[SSH_ITEM]), False,
-     "The model wrote no summary; 1 quote from 1 source kept, see the evidence"),
+    # the model wrote none: the fallback's boilerplate is not an answer, nor a kept quote about something else
+    (dict(question=QUESTION, summary=template_summary(REWRITE, LINES), fallbacks={SYNTHESIS: 1},
+          evidence=[SSH_ITEM]), False,
+     "The model wrote no summary; 1 quote from 1 source kept, none of them bearing on the question itself"),
+    # ... but a kept quote that answers the question is the answer, verbatim and cited (issue 28)
+    (dict(question="What is the default ServerAliveInterval on Debian?", summary=template_summary(REWRITE, LINES),
+          fallbacks={SYNTHESIS: 1}, evidence=[{**SSH_ITEM, "source": 1},
+                                              {"url": SSH_URL, "quote": SSH_DEBIAN, "low": None, "source": 1}]),
+     True, f"\u201c{SSH_DEBIAN}\u201d [1]"),
     (dict(summary=template_summary(REWRITE, []), fallbacks={SYNTHESIS: 1}, evidence=[]), False,
      "No source was found"),
     (dict(summary="The bridge closed for repairs.", evidence=[]), False,
@@ -130,7 +136,7 @@ def test_an_estimate_that_found_nothing_does_not_open_with_its_prior_as_the_answ
     report = done(question="What will the Northgate tunnel cost?",
                   estimate=estimate((100, 2000), (100, 2000), unit="USD million"), evidence=[])
     assert report["answer"] == {"found": False, "text": "No source was kept; the range is your prior, unchanged "
-                                                        "(100\u20132,000 USD million)"}
+                                                        "(100\u20132,000 USD million)", "from": None}
     md = render_markdown(report)
     answer = next(line for line in md.splitlines() if line.startswith("**Answer:**"))
     assert answer.startswith("**Answer:** none found. No source was kept; the range is your prior"), answer
@@ -177,7 +183,8 @@ def test_list_tells_a_run_that_found_nothing_from_one_that_answered(
     assert entries["pg"]["answer_found"] is False and entries["ssh"]["answer_found"] is True  # GET /briefs: the page
     assert entries["pg"]["answer"].startswith("No source was kept; the range is your prior, unchanged")
     # a plain brief's Answer column is neither the fallback's boilerplate nor the model's rewrite
-    assert entries["kestrel"]["answer"] == "The model wrote no summary; 1 quote from 1 source kept, see the evidence"
+    assert entries["kestrel"]["answer"] == ("The model wrote no summary; 1 quote from 1 source kept, none of them "
+                                            "bearing on the question itself")
     assert REWRITE not in entries["kestrel"]["answer"]
 
     main(["list", "--db", str(tmp_path / "briefd.db"), "--config", str(tmp_path / "none.toml")])
@@ -250,11 +257,11 @@ def test_the_confidence_shown_is_the_one_the_rules_weigh(tier: str | None, model
 
 
 def test_a_plain_briefs_quote_shows_the_weighed_confidence_not_the_models() -> None:
-    rows = [row(DECIMAL_URL, DECIMAL, confidence=1.0, tier=None)]
-    evidence = evidence_items(rows, [Source(n=1, url=DECIMAL_URL, title="decimal", cited=True)])
+    rows = [row(M4_URL, M4_HASH, confidence=1.0, tier=None)]
+    evidence = evidence_items(rows, [Source(n=1, url=M4_URL, title="Limits control", cited=True)])
     assert evidence[0]["confidence"] == TIER_CAPS["news"] and evidence[0]["model_confidence"] == 1.0
-    md = render_markdown(done(summary="The default precision is 28 places [1].", evidence=evidence,
-                              sources=[{"n": 1, "url": DECIMAL_URL, "title": "decimal", "cited": True}]))
+    md = render_markdown(done(summary="The default hash table size is 65537 entries [1].", evidence=evidence,
+                              sources=[{"n": 1, "url": M4_URL, "title": "Limits control", "cited": True}]))
     assert "confidence 0.60" in md and "confidence 1.00" not in md
 
 

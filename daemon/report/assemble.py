@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.untrusted import as_dict, as_list, fold
 from ..rules.citations import Source
-from ..rules.decide import LoopState
+from ..rules.decide import LoopState, answers, entry_of
 from ..rules.judge import TIER_CAPS, TIERS, normalize_tier, tier_confidence, tier_rule
+from ..rules.numbers import finite
 from ..sources.sources import kind_of_url
 from .report import REPORT_KEYS, blank_report, range_text, summary_first_sentence
 
@@ -37,7 +38,8 @@ def evidence_items(rows: Sequence[Mapping[str, Any]], sources: Sequence[Source],
                    contract: bool = False) -> list[dict[str, Any]]:
     """report.json's `evidence`: each stored row as a reader sees it, with its source's number.
     `confidence` is the one the rules weigh (weighed_confidence; `contract`: the brief's hypothesis
-    has a contract), `model_confidence` the model's own, as stored."""
+    has a contract), `model_confidence` the model's own, as stored; `lead` the entry the quote lies in, before
+    it (decide.entry_of: a definition's term line), which says what "The default is 65537 entries." is of."""
     by_url = {s.url: s.n for s in sources}
     return [
         {"source": by_url.get(e["url"]), "url": e["url"], "title": e["title"], "quote": e["quote"],
@@ -46,7 +48,8 @@ def evidence_items(rows: Sequence[Mapping[str, Any]], sources: Sequence[Source],
          "model_confidence": e["confidence"],
          "round": e["round"], "summary": e["summary"], "low": e["low"], "high": e["high"],
          "tier": e["tier"], "unit": e["unit"], "scope": e["scope"], "date": e["reading_date"],
-         "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from")}
+         "page": e.get("page"), "read_at": e.get("read_at"), "reused_from": e.get("reused_from"),
+         "lead": entry_of(e.get("lead") or "") or None}
         for e in rows
     ]
 
@@ -130,6 +133,7 @@ def usage_block(model: Mapping[str, Any], searches: int, state: LoopState, wall_
 # ---- the answer line ------------------------------------------------------------------------------
 
 DECIDED = frozenset({"supported", "refuted"})  # a verdict that answers the claim; inconclusive does not
+SUMMARY, QUOTE, RANGE, VERDICT = "summary", "quote", "range", "verdict"  # where an answer line comes from
 SYNTHESIS = "synthesis"  # the fallbacks key counted when the model wrote no summary (Research.ask's purpose)
 
 
@@ -142,9 +146,10 @@ class Answer:
 
     found: bool
     text: str
+    source: str | None = None  # report.json's `from`: summary | quote | range | verdict; None for a miss
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"found": self.found, "text": self.text, "from": self.source}
 
 
 def answer_of(report: Mapping[str, Any]) -> Answer:
@@ -168,7 +173,7 @@ def _estimate_answer(estimate: Mapping[str, Any], evidence: list[Any]) -> Answer
         return Answer(False, "No range was computed")
     moved = _bounds(estimate.get("final")) != _bounds(estimate.get("initial"))
     if moved or not initial:
-        return Answer(True, f"{final} {unit}".strip())
+        return Answer(True, f"{final} {unit}".strip(), RANGE)
     read = sum(1 for e in evidence if as_dict(e).get("low") is not None)
     prior = f"the range is your prior, unchanged ({initial} {unit})".replace(" )", ")")
     if not evidence:
@@ -190,25 +195,44 @@ def _verdict_answer(verdict: Mapping[str, Any], evidence: list[Any]) -> Answer:
     value = fold(verdict.get("value")) or "undecided"
     level = fold(verdict.get("evidence_level")) or "no level"
     if value in DECIDED:
-        return Answer(True, f"{value} ({level})")
+        return Answer(True, f"{value} ({level})", VERDICT)
     if not evidence:
         return Answer(False, f"No source was kept; the verdict is {value} ({level})")
     return Answer(False, f"The sources kept did not decide the claim; the verdict is {value} ({level})")
 
 
 def _plain_answer(report: Mapping[str, Any]) -> Answer:
-    """A summary the model wrote from kept evidence, or what there is instead, in words."""
+    """A summary the model wrote from kept evidence; where it wrote none, the kept quote that best answers the
+    question (best_quote), verbatim and cited, as a quote; else what there is instead, in words. A reader who
+    stops at the first line was told "none found" above a quote that states the answer."""
     evidence = as_list(report.get("evidence"))
     summary = summary_first_sentence(report.get("summary"))
     wrote = bool(summary) and not as_dict(report.get("fallbacks")).get(SYNTHESIS)
     if not evidence:
         return Answer(False, "No source was found" + ("; the summary rests on the model alone" if wrote else ""))
     if wrote:
-        return Answer(True, summary)
+        return Answer(True, summary, SUMMARY)
+    best = best_quote(evidence, fold(report.get("question")))
+    if best is not None:
+        n = best.get("source")
+        cite = f" [{n}]" if isinstance(n, int) and not isinstance(n, bool) else ""
+        return Answer(True, f"\u201c{fold(best.get('quote'))}\u201d{cite}", QUOTE)
     sources = len({fold(as_dict(e).get("url")) for e in evidence})
     quotes = f"{len(evidence)} quote{'' if len(evidence) == 1 else 's'}"
     return Answer(False, f"The model wrote no summary; {quotes} from {sources} source"
-                         f"{'' if sources == 1 else 's'} kept, see the evidence")
+                         f"{'' if sources == 1 else 's'} kept, none of them bearing on the question itself")
+
+
+def best_quote(evidence: Sequence[Any], question: str) -> dict[str, Any] | None:
+    """The kept quote that best answers `question` (decide.answers, then the rules' confidence, then report
+    order), or None when none bears on the question itself (a quote kept for an open gap only)."""
+    items = [as_dict(e) for e in evidence if fold(as_dict(e).get("quote"))]
+    scored = [(answers(fold(e.get("quote")), f"{fold(e.get('title'))}\n{fold(e.get('lead'))}", [question]),
+               finite(e.get("confidence")) or 0.0, -i, e) for i, e in enumerate(items)]
+    if not scored:
+        return None
+    strength, _, _, best = max(scored, key=lambda row: row[:3])
+    return best if strength[0] else None
 
 
 # ---- the plan as the report shows it -------------------------------------------------------------

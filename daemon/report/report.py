@@ -38,7 +38,7 @@ from ..core.brief import ID_RE, id_from_filename, valid_id
 from .charts import (CHART_ALT, CHART_FILE, CHART_NAMES, RELEVANCE_ALT, RELEVANCE_FILE, SOURCES_ALT,
                            SOURCES_FILE, band_missing, has_evidence_points, report_charts)
 from ..rules.citations import CITATION_RE, find_citations
-from ..rules.decide import leans_on_before
+from ..rules.decide import answers, leans_on_before
 from ..sources.egress import method_line
 from ..rules.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
 from ..rules.numbers import SPAN, finite, is_finite, number_text
@@ -115,7 +115,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "changes": None,  # what changed since the id's previous run (daemon/report/changes.py): done re-runs only
         "follows": None,  # the earlier brief a follow-up started from (daemon/research/followup.py)
         # what the run found, or that it found nothing (report/assemble.py's answer_of); CONTRACT.md
-        "answer": {"found": False, "text": ""},
+        "answer": {"found": False, "text": "", "from": None},
     }
 
 
@@ -623,6 +623,9 @@ def _labelled(report: Mapping[str, Any], fields: tuple[tuple[str, str], ...]) ->
     return [f"**{label}:** {md_escape(report.get(key))}" for label, key in fields if report.get(key)]
 
 
+QUOTE_ANSWER_NOTE = "the kept quote that best answers the question, verbatim: the model wrote no summary"
+
+
 def _answer_lines(report: Mapping[str, Any]) -> list[str]:
     """The answer, first after the question: the computed range against its target, or the
     verdict and what its evidence level means. A plain brief's answer is its summary, which
@@ -631,6 +634,8 @@ def _answer_lines(report: Mapping[str, Any]) -> list[str]:
     stated = _dict(report.get("answer"))
     if stated.get("found") is False and fold(stated.get("text")):
         return [f"**Answer:** none found. {md_escape(stated.get('text'))}.", ""]
+    if stated.get("found") is True and stated.get("from") == "quote" and fold(stated.get("text")):
+        return [f"**Answer:** {md_escape(stated.get('text'))} ({QUOTE_ANSWER_NOTE})", ""]
     estimate = _dict(report.get("estimate"))
     if estimate:
         final = range_text(estimate.get("final"))
@@ -707,15 +712,20 @@ def _pages_not_read(report: Mapping[str, Any]) -> bool:
         usage.get("pages_fetched") or usage.get("page_cache_hits") or usage.get("documents_read"))
 
 
-def _strength(item: Mapping[str, Any]) -> float:
+def _strength(item: Mapping[str, Any], question: str) -> tuple[tuple[int, int, int], float]:
+    """How strong a kept quote is, as a reader reads "strongest first": how well it answers the question
+    (decide.answers: it bears on it, states a figure where one is asked, says its distinctive terms), then the
+    confidence the rules give it."""
     value = finite(item.get("confidence"))
-    return -1.0 if value is None else value
+    context = f"{fold(item.get('title'))}\n{fold(item.get('lead'))}"
+    return answers(fold(item.get("quote")), context, [question]), -1.0 if value is None else value
 
 
 def evidence_by_source(report: Mapping[str, Any], *, weighed: bool | None = None) -> list[list[dict[str, Any]]]:
-    """The evidence grouped by source (its number, else its URL), strongest first: groups by
-    their strongest item's confidence, items within a group likewise; ties keep report order.
-    `weighed`: only the items the rules give some weight (True) or none (False, confidence 0.00)."""
+    """The evidence grouped by source (its number, else its URL), strongest first (_strength: how well each
+    quote answers the question, then its confidence): groups by their strongest item, items within a group
+    likewise; ties keep report order. `weighed`: only the items the rules give some weight (True) or none
+    (False, confidence 0.00)."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     known = _source_numbers(report)
     for item in (_dict(e) for e in _list(report.get("evidence"))):
@@ -724,8 +734,9 @@ def evidence_by_source(report: Mapping[str, Any], *, weighed: bool | None = None
         n = item.get("source")
         key = ("n", n) if _is_n(n) and n in known else ("url", fold(item.get("url")))
         groups.setdefault(key, []).append(item)
-    ordered = [sorted(items, key=_strength, reverse=True) for items in groups.values()]
-    return sorted(ordered, key=lambda items: _strength(items[0]), reverse=True)
+    question = fold(report.get("question"))
+    ordered = [sorted(items, key=lambda item: _strength(item, question), reverse=True) for items in groups.values()]
+    return sorted(ordered, key=lambda items: _strength(items[0], question), reverse=True)
 
 
 def _md_evidence(report: Mapping[str, Any]) -> list[str]:

@@ -193,6 +193,13 @@ class EvidenceReader(RunView):
             if skipped is not None:
                 self.emit("evidence_skipped", round=round_no, **skipped)
                 continue
+            contained = steps.contained_quotes(ref.url, quote, known)
+            if contained:  # this quote says all they say: it stands for them
+                known.difference_update((ref.url, q) for q in contained)
+                rows = [r for r in rows if not (r["url"] == ref.url and r["quote"] in contained)]
+                self.store.drop_quotes(self.run_id, ref.url, contained)
+                self.emit("signal", message="quotes replaced by a longer quote of the same page", round=round_no,
+                          url=ref.url, replaced=[q[:200] for q in contained])
             known.add((ref.url, quote))
             stored = self.store.passages([ref.passage_id])[0]
             offset = stored.start

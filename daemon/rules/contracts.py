@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from .amounts import Amount, parse_amounts, parse_unit, SAME_FIGURE
-from .decide import CODE_NAME
+from .decide import CODE_NAME, entry_of
 from .figures import (
-    asked_roles, BEFORE, clause_before, entry_of, figure_reading, figure_roles, is_range, MAXIMUM, MINIMUM,
+    asked_roles, BEFORE, clause_before, figure_reading, figure_roles, is_range, MAXIMUM, MINIMUM,
     money_or_share, name_parts, NEGATION, phrase_after, quantity_noun, RANGE, range_high_end, ROLE_AFTER, ROLE_WORDS,
     SETTING_NAME, stated_amounts, stem, stems, STOP_STEMS, unit_after,
 )

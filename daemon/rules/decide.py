@@ -548,19 +548,45 @@ def is_decisive(item: Mapping[str, Any]) -> bool:
     return item.get("low") is not None or item.get("stance") in ("supports", "contradicts")
 
 
+def entry_of(lead: str) -> str:
+    """The end of the text before a quote that may name what the quote's figure is in: its last paragraph,
+    within ENTRY_MAX_CHARS (a definition's term line and the sentences under it)."""
+    tail = lead[-ENTRY_MAX_CHARS:]
+    cut = tail.rfind("\n\n")
+    return tail[cut + 2:] if cut >= 0 else tail
+
+
+def answers(quote: str, context: str, topics: Sequence[str]) -> tuple[int, int, int]:
+    """How well a quote answers the topics (the question first), as a key that sorts the better answer higher:
+    whether it bears on them (bears_on, read with `context`: its page's title, then the text before it in its
+    passage), whether it states a figure where they ask one ("how many": states_no_figure), and how many of
+    their distinctive terms the quote and the entry it lies in say (topic_terms: the names and the quantity
+    asked, not the words that frame the question; the title's words are every quote of the page's, so they
+    tell none apart). Not the model's confidence: a FAQ line about another module and a table row at one
+    label's cap tied with the sentence that answers."""
+    wanted = set().union(*(topic_terms(t) for t in topics if t)) if topics else set()
+    entry = entry_of(context.partition("\n")[2])
+    return (int(bears_on(quote, topics, context=context)), int(not states_no_figure(quote, [t for t in topics if t])),
+            len(wanted & _terms(f"{entry}\n{quote}")))
+
+
+def _read_with(item: Mapping[str, Any]) -> str:
+    """What a kept quote is read with: its page's title and the text before it in its passage (`lead`)."""
+    return f"{item.get('title') or ''}\n{item.get('lead') or ''}"
+
+
 def strongest_first(evidence: Iterable[Mapping[str, Any]], topics: Sequence[str]) -> list[Any]:
     """Evidence in the order the synthesis is shown it, strongest first.
 
-    Decisive items first (a figure or a stance: what decides the range or the verdict), then the
-    items that bear on the topics (bears_on, read with their page's title: a quote kept for an open
-    gap may not bear on the question itself), then by relevance to the question plus confidence,
-    then by id. The synthesis is told to cite the strongest, so the source that decided the result is
-    normally among the cited ones; and the fallback summary lists the first of them as "the strongest
-    quotes found for" the question, which a quote about something else at confidence 0.98 must not head.
-    """
+    Decisive items first (a figure or a stance: what decides the range or the verdict), then by how well each
+    answers the topics (`answers`: a quote kept for an open gap may not bear on the question itself), then by
+    confidence, then by id. The synthesis is told to cite the strongest, so the source that decided the result
+    is normally among the cited ones; and the fallback summary lists the first of them as "the strongest quotes
+    found for" the question, which a quote about something else at confidence 0.98 must not head. The report
+    orders its evidence by the same key (report.evidence_by_source)."""
     return sorted(evidence, key=lambda e: (not is_decisive(e),
-                                           not bears_on(e["quote"], topics, context=e.get("title") or ""),
-                                           -relevance(e["quote"], topics) - (e["confidence"] or 0), e["id"]))
+                                           tuple(-x for x in answers(e["quote"], _read_with(e), topics)),
+                                           -(e["confidence"] or 0), e["id"]))
 
 
 def clean_query(query: str, max_chars: int = 200) -> str:

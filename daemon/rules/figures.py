@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 from . import units
 from .amounts import alternation, Amount, parse_amounts, parse_unit, RANGE_GAP, SAME_FIGURE, SCALES, to_unit, Unit, YEAR
 from .layout import EXAMPLE_KINDS
-from .decide import CODE_NAME, ENTRY_MAX_CHARS, STOPWORDS, bears_on, content_words, is_term_line, leans_on_before
+from .decide import CODE_NAME, ENTRY_MAX_CHARS, entry_of, STOPWORDS, bears_on, content_words, is_term_line, leans_on_before
 
 
 def number_in_quote(value: float, quote: str, unit: str, rel_tol: float = SAME_FIGURE) -> bool:
@@ -348,14 +348,6 @@ def _entry_start(quote: str, start: int) -> int:
             return line_start
         line_start = quote.rfind("\n", 0, line_start - 1) + 1
     return begin
-
-
-def entry_of(lead: str) -> str:
-    """The end of the text before a quote that may name what the quote's figure is in: its last paragraph,
-    within ENTRY_MAX_CHARS (a definition's term line and the sentences under it)."""
-    tail = lead[-ENTRY_MAX_CHARS:]
-    cut = tail.rfind("\n\n")
-    return tail[cut + 2:] if cut >= 0 else tail
 
 
 @lru_cache(maxsize=4096)

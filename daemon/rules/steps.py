@@ -58,6 +58,7 @@ def page_fate(transient: bool, slow: bool) -> str:
 
 UNRELATED = "unrelated to the question and gaps"
 DUPLICATE = "duplicate quote"
+CONTAINED = "contained in a quote kept from the same page"
 GAP_ANSWER_CONFIDENCE = 0.5  # the model's confidence at which its item answers the gap it names
 
 
@@ -76,7 +77,8 @@ def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted:
     the question or an open gap (`about`: decide.bears_on), read with the page's title and its
     `context`, the passage it was quoted from (the loop should pass it: without it, a quote that
     names its subject only in the sentence before has the title alone to name it); the same quote
-    of the same page kept already (`known`: (url, quote) pairs). A quote whose sentence ids the
+    of the same page kept already (`known`: (url, quote) pairs), or a part of one (CONTAINED). A quote whose
+    sentence ids the
     prompt did not have never gets here (the loop counts it as an evaluator failure). `unit_kind`: what the
     document marks the quote's part as (rules/layout.py): its navigation and its headings are never evidence,
     whatever their words."""
@@ -91,7 +93,16 @@ def skipped_quote(quote: str, url: str, title: str, from_page: bool, distrusted:
         return {"reason": decide.STATES_NO_FIGURE, "url": url, "quote": quote[:200]}
     if (url, quote) in known:
         return {"reason": DUPLICATE, "url": url}
+    if any(u == url and quote in kept for u, kept in known):
+        return {"reason": CONTAINED, "url": url, "quote": quote[:200]}
     return None
+
+
+def contained_quotes(url: str, quote: str, known: Collection[tuple[str, str]]) -> list[str]:
+    """The quotes kept from the same page that a new quote contains: the new one says all they say, so a report
+    shows it alone (a model that quotes a sentence, then that sentence with the one before it, kept both, and
+    a report showed the second quote's sentence twice)."""
+    return [kept for u, kept in known if u == url and kept != quote and kept in quote]
 
 
 def answers_gap(gap: str, confidence: float) -> bool:

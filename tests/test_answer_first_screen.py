@@ -1,0 +1,117 @@
+"""What a reader sees first (issue 28): the answer line and the order of the evidence.
+
+A plain brief whose model wrote no usable summary used to lead with "**Answer:** none found" above a kept quote
+that states the answer; and "strongest first" was the model's confidence, so with every unrated source at its
+label's cap a quote sharing common words came above the sentence that answers. The answer line now shows the
+kept quote that best answers the question, verbatim and cited, saying the model wrote no summary (report.json's
+`answer.from` is "quote"); the evidence is ordered by how well each quote answers the question
+(decide.answers: it bears on it, states a figure where one is asked, says the question's distinctive terms),
+then by weight, in the report and in what the synthesis is shown. The sentences are GNU m4's manual (the
+real-document set's first part: m4-doc/Limits-control.html, Diversions.html).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from briefd.daemon.report.assemble import SYNTHESIS, done_report
+from briefd.daemon.report.report import QUOTE_ANSWER_NOTE, render_markdown
+from briefd.daemon.research.planner import EvidenceLine, template_summary
+from briefd.daemon.rules import decide, steps
+from briefd.store import Store
+
+URL = "file:///usr/share/doc/m4/Limits-control.html"
+QUESTION = "What is the default size of GNU m4's internal symbol hash table?"
+ANSWER = "The default is 65537 entries."
+TERM = "-H num, --hashsize=num: Make the internal hash table for symbol lookup be num entries big."
+# sentences of the same manual that share common words with the question and answer something else
+NESTING = ("When not specified, nesting defaults to unlimited on platforms that can detect stack overflow, and to "
+           "1024 levels otherwise.")
+GNU = ("In this release of M4, this option is always on by default; it is currently only useful when overriding a "
+       "prior use of --traditional.")
+
+
+def item(quote: str, confidence: float, lead: str = "") -> dict[str, Any]:
+    """A kept quote as report.json has it: `lead` is the entry it lies in, before it (its term line)."""
+    return {"source": 1, "url": URL, "title": "Limits control (GNU M4 1.4.19 macro processor)", "quote": quote,
+            "confidence": confidence, "round": 1, "low": None, "high": None, "stance": None, "lead": lead}
+
+
+def plain_report(evidence: list[dict[str, Any]], *, wrote: bool = False) -> dict[str, Any]:
+    lines = [EvidenceLine(1, e["quote"], e["title"]) for e in evidence]
+    summary = "m4's hash table holds 65537 entries by default [1]." if wrote else template_summary(QUESTION, lines)
+    return done_report("m4-hash", QUESTION, "2026-12-06T10:00:00Z", summary=summary, evidence=evidence,
+                       fallbacks={} if wrote else {SYNTHESIS: 1},
+                       sources=[{"n": 1, "url": URL, "title": "Limits control", "cited": True}])
+
+
+def answer_line(md: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith("**Answer:**"))
+
+
+def test_no_summary_and_a_kept_quote_that_answers_the_answer_line_is_that_quote() -> None:
+    report = plain_report([item(NESTING, 0.6), item(ANSWER, 0.6, TERM), item(GNU, 0.6)])
+    assert report["answer"] == {"found": True, "text": f"\u201c{ANSWER}\u201d [1]", "from": "quote"}
+    line = answer_line(render_markdown(report))
+    assert "none found" not in line and ANSWER in line and QUOTE_ANSWER_NOTE in line
+
+
+def test_a_summary_the_model_wrote_is_the_answer_and_says_so() -> None:
+    report = plain_report([item(ANSWER, 0.6, TERM)], wrote=True)
+    assert report["answer"]["from"] == "summary" and report["answer"]["found"] is True
+
+
+def test_a_miss_says_it_is_a_miss_and_comes_from_nothing() -> None:
+    report = plain_report([])
+    assert report["answer"]["found"] is False and report["answer"]["from"] is None
+
+
+def test_the_quote_that_answers_comes_first_whatever_the_models_confidence() -> None:
+    """Equal weights (every unrated source at its cap), or the model's 0.9 on a line about another option: the
+    sentence that answers the question heads the evidence, in the report and in what the synthesis is shown."""
+    for weights in ((0.6, 0.6, 0.6), (0.9, 0.3, 0.9)):
+        evidence = [item(NESTING, weights[0]), item(ANSWER, weights[1], TERM), item(GNU, weights[2])]
+        md = render_markdown(plain_report(evidence, wrote=True))
+        shown = md.split("## Evidence", 1)[1]
+        assert shown.index("65537") < shown.index("1024 levels") and shown.index("65537") < shown.index("--traditional")
+        rows = [{**e, "id": i} for i, e in enumerate(evidence)]
+        assert decide.strongest_first(rows, [QUESTION])[0]["quote"] == ANSWER
+
+
+def test_a_quote_with_the_questions_names_outranks_one_with_its_common_words() -> None:
+    assert decide.answers(TERM, "", [QUESTION]) > decide.answers(NESTING, "", [QUESTION])
+    assert decide.answers(ANSWER, f"Limits control\n{TERM}", [QUESTION])[:2] == (1, 1)  # read with its term line
+
+
+# ---- a quote another kept quote of the same page contains -------------------------------------------------
+
+
+def test_a_quote_inside_a_kept_quote_of_the_same_page_is_not_kept_again() -> None:
+    """`make demo` showed two quotes, the second a copy of the first one's second sentence."""
+    longer = f"{TERM} {ANSWER}"
+    known = {(URL, longer)}
+    skipped = steps.skipped_quote(ANSWER, URL, "Limits control", True, {}, [QUESTION], known,
+                                  context=longer)
+    assert skipped is not None and skipped["reason"] == steps.CONTAINED
+    # another page's copy of the same words is another source: kept
+    assert steps.skipped_quote(ANSWER, "file:///mirror/m4/Limits-control.html", "Limits control", True, {},
+                               [QUESTION], known, context=longer) is None
+
+
+def test_a_longer_quote_of_the_same_page_stands_for_the_quotes_it_contains(tmp_path: Path) -> None:
+    longer = f"{TERM} {ANSWER}"
+    known = {(URL, ANSWER), (URL, NESTING), ("file:///other", ANSWER)}
+    assert steps.contained_quotes(URL, longer, known) == [ANSWER]
+    store = Store(tmp_path / "briefd.db")
+    try:
+        run_id = store.add_brief(brief_id="m4", question=QUESTION, source_file="m4.json", received=b"{}",
+                                 brief_json="{}", inbox_path=str(tmp_path / "m4.json"))
+        store.add_evidence(run_id, [{"round": 1, "url": URL, "quote": ANSWER},
+                                    {"round": 1, "url": URL, "quote": NESTING},
+                                    {"round": 1, "url": "file:///other", "quote": ANSWER}])
+        assert store.drop_quotes(run_id, URL, [ANSWER]) == 1
+        assert sorted((e["url"], e["quote"]) for e in store.evidence(run_id)) == \
+            [("file:///other", ANSWER), (URL, NESTING)]
+    finally:
+        store.close()
