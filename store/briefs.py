@@ -541,9 +541,11 @@ class Store:
         return {o: n for o, n in self.db.execute(
             "SELECT outcome, count(*) FROM model_calls WHERE run_id = ? GROUP BY outcome", [run_id]).fetchall()}
 
-    def cached_answer(self, prompt_hash: str) -> str | None:
-        row = self.db.execute("SELECT answer FROM model_answers WHERE prompt_hash = ? AND failed IS NULL",
-                              [prompt_hash]).fetchone()
+    def cached_answer(self, prompt_hash: str, since: str | None = None) -> str | None:
+        """The kept answer to this prompt; with `since` (an ISO time), only one kept at or after it."""
+        newer = " AND created_at >= ?" if since else ""
+        row = self.db.execute("SELECT answer FROM model_answers WHERE prompt_hash = ? AND failed IS NULL" + newer,
+                              [prompt_hash, *([since] if since else [])]).fetchone()
         return row[0] if row else None
 
     def cache_answer(self, prompt_hash: str, answer: str, prompt_tokens: int | None,
@@ -555,11 +557,15 @@ class Store:
             pk="prompt_hash",
         )
 
-    def cached_failure(self, prompt_hash: str, max_age_s: float) -> tuple[str, str, bool] | None:
+    def cached_failure(self, prompt_hash: str, max_age_s: float,
+                       since: str | None = None) -> tuple[str, str, bool] | None:
         """(outcome, error, retry_skipped) of this prompt's kept failure when it is younger than
-        `max_age_s` (an older one is asked again: the server or the model may have been fixed)."""
+        `max_age_s` (an older one is asked again: the server or the model may have been fixed) and, with
+        `since`, kept at or after it."""
+        newer = " AND created_at >= ?" if since else ""
         row = self.db.execute("SELECT failed, error, retry_skipped, created_at FROM model_answers "
-                              "WHERE prompt_hash = ? AND failed IS NOT NULL", [prompt_hash]).fetchone()
+                              "WHERE prompt_hash = ? AND failed IS NOT NULL" + newer,
+                              [prompt_hash, *([since] if since else [])]).fetchone()
         if not row or _age_seconds(row[3]) > max_age_s:
             return None
         return str(row[0]), str(row[1] or ""), bool(row[2])

@@ -29,6 +29,7 @@ from briefd.daemon.ops.evaluate import (
 )
 from briefd.daemon.ops.eval_run import table
 from briefd.store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
+from briefd.daemon.rules.judge import target_met
 from tests.lab import eval_lab
 from tests.lab.workspace import Workspace
 
@@ -166,9 +167,10 @@ def test_an_answer_quoted_from_a_page_where_did_not_name_was_still_searched_read
 ESTIMATE = Case(id="e", brief={}, kind="estimate", patterns=(r"default is 100\b",), truth=Truth(100, "connections"))
 
 
-def estimate_report(low: float, high: float) -> dict[str, Any]:
+def estimate_report(low: float, high: float, width: float | None = 20) -> dict[str, Any]:
     return {"status": "done", "summary": "", "sources": [], "usage": {},
             "estimate": {"unit": "connections", "initial": {"low": 10, "high": 5000},
+                         "target": {"low": None, "high": None, "width": width},
                          "final": {"low": low, "high": high}}}
 
 
@@ -176,9 +178,10 @@ def estimate_report(low: float, high: float) -> dict[str, Any]:
     (90, 110, True, None),
     (5, 6, False, "reported"),            # the 5-6 collapse: narrow, and the truth outside
     (10, 5000, False, "reported"),        # the prior unchanged contains the truth and answers nothing
+    (50, 1050, False, "reported"),        # a fifth of the prior, fifty times the target, the truth inside (issue 28)
 ])
-def test_an_estimate_is_right_when_a_narrowed_range_holds_the_truth(low: float, high: float, right: bool,
-                                                                   stage: str | None) -> None:
+def test_an_estimate_is_right_when_its_range_reached_the_target_with_the_truth_inside(
+        low: float, high: float, right: bool, stage: str | None) -> None:
     read = (KeptQuote(URL, ANSWER, True, 100.0, 100.0),)
     result = judge_case(ESTIMATE, trace(**dict(KEPT, kept=read, report=estimate_report(low, high))))
     assert (result.right, result.stage) == (right, stage)
@@ -339,7 +342,9 @@ def test_an_estimate_and_a_contract_are_judged_on_the_report_own_range_and_verdi
         assert result["range"] == [final["low"], final["high"]] and result["truth"] == 4200
         assert result["truth_in_range"] is (final["low"] <= 4200 <= final["high"])
         assert result["width_ratio"] == pytest.approx((final["high"] - final["low"]) / (prior["high"] - prior["low"]))
-        assert result["right"] is (result["truth_in_range"] and result["width_ratio"] < 1)
+        target = report["estimate"]["target"]  # right: the brief's target reached, with the truth inside (issue 28)
+        reached = target_met((final["low"], final["high"]), target["low"], target["high"], target["width"])
+        assert result["right"] is (result["truth_in_range"] and reached)
     else:
         assert result["verdict"] == report["verdict"]["value"] and result["expected_verdict"] == "supported"
         assert result["right"] is result["verdict_right"] is (report["verdict"]["value"] == "supported")
@@ -453,3 +458,27 @@ def test_briefs_a_service_down_kept_from_running_are_listed_not_run_and_exit_3(t
     assert [c["status"] for c in out["cases"]] == ["not run", "not run"] and out["totals"]["not_run"] == 2
     assert all("a service stayed down" in c["detail"] for c in out["cases"])
     assert "ollama" in result.stderr.lower(), "the log says which service"
+
+
+def test_a_run_replayed_from_the_store_says_so_and_fresh_asks_the_model_again(tmp_path: Path,
+                                                                            scripted_ollama: Any) -> None:
+    """Issue 28: run again on a store that holds the briefs' earlier runs, every model call was replayed
+    (TOKENS 0) and nothing said the model was never asked."""
+    library = eval_lab.build_library(tmp_path / "library")
+    one = {**eval_lab.eval_set(), "briefs": eval_lab.eval_set()["briefs"][:1]}
+    eval_file = tmp_path / "one.json"
+    eval_file.write_text(json.dumps(one), encoding="utf-8")
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=scripted_ollama.url, model="lab-scripted")
+    env = {"BRIEFD_LIBRARY": str(library), "BRIEFD_EGRESS": "none"}
+    store = tmp_path / "runs.db"
+    runs = []
+    for extra in ((), (), ("--fresh",)):
+        result = ws.briefd("eval", str(eval_file), "--json", "--db", str(store), *extra, **env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs.append(json.loads(result.stdout))
+    first, replay, fresh = (run["cases"][0] for run in runs)
+    assert first["replayed"] == 0 and first["tokens"] > 0
+    assert replay["replayed"] > 0 and replay["tokens"] == 0 and runs[1]["totals"]["replayed"] == replay["replayed"]
+    assert fresh["replayed"] == 0 and fresh["tokens"] > 0
+    printed = ws.briefd("eval", str(eval_file), "--db", str(store), **env)
+    assert "replayed from the store's cache, not asked" in printed.stdout and "--fresh" in printed.stdout

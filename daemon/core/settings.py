@@ -108,6 +108,9 @@ class Settings:
     serve_token: str | None = None  # the bearer token the HTTP API asks for (daemon.serve)
     serve_token_file: Path | None = None  # ... or a file holding it (kept out of ps and the environment)
     serve_hosts: tuple[str, ...] = ()  # names the API answers to besides its address (a reverse proxy's)
+    # Not a setting: `briefd eval --fresh` sets it to the eval's start; model answers the store kept before it
+    # are not replayed (a run's own answers, and a resumed run's, still are: nothing is paid for twice).
+    replay_answers_since: str | None = None
     # Not a setting: which briefd.toml was read (None: none), for `briefd check` and logs.
     config_file: Path | None = None
     # Not a setting: where each setting's value came from, recorded by load_settings (`briefd config`).

@@ -207,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--keep", action="store_true", help="keep the temporary work folder and say where")
     evaluation.add_argument("--from-store", dest="from_store", type=Path, metavar="DB",
                             help="judge the runs already in this store; run nothing")
+    evaluation.add_argument("--fresh", action="store_true",
+                            help="ask the model every call anew: answers a store (--db) kept from earlier runs are "
+                                 "not replayed (REPLAYED counts the calls that were)")
     library = sub.add_parser("library", **command_help("library"), help="the local library: status, search, reindex")
     actions = library.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("status", **command_help("library status"),
@@ -353,7 +356,8 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     if not getattr(args, "verbose", False):  # the daemon's event lines (-v shows them); warnings stay
         logging.getLogger("briefd").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
     try:
-        result = evaluate_file(settings, args.file, work=args.work, keep=args.keep, from_store=args.from_store)
+        result = evaluate_file(settings, args.file, work=args.work, keep=args.keep, from_store=args.from_store,
+                               fresh=args.fresh)
     except Locked as exc:  # a daemon already runs on the store --db names
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

@@ -17,13 +17,18 @@ For scripts and `make bench`: `evaluate_file(settings, path, ...)` returns the r
                 "truth", "range" ([low, high] | null), "truth_in_range", "width_ratio" (final / prior width),
                 "verdict", "expected_verdict", "verdict_right",
                 "quotes", "quotes_verbatim", "invented_citations" ([n, ...]), "tokens", "wall_seconds",
+                "replayed" (model calls answered from the store's cache, not asked),
                 "reached" ({stage: bool}), "stage" (the first stage that lost the answer, or null),
                 "rule" (the rule that refused it, stage "refused"), "detail" (why, in words)}],
      "totals": {"cases", "ran", "not_run", "right", "kept_quote", "answer_line", "shown", "estimates",
                 "truth_in_range", "narrow_wrong" (estimates narrower than a tenth of the prior without the
                 truth), "contracts", "verdicts_right", "contracts_kept" (the answer in a kept quote),
                 "verdicts_kept_right", "quotes", "quotes_verbatim",
-                "invented_citations", "tokens", "wall_seconds", "lost_at" ({stage: count})}}
+                "invented_citations", "tokens", "wall_seconds", "replayed", "lost_at" ({stage: count})}}
+
+"right" for an estimate: the brief's target reached (inside its band, or no wider than its width) with the
+truth inside. A store that holds the briefs' earlier runs (`--db`) replays their model answers: "replayed"
+says how many, and `--fresh` asks every call anew (answers stored before the eval began are not replayed).
 
 Stages, in order: search, read, extract, shown, chosen, refused, reported (daemon/ops/evaluate.py says what each
 means). Booleans that do not apply to a case's kind are null (`truth_in_range` of a plain brief).
@@ -40,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rules.numbers import number_text, span_text
-from ...store import QUEUED, RUNNING, Store
+from ...store import QUEUED, RUNNING, Store, utc_now
 from ...store.evaluation import last_run_id, rejection, run_trace, runs_by_brief
 from .evaluate import (FORMAT_VERSION, STAGES, CaseResult, EvalSet, judge_case, not_run, parse_eval_set, percent,
                        totals)
@@ -80,7 +85,7 @@ def place(settings: Settings, work: Path | None, keep: bool) -> Where:
 
 
 def evaluate_file(settings: Settings, path: Path, *, work: Path | None = None, keep: bool = False,
-                  from_store: Path | None = None) -> dict[str, Any]:
+                  from_store: Path | None = None, fresh: bool = False) -> dict[str, Any]:
     """Run (or, with `from_store`, only judge) the eval set at `path`; the `--json` object above.
     Raises evaluate.EvalFileError for a file that cannot be used, and whatever `briefd run` raises
     (Locked, StoreUnavailable) when the store or inbox cannot be had."""
@@ -88,6 +93,8 @@ def evaluate_file(settings: Settings, path: Path, *, work: Path | None = None, k
     if from_store is not None:
         return judged(eval_set, from_store, None, settings.model, exit_code=0, after=0)
     where = place(settings, work, keep)
+    if fresh:  # answers the store kept before now are not replayed: every call of these runs is asked
+        settings = dataclasses.replace(settings, replay_answers_since=utc_now())
     try:
         code, after = run_briefs(settings, eval_set, where)
         return judged(eval_set, where.db, None if where.remove else where.work, settings.model, code, after)
@@ -179,10 +186,11 @@ def _lost_cell(case: dict[str, Any]) -> str:
 def table(result: dict[str, Any]) -> str:
     """The per-brief table and the totals, as `briefd eval` prints them."""
     headers = ["BRIEF", "KIND", "RIGHT", "KEPT", "LINE", "RANGE (width, truth)", "VERDICT", "VERBATIM",
-               "INVENTED", "TOKENS", "WALL", "LOST AT"]
+               "INVENTED", "TOKENS", "REPLAYED", "WALL", "LOST AT"]
     rows = [[fold(c["id"]), c["kind"], _yes(c["right"]), _yes(c["kept_quote"]), _yes(c["answer_line"]), _range_cell(c),
              _verdict_cell(c), f"{c['quotes_verbatim']}/{c['quotes']}", str(len(c["invented_citations"])),
-             str(c["tokens"]), f"{c['wall_seconds']:.1f}", fold(_lost_cell(c))] for c in result["cases"]]
+             str(c["tokens"]), str(c.get("replayed", 0)), f"{c['wall_seconds']:.1f}", fold(_lost_cell(c))]
+            for c in result["cases"]]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [headers, *rows]]
     t = result["totals"]
@@ -196,6 +204,8 @@ def table(result: dict[str, Any]) -> str:
               f"{t['contracts']}, right where the answer was kept {t['verdicts_kept_right']}/{t['contracts_kept']}",
               f"  quotes verbatim {t['quotes_verbatim']}/{t['quotes']}; invented citations {t['invented_citations']}; "
               f"tokens {t['tokens']}; wall {t['wall_seconds']:.1f} s",
+              *([f"  {t['replayed']} model call(s) replayed from the store's cache, not asked: tokens and wall "
+                 f"time are not the model's (briefd eval --fresh asks every call anew)"] if t.get("replayed") else []),
               "  lost at: " + ", ".join(f"{stage} {t['lost_at'][stage]}" for stage in STAGES)]
     # the details quote page text: folded and cleaned, so a page cannot send escape sequences to a terminal
     details = ["  " + fold(f"{c['id']}: {c['stage']}: {c['detail']}") for c in result["cases"] if c["stage"]]

@@ -38,6 +38,7 @@ from urllib.parse import unquote
 from ...store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from ..core.brief import Brief, BriefError, parse_brief
 from ..rules.citations import cited_numbers
+from ..rules import judge
 from ..rules.numbers import number_text, span_text
 from ..core.errors import BriefdError
 
@@ -272,11 +273,13 @@ class Outcome:
     summary: str
     prior: tuple[float, float] | None
     final: tuple[float, float] | None
+    target: tuple[float | None, float | None, float | None]  # the brief's target: low, high, width
     verdict: str | None
     verdict_rule: str
     invented: tuple[int, ...]
     tokens: int
     wall_seconds: float
+    replayed: int = 0  # model calls answered from the store's cache (usage: llm_cache_hits, replayed_failures)
 
 
 def outcome_of(trace: RunTrace) -> Outcome:
@@ -294,11 +297,19 @@ def outcome_of(trace: RunTrace) -> Outcome:
         answer_line="" if missed else " ".join(x for x in (str(line or ""), trace.answer_line) if x),
         summary=str(report.get("summary") or ""),
         prior=_range(estimate.get("initial")), final=_range(estimate.get("final")),
+        target=_target(estimate.get("target")),
         verdict=verdict.get("value"), verdict_rule=str(verdict.get("rule") or ""),
         invented=tuple(invented_citations(str(report.get("summary") or ""), report.get("sources") or [])),
         tokens=int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0),
         wall_seconds=float(usage.get("wall_seconds") or 0.0),
+        replayed=int(usage.get("llm_cache_hits") or 0) + int(usage.get("replayed_failures") or 0),
     )
+
+
+def _target(value: Any) -> tuple[float | None, float | None, float | None]:
+    given = value if isinstance(value, dict) else {}
+    return tuple(float(given[k]) if isinstance(given.get(k), (int, float)) and not isinstance(given.get(k), bool)
+                 else None for k in ("low", "high", "width"))  # type: ignore[return-value]
 
 
 def _range(value: Any) -> tuple[float, float] | None:
@@ -339,6 +350,7 @@ class CaseResult:
     invented_citations: list[int] = field(default_factory=list)
     tokens: int = 0
     wall_seconds: float = 0.0
+    replayed: int = 0                 # model calls answered from the store's cache, not asked (eval --fresh: none)
     reached: dict[str, bool] = field(default_factory=dict)   # stage -> the answer got past it
     stage: str | None = None          # None: nothing lost
     rule: str | None = None
@@ -364,17 +376,19 @@ def judge_case(case: Case, trace: RunTrace) -> CaseResult:
         answer_line=matches(case.patterns, out.answer_line) or matches(case.patterns, out.summary),
         quotes=len(trace.kept), quotes_verbatim=sum(q.verbatim for q in trace.kept),
         invented_citations=list(out.invented), tokens=out.tokens, wall_seconds=round(out.wall_seconds, 2),
-        expected_verdict=case.verdict, verdict=out.verdict,
+        expected_verdict=case.verdict, verdict=out.verdict, replayed=out.replayed,
     )
+    reached_target = False
     if case.truth is not None:
         result.truth = case.truth.value
         if out.final is not None:
             result.range = list(out.final)
             result.truth_in_range = contains(out.final, case.truth.value)
             result.width_ratio = width_ratio(out.final, out.prior) if out.prior else None
+            reached_target = judge.target_met(out.final, *out.target)
     if case.verdict is not None:
         result.verdict_right = out.verdict == case.verdict
-    result.right = reported(case, result)
+    result.right = reported(case, result, reached_target)
     result.reached = reached(case, trace, result.right)
     miss = first_miss(case, trace, result)
     if miss is not None:
@@ -384,11 +398,12 @@ def judge_case(case: Case, trace: RunTrace) -> CaseResult:
     return result
 
 
-def reported(case: Case, result: CaseResult) -> bool:
-    """The answer reached the report, by the case's kind."""
+def reported(case: Case, result: CaseResult, reached_target: bool = False) -> bool:
+    """The answer reached the report, by the case's kind. An estimate is right when its range reached the brief's
+    target (judge.target_met: inside the band, or no wider than the width) with the truth inside: a range at a
+    fifth of the prior's width, fifty times the target's, holding the truth, answers nothing a user asked."""
     if case.kind == "estimate":
-        narrowed = result.width_ratio is not None and result.width_ratio < 1.0
-        return bool(result.truth_in_range) and narrowed
+        return bool(result.truth_in_range) and reached_target
     if case.kind == "contract":
         return bool(result.verdict_right)
     return result.answer_line
@@ -557,6 +572,7 @@ def totals(results: list[CaseResult]) -> dict[str, Any]:
         "quotes": sum(r.quotes for r in results), "quotes_verbatim": sum(r.quotes_verbatim for r in results),
         "invented_citations": sum(len(r.invented_citations) for r in results),
         "tokens": sum(r.tokens for r in results), "wall_seconds": round(sum(r.wall_seconds for r in results), 2),
+        "replayed": sum(r.replayed for r in results),
         "lost_at": {stage: sum(r.stage == stage for r in results) for stage in STAGES},
         "not_run": len(results) - len(ran),
     }

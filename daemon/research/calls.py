@@ -75,6 +75,7 @@ class ModelCalls:
     state: Callable[[], LoopState]
     emit: Callable[..., object]  # an event of the brief (EventLog.emit)
     check_cancel: Callable[[], None]  # raises the loop's Cancelled when `briefd cancel` was asked
+    replay_since: str | None = None  # answers kept before this time are not replayed (briefd eval --fresh)
 
     def fits(self, prompt: str) -> bool:
         """Does this user prompt, with the system prompt, fit the model's prompt budget?"""
@@ -87,7 +88,8 @@ class ModelCalls:
         self.check_cancel()
         result = await self.models.call_json(
             purpose=purpose, system=planner.system_prompt(user),
-            user=user, schema=schema, coerce=coerce, fallback=fallback, cache=_AnswerCache(self.store),
+            user=user, schema=schema, coerce=coerce, fallback=fallback,
+            cache=_AnswerCache(self.store, self.replay_since),
             record=lambda rec: self.store.record_model_call(self.run_id, rec), on_wait=self.on_wait,
             retry_cut=retry_cut,
         )
@@ -152,17 +154,17 @@ class Ledger:
 class _AnswerCache:
     """The store's model_answers table, seen through daemon.llm's AnswerCache protocol."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Store, since: str | None = None) -> None:
+        self.store, self.since = store, since
 
     def get(self, key: str) -> str | None:
-        return self.store.cached_answer(key)
+        return self.store.cached_answer(key, self.since)
 
     def put(self, key: str, answer: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         self.store.cache_answer(key, answer, prompt_tokens, completion_tokens)
 
     def failure(self, key: str, max_age_s: float) -> KeptFailure | None:
-        kept = self.store.cached_failure(key, max_age_s)
+        kept = self.store.cached_failure(key, max_age_s, self.since)
         if kept is None:
             return None
         outcome, error, retry_skipped = kept

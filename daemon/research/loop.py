@@ -135,7 +135,7 @@ class Research:
         # the model servers the calls go to: the worker's pool, or the one client (tests build that)
         self.calls = ModelCalls(self.store, run_id, svc.hosts or ModelHosts.single(svc.llm_client, svc.model),
                                 svc.model, svc.outages, state=lambda: self.state, emit=self.emit,
-                                check_cancel=self.check_cancel)
+                                check_cancel=self.check_cancel, replay_since=svc.settings.replay_answers_since)
         self.ledger = Ledger(self.store, run_id, state=lambda: self.state)  # what the run has spent so far
         # every request made for this brief, by host (this task and the tasks it starts): egress.py;
         # kept in the store as it grows, so a run resumed after a crash still lists every host
