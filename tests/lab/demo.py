@@ -106,6 +106,10 @@ def demo(root: Path, driver: str) -> int:
         print(used_sources(report, report_path.parent / "events.ndjson"))
         if report.get("disclaimer"):
             print(f"\n> {report['disclaimer']}")
+        answer = report.get("answer") or {}
+        source = {"quote": " (a kept quote: the model wrote no summary)", "summary": " (the model's summary)"}
+        print(f"\nAnswer{source.get(str(answer.get('from')), '')}: "
+              f"{answer.get('text') if answer.get('found') else 'none found. ' + str(answer.get('text'))}")
         print("\n" + report["summary"][:1200] + "\n")
         print("(Gemma 3 270M is a tiny base model: briefd keeps only evidence whose sentences it can\n"
               " quote verbatim and that bear on the question, so expect few items. Point briefd at a real\n"
