@@ -396,15 +396,20 @@ def test_a_missing_store_and_a_bad_file_exit_2_with_the_fix(tmp_path: Path) -> N
     assert result.returncode == 2 and "unknown key 'patern'" in result.stderr
 
 
-@pytest.mark.slow
-def test_db_given_as_a_flag_keeps_the_runs_and_a_temporary_work_folder_goes(tmp_path: Path,
-                                                                            scripted_ollama: Any) -> None:
+def _one_brief_lab(tmp_path: Path, scripted_ollama: Any) -> tuple[Workspace, Path, dict[str, str]]:
+    """The stage set's first brief as an eval file, on a library under egress = none, with the scripted model."""
     library = eval_lab.build_library(tmp_path / "library")
     one = {**eval_lab.eval_set(), "briefs": eval_lab.eval_set()["briefs"][:1]}
     eval_file = tmp_path / "one.json"
     eval_file.write_text(json.dumps(one), encoding="utf-8")
     ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=scripted_ollama.url, model="lab-scripted")
-    env = {"BRIEFD_LIBRARY": str(library), "BRIEFD_EGRESS": "none"}
+    return ws, eval_file, {"BRIEFD_LIBRARY": str(library), "BRIEFD_EGRESS": "none"}
+
+
+@pytest.mark.slow
+def test_db_given_as_a_flag_keeps_the_runs_and_a_temporary_work_folder_goes(tmp_path: Path,
+                                                                            scripted_ollama: Any) -> None:
+    ws, eval_file, env = _one_brief_lab(tmp_path, scripted_ollama)
     chosen = tmp_path / "chosen.db"
     result = ws.briefd("eval", str(eval_file), "--json", "--db", str(chosen), **env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -464,12 +469,7 @@ def test_a_run_replayed_from_the_store_says_so_and_fresh_asks_the_model_again(tm
                                                                             scripted_ollama: Any) -> None:
     """Issue 28: run again on a store that holds the briefs' earlier runs, every model call was replayed
     (TOKENS 0) and nothing said the model was never asked."""
-    library = eval_lab.build_library(tmp_path / "library")
-    one = {**eval_lab.eval_set(), "briefs": eval_lab.eval_set()["briefs"][:1]}
-    eval_file = tmp_path / "one.json"
-    eval_file.write_text(json.dumps(one), encoding="utf-8")
-    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=scripted_ollama.url, model="lab-scripted")
-    env = {"BRIEFD_LIBRARY": str(library), "BRIEFD_EGRESS": "none"}
+    ws, eval_file, env = _one_brief_lab(tmp_path, scripted_ollama)
     store = tmp_path / "runs.db"
     runs = []
     for extra in ((), (), ("--fresh",)):
