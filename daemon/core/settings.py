@@ -240,7 +240,7 @@ _BY_NAME = {spec.name: spec for spec in _SPECS}
 # settings an earlier briefd had, and what to write instead
 RENAMED = {"page_ttl_hours": 'it is now max_age, a duration (168 hours: max_age = "7d"; 0: "0")'}
 # Fields of Settings that are not settings: what load_settings read, and where it found each value.
-NOT_SETTINGS = ("config_file", "origins")
+NOT_SETTINGS = ("config_file", "origins", "replay_answers_since")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings) if f.name not in NOT_SETTINGS}
 CONTRACT_SETTINGS = tuple(spec.name for spec in _SPECS if spec.flag)
 
