@@ -12,14 +12,16 @@ real-document set's first part: m4-doc/Limits-control.html, Diversions.html).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from briefd.daemon.report.assemble import SYNTHESIS, done_report
-from briefd.daemon.report.report import QUOTE_ANSWER_NOTE, render_markdown
+from briefd.daemon.report.report import ONE_QUOTE_NOTE, QUOTE_ANSWER_NOTE, render_markdown
 from briefd.daemon.research.planner import EvidenceLine, template_summary
 from briefd.daemon.rules import decide, steps
 from briefd.store import Store
+from tests.test_sources import _research
 
 URL = "file:///usr/share/doc/m4/Limits-control.html"
 QUESTION = "What is the default size of GNU m4's internal symbol hash table?"
@@ -115,3 +117,45 @@ def test_a_longer_quote_of_the_same_page_stands_for_the_quotes_it_contains(tmp_p
             [("file:///other", ANSWER), (URL, NESTING)]
     finally:
         store.close()
+
+
+# ---- no synthesis call for a report of zero quotes or one (issue 28's decision) ----------------------------
+
+
+def test_no_summary_is_asked_from_no_quote_or_one(tmp_path: Path) -> None:
+    """From no quote the model could only answer alone, and one quote is its own best statement: neither run asks
+    for a summary (the model server here is a closed port: a call would fail loudly), and each says why."""
+    research = _research(tmp_path, ["web"])
+    try:
+        summary, sources, disclaimer = asyncio.run(research.synthesize())
+        assert research.state.calls_skipped == {"synthesis": 1} and disclaimer is None and sources == []
+        assert summary.startswith("No source was kept for this question.")
+        research.store.add_evidence(research.run_id, [
+            {"round": 1, "url": "http://a.example/k", "title": "Kestrel", "quote": "The Kestrel River is 14 metres "
+             "deep at the bridge.", "confidence": 0.6, "origin": "page", "passage_id": 1, "quote_start": 0,
+             "quote_end": 49}])
+        summary, sources, _ = asyncio.run(research.synthesize())
+        assert research.state.calls_skipped == {"synthesis": 2}
+        assert "rests on one source" in summary and "14 metres deep" in summary and "[1]" in summary
+        assert [s.n for s in sources if s.cited] == [1]
+        assert research.store.model_usage(research.run_id)["llm_calls"] == 0
+    finally:
+        research.store.close()
+
+
+def test_one_kept_quote_is_the_answer_line_and_says_it_rests_on_one_source() -> None:
+    report = plain_report([item(ANSWER, 0.6, TERM)])
+    report["usage"]["calls_skipped"] = {SYNTHESIS: 1}
+    stated = done_report("m4-hash", QUESTION, "2026-12-06T10:00:00Z", summary=report["summary"],
+                         evidence=report["evidence"], usage=report["usage"],
+                         sources=[{"n": 1, "url": URL, "title": "Limits control", "cited": True}])["answer"]
+    assert stated == {"found": True, "text": f"\u201c{ANSWER}\u201d [1]", "from": "quote"}
+    line = answer_line(render_markdown({**report, "answer": stated}))
+    assert ONE_QUOTE_NOTE in line
+
+
+def test_no_quote_kept_says_what_was_searched() -> None:
+    queries = [{"round": 1, "text": "m4 hashsize default", "results": 3}]
+    stated = done_report("m4-hash", QUESTION, "2026-12-06T10:00:00Z", summary="", evidence=[], queries=queries,
+                         usage={"calls_skipped": {SYNTHESIS: 1}})["answer"]
+    assert stated == {"found": False, "text": "No source was found; searched: m4 hashsize default", "from": None}

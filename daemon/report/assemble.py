@@ -207,9 +207,12 @@ def _plain_answer(report: Mapping[str, Any]) -> Answer:
     stops at the first line was told "none found" above a quote that states the answer."""
     evidence = as_list(report.get("evidence"))
     summary = summary_first_sentence(report.get("summary"))
-    wrote = bool(summary) and not as_dict(report.get("fallbacks")).get(SYNTHESIS)
+    skipped = bool(as_dict(as_dict(report.get("usage")).get("calls_skipped")).get(SYNTHESIS))
+    wrote = bool(summary) and not as_dict(report.get("fallbacks")).get(SYNTHESIS) and not skipped
     if not evidence:
-        return Answer(False, "No source was found" + ("; the summary rests on the model alone" if wrote else ""))
+        searched = list(dict.fromkeys(fold(as_dict(q).get("text")) for q in as_list(report.get("queries"))))
+        said = f"; searched: {'; '.join(searched[:5])}{' …' if len(searched) > 5 else ''}" if searched else ""
+        return Answer(False, "No source was found" + ("; the summary rests on the model alone" if wrote else said))
     if wrote:
         return Answer(True, summary, SUMMARY)
     best = best_quote(evidence, fold(report.get("question")))

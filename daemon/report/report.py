@@ -624,6 +624,7 @@ def _labelled(report: Mapping[str, Any], fields: tuple[tuple[str, str], ...]) ->
 
 
 QUOTE_ANSWER_NOTE = "the kept quote that best answers the question, verbatim: the model wrote no summary"
+ONE_QUOTE_NOTE = "the one quote kept, verbatim: it rests on one source"
 
 
 def _answer_lines(report: Mapping[str, Any]) -> list[str]:
@@ -635,7 +636,8 @@ def _answer_lines(report: Mapping[str, Any]) -> list[str]:
     if stated.get("found") is False and fold(stated.get("text")):
         return [f"**Answer:** none found. {md_escape(stated.get('text'))}.", ""]
     if stated.get("found") is True and stated.get("from") == "quote" and fold(stated.get("text")):
-        return [f"**Answer:** {md_escape(stated.get('text'))} ({QUOTE_ANSWER_NOTE})", ""]
+        one = len(_list(report.get("evidence"))) == 1
+        return [f"**Answer:** {md_escape(stated.get('text'))} ({ONE_QUOTE_NOTE if one else QUOTE_ANSWER_NOTE})", ""]
     estimate = _dict(report.get("estimate"))
     if estimate:
         final = range_text(estimate.get("final"))

@@ -366,8 +366,14 @@ class Research:
         evidence = decide.strongest_first(rows, [self.question, self.brief.question])
         lines, disclaimer = synthesis_lines(evidence), disclaimer_for(evidence)
         sources = numbered_sources(evidence, last_title=True)
-        if not evidence:
-            self.state.count_fallback("model_only")
+        if len(evidence) <= steps.QUOTES_WORTH_A_SUMMARY - 1:
+            # nothing to write from, or one quote that says it better than a summary of it would (issue 28's
+            # decision): no call; the report says what was searched, or leads with that quote
+            self.state.count_skipped("synthesis")
+            summary, cited = renumber(planner.unsummarised(self.brief.question, lines,
+                                                           [q["text"] for q in self.store.queries(self.run_id)]),
+                                      sources)
+            return summary, number_sources(cited, sources), None
         chars = summary_chars(len(lines), self.svc.model.num_predict)
         prompt = planner.synthesis_prompt(self.question, today(), lines, self.calls.fits,
                                           extra=self.policy.synthesis_line(self.facts(rows)), chars=chars)

@@ -643,6 +643,17 @@ def whole_sentences(text: str, limit: int) -> str:
     return head[: ends[-1]].rstrip() if ends else head
 
 
+def unsummarised(question: str, lines: Sequence[EvidenceLine], queries: Sequence[str]) -> str:
+    """The summary of a run no summary is asked for (none or one quote kept): what was searched, or the one quote,
+    cited, saying it rests on one source."""
+    if not lines:
+        tried = "; ".join(f"\u201c{one_line(q, 120)}\u201d" for q in dict.fromkeys(queries)) or "nothing"
+        return f"No source was kept for this question. Searched: {tried}. See the open gaps and the queries tried."
+    line = lines[0]
+    return (f"One quote was kept, and no summary is written from a single quote; it rests on one source: "
+            f"\u201c{shortened(line.quote, 600)}\u201d [{line.source_n}]")
+
+
 def template_summary(question: str, lines: Sequence[EvidenceLine], limit: int = 6) -> str:
     """Seed 5's fallback report: the strongest quotes, cited, when the model cannot write one."""
     if not lines:

@@ -57,6 +57,9 @@ def page_fate(transient: bool, slow: bool) -> str:
 # ---- what evidence is kept (integrate) ----------------------------------------------------------
 
 UNRELATED = "unrelated to the question and gaps"
+QUOTES_WORTH_A_SUMMARY = 2
+"""A summary is asked for only from this many kept quotes: from none the model could only answer alone, and one
+quote is its own best statement (issue 28's decision: no synthesis call for a report of zero quotes or one)."""
 DUPLICATE = "duplicate quote"
 CONTAINED = "contained in a quote kept from the same page"
 GAP_ANSWER_CONFIDENCE = 0.5  # the model's confidence at which its item answers the gap it names
