@@ -17,7 +17,8 @@ lose the answer at one known stage:
     refused    the answer is a question ("Is ... 4.5 metres?"): the model quotes it (figures first),
                and the rule that a question is not a statement drops it
     reported   the answer follows a comma in the quoted sentence: the lab model's summary keeps
-               only a quote's first clause, so the quote is kept and the summary lacks it
+               only a quote's first clause, so the quote is kept and the summary lacks it (a second
+               sentence is quoted too, so a summary is asked for: one kept quote is its own answer line)
 
 The library is served under egress = none with no SearXNG: only the model server is contacted.
 `web_eval_set` adds two web briefs on the lab corpus (real SearXNG, the lab web): results and fetches.
@@ -81,7 +82,9 @@ DOCUMENTS: dict[str, tuple[str, str]] = {
     "reported": ("hollin-watermill.md",
                  "# Hollin watermill\n\n"
                  "The Hollin watermill wheel was rebuilt in oak after the flood, and it now turns at 9 "
-                 "revolutions a minute.\n"),
+                 "revolutions a minute.\n\n"
+                 "Flour was ground there until 1961.\n\n"
+                 "The Hollin watermill wheel is an undershot wheel with 24 oak paddles.\n"),
 }
 
 QUESTIONS: dict[str, str] = {
