@@ -127,14 +127,14 @@ def test_no_summary_is_asked_from_no_quote_or_one(tmp_path: Path) -> None:
     for a summary (the model server here is a closed port: a call would fail loudly), and each says why."""
     research = _research(tmp_path, ["web"])
     try:
-        summary, sources, disclaimer = asyncio.run(research.synthesize())
-        assert research.state.calls_skipped == {"synthesis": 1} and disclaimer is None and sources == []
+        summary, sources = asyncio.run(research.synthesize())
+        assert research.state.calls_skipped == {"synthesis": 1} and sources == []
         assert summary.startswith("No source was kept for this question.")
         research.store.add_evidence(research.run_id, [
             {"round": 1, "url": "http://a.example/k", "title": "Kestrel", "quote": "The Kestrel River is 14 metres "
              "deep at the bridge.", "confidence": 0.6, "origin": "page", "passage_id": 1, "quote_start": 0,
              "quote_end": 49}])
-        summary, sources, _ = asyncio.run(research.synthesize())
+        summary, sources = asyncio.run(research.synthesize())
         assert research.state.calls_skipped == {"synthesis": 2}
         assert "rests on one source" in summary and "14 metres deep" in summary and "[1]" in summary
         assert [s.n for s in sources if s.cited] == [1]

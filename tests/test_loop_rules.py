@@ -359,7 +359,7 @@ def test_reusable_plan(earlier: dict[str, Any] | None, plan: followup.Plan | Non
     assert got == (plan if reused else None)
 
 
-# ---- the synthesis: its sources, its disclaimer, its length ------------------------------------------
+# ---- the synthesis: its sources and its length --------------------------------------------------------
 
 def row(url: str, title: str | None, quote: str = "q") -> dict[str, Any]:
     return {"url": url, "title": title, "quote": quote}
@@ -389,13 +389,6 @@ def test_synthesis_lines_cite_their_sources_numbers() -> None:
     assert [(line.source_n, line.quote, line.title) for line in lines] == [
         (1, "one", "Bee"), (2, "two", A), (1, "three", "Bee 2")]
 
-
-@pytest.mark.parametrize("evidence, disclaimer", [
-    ([], policy.DISCLAIMER_MODEL_ONLY),   # the model alone: said before the summary
-    ([row(A, "Ay")], None),
-])
-def test_disclaimer_for(evidence: list[dict[str, Any]], disclaimer: str | None) -> None:
-    assert policy.disclaimer_for(evidence) == disclaimer
 
 
 @pytest.mark.parametrize("quotes, ceiling, fits", [

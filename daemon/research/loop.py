@@ -54,7 +54,7 @@ from .calls import Ledger, ModelCalls, today
 from .evidence import EvidenceReader
 from .pages import SLOW_PAGE_MEMORY_S, Hooks, PageScheduler
 from .planning import Planning
-from .policy import (EstimatePolicy, Facts, disclaimer_for, limits_for, next_step, numbered_sources, policy_for,
+from .policy import (EstimatePolicy, Facts, limits_for, next_step, numbered_sources, policy_for,
                      summary_chars, synthesis_lines)
 from .reading import Context, Reader
 
@@ -202,14 +202,14 @@ class Research:
                     self.planning.use_plan(earlier)
             await self.rounds()
             self.pages.drop_early()
-            summary, sources, disclaimer = await self.synthesize()  # the stragglers keep loading meanwhile
+            summary, sources = await self.synthesize()  # the stragglers keep loading meanwhile
         except BaseException:
             self.pages.drop_early()
             self.pages.cut_off()
             raise
         self.state.phase = "done"
         self.checkpoint()
-        report = self.report(summary, sources, disclaimer)
+        report = self.report(summary, sources, None)
         self.hand_over()
         return report
 
@@ -361,10 +361,10 @@ class Research:
 
     # ---- synthesis ----------------------------------------------------------------------------------
 
-    async def synthesize(self) -> tuple[str, list[Source], str | None]:
+    async def synthesize(self) -> tuple[str, list[Source]]:
         rows = self.store.evidence(self.run_id)
         evidence = decide.strongest_first(rows, [self.question, self.brief.question])
-        lines, disclaimer = synthesis_lines(evidence), disclaimer_for(evidence)
+        lines = synthesis_lines(evidence)
         sources = numbered_sources(evidence, last_title=True)
         if len(evidence) <= steps.QUOTES_WORTH_A_SUMMARY - 1:
             # nothing to write from, or one quote that says it better than a summary of it would (issue 28's
@@ -373,7 +373,7 @@ class Research:
             summary, cited = renumber(planner.unsummarised(self.brief.question, lines,
                                                            [q["text"] for q in self.store.queries(self.run_id)]),
                                       sources)
-            return summary, number_sources(cited, sources), None
+            return summary, number_sources(cited, sources)
         chars = summary_chars(len(lines), self.svc.model.num_predict)
         prompt = planner.synthesis_prompt(self.question, today(), lines, self.calls.fits,
                                           extra=self.policy.synthesis_line(self.facts(rows)), chars=chars)
@@ -384,7 +384,7 @@ class Research:
                                  planner.coerce_synthesis([s.n for s in sources], chars),
                                  lambda: planner.template_summary(self.brief.question, lines), retry_cut=False)
         summary, cited = renumber(summary, sources)
-        return summary, number_sources(cited, sources), disclaimer
+        return summary, number_sources(cited, sources)
 
     def report_so_far(self, stop_reason: str, note: str) -> dict[str, Any]:
         """The report of a run that ends before its synthesis (a cancel, a failure).
@@ -408,8 +408,9 @@ class Research:
             report["open_questions"] = []  # nothing was searched: "no usable sources" would not be true
         return report
 
-    def report(self, summary: str, sources: list[Source], disclaimer: str | None) -> dict[str, Any]:
-        """report.json of this run (report/assemble.py's shape), from the store and the state."""
+    def report(self, summary: str, sources: list[Source], note: str | None) -> dict[str, Any]:
+        """report.json of this run (report/assemble.py's shape), from the store and the state; `note` is what a
+        run that ended early says before its evidence (report.json's `disclaimer`)."""
         rows = self.store.evidence(self.run_id)
         hypothesis = self.brief.hypothesis
         evidence = evidence_items(rows, sources, contract=bool(hypothesis and hypothesis.contract))
@@ -432,7 +433,7 @@ class Research:
             stop_reason=self.state.stop_reason,
             stop_explanation=self.state.stop_explanation,
             summary=summary,
-            disclaimer=disclaimer,
+            disclaimer=note,
             sources=source_items(sources, self.store.page_hashes([s.url for s in sources]), rows,
                                  self.svc.settings.source_tiers),
             searched=list(self.sources),

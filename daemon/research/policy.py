@@ -548,14 +548,10 @@ def reusable_plan(brief: Brief, earlier_brief: dict[str, Any] | None, plan: foll
     return plan
 
 
-# ---- the synthesis: its sources, its disclaimer, its length ----------------------------------------
+# ---- the synthesis: its sources and its length ----------------------------------------
 
 SUMMARY_MIN_FIT_CHARS = PROSE_CHARS  # shorter, a summary's budget would be counted at 3 characters a token
 SUMMARY_STEP_CHARS = 50  # a summary too long for the answer budget is shortened by this much at a time
-DISCLAIMER_MODEL_ONLY = (
-    "No usable sources were found for this brief: this answer rests on the model alone, "
-    "without evidence. Treat it as unverified."
-)
 
 
 def numbered_sources(evidence: Sequence[Mapping[str, Any]], cited: bool = True,
@@ -580,12 +576,6 @@ def synthesis_lines(evidence: Sequence[Mapping[str, Any]]) -> list[planner.Evide
     numbers = {s.url: s.n for s in numbered_sources(evidence)}
     return [planner.EvidenceLine(source_n=numbers[e["url"]], quote=e["quote"], title=e["title"] or e["url"])
             for e in evidence]
-
-
-def disclaimer_for(evidence: Sequence[Mapping[str, Any]]) -> str | None:
-    """What the report must say before the summary: that it rests on the model alone, when no
-    evidence was kept; nothing otherwise."""
-    return None if evidence else DISCLAIMER_MODEL_ONLY
 
 
 def summary_chars(quotes: int, ceiling: int) -> int:

@@ -27,6 +27,10 @@ poisoned request), northgate's is answered with prose that is no JSON, after its
 
 What to look at:
 - pathological text: each well under a second (the quadratic splitter took 29 s to minutes).
+- model busy from its first generation (issue 28's decision): the share of the `run --once` from the model's
+  first generation to its exit with a request in the model server (its own request log), and the start-up
+  before that generation beside it; the goal is >= 90 % at 1 s an answer (`--seconds-per-answer 1`, which
+  `make bench` runs too); the 0.25 s figure is reported, not a goal.
 - model busy %: llm_seconds / wall_seconds per brief, and of the whole `run --once` (start to exit):
   `busy_of_run` is a brief's model seconds over the whole run's, the "(all ...)" row the model's
   share of the run. Fetches overlap the model's reading, so this should stay high even with pages
@@ -58,6 +62,7 @@ import httpx
 
 from tests.lab import web
 from tests.lab.corpus import PAGES, TOPICS
+from tests.lab.model_busy import requests_log, run_busy
 from tests.lab.history_bench import print_history
 from tests.lab.library_bench import print_library
 from tests.lab.queue_bench import print_queue
@@ -151,6 +156,8 @@ def generations(url: str) -> tuple[int, int]:
     return len(asked), sum(1 for c in asked if str(c.get("outcome", "")).split(" ")[0] in ("stop", "length"))
 
 
+BUSY_GOAL = 0.9  # issue 28's decision: model busy from its first generation, at BUSY_GOAL_PACE_S an answer
+BUSY_GOAL_PACE_S = 1.0
 AGAIN_SUFFIX = "-again"  # the second pass's ids: the same briefs, asked again under new ids
 REPLAYED_TARGET = 0.9   # issue 12: the second pass replays at least this share of its model calls
 
@@ -159,12 +166,14 @@ def run_pass(ws: Workspace, label: str, suffix: str = "", **fields: object) -> l
     before = generations(ws.ollama_url)
     for brief_id, brief in BRIEFS.items():
         ws.drop(f"{brief_id}{suffix}.json", {**brief, **fields})
-    started = time.monotonic()
     env = ws.env()
     env.pop("BRIEFD_FETCH_TIMEOUT_S")  # briefd's default (20 s), not the lab workspace's 4 s: see the docstring
     with open(ws.root / f"{label}.log", "w") as log:
+        spawned = time.time()  # wall clock: the model server's request log is stamped in it
         subprocess.run([BRIEFD, "run", "--once"], env=env, cwd=ws.root, check=True, stderr=log)
-    total = time.monotonic() - started
+        exited = time.time()
+    total = exited - spawned
+    busy = run_busy(requests_log(ws.root), spawned, exited)
     after = generations(ws.ollama_url)
     rows = []
     for brief_id in BRIEFS:
@@ -178,6 +187,7 @@ def run_pass(ws: Workspace, label: str, suffix: str = "", **fields: object) -> l
     # the whole `run --once`, process start and end included: the model's share of the run
     rows.append({"pass": label, "brief": "(all, one run --once)", "wall_seconds": total, "llm_seconds": llm,
                  "busy": llm / total, "busy_of_run": llm / total,
+                 "busy_from_first": busy.share, "startup_seconds": busy.startup_s, "generating": bool(busy.busy_s),
                  "asked": after[0] - before[0], "generations": after[1] - before[1],
                  **{key: sum(row.get(key, 0) for row in rows) for key in SUMMED}})
     return rows
@@ -303,9 +313,15 @@ def print_passes(rows: list[dict]) -> None:
 def print_generations(rows: list[dict]) -> None:
     """The model server's own count per pass, and the second pass's generations as a share of the first's."""
     totals = {row["pass"]: row for row in rows if row["brief"].startswith("(all")}
-    print("pass | requests that reached the model | generations (answered) | replayed failures | busy (whole run)")
+    print("pass | requests that reached the model | generations (answered) | replayed failures | busy (whole run) | "
+          "model busy from its first generation | start-up before it (s)")
     for label, row in totals.items():
-        print(f"{label} | {row['asked']} | {row['generations']} | {row['replayed_failures']} | {row['busy']:.0%}")
+        from_first = f"{row['busy_from_first']:.0%}" if row["generating"] else "(no generation)"
+        print(f"{label} | {row['asked']} | {row['generations']} | {row['replayed_failures']} | {row['busy']:.0%} | "
+              f"{from_first} | {row['startup_seconds']:.2f}")
+    print(f"model busy is measured from the model's first generation to the end of run --once, the start-up before "
+          f"it beside it (goal: at least {BUSY_GOAL:.0%} at {BUSY_GOAL_PACE_S:g} s an answer: "
+          f"python -m tests.lab.bench --briefs-only --seconds-per-answer {BUSY_GOAL_PACE_S:g})")
     first, again = totals["first"]["generations"], totals["again"]["generations"]
     share = again / first if first else 0.0
     print(f"the second pass made {again} generations, {share:.0%} of the first pass's {first} "

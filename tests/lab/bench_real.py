@@ -14,7 +14,8 @@ so each call stays near 30 s); every other setting is briefd's default, the fetc
 (20 s; the lab workspace's 4 s is removed), since a shorter one would hide the wait for slow pages
 that the busy share is meant to show. Per brief it prints model calls, prompt and completion tokens,
 wall time and the model-busy share (usage.llm_seconds / usage.wall_seconds), then each mode's mean
-per brief against the peer. It takes minutes (real inference); --modes and --briefs bound it.
+per brief against the peer, and the model busy from its first generation to the end of the run with the start-up
+before it (issue 28's decision; tests/lab/model_busy.py). It takes minutes (real inference); --modes and --briefs bound it.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from typing import Any
 
 from tests.lab.bench import BRIEFS as LAB_BRIEFS
 from tests.lab.demo import DEMO_MODEL_ENV, MODEL
+from tests.lab.model_busy import Busy, requests_log, run_busy
 from tests.lab.servers import LabServerDied, lab_with_model
 from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 # the peer, local-deep-research quick mode (2 iterations x 3 questions), same model and machine (issue 11)
 PEER_TOKENS_PER_BRIEF = 2_700
 PEER_WALL_S_PER_BRIEF = 20.0
+LAB_MODEL_NAME = "ollama-llama"  # the lab model server's name: its request log's
 # the issue's goals against that peer
 GOALS = {"snippet": "tokens <= 1x and wall <= 1x", "full": "tokens <= 3x"}
 
@@ -102,16 +105,26 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_mode(ws: Workspace, mode: str, names: Iterable[str] | None) -> list[dict[str, Any]]:
-    """Drop one mode's briefs in the workspace's inbox, run `briefd run --once`, read the reports."""
+def run_mode(ws: Workspace, mode: str, names: Iterable[str] | None, log: Path) -> tuple[list[dict[str, Any]], Busy]:
+    """Drop one mode's briefs in the workspace's inbox, run `briefd run --once`, read the reports; and how busy the
+    model was (model_busy: from its first generation, the lab server's request `log`)."""
     chosen = briefs(mode, names)
     for brief_id, brief in chosen.items():
         ws.drop(f"{brief_id}.json", brief)
     env = ws.env(**DEMO_MODEL_ENV)
     env.pop("BRIEFD_FETCH_TIMEOUT_S", None)  # briefd's default (20 s), as a user gets it
-    with open(ws.root / f"{mode}.log", "w") as log:
-        subprocess.run([BRIEFD, "run", "--once"], env=env, cwd=ws.root, check=True, stderr=log)
-    return [row_from_report(mode, brief_id, ws.report(brief_id)) for brief_id in chosen]
+    with open(ws.root / f"{mode}.log", "w") as err:
+        spawned = time.time()
+        subprocess.run([BRIEFD, "run", "--once"], env=env, cwd=ws.root, check=True, stderr=err)
+        exited = time.time()
+    return [row_from_report(mode, brief_id, ws.report(brief_id)) for brief_id in chosen], run_busy(log, spawned, exited)
+
+
+def busy_line(mode: str, busy: Busy) -> str:
+    """Issue 28's decision: model busy from the first generation to the end of the run, the start-up beside it."""
+    return (f"{mode}: model busy {busy.share:.0%} of the run --once from its first generation to its exit "
+            f"({busy.after_first_s:.1f} s), start-up before it {busy.startup_s:.1f} s; {busy.whole_share:.0%} of the "
+            f"whole {busy.whole_s:.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,15 +138,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{DEMO_MODEL_ENV['BRIEFD_NUM_CTX']}, num_predict {DEMO_MODEL_ENV['BRIEFD_NUM_PREDICT']} "
           f"(the demo's settings for 2 cores), other settings default; work folder {root}", flush=True)
     rows: list[dict[str, Any]] = []
+    busy_lines: list[str] = []
     try:
-        with lab_with_model(root, "llama", name="ollama-llama") as (lab, url):
+        with lab_with_model(root, "llama", name=LAB_MODEL_NAME) as (lab, url):
             for mode in args.modes:
                 started = time.monotonic()
                 ws = Workspace(root=root / mode, searxng_url=lab.searxng_url, ollama_url=url, model=MODEL)
-                mode_rows = run_mode(ws, mode, args.briefs)
+                mode_rows, busy = run_mode(ws, mode, args.briefs, requests_log(root, LAB_MODEL_NAME))
                 rows += mode_rows + [mean_row(mode, mode_rows)]
+                busy_lines.append(busy_line(mode, busy))
                 print(f"briefd bench-real: {mode} mode done in {time.monotonic() - started:.0f} s", flush=True)
-                print(table(rows) + "\n", flush=True)
+                print(table(rows) + "\n" + "\n".join(busy_lines) + "\n", flush=True)
     except LabServerDied:  # reported on stderr by the lab's watch: which server, its signal, its log's end
         print(f"briefd bench-real: stopped, briefd with it: a lab server died (above); work folder {root} kept",
               file=sys.stderr, flush=True)

@@ -14,18 +14,18 @@ by where it falls: before the first generation, between generations, after the l
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from tests.lab import web
 from tests.lab.bench import BRIEFS, failing_model, harsh_web
+from tests.lab.model_busy import busy_of, generations, idle_stretches, requests_log
 from tests.lab.servers import lab_with_model
 from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
 
@@ -48,12 +48,6 @@ def log_time(line: str) -> float | None:
         return None
 
 
-def iso_time(stamp: str) -> float:
-    """The lab server's "2026-11-27T21:09:19.300615154Z" as epoch seconds (nanoseconds cut to micro)."""
-    day, frac = stamp.rstrip("Z").split(".")
-    return datetime.strptime(day, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp() + float("0." + frac)
-
-
 def run_once(ws: Workspace, log: Path, workers: int | None = None, profile: Path | None = None) -> Run:
     """The bench's first pass (the same briefs, environment and default fetch timeout), timed from spawn to exit."""
     for brief_id, brief in BRIEFS.items():
@@ -72,24 +66,7 @@ def run_once(ws: Workspace, log: Path, workers: int | None = None, profile: Path
         when = log_time(line)
         if when is not None:
             lines.append((when, line[24:]))
-    generations = []
-    for entry in map(json.loads, (ws.root / "logs" / "ollama.requests.ndjson").read_text().splitlines()):
-        start = iso_time(entry["at"])
-        if entry.get("endpoint") == "chat" and spawned <= start <= exited:
-            generations.append((start, start + float(entry.get("seconds") or 0.0), entry.get("task", "")))
-    return Run(spawned, exited, lines, sorted(generations))
-
-
-def idle_stretches(run: Run) -> list[tuple[float, float, str]]:
-    """(start, end, where) of each stretch with no generation running, spawn to exit."""
-    stretches, free_from = [], run.spawned
-    for n, (start, end, _) in enumerate(run.generations):
-        if start > free_from:
-            stretches.append((free_from, start, "before the first generation" if n == 0 else "between generations"))
-        free_from = max(free_from, end)
-    if run.exited > free_from:
-        stretches.append((free_from, run.exited, "after the last generation"))
-    return stretches
+    return Run(spawned, exited, lines, generations(requests_log(ws.root), spawned, exited))
 
 
 def clip(text: str, width: int = 150) -> str:
@@ -98,11 +75,10 @@ def clip(text: str, width: int = 150) -> str:
 
 def print_timeline(run: Run, min_gap: float) -> None:
     whole = run.exited - run.spawned
-    stretches = idle_stretches(run)
-    # the lab server answers one request at a time, and a request's seconds include its wait in the server's
-    # queue: the model is busy whenever a request is in the server (the union), never their sum
-    busy = whole - sum(end - start for start, end, _ in stretches)
-    print(f"run --once: {whole:.2f} s spawn to exit; model generating {busy:.2f} s ({busy / whole:.0%}); "
+    stretches = idle_stretches(run.generations, run.spawned, run.exited)
+    busy = busy_of(run.generations, run.spawned, run.exited)  # the union of the requests in the server
+    print(f"run --once: {whole:.2f} s spawn to exit; model generating {busy.busy_s:.2f} s ({busy.whole_share:.0%}); "
+          f"from its first generation {busy.share:.0%} (start-up {busy.startup_s:.2f} s before it); "
           f"{len(run.generations)} generations")
     if run.lines:
         print(f"  first log line at +{run.lines[0][0] - run.spawned:.2f} s (interpreter start and imports before it); "
