@@ -16,8 +16,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from briefd.daemon.report.assemble import SYNTHESIS, done_report
-from briefd.daemon.report.report import ONE_QUOTE_NOTE, QUOTE_ANSWER_NOTE, render_markdown
+import pytest
+
+from briefd.daemon.report.assemble import done_report
+from briefd.daemon.report.report import (FIGURE_QUOTE_NOTE, ONE_QUOTE_NOTE, QUOTE_ANSWER_NOTE, SYNTHESIS, render_markdown,
+                                         summary_first_sentence)
 from briefd.daemon.research.planner import EvidenceLine, template_summary
 from briefd.daemon.rules import decide, steps
 from briefd.store import Store
@@ -62,6 +65,31 @@ def test_no_summary_and_a_kept_quote_that_answers_the_answer_line_is_that_quote(
 def test_a_summary_the_model_wrote_is_the_answer_and_says_so() -> None:
     report = plain_report([item(ANSWER, 0.6, TERM)], wrote=True)
     assert report["answer"]["from"] == "summary" and report["answer"]["found"] is True
+
+
+@pytest.mark.parametrize("summary, leads_with", [
+    # what a model wrote from the quotes, the figure left out: the answer line is the quote that states it
+    ("According to Limits control, -H num, --hashsize=num [1]. It makes the hash table num entries big [1].", "quote"),
+    ("The symbol hash table is sized with the -H option, described in the manual [1].", "quote"),
+    # a summary that states a figure is the answer line, whichever figure (code checks that it states one, not
+    # that it is right: the quote is below it)
+    ("m4's hash table holds 65537 entries by default [1].", "summary"),
+    ("The hash table has sixty-five thousand entries unless -H says otherwise [1].", "summary"),
+])
+def test_a_summary_that_drops_the_figure_the_best_quote_states_does_not_lead(summary: str, leads_with: str) -> None:
+    """A small model's summary names what the quote is about and leaves out what it says ("According to tcp,
+    tcp_syn_retries (integer [1]." above "tcp_syn_retries (integer; default: 6; ...)"): the first screen then said
+    nothing of the answer. Its citation marks are no figure."""
+    evidence = [item(NESTING, 0.6), item(ANSWER, 0.6, TERM)]
+    report = done_report("m4-hash", QUESTION, "2026-12-06T10:00:00Z", summary=summary, evidence=evidence,
+                         fallbacks={}, sources=[{"n": 1, "url": URL, "title": "Limits control", "cited": True}])
+    assert report["answer"]["from"] == leads_with and report["answer"]["found"] is True
+    md = render_markdown(report)
+    if leads_with == "quote":
+        assert report["answer"]["text"] == f"\u201c{ANSWER}\u201d [1]" and FIGURE_QUOTE_NOTE in answer_line(md)
+        assert summary.split(" [1]")[0] in md, "the model's summary is still in the report, below the answer"
+    else:
+        assert report["answer"]["text"] == summary_first_sentence(summary) and FIGURE_QUOTE_NOTE not in md
 
 
 def test_a_miss_says_it_is_a_miss_and_comes_from_nothing() -> None:

@@ -22,8 +22,8 @@ import pytest
 from briefd.daemon.ops.cli import main
 from briefd.daemon.ops.evaluate import Case, Truth, judge_case
 from briefd.daemon.ops.onfinish import Ended, answer_found
+from briefd.daemon.report.report import SYNTHESIS
 from briefd.daemon.report.assemble import (
-    SYNTHESIS,
     answer_of,
     done_report,
     evidence_items,

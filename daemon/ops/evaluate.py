@@ -337,7 +337,8 @@ class CaseResult:
     run_id: int | None
     right: bool                       # by kind: plain in the answer line/summary, estimate in a narrowed
     kept_quote: bool                  # range, contract the expected verdict; kept_quote: in a kept quote
-    answer_line: bool                 # a pattern matches the answer line or the summary
+    answer_line: bool                 # a pattern matches the answer line or the summary; or, for an estimate or a
+                                      # contract, its answer line (range, verdict) is RIGHT
     truth: float | None = None
     range: list[float] | None = None  # the final [low, high]
     truth_in_range: bool | None = None
@@ -389,6 +390,9 @@ def judge_case(case: Case, trace: RunTrace) -> CaseResult:
     if case.verdict is not None:
         result.verdict_right = out.verdict == case.verdict
     result.right = reported(case, result, reached_target)
+    # an estimate's answer line is its range and a contract's its verdict: the answer is in that line when the range
+    # reached the target with the truth inside, or the verdict is the expected one (RIGHT), as in its words
+    result.answer_line = result.answer_line or (case.kind != "plain" and result.right)
     result.reached = reached(case, trace, result.right)
     miss = first_miss(case, trace, result)
     if miss is not None:

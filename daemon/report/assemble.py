@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.untrusted import as_dict, as_list, fold
-from ..rules.citations import Source
-from ..rules.decide import LoopState, answers, entry_of
+from ..rules.citations import CITATION_RE, Source
+from ..rules.decide import LoopState, answers, entry_of, states_a_figure
 from ..rules.judge import TIER_CAPS, TIERS, normalize_tier, tier_confidence, tier_rule
 from ..rules.numbers import finite
 from ..sources.sources import kind_of_url
-from .report import REPORT_KEYS, blank_report, range_text, summary_first_sentence
+from .report import REPORT_KEYS, blank_report, range_text, summary_first_sentence, summary_written
 
 
 def weighed_confidence(tier: str | None, confidence: Any, *, contract: bool = False) -> float:
@@ -134,7 +134,6 @@ def usage_block(model: Mapping[str, Any], searches: int, state: LoopState, wall_
 
 DECIDED = frozenset({"supported", "refuted"})  # a verdict that answers the claim; inconclusive does not
 SUMMARY, QUOTE, RANGE, VERDICT = "summary", "quote", "range", "verdict"  # where an answer line comes from
-SYNTHESIS = "synthesis"  # the fallbacks key counted when the model wrote no summary (Research.ask's purpose)
 
 
 @dataclass(frozen=True)
@@ -207,15 +206,14 @@ def _plain_answer(report: Mapping[str, Any]) -> Answer:
     stops at the first line was told "none found" above a quote that states the answer."""
     evidence = as_list(report.get("evidence"))
     summary = summary_first_sentence(report.get("summary"))
-    skipped = bool(as_dict(as_dict(report.get("usage")).get("calls_skipped")).get(SYNTHESIS))
-    wrote = bool(summary) and not as_dict(report.get("fallbacks")).get(SYNTHESIS) and not skipped
+    wrote = summary_written(report)
     if not evidence:
         searched = list(dict.fromkeys(fold(as_dict(q).get("text")) for q in as_list(report.get("queries"))))
         said = f"; searched: {'; '.join(searched[:5])}{' …' if len(searched) > 5 else ''}" if searched else ""
         return Answer(False, "No source was found" + ("; the summary rests on the model alone" if wrote else said))
-    if wrote:
-        return Answer(True, summary, SUMMARY)
     best = best_quote(evidence, fold(report.get("question")))
+    if wrote and not drops_figure(summary, best):
+        return Answer(True, summary, SUMMARY)
     if best is not None:
         n = best.get("source")
         cite = f" [{n}]" if isinstance(n, int) and not isinstance(n, bool) else ""
@@ -224,6 +222,15 @@ def _plain_answer(report: Mapping[str, Any]) -> Answer:
     quotes = f"{len(evidence)} quote{'' if len(evidence) == 1 else 's'}"
     return Answer(False, f"The model wrote no summary; {quotes} from {sources} source"
                          f"{'' if sources == 1 else 's'} kept, none of them bearing on the question itself")
+
+
+def drops_figure(summary: str, best: Mapping[str, Any] | None) -> bool:
+    """Whether a summary's first sentence states no figure where the kept quote that best answers the question
+    (best_quote) states one: the model said what the quote is about and left out what it says ("According to
+    source 1, tcp_syn_retries (integer [1]." above "tcp_syn_retries (integer; default: 6; ...)"). Code checks what
+    the model wrote; the answer line is then that quote, verbatim, and the summary stays below it."""
+    return (best is not None and states_a_figure(fold(best.get("quote")))
+            and not states_a_figure(CITATION_RE.sub("", summary)))
 
 
 def best_quote(evidence: Sequence[Any], question: str) -> dict[str, Any] | None:

@@ -624,7 +624,17 @@ def _labelled(report: Mapping[str, Any], fields: tuple[tuple[str, str], ...]) ->
 
 
 QUOTE_ANSWER_NOTE = "the kept quote that best answers the question, verbatim: the model wrote no summary"
+FIGURE_QUOTE_NOTE = ("the kept quote that best answers the question, verbatim: the model's summary, below, states no "
+                     "figure where this quote states one")
 ONE_QUOTE_NOTE = "the one quote kept, verbatim: it rests on one source"
+SYNTHESIS = "synthesis"  # the fallbacks and calls_skipped key of the summary's call (Research.ask's purpose)
+
+
+def summary_written(report: Mapping[str, Any]) -> bool:
+    """Whether the report's summary is one the model wrote: not the fallback list of quotes that stands in for a
+    failed synthesis, and not the text of a run that asked for none (usage.calls_skipped: fewer than two quotes)."""
+    skipped = bool(_dict(_dict(report.get("usage")).get("calls_skipped")).get(SYNTHESIS))
+    return bool(fold(report.get("summary"))) and not _dict(report.get("fallbacks")).get(SYNTHESIS) and not skipped
 
 
 def _answer_lines(report: Mapping[str, Any]) -> list[str]:
@@ -637,7 +647,8 @@ def _answer_lines(report: Mapping[str, Any]) -> list[str]:
         return [f"**Answer:** none found. {md_escape(stated.get('text'))}.", ""]
     if stated.get("found") is True and stated.get("from") == "quote" and fold(stated.get("text")):
         one = len(_list(report.get("evidence"))) == 1
-        return [f"**Answer:** {md_escape(stated.get('text'))} ({ONE_QUOTE_NOTE if one else QUOTE_ANSWER_NOTE})", ""]
+        note = ONE_QUOTE_NOTE if one else FIGURE_QUOTE_NOTE if summary_written(report) else QUOTE_ANSWER_NOTE
+        return [f"**Answer:** {md_escape(stated.get('text'))} ({note})", ""]
     estimate = _dict(report.get("estimate"))
     if estimate:
         final = range_text(estimate.get("final"))

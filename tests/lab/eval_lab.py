@@ -18,7 +18,9 @@ lose the answer at one known stage:
                and the rule that a question is not a statement drops it
     reported   the answer follows a comma in the quoted sentence: the lab model's summary keeps
                only a quote's first clause, so the quote is kept and the summary lacks it (a second
-               sentence is quoted too, so a summary is asked for: one kept quote is its own answer line)
+               sentence is quoted too, so a summary is asked for: one kept quote is its own answer line),
+               and that clause states another figure (a year), so code cannot tell the summary dropped
+               the one asked (a summary stating no figure gives way to the quote that states one)
 
 The library is served under egress = none with no SearXNG: only the model server is contacted.
 `web_eval_set` adds two web briefs on the lab corpus (real SearXNG, the lab web): results and fetches.
@@ -81,7 +83,7 @@ DOCUMENTS: dict[str, tuple[str, str]] = {
                  "# Dunmore ferry\n\nThe Dunmore ferry carries 12 cars on each crossing of the Dunmore strait.\n"),
     "reported": ("hollin-watermill.md",
                  "# Hollin watermill\n\n"
-                 "The Hollin watermill wheel was rebuilt in oak after the flood, and it now turns at 9 "
+                 "After the flood of 1961 the Hollin watermill wheel was rebuilt in oak, and it now turns at 9 "
                  "revolutions a minute.\n\n"
                  "Flour was ground there until 1961.\n\n"
                  "The Hollin watermill wheel is an undershot wheel with 24 oak paddles.\n"),
