@@ -25,6 +25,11 @@ DEV, TEST = VECTORS / "dev.json", VECTORS / "test.json"
 # The test half is frozen (issue 27): a change is judged on it, never tuned on it. Changing a byte of it
 # changes this digest, so a change to the test half shows in review as a change to this line.
 TEST_HALF_SHA256 = "cdff9ccea2d772e888885cff4671c31f290c09005410945c7c22aeb8cdfa1a63"
+# Issue 28's relevance cases: a quote of another program's document that shares only a question's common words
+# ("default", "size", "time") and answers nothing it asks, 40 a half, drawn from the same halves' documents by the
+# rules before the relevance gate changed, each labelled by reading it; the test half frozen the same way.
+COMMON_DEV, COMMON_TEST = VECTORS / "common-words-dev.json", VECTORS / "common-words-test.json"
+COMMON_TEST_SHA256 = "16ea14f14b6cf49a51c871c9823e7b03eabdb49bf1ea8e47ff541a17cf9d1003"
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -123,6 +128,18 @@ def test_the_set_is_large_and_varied_and_its_halves_share_no_project() -> None:
 
 def test_the_test_half_is_frozen() -> None:
     assert hashlib.sha256(TEST.read_bytes()).hexdigest() == TEST_HALF_SHA256
+    assert hashlib.sha256(COMMON_TEST.read_bytes()).hexdigest() == COMMON_TEST_SHA256
+
+
+def test_the_common_word_cases_keep_to_their_halves_projects() -> None:
+    """A common-word case's document is of its half's projects, so no rule written from the dev half has read a
+    sentence of the test half's; each file is a usable vector file (the other way, quotes that answer, is the halves'
+    estimate cases: each must be kept)."""
+    for common, half in ((COMMON_DEV, DEV), (COMMON_TEST, TEST)):
+        cases = _load(common)["cases"]
+        parse_vectors(_file(*cases))
+        assert len(cases) >= 40 and {c["kind"] for c in cases} == {"relevance"}
+        assert {c["source"]["package"] for c in cases} <= {c["source"]["package"] for c in _load(half)["cases"]}
 
 
 def test_every_quote_is_a_span_of_the_text_briefd_reads_from_its_document() -> None:
@@ -132,7 +149,7 @@ def test_every_quote_is_a_span_of_the_text_briefd_reads_from_its_document() -> N
     from tests.lab.vectorset import check_file
 
     try:
-        problems = check_file(DEV) + check_file(TEST)
+        problems = check_file(DEV) + check_file(TEST) + check_file(COMMON_DEV) + check_file(COMMON_TEST)
     except DocsetUnavailable as exc:
         pytest.skip(f"the vectors' documents cannot be had here ({exc}); this runs where `apt-get download` "
                     f"reaches the distribution's packages or ~/.cache/briefd-docset holds them")

@@ -22,6 +22,8 @@ from tests.lab.workspace import BRIEFD
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 HALVES = ("dev", "test")
+# issue 28's relevance cases: another program's sentence sharing only a question's common words (tests/test_vectors.py)
+COMMON_WORDS = {half: f"common-words-{half}" for half in HALVES}
 # issue 27's goals, on the test half
 KEPT_GOAL = 0.90       # figures that state the quantity asked, kept with the right value
 TRAPS_GOAL = 0.03      # traps kept, at most
@@ -30,7 +32,8 @@ RELEVANCE_GOAL = 0.90
 
 
 def scored(half: str) -> dict[str, Any]:
-    """`briefd eval --vectors <half>.json --json`, the real console script, as a site runs it."""
+    """`briefd eval --vectors <half>.json --json` (a file of tests/lab/vectors/), the real console script, as a site
+    runs it."""
     path = VECTORS / f"{half}.json"
     done = subprocess.run([BRIEFD, "eval", "--vectors", str(path), "--json"], capture_output=True, text=True,
                           timeout=600)
@@ -82,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="both halves' `briefd eval --vectors --json`")
     args = parser.parse_args(argv)
     results = {half: scored(half) for half in HALVES}
+    common = {half: scored(COMMON_WORDS[half]) for half in HALVES}
     if args.json:
+        results.update({COMMON_WORDS[half]: common[half] for half in HALVES})
         print(json.dumps(results, indent=1))
         return 0
     print("briefd bench: the rules on the rule vectors (`briefd eval --vectors`), dev half and frozen test half")
@@ -90,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     for label, n, of in ROWS:
         cells = [share(results[h]["totals"][n], results[h]["totals"][of]) for h in HALVES]
         print(f"| {label} | {' | '.join(cells)} |")
+    cells = [share(common[h]["totals"]["relevance_right"], common[h]["totals"]["relevance"]) for h in HALVES]
+    print(f"| relevance right, another program's sentence sharing common words (common-words-*.json) | "
+          f"{' | '.join(cells)} |")
     genres = sorted({g for h in HALVES for g in by_genre(results[h])})
     for genre in genres:
         cells = [share(*by_genre(results[h]).get(genre, (0, 0))) for h in HALVES]
