@@ -17,6 +17,7 @@ before, so the answers are judged with their passage, as the loop judges them.
 from __future__ import annotations
 
 import asyncio
+import json
 import dataclasses
 import re
 from pathlib import Path
@@ -222,8 +223,56 @@ def test_everest_keeps_no_lakeside_quote_and_reports_none_as_the_strongest(tmp_p
     research.calls.ask = a_small_model
     try:
         asyncio.run(research.evidence.read_batch(1, _lakeside_pages(research), {}, []))
-        summary, _, _ = asyncio.run(research.synthesize())
+        summary, _ = asyncio.run(research.synthesize())
         assert "Lakeside" not in summary and "lead" not in summary, summary
         assert research.store.evidence(research.run_id) == []
     finally:
         research.store.close()
+
+
+# ---- the question's distinctive words (issue 28): what it names its subject by, not its common words ------------
+
+def _vector_case(file: str, case_id: str) -> Any:
+    """A case of the rule vectors' dev half (tests/lab/vectors: real sentences of Debian packages' documents),
+    read as `briefd eval --vectors` reads it."""
+    from briefd.daemon.ops.vectors import parse_vectors
+    from tests.lab.vectors_bench import VECTORS
+
+    _, cases = parse_vectors(json.loads((VECTORS / file).read_text(encoding="utf-8")))
+    return next(c for c in cases if c.id == case_id)
+
+
+@pytest.mark.parametrize("question, words", [
+    # rare in general English, capitalised inside the sentence, letters with digits: names and the quantity asked
+    ("By default, how far in the future may a Release file's Date header be before APT rejects it?",
+     ["release", "date", "apt"]),
+    ("What is the default size of GNU m4's internal symbol hash table?", ["gnu", "m4"]),
+    ("With --fast-dns-retry, what is the default initial retry delay, in milliseconds?", ["retry"]),
+    # an inflection is as common as its word ("computes": compute); a unit asked in frames the figure
+    ("What base priority does a window manager start from when it computes its x-window-manager alternative "
+     "priority?", []),
+    # a program named by a common word names nothing the rule can read (a failing case, said in the README)
+    ("How many kilobytes of buffer space does less use by default?", []),
+])
+def test_a_questions_distinctive_words_are_its_names_not_its_common_words(question: str, words: list[str]) -> None:
+    assert decide.distinctive_words(question) == words
+
+
+@pytest.mark.parametrize("file, case_id, bears", [
+    # another program's sentence sharing only "default", "file", "future", "time": each was kept before
+    ("common-words-dev.json", "nfs-common-common-words-01", False),    # NFS versions, for APT's Date header
+    ("common-words-dev.json", "dnsmasq-base-common-words-01", False),  # resolv.conf files, for NFS attribute caching
+    ("common-words-dev.json", "sudo-common-words-02", False),          # sudoers' file mode, for XDG_RUNTIME_DIR
+    ("common-words-dev.json", "squid-common-common-words-04", False),  # a Squid default, for PHP's max_input_time
+    # the answers, whose distinctive word is in the sentence, its passage or its document's name
+    ("dev.json", "systemd-13", True),      # HandleLidSwitchDocked= defaults to "ignore" (logind.conf)
+    ("dev.json", "haproxy-doc-10", True),  # HAProxy's logs over UDP, port 514
+    ("dev.json", "xz-utils-14", True),     # --check=crc64
+    ("dev.json", "gnupg-07", True),        # the GnuPG release that made 2048-bit RSA keys the default
+])
+def test_a_quote_must_carry_a_word_the_question_names_its_subject_by(file: str, case_id: str, bears: bool) -> None:
+    from briefd.daemon.ops.vectors import kept_quote
+
+    case = _vector_case(file, case_id)
+    reason = kept_quote(case, [case.question])
+    assert (reason is None) is bears, reason

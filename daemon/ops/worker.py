@@ -64,6 +64,7 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
 from ..model.llm import ModelConfig, base_url, make_client as make_llm_client
 from ..research.loop import Cancelled, Research, Services, seconds_since
+from ..rules import decide
 from ..core.outages import PROBE_EVERY_S, PROBE_PATHS, PROBE_TIMEOUT_S, OutageLog, Prober
 from ..sources.pagework import PageWorkers
 from ..report.report import archive_previous, archived_run, history_row, safe_outdir, write_report
@@ -804,6 +805,9 @@ class _ServicesContext:
             self.warming = asyncio.create_task(self.pages.warm())  # while the first brief is planned
         started.push_async_callback(self.pages.close)
         started.push_async_callback(self.cancelled, self.warming)  # before the children close
+        # the relevance rule's word frequencies (decide.is_rare_word), loaded off the event loop meanwhile
+        self.words = asyncio.create_task(asyncio.to_thread(decide.load_word_frequencies))
+        started.push_async_callback(self.cancelled, self.words)
         shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
         if shelf is not None:
             started.callback(shelf.close)  # its reader child: a kill and a reap, milliseconds

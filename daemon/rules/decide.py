@@ -9,6 +9,7 @@ it can be checkpointed after every step and shown by `briefd status`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -249,6 +250,78 @@ def names_subject(topics: Sequence[str], read: str, document: str) -> bool:
     return False
 
 
+# What a question names, read from how rare its words are in general English, not from a list: "keepalived",
+# "mdadm", "crontab", "fq_codel", "IMAP", "baud" name a program, a setting, a protocol or the quantity asked; "default",
+# "compression", "level", "size" are every manual's words. wordfreq (a library made for the job: word frequencies
+# from many corpora) gives each word's frequency on the Zipf scale (log10 of its occurrences per billion words).
+RARE_ZIPF = 3.0
+"""A word of a question rarer than this in general English (3.0 is once in a million words) names something: a
+quote kept for the question must be read with one of them, when the question has any (names_distinctive)."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def is_rare_word(word: str) -> bool:
+    """Whether `word` (a lower-cased content word) is rarer than RARE_ZIPF in general English. A number never is:
+    it is the figure asked or claimed, which the answer need not repeat."""
+    if word.isdigit():
+        return False
+    from wordfreq import zipf_frequency  # loads its English list (a fifth of a second) at the first question
+
+    return all(zipf_frequency(form, "en") < RARE_ZIPF for form in _forms(word))
+
+
+def load_word_frequencies() -> None:
+    """Import wordfreq and load its English list now (about 0.4 s, once a process), so that the first quote
+    judged (is_rare_word) does not pay it on the event loop: the daemon calls this in a thread as it starts."""
+    from wordfreq import zipf_frequency
+
+    zipf_frequency("default", "en")
+
+
+def _forms(word: str) -> set[str]:
+    """`word` and the words it may be an inflection of ("computes": compute, comput): an inflected form is rarer than
+    its word, and "computes" names nothing that "compute" does not."""
+    forms = {word}
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= STEM_MIN_CHARS:
+            forms |= {word[: -len(suffix)], word[: -len(suffix)] + "e"}
+    return forms
+
+
+# A word written with a capital inside a sentence is a name ("APT", "Squid", "CPUs"), whatever its frequency: the
+# first word of each sentence is not read so, since every sentence begins with one.
+_CAPITALISED = re.compile(r"(?<=[^\W_]) +(?:[\w.$+-]*?)([A-Z][\w]*)")
+
+
+# Letters and digits in one word are a name ("m4", "x509", "lz4", "bzip2"), not a figure.
+_NAME_WITH_DIGITS = re.compile(r"^(?=.*[^\W\d_])(?=.*\d)[^\W_]+$")
+
+
+def distinctive_words(topic: str) -> list[str]:
+    """The words of `topic` that name what it is about: rare in general English (is_rare_word), capitalised inside
+    its sentence, or letters with digits (_NAME_WITH_DIGITS), among those a passage must share with it (topic_terms: not the unit it asks in or the words
+    that frame its figure)."""
+    terms = topic_terms(topic)
+    named = {m.group(1).lower() for m in _CAPITALISED.finditer(topic)}
+    return [w for w in content_words(topic)
+            if len(w) > 1 and _stem(w) in terms and (w in named or _NAME_WITH_DIGITS.match(w) or is_rare_word(w))]
+
+
+def names_distinctive(topic: str, read: str, document: str) -> bool:
+    """Whether a quote read with its passage (`read`) or its document's name (`document`: title, address) carries
+    one of the words `topic` names its subject by (distinctive_words), when it has any: three quotes of another
+    module's build note, a tar option and an SQL function shared "default" and "compression" with a question
+    about one library's default compression level, and nothing that question names. In the text a word is a word
+    (stemmed, as bears_on reads words); in a document's name it may begin a word ("mdadm.conf")."""
+    rare = distinctive_words(topic)
+    if not rare:
+        return True
+    if {_stem(w) for w in rare} & _terms(read):
+        return True
+    file_words = [w.lower() for w in _TOKEN.findall(document)]
+    return any(w.startswith(r) for r in rare for w in file_words)
+
+
 def bears_on(text: str, topics: Sequence[str], *, context: str = "", document: str | None = None) -> bool:
     """Whether `text` answers something a topic (the question, an open gap) asks, not just shares
     a word with it: the rule a quote is kept by and a passage is shown to the model by.
@@ -263,7 +336,8 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "", document: s
     page on lead in tap water.
     Given the quote's `document` (its page's title and address), the quote must also name who the question
     is about, where the question says (names_subject: "does mutt wait" is not answered by another daemon's
-    manual).
+    manual), and carry a word the question names its subject by, where it has one (names_distinctive: "APT",
+    "Release", "Date", not "default", "file", "time").
     Why not weigh terms by how rare they are among the passages at hand: when search works, the
     passages at hand are all about the question, so its every term is common among them (refusing
     terms found in over half of 20 such passages refused the answer's passage for 8 of 55 of the
@@ -275,7 +349,8 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "", document: s
         return False
     for topic in topics:
         terms = topic_terms(topic)
-        if terms and (own & terms or leans) and len(read & terms) >= terms_needed(terms):
+        if (terms and (own & terms or leans) and len(read & terms) >= terms_needed(terms)
+                and (document is None or names_distinctive(topic, f"{text}\n{context}", document))):
             return True
     return False
 
