@@ -71,15 +71,17 @@ def test_a_summary_the_model_wrote_is_the_answer_and_says_so() -> None:
     # what a model wrote from the quotes, the figure left out: the answer line is the quote that states it
     ("According to Limits control, -H num, --hashsize=num [1]. It makes the hash table num entries big [1].", "quote"),
     ("The symbol hash table is sized with the -H option, described in the manual [1].", "quote"),
-    # a summary that states a figure is the answer line, whichever figure (code checks that it states one, not
-    # that it is right: the quote is below it)
+    # a figure of the summary's own words is not the quote's: "source 1", a manual's release
+    ("According to source 1, -H num, --hashsize=num [1].", "quote"),
+    ("According to the GNU M4 1.4.19 manual, the hash table's size is set with -H [1].", "quote"),
+    # a summary that states the quote's figure, however written, is the answer line
     ("m4's hash table holds 65537 entries by default [1].", "summary"),
-    ("The hash table has sixty-five thousand entries unless -H says otherwise [1].", "summary"),
+    ("By default the symbol table has 65,537 entries [1].", "summary"),
 ])
 def test_a_summary_that_drops_the_figure_the_best_quote_states_does_not_lead(summary: str, leads_with: str) -> None:
     """A small model's summary names what the quote is about and leaves out what it says ("According to tcp,
     tcp_syn_retries (integer [1]." above "tcp_syn_retries (integer; default: 6; ...)"): the first screen then said
-    nothing of the answer. Its citation marks are no figure."""
+    nothing of the answer. Its citation marks are no figure, nor is a number in a name it repeats."""
     evidence = [item(NESTING, 0.6), item(ANSWER, 0.6, TERM)]
     report = done_report("m4-hash", QUESTION, "2026-12-06T10:00:00Z", summary=summary, evidence=evidence,
                          fallbacks={}, sources=[{"n": 1, "url": URL, "title": "Limits control", "cited": True}])

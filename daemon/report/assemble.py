@@ -9,6 +9,7 @@ read from the evidence rows (each quote's entry, each source's) are pure functio
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from typing import Any
 
 from ..core.untrusted import as_dict, as_list, fold
 from ..rules.citations import CITATION_RE, Source
-from ..rules.decide import LoopState, answers, entry_of, states_a_figure
+from ..rules.amounts import SAME_FIGURE, SCALES, parse_amounts
+from ..rules.decide import LoopState, answers, entry_of
 from ..rules.judge import TIER_CAPS, TIERS, normalize_tier, tier_confidence, tier_rule
 from ..rules.numbers import finite
 from ..sources.sources import kind_of_url
@@ -224,13 +226,21 @@ def _plain_answer(report: Mapping[str, Any]) -> Answer:
                          f"{'' if sources == 1 else 's'} kept, none of them bearing on the question itself")
 
 
+def _figures(text: str) -> list[float]:
+    """The numbers `text` states, each at its scale ("2 million": 2e6)."""
+    return [a.value * SCALES.get(a.scale_word or "", 1.0) for a in parse_amounts(text)]
+
+
 def drops_figure(summary: str, best: Mapping[str, Any] | None) -> bool:
-    """Whether a summary's first sentence states no figure where the kept quote that best answers the question
-    (best_quote) states one: the model said what the quote is about and left out what it says ("According to
-    source 1, tcp_syn_retries (integer [1]." above "tcp_syn_retries (integer; default: 6; ...)"). Code checks what
-    the model wrote; the answer line is then that quote, verbatim, and the summary stays below it."""
-    return (best is not None and states_a_figure(fold(best.get("quote")))
-            and not states_a_figure(CITATION_RE.sub("", summary)))
+    """Whether a summary's first sentence states none of the figures of the kept quote that best answers the
+    question (best_quote), where that quote states one: the model said what the quote is about and left out what
+    it says ("According to tcp, tcp_syn_retries (integer [1]." above "tcp_syn_retries (integer; default: 6; ...)").
+    A figure of the summary's own words does not count ("According to source 1", "Lua 5.2 Reference Manual"), nor
+    do its citation marks. Code checks what the model wrote; the answer line is then that quote, verbatim, and
+    the summary stays below it."""
+    stated = _figures(fold(best.get("quote"))) if best is not None else []
+    said = _figures(CITATION_RE.sub("", summary))
+    return bool(stated) and not any(math.isclose(x, y, rel_tol=SAME_FIGURE) for x in stated for y in said)
 
 
 def best_quote(evidence: Sequence[Any], question: str) -> dict[str, Any] | None:

@@ -624,8 +624,8 @@ def _labelled(report: Mapping[str, Any], fields: tuple[tuple[str, str], ...]) ->
 
 
 QUOTE_ANSWER_NOTE = "the kept quote that best answers the question, verbatim: the model wrote no summary"
-FIGURE_QUOTE_NOTE = ("the kept quote that best answers the question, verbatim: the model's summary, below, states no "
-                     "figure where this quote states one")
+FIGURE_QUOTE_NOTE = ("the kept quote that best answers the question, verbatim: the model's summary, below, states none "
+                     "of its figures")
 ONE_QUOTE_NOTE = "the one quote kept, verbatim: it rests on one source"
 SYNTHESIS = "synthesis"  # the fallbacks and calls_skipped key of the summary's call (Research.ask's purpose)
 

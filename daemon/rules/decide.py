@@ -615,12 +615,7 @@ def states_no_figure(quote: str, topics: Sequence[str]) -> bool:
     """Whether `quote` states no figure at all (no digit, no number word, nor "unlimited") while every topic it
     would answer asks one ("how many", "how long", ...): a quote about the setting that does not say how much it
     is ("The rsize mount option ... appears in the /etc/mtab file.") answers no such question."""
-    return bool(topics) and all(ASKS_A_FIGURE.search(t) for t in topics) and not states_a_figure(quote)
-
-
-def states_a_figure(text: str) -> bool:
-    """Whether `text` states a figure: a digit, a number word, or "unlimited" (_FIGURE_WORD)."""
-    return bool(_FIGURE_WORD.search(text))
+    return bool(topics) and all(ASKS_A_FIGURE.search(t) for t in topics) and not _FIGURE_WORD.search(quote)
 
 
 def is_decisive(item: Mapping[str, Any]) -> bool:
