@@ -297,14 +297,16 @@ _CAPITALISED = re.compile(r"(?<=[^\W_]) +(?:[\w.$+-]*?)([A-Z][\w]*)")
 _NAME_WITH_DIGITS = re.compile(r"^(?=.*[^\W\d_])(?=.*\d)[^\W_]+$")
 
 
-def distinctive_words(topic: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def distinctive_words(topic: str) -> tuple[str, ...]:
     """The words of `topic` that name what it is about: rare in general English (is_rare_word), capitalised inside
-    its sentence, or letters with digits (_NAME_WITH_DIGITS), among those a passage must share with it (topic_terms: not the unit it asks in or the words
-    that frame its figure)."""
+    its sentence, or letters with digits (_NAME_WITH_DIGITS), among those a passage must share with it
+    (topic_terms: not the unit it asks in or the words that frame its figure). Cached: every quote judged asks
+    it of the same few topics."""
     terms = topic_terms(topic)
     named = {m.group(1).lower() for m in _CAPITALISED.finditer(topic)}
-    return [w for w in content_words(topic)
-            if len(w) > 1 and _stem(w) in terms and (w in named or _NAME_WITH_DIGITS.match(w) or is_rare_word(w))]
+    return tuple(w for w in content_words(topic)
+                 if len(w) > 1 and _stem(w) in terms and (w in named or _NAME_WITH_DIGITS.match(w) or is_rare_word(w)))
 
 
 def names_distinctive(topic: str, read: str, document: str) -> bool:
