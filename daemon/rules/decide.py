@@ -240,14 +240,20 @@ def names_subject(topics: Sequence[str], read: str, document: str) -> bool:
     if not subjects:
         return True
     words = _terms(read)
-    file_words = [w.lower() for w in _TOKEN.findall(document)]
     for name in subjects:
         parts = _terms(name)
         if parts and parts <= words:
             return True
-        if any(w.startswith(part) for part in _TOKEN.findall(name) for w in file_words):
+        if begins_a_word_of(_TOKEN.findall(name), document):
             return True
     return False
+
+
+def begins_a_word_of(names: Iterable[str], document: str) -> bool:
+    """Whether one of `names` (lower-cased) begins a word of a document's name (its title and address), as the names
+    of a program's files do ("muttrc", "keepalived.conf")."""
+    file_words = [w.lower() for w in _TOKEN.findall(document)]
+    return any(w.startswith(name) for name in names for w in file_words)
 
 
 # What a question names, read from how rare its words are in general English, not from a list: "keepalived",
@@ -265,7 +271,7 @@ def is_rare_word(word: str) -> bool:
     it is the figure asked or claimed, which the answer need not repeat."""
     if word.isdigit():
         return False
-    from wordfreq import zipf_frequency  # loads its English list (a fifth of a second) at the first question
+    from wordfreq import zipf_frequency  # loads its English list at the first question (load_word_frequencies)
 
     return all(zipf_frequency(form, "en") < RARE_ZIPF for form in _forms(word))
 
@@ -318,10 +324,7 @@ def names_distinctive(topic: str, read: str, document: str) -> bool:
     rare = distinctive_words(topic)
     if not rare:
         return True
-    if {_stem(w) for w in rare} & _terms(read):
-        return True
-    file_words = [w.lower() for w in _TOKEN.findall(document)]
-    return any(w.startswith(r) for r in rare for w in file_words)
+    return bool({_stem(w) for w in rare} & _terms(read)) or begins_a_word_of(rare, document)
 
 
 def bears_on(text: str, topics: Sequence[str], *, context: str = "", document: str | None = None) -> bool:
