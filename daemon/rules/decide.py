@@ -315,8 +315,8 @@ def distinctive_words(topic: str) -> tuple[str, ...]:
                  if len(w) > 1 and _stem(w) in terms and (w in named or _NAME_WITH_DIGITS.match(w) or is_rare_word(w)))
 
 
-def names_distinctive(topic: str, read: str, document: str) -> bool:
-    """Whether a quote read with its passage (`read`) or its document's name (`document`: title, address) carries
+def names_distinctive(topic: str, read: Collection[str], document: str) -> bool:
+    """Whether a quote read with its passage (`read`: their terms, as bears_on has them) or its document's name (`document`: title, address) carries
     one of the words `topic` names its subject by (distinctive_words), when it has any: three quotes of another
     module's build note, a tar option and an SQL function shared "default" and "compression" with a question
     about one library's default compression level, and nothing that question names. In the text a word is a word
@@ -324,7 +324,7 @@ def names_distinctive(topic: str, read: str, document: str) -> bool:
     rare = distinctive_words(topic)
     if not rare:
         return True
-    return bool({_stem(w) for w in rare} & _terms(read)) or begins_a_word_of(rare, document)
+    return bool({_stem(w) for w in rare} & set(read)) or begins_a_word_of(rare, document)
 
 
 def bears_on(text: str, topics: Sequence[str], *, context: str = "", document: str | None = None) -> bool:
@@ -355,7 +355,7 @@ def bears_on(text: str, topics: Sequence[str], *, context: str = "", document: s
     for topic in topics:
         terms = topic_terms(topic)
         if (terms and (own & terms or leans) and len(read & terms) >= terms_needed(terms)
-                and (document is None or names_distinctive(topic, f"{text}\n{context}", document))):
+                and (document is None or names_distinctive(topic, read, document))):
             return True
     return False
 
