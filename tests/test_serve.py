@@ -21,6 +21,7 @@ import pytest
 from briefd.daemon.core.brief import MAX_BRIEF_BYTES
 from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.core.settings import SERVE_TOKEN_MIN_CHARS
+from briefd.daemon.ops.serve import FRESH_MIN_S
 from tests.conftest import wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import free_port
@@ -456,6 +457,9 @@ def test_healthz_probes_at_most_once_a_minute_unless_asked(alone: Api) -> None:
     time.sleep(1.1)
     again = alone.client.get("/healthz").json()
     assert again["checks"] == first["checks"] and again["checked_s_ago"] >= 1.0  # the same probe
+    soon = alone.client.get("/healthz", params={"fresh": "1"}).json()  # a probe that young is not run again
+    assert soon["checked_s_ago"] >= 1.0
+    time.sleep(max(0.0, FRESH_MIN_S - soon["checked_s_ago"]))
     fresh = alone.client.get("/healthz", params={"fresh": "1"}).json()
     assert fresh["checked_s_ago"] < 1.0
     assert not alone.ws.db.exists() or first  # asking did not make a store...

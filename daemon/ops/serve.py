@@ -20,10 +20,12 @@ retry), `store.history` (list, search), the outbox files (reports, events, chart
 - The API must never take the research's descriptors, nor be taken by clients that say nothing
   (issue 19 #1, #7): a connection has HEADER_DEADLINE_S to send a whole request head (and
   BODY_DEADLINE_S for its body), and the connections held are capped at a quarter of the
-  descriptor limit (at most MAX_CONNECTIONS); past the cap the connection that has waited longest
-  without a request is closed for the new one, so a flood of silent connections cannot shut out
-  a client that asks (`_DoorProtocol`). What the flood makes uvicorn and asyncio log is
-  rate-limited (`RateLimit`).
+  descriptor limit (at most MAX_CONNECTIONS); past the cap one is closed for the new one: a client
+  that does not read its answers first, then one that has asked nothing, then one owing a body, and
+  a client between requests last, so neither a flood of silent connections nor one of clients that
+  never read can shut out a client that asks (issue 29 #1, #11). An answer nobody reads has
+  WRITE_DEADLINE_S, and one given before a body was read closes its connection (`_DoorProtocol`).
+  What the flood makes uvicorn and asyncio log is rate-limited (`RateLimit`).
 - Files are served only when they are regular files reached without following a link (`open_regular`).
 """
 
@@ -88,6 +90,8 @@ FD_SHARE = 4  # ... at most this fraction of the descriptor limit (1/4): the res
 MIN_CONNECTIONS = 8  # however low the limit, the page and a script can still connect
 HEADER_DEADLINE_S = 10.0  # a connection that has not sent a whole request head by then is closed
 BODY_DEADLINE_S = 30.0  # ... nor its body this long after its head (a brief of 1 MiB at 35 KB/s)
+WRITE_DEADLINE_S = 10.0  # an answer the client reads none of this long (our buffer full) is aborted
+LINGER_S = 2.0  # a connection closed after an answer has this long to read it before it is aborted
 LISTEN_BACKLOG = 128  # kernel queue of connections not yet accepted (no descriptor of ours until accepted)
 LOG_BURST = 5  # records of one kind logged per LOG_WINDOW_S; the rest counted, said with the next one
 LOG_WINDOW_S = 60.0
@@ -98,6 +102,7 @@ MAX_JSON_READ = 64 << 20  # report.json/error.json read for an answer: far above
 FILE_CHUNK = 64 * 1024  # a served file is sent in chunks this size, read off the event loop
 MAX_PENDING_SCAN = 2000  # inbox entries looked through to find a brief not yet taken
 HEALTH_TTL_S = 60.0  # /healthz answers from its last probe this long: a probe runs a real search
+FRESH_MIN_S = 10.0  # ... and ?fresh=1 probes again only when the last probe is at least this old
 # The report.html of a brief is page text briefd escaped; served with no right to run anything.
 REPORT_CSP = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
 # The page's report frame is a blob: of report.html (fetched with the token, so it works with one),
@@ -588,12 +593,15 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
                         headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"})
 
     async def healthz(request: Request) -> Response:
-        """What `briefd check` knows, probed at most once every HEALTH_TTL_S (?fresh=1: now): a probe
-        runs a real search through SearXNG, which a page polling this must not turn into a flood."""
+        """What `briefd check` knows, probed at most once every HEALTH_TTL_S, and ?fresh=1 now unless
+        the last probe is younger than FRESH_MIN_S: a probe runs a real search through SearXNG and asks
+        every model server, which a page polling this, or a script asking fresh=1 in a loop, must not
+        turn into a flood (issue 29 #12)."""
         async with health_lock:  # one probe at a time; the others wait for its answer
             now = asyncio.get_running_loop().time()
             fresh = request.query_params.get("fresh", "").lower() in ("1", "true", "yes")
-            if fresh or health["at"] is None or now - health["at"] >= HEALTH_TTL_S:
+            age = None if health["at"] is None else now - health["at"]
+            if age is None or age >= HEALTH_TTL_S or (fresh and age >= FRESH_MIN_S):
                 checks = await run_checks(settings, create_store=False)
                 health["body"] = {"ok": all(c[0] for c in checks), "version": __version__,
                                   "checks": [{"ok": c[0], "message": c[1], "fix": c[2]} for c in checks]}
@@ -907,70 +915,169 @@ def limit_logging() -> None:
             logger.addFilter(RateLimit())
 
 
+# Which connections are closed to make room, in this order (each tier oldest first; `_DoorProtocol.tier_now`):
+STALLED = 0  # its answer sits unread (the transport paused writing): a client that does not read
+SILENT = 1  # it has asked nothing yet: a connection that says nothing
+BODY = 2  # it owes the rest of a request body
+KEPT_ALIVE = 3  # it was answered and may ask again: a real client between requests, closed last
+TIERS = (STALLED, SILENT, BODY, KEPT_ALIVE)
+EVICTED = {
+    STALLED: "HTTP API: closed a connection that does not read its answers: %d were open (the cap)",
+    SILENT: "HTTP API: closed the connection that had waited longest for its first request: %d were open (the cap)",
+    BODY: "HTTP API: closed the connection that had waited longest for a request body: %d were open (the cap)",
+    KEPT_ALIVE: "HTTP API: closed the connection idle longest between requests: %d were open (the cap)",
+}
+
+
 @dataclass
 class Door:
-    """One server's connections: the cap, and those waiting for a request head, oldest first."""
+    """One server's connections: the cap, and the connections that may be closed to make room, by tier."""
 
     cap: int
-    waiting: dict["_DoorProtocol", None] = field(default_factory=dict)
+    tiers: tuple[dict["_DoorProtocol", None], ...] = field(default_factory=lambda: tuple({} for _ in TIERS))
+
+    def evictable(self) -> "_DoorProtocol | None":
+        """The connection to close first: the oldest of the lowest tier that holds any."""
+        for tier in self.tiers:
+            if tier:
+                return next(iter(tier))
+        return None
 
 
 class _DoorProtocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with the bounds it lacks (issue 19 #1, #7). uvicorn has no header
-    or body timeout, and its limit_concurrency is checked only once a request head has arrived, so
-    connections that never finished theirs each held a descriptor, and counted against that limit
-    until everyone got 503.
+    """uvicorn's HTTP/1.1 protocol with the bounds it lacks (issue 19 #1, #7; issue 29 #1, #2, #7, #11).
+    uvicorn has no header, body or write timeout, and its limit_concurrency is checked only once a
+    request head has arrived, so connections that never finished theirs each held a descriptor, and
+    counted against that limit until everyone got 503.
 
     - A connection ready for a request (just made, or its last response sent) must deliver the
       whole head within HEADER_DEADLINE_S, however it trickles, else it is closed; a body, once
       its head is in, has BODY_DEADLINE_S.
-    - At most `door.cap` connections: past it, the one that has waited longest for its head is
-      closed to make room (a real client sends its head at once, so a flood of silent connections
-      cannot shut it out); when every connection is busy with a request, the new one is closed.
+    - An answer the client does not read (the transport paused writing: the kernel's send buffer
+      and ours are full) has WRITE_DEADLINE_S to start draining, else the connection is aborted:
+      pipelined requests from a client that never reads cannot hold a connection for good.
+    - An answer given before the request's body was read (401 to a body without a token, 413)
+      closes the connection: the rest of the body is never waited for.
+    - At most `door.cap` connections: past it one is closed to make room, in the order of TIERS
+      (a client that does not read, then one that has asked nothing, then one owing a body, and a
+      real client between requests last). Only connections whose answer is being made and read are
+      never closed for room; when every connection is one, the new one is closed.
+    - Every close for a deadline or for room is an abort: a close would wait for the unread answer
+      to be sent, and keep the descriptor it was meant to free.
     """
 
     door: ClassVar[Door]
     deadlines: ClassVar[dict[object, float]] = {h11.IDLE: HEADER_DEADLINE_S, h11.SEND_BODY: BODY_DEADLINE_S}
     timer: asyncio.TimerHandle | None = None
     watched: object = None  # the h11 state (their side) the timer runs for: IDLE (the head) or SEND_BODY
+    stall: asyncio.TimerHandle | None = None  # the write deadline, while the transport is paused writing
+    tier: int | None = None  # where this connection sits in door.tiers (None: not to be closed for room)
+    answered: int = 0  # responses completed on this connection: more than none makes it a client that reads
+    lingering: bool = False  # answered before its body was read: closing (`linger`)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
         super().connection_made(transport)
         if len(self.connections) > self.door.cap and not self.make_room():
             door_log.warning("HTTP API: %d connections are open, all busy with requests (its cap): a new one "
                              "was closed", len(self.connections) - 1)
-            transport.close()
+            transport.abort()
             return
         self.watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
         self.unwatch()
+        self.unstall()
+        self.place(None)
 
     def handle_events(self) -> None:
         super().handle_events()
         self.watch()
 
+    def on_response_complete(self) -> None:
+        self.answered += 1
+        early = self.conn.their_state is h11.SEND_BODY  # answered before the body was read: 401, 413
+        super().on_response_complete()
+        if early and not self.transport.is_closing():
+            self.linger()
+        self.watch()
+
+    def linger(self) -> None:
+        """Close after an answer given before the body was read. A close with the body still arriving
+        would make the kernel reset the connection, and the client, still sending, would never read the
+        answer (a 413): so the answer is sent and writing shut, what still comes is read and dropped
+        for LINGER_S, and then the connection is aborted."""
+        self.unwatch()
+        self.lingering = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        else:
+            self.transport.close()
+        self.loop.call_later(LINGER_S, self.abort)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.lingering:  # a body no answer waits for any more is dropped unparsed
+            super().data_received(data)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.stall is None:
+            self.stall = self.loop.call_later(WRITE_DEADLINE_S, self.unread)
+        self.place(self.tier_now())
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.unstall()
+        self.place(self.tier_now())
+
+    def unstall(self) -> None:
+        if self.stall is not None:
+            self.stall.cancel()
+            self.stall = None
+
+    def unread(self) -> None:
+        self.stall = None
+        self.drop("HTTP API: closed a connection that read none of its answer for %g s", WRITE_DEADLINE_S)
+
     def watch(self) -> None:
         """A deadline while the other side owes a head (h11's IDLE) or a body (SEND_BODY), from the
         moment it began to owe it; none while the request is being answered."""
         state = None if self.transport.is_closing() else self.conn.their_state
-        if state is self.watched:
-            return
-        self.unwatch()
-        deadline = self.deadlines.get(state)
-        if deadline is not None:
-            self.watched = state
-            self.timer = self.loop.call_later(deadline, self.too_late)
-            if state is h11.IDLE:
-                self.door.waiting[self] = None
+        if state is not self.watched:
+            self.unwatch()
+            deadline = self.deadlines.get(state)
+            if deadline is not None:
+                self.watched = state
+                self.timer = self.loop.call_later(deadline, self.too_late)
+        self.place(self.tier_now())
 
     def unwatch(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
         self.watched = None
-        self.door.waiting.pop(self, None)
+
+    def tier_now(self) -> int | None:
+        """The tier this connection's state puts it in (TIERS), or None while its answer is being made
+        and read, or once it is closing with nothing left unread."""
+        if self.stall is not None or self.lingering:
+            return STALLED
+        if self.transport.is_closing():
+            return None
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            return KEPT_ALIVE if self.answered else SILENT
+        return BODY if state is h11.SEND_BODY else None
+
+    def place(self, tier: int | None) -> None:
+        """Move this connection to `tier` (at its end: the newest there), or out of every tier."""
+        if tier == self.tier:
+            return
+        if self.tier is not None:
+            self.door.tiers[self.tier].pop(self, None)
+        self.tier = tier
+        if tier is not None:
+            self.door.tiers[tier][self] = None
 
     def too_late(self) -> None:
         if self.watched is h11.IDLE:
@@ -979,20 +1086,27 @@ class _DoorProtocol(H11Protocol):
             self.drop("HTTP API: closed a connection that sent no whole request body within %g s", BODY_DEADLINE_S)
 
     def make_room(self) -> bool:
-        """Close the connection that has waited longest for a request head; False when none waits."""
-        oldest = next(iter(self.door.waiting), None)
+        """Close the connection the tiers put first; False when none may be closed."""
+        oldest = self.door.evictable()
         if oldest is None:
             return False
-        oldest.drop("HTTP API: closed the connection that had waited longest for its request head: %d were open "
-                    "(the cap)", self.door.cap)
+        tier = oldest.tier
+        oldest.drop(EVICTED[tier if tier is not None else SILENT], self.door.cap)
         return True
 
     def drop(self, message: str, *args: object) -> None:
-        """Close this connection, saying why (a kind of message each: RateLimit counts them apart)."""
+        """Abort this connection, saying why (a kind of message each: RateLimit counts them apart)."""
         self.unwatch()
+        self.unstall()
+        self.place(None)
         if not self.transport.is_closing():
             door_log.warning(message, *args)
-            self.transport.close()
+        self.abort()
+
+    def abort(self) -> None:
+        """Close now, unsent answer and all, so the descriptor is freed (close() waits for a reader)."""
+        self.place(None)
+        self.transport.abort()
 
 
 def door_protocol(door: Door) -> type[_DoorProtocol]:
