@@ -25,7 +25,7 @@ from briefd.daemon.core import errors
 from briefd.daemon.core.errors import BriefdError, ServiceUnavailable
 from briefd.daemon.core.files import WriteFailed
 from briefd.daemon.core.retry import Transient
-from briefd.daemon.model.llm import ModelMissing, ServiceDown
+from briefd.daemon.model.llm import ModelMissing, ModelRefused, ServiceDown, refusal_fix
 from briefd.daemon.research.loop import Outage
 from briefd.daemon.sources.search import FIX_JSON_FORMAT, EnginesFailing, SearchRefused, SearchUnavailable, engines_fix
 from tests.lab.servers import REPO_ROOT
@@ -95,6 +95,9 @@ OUTAGES = [
     (ModelMissing("qwen3:8b", "http://m:11434", "model not found"), "ollama",
      "model 'qwen3:8b' is not available on Ollama at http://m:11434 (model not found); run: ollama pull qwen3:8b",
      "run: ollama pull qwen3:8b"),
+    (ModelRefused("http://m:11434", 403, "Forbidden"), "ollama",
+     "the model server at http://m:11434 refuses briefd (HTTP 403: Forbidden; a one-word health probe was refused "
+     f"too); {refusal_fix(403)}", refusal_fix(403)),
     (Outage("searxng", "SearXNG at http://s unreachable", fix=None), "searxng",
      "SearXNG at http://s unreachable", None),
     (SearchUnavailable("SearXNG at http://s answered HTTP 502"), "searxng",

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from briefd.daemon.model.hosts import FAILOVER_ATTEMPTS, OUT, HostPool, ModelHosts, model_hosts
-from briefd.daemon.model.llm import ModelConfig, ModelMissing, ServiceDown, make_client
+from briefd.daemon.model.llm import ModelConfig, ModelMissing, ServiceDown, make_client, refusal_fix
 from briefd.daemon.core.retry import backoff_delay
 from briefd.daemon.core.settings import SettingsError, load_settings
 from tests.conftest import OllamaLab, Workspace, serve_ollama
@@ -203,6 +203,23 @@ def test_a_server_without_the_model_is_out_and_the_log_says_how_to_pull_it(
     assert len(hosts.pool.out()) == 2
     assert any("ollama pull no-such-model:1b" in r.getMessage() and one.url in r.getMessage()
                for r in caplog.records)
+
+
+@pytest.mark.lab
+def test_a_server_that_refuses_briefd_is_out_with_the_fix_and_the_call_is_answered_by_the_other(
+        two_ollamas: tuple[OllamaLab, OllamaLab], caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 29 #3: a 403 from one server's proxy (its probe refused too) is that server refusing briefd: it
+    is out with the fix said, and the call goes to the other server, not to its fallback."""
+    one, two = two_ollamas
+    one.reset()
+    two.reset()
+    one.fault(kind="status", status=403, message="Forbidden", count=2)  # the request and its health probe
+    hosts = model_hosts_for([one.url, two.url])
+    with caplog.at_level(logging.WARNING, logger="briefd"):
+        [answer] = asyncio.run(ask(hosts, 1))
+    assert answer is not None, "answered by the other server, not the fallback"
+    assert [s.host for s in hosts.pool.out()] == [one.url] and calls(two) == 1
+    assert any(one.url in r.getMessage() and refusal_fix(403) in r.getMessage() for r in caplog.records)
 
 
 def test_failover_keeps_two_tries_so_a_poisoned_request_is_still_told_from_an_outage() -> None:

@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from briefd.daemon.sources.extract import PageText
+from briefd.daemon.sources.folderwatch import FolderWatch
 from briefd.daemon.sources.library import (
-    CHANGED_WHILE_READ, MAX_FILE_BYTES, UNREADABLE, Library, find, search,
+    CHANGED_WHILE_READ, MAX_FILE_BYTES, MAX_FOLDER_DEPTH, UNREADABLE, Library, find, health, search, status,
 )
 from briefd.daemon.sources.documents import DocumentRefused, read_document
 from briefd.daemon.sources.pagework import PageRefused, PageUnreadable
 from briefd.store import Store
-from briefd.store.library import DUPLICATE, INDEXED, PENDING, REFUSED, LibraryFiles
+from briefd.store.library import DUPLICATE, INDEXED, PENDING, REFUSED, LibraryFiles, path_text, shown_path, text_path
 from tests.conftest import BRIEFD
 from tests.lab.library_bench import kernel_read_bytes
 
@@ -325,20 +327,119 @@ def test_reindex_reads_every_file_again_and_leaves_no_orphan_passages(tmp_path: 
         assert stored == 2, "each document's passages once, none left under a file that is a duplicate now"
 
 
-def test_a_file_name_in_another_encoding_is_refused_and_every_other_file_indexed(tmp_path: Path,
-                                                                                 store: Store) -> None:
-    """A Latin-1 name on an old share: SQLite keeps text, and one such name stopped every scan."""
-    lib = make_library(tmp_path)
-    latin1 = os.path.join(os.fsencode(lib), "r\xe9sum\xe9.md".encode("latin-1"))
-    with open(latin1, "w") as handle:
-        handle.write(BRIDGE)
+def latin1_share(tmp_path: Path) -> tuple[Path, bytes]:
+    """A library folder named in Latin-1 (b"caf\\xe9", as on an old share) holding a document named in
+    Latin-1, a sub-folder named in Latin-1 with a UTF-8 named document, and a UTF-8 name that merely
+    spells the Latin-1 one's escaped form ("r\\xe9sum\\xe9.md"): the folder as Python names it, and its bytes."""
+    folder = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    os.makedirs(os.path.join(folder, b"ann\xe9e"))
+    with open(os.path.join(folder, "r\xe9sum\xe9.md".encode("latin-1")), "w") as handle:
+        handle.write("# R\u00e9sum\u00e9\n\n" + BRIDGE * 2)
+    with open(os.path.join(folder, b"ann\xe9e", b"bread.txt"), "w") as handle:
+        handle.write(OTHER * 2)
+    with open(os.path.join(folder, b"r\\xe9sum\\xe9.md"), "w") as handle:
+        handle.write("Gusset plates hold the truss members together.\n")
+    return Path(os.fsdecode(folder)), folder
+
+
+def test_a_library_folder_and_file_names_in_another_encoding_are_read_and_shown_escaped(
+        tmp_path: Path, store: Store) -> None:
+    """Issue 29 #14: a library folder whose own name is not UTF-8 raised at every pass (SQLite keeps text)
+    and nothing was indexed, while `briefd check` said ok; a file so named was refused. Both are read now,
+    kept and shown with the undecodable bytes escaped, and followed through a rename and a copy."""
+    lib, raw = latin1_share(tmp_path)
+    reader = CountingReader()
+    library = Library((lib,), store, reader)
+    first = scan(library)
+    assert (first["indexed"], first["refused"], first["pending"]) == (3, 0, 0)
+    resume = Path(os.fsdecode(os.path.join(raw, "r\xe9sum\xe9.md".encode("latin-1"))))
+    [hit] = find(store, "anchorage corrosion", 5)
+    assert hit.url == resume.as_uri() and "/caf%E9/r%E9sum%E9.md" in hit.url, "the file URI of the name's bytes"
+    assert hit.path == os.fsencode(resume).decode("latin-1").replace("\xe9", "\\xe9"), "shown escaped"
+    assert [h.path.rsplit("/", 2)[-2:] for h in find(store, "sourdough", 5)] == [["ann\\xe9e", "bread.txt"]]
+    [spelled] = find(store, "gusset plates", 5)
+    assert spelled.url.endswith("/r%5Cxe9sum%5Cxe9.md"), "a UTF-8 name spelling the escape is a file of its own"
+    shown = status(store, (lib,))
+    assert [f["path"] for f in shown["folders"]] == [os.fsencode(lib).decode("latin-1").replace("\xe9", "\\xe9")]
+    assert shown["folders"][0]["scanned_at"] and not shown["refused"]
+    assert health(store, (lib,))[0] and "3 indexed" in health(store, (lib,))[1]
+    again = scan(library)
+    assert (again["unchanged"], again["indexed"], again["reader_calls"]) == (3, 0, 0), "the next look is calm"
+
+    renamed = Path(os.fsdecode(os.path.join(raw, b"r\xe9sum\xe9-1940.md")))
+    resume.rename(renamed)
+    moved = scan(library)
+    assert (moved["moved"], moved["reader_calls"]) == (1, 0), "a renamed file is followed, not read again"
+    assert [h.url for h in find(store, "anchorage corrosion", 5)] == [renamed.as_uri()]
+    copy = Path(os.fsdecode(os.path.join(raw, b"copie-\xe9.md")))
+    copy.write_bytes(renamed.read_bytes())
+    assert scan(library)["duplicates"] == 1
+    renamed.unlink()
+    assert scan(library)["reader_calls"] == 0
+    assert [h.url for h in find(store, "anchorage corrosion", 5)] == [copy.as_uri()], "the copy took the document"
+    assert len(reader.calls) == 3
+
+
+def test_a_watch_event_under_a_folder_named_in_another_encoding_is_read(tmp_path: Path, store: Store) -> None:
+    """The watch names files under the Latin-1 folder as os.fsdecode does; the cheap look at them reads one."""
+    lib, raw = latin1_share(tmp_path)
     library = Library((lib,), store, CountingReader())
-    counts = scan(library)
-    assert counts["indexed"] == 2  # bridge.md and bread.txt
-    refused = {name: reason for name, (state, reason) in rows(store).items() if state == REFUSED}
-    assert refused == {"r\\xe9sum\\xe9.md": refused.get("r\\xe9sum\\xe9.md")}
-    assert "not valid UTF-8" in (refused["r\\xe9sum\\xe9.md"] or "")
-    assert scan(library)["indexed"] == 0  # the next look is calm: nothing read again, nothing failing
+    scan(library)
+    new = Path(os.fsdecode(os.path.join(raw, b"ann\xe9e", b"note-\xe9.md")))
+    new.write_text("# Note\n\nThe cable saddles were replaced in 1950.\n")
+    seen: list[Path | None] = []
+    arrived = threading.Event()
+
+    def deliver(path: Path | None) -> None:
+        seen.append(path)
+        arrived.set()
+
+    watch = FolderWatch.start((lib,), deliver, MAX_FOLDER_DEPTH)
+    try:
+        new.write_text("# Note\n\nThe cable saddles were replaced in 1951.\n")
+        assert arrived.wait(10), "the watch heard nothing under the Latin-1 folder"
+    finally:
+        watch.stop()
+    assert new in seen
+    counts = asyncio.run(library.check([new]))
+    assert counts.indexed == 1 and [h.url for h in find(store, "saddles", 5)] == [new.as_uri()]
+
+
+@pytest.mark.parametrize("raw", [b"/srv/docs/bridge.md", "/srv/caf\u00e9/\u00fc.md".encode(), b"/srv/caf\xe9/r\xe9sum\xe9.md",
+                                 b"/srv/a\\b.md", b"/srv/r\\xe9sum\\xe9.md", b"/srv/a\\\xe9\\x41"])
+def test_every_path_has_one_text_in_the_store_and_back(raw: bytes) -> None:
+    path = os.fsdecode(raw)
+    text = path_text(path)
+    text.encode("utf-8")  # what SQLite can keep
+    assert text_path(text) == path and os.fsencode(text_path(text)) == raw
+    assert (text == path) == (b"\\" not in raw and path == raw.decode("utf-8", "replace"))
+    assert shown_path(path) == raw.decode("utf-8", "backslashreplace")
+
+
+def test_a_row_kept_before_path_text_with_a_backslash_in_its_name_is_not_doubled(tmp_path: Path, store: Store) -> None:
+    """Rows written by an earlier briefd kept a UTF-8 name with a backslash as it was; `path_text` now writes
+    the backslash as \\x5c. Such a row is taken over, not left beside a second row for the same file."""
+    lib = make_library(tmp_path)
+    odd = lib / "a\\b.md"
+    odd.write_text("Gusset plates hold the truss members together.\n")
+    library = Library((lib,), store, CountingReader())
+    assert scan(library)["indexed"] == 3
+    store.db.execute("UPDATE library_files SET path = ? WHERE path = ?", [str(odd), path_text(str(odd))])
+    assert (scan(library)["unchanged"], library.reader_calls) == (3, 3)
+    odd.write_text("Gusset plates hold the truss members together, riveted.\n")  # changed: its row is written
+    assert scan(library)["indexed"] == 1
+    assert LibraryFiles(store).status()["counts"][INDEXED] == 3, "one row for the file, not two"
+    assert [h.path for h in find(store, "gusset", 5)] == [str(odd)]
+
+
+def test_cli_library_status_and_search_show_a_latin1_folder_escaped(tmp_path: Path) -> None:
+    lib, _ = latin1_share(tmp_path)
+    assert "3 indexed" in briefd("library", "reindex", cwd=tmp_path, library=lib).stdout
+    escaped = os.fsencode(lib).decode("latin-1").replace("\xe9", "\\xe9")
+    listed = briefd("library", "status", cwd=tmp_path, library=lib)
+    assert listed.returncode == 0 and f"folder {escaped}: readable" in listed.stdout, listed.stderr
+    found = briefd("library", "search", "anchorage", cwd=tmp_path, library=lib)
+    assert found.returncode == 0 and f"{escaped}/r\\xe9sum\\xe9.md" in found.stdout, found.stderr
 
 
 def test_a_file_swapped_for_a_link_outside_after_it_was_checked_is_not_what_gets_read(tmp_path: Path,

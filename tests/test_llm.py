@@ -26,7 +26,9 @@ from briefd.daemon.model.llm import (
     FAILURE_REPLAY_S,
     KeptFailure,
     ModelConfig,
+    AUTH_STATUSES,
     ModelMissing,
+    ModelRefused,
     ServiceDown,
     backoff_delay,
     call_json,
@@ -38,6 +40,7 @@ from briefd.daemon.model.llm import (
     prompt_budget,
     output_budget,
     prompt_key,
+    refusal_fix,
 )
 from tests.lab.servers import free_port
 
@@ -471,13 +474,16 @@ def test_an_empty_answer_is_retried_with_a_placeholder_the_client_does_not_drop(
 
 
 def test_an_other_4xx_uses_the_fallback_without_retrying(server: Scripted) -> None:
-    server.script(error(400, "invalid JSON schema in format"))
+    """A 4xx for this request while the server answers a one-word probe: the prompt is refused, not briefd."""
+    server.script(error(400, "invalid JSON schema in format"), chat("OK", prompt_eval_count=7, eval_count=1))
     run = ask(config(server.url))
     assert run.result.outcome == "fallback"
     assert run.result.value == FALLBACK_PLAN
-    [rec] = run.records
+    probe_rec, rec = run.records
+    assert (probe_rec.purpose, probe_rec.outcome, probe_rec.completion_tokens) == (PROBE_PURPOSE, "probe", 1)
     assert rec.outcome == "fallback" and "HTTP 400" in (rec.error or "") and "invalid JSON schema" in (rec.error or "")
-    assert len(server.chats) == 1
+    assert len(server.chats) == 2 and "format" not in server.chats[1], "asked once, then probed: never asked again"
+    assert run.waits == []
 
 
 # ---- the cache -------------------------------------------------------------------------------------
@@ -675,7 +681,7 @@ def test_a_poisoned_request_is_replayed_for_a_day_then_a_fixed_server_gets_its_c
 
 CUT_NO_SHORTER = (chat(CUT, done_reason="length"),)
 BAD_TWICE = (chat("I cannot answer that."), chat('{"research_question": "x", "queries": []}'))
-REFUSED = (error(400, "invalid JSON schema in format"),)
+REFUSED = (error(400, "invalid JSON schema in format"), chat("OK"))
 POISONED = (*[error(500, RUNNER_CRASHED)] * PROBE_AFTER_REFUSALS, chat("OK"))
 
 
@@ -773,6 +779,51 @@ def test_a_model_that_is_not_pulled_raises_model_missing_with_the_fix(server: Sc
     assert "run: ollama pull lab-scripted" in str(caught.value)
     assert "not found" in str(caught.value)
     assert caught.value.fix == "run: ollama pull lab-scripted"
+
+
+@pytest.mark.parametrize("status, words", [
+    (401, "unauthorized"), (403, "Forbidden"), (407, "Proxy Authentication Required"),
+    (400, "bad request"),  # not an auth status, but the probe gets it too: the server refuses everything
+])
+def test_a_server_that_refuses_briefd_itself_is_an_outage_with_the_fix_and_nothing_is_kept(
+        server: Scripted, status: int, words: str) -> None:
+    """Issue 29 #3: an auth proxy whose token was rotated answers 403 to everything. Taken as a refusal of
+    the prompt, each call fell back and was kept, and replayed for a day after the proxy was fixed. The
+    health probe is refused too: the server refuses briefd, the brief waits for the fix, nothing is kept."""
+    server.script(error(status, words), error(status, words), chat(GOOD))
+    cache = DictCache()
+    with pytest.raises(ModelRefused) as caught:
+        ask(config(server.url), cache=cache)
+    assert len(server.chats) == 2 and "format" not in server.chats[1], "asked once, probed once, no retry"
+    assert not cache.failures and not cache.answers, "a refusal of briefd is not the prompt's failure"
+    refused = caught.value
+    assert (refused.service, refused.status, refused.host) == ("ollama", status, server.url)
+    assert f"refuses briefd (HTTP {status}: {words}" in str(refused) and refused.fix == refusal_fix(status)
+    assert refused.fix in str(refused), "the message says the fix"
+    if status in AUTH_STATUSES:
+        assert "token" in refused.fix and "OLLAMA_HOST" in refused.fix
+    else:
+        assert "points at Ollama" in refused.fix
+    fixed = ask(config(server.url), cache=cache)  # the proxy was fixed: asked again, answered
+    assert fixed.result.outcome == "ok" and len(server.chats) == 3
+
+
+def test_a_4xx_whose_probe_gets_no_answer_is_an_outage_never_kept(server: Scripted) -> None:
+    """Refused, and the probe finds the server down: nothing says the prompt is at fault, so it is waited
+    out (each refusal probed again) and never kept as the prompt's failure."""
+    server.script(*[error(400, "bad request"), error(503, "server busy")] * 2)
+    cache = DictCache()
+    with pytest.raises(ServiceDown) as caught:
+        ask(config(server.url, transport_attempts=2), cache=cache)
+    assert "HTTP 400" in caught.value.reason and "health probe failed too (HTTP 503" in caught.value.reason
+    assert len(server.chats) == 4 and not cache.failures
+
+
+def test_briefd_check_says_the_fix_when_the_model_server_refuses_briefd(server: Scripted) -> None:
+    server.gets["/api/version"] = error(403, "Forbidden")
+    found = asyncio.run(probe(server.url, "lab-scripted", 5.0))
+    assert not found.ok and "refuses briefd" in found.message and "HTTP 403" in found.message
+    assert found.fix == refusal_fix(403)
 
 
 # ---- prompt sizing ---------------------------------------------------------------------------------

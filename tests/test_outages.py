@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BRIEFD, Workspace
+from briefd.daemon.model.llm import refusal_fix
+from tests.conftest import BRIEFD, Workspace, serve_ollama
 from tests.lab.corpus import TOPICS
 from tests.lab.searxng import SearxngOptions, start_searxng
 from tests.lab.servers import free_port, start_ollama
@@ -135,6 +138,44 @@ def test_json_format_off_is_reported_once_with_the_fix_and_briefs_resume_once_fi
     warnings = [line for line in err.splitlines() if " WARNING " in line or " ERROR " in line]
     assert len([line for line in warnings if "formats: [html, json]" in line]) == 1, \
         "the fix is reported once, not per brief or per retry (each waiting event is only echoed at DEBUG)"
+
+
+def test_a_model_server_that_refuses_briefd_for_a_while_is_waited_out_and_said_once_with_the_fix(
+        tmp_path, search_lab) -> None:
+    """Issue 29 #3: an auth proxy in front of Ollama whose token was rotated answers 403 to everything.
+    Each 403 was taken as a refusal of that prompt: the briefs ended `done` on fallbacks, nothing was
+    logged, and after the fix the same questions replayed those failures for a day. Now the health
+    probe (refused too) tells briefd is refused, not the prompt: the briefs wait, the log says the
+    status and the fix once, nothing is kept, and once the proxy lets briefd in they end on real answers."""
+    briefs = ("first", "second")
+    with contextlib.contextmanager(serve_ollama)(tmp_path / "logs", "scripted", name="ollama-403") as lab:
+        # each brief's first request and its health probe are refused; then the proxy is fixed
+        lab.fault(kind="status", status=403, message="Forbidden", count=2 * len(briefs))
+        ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=lab.url, model="lab-scripted")
+        for name in briefs:
+            ws.drop(f"{name}.json", {"question": TOPICS["orbital"].question, "depth": "quick",
+                                     "fetch_pages": False, "context": name})
+        result = ws.briefd("run", "--once", timeout=180, BRIEFD_MAX_ATTEMPTS="1")
+        stats = lab.stats()
+    assert result.returncode == 0, result.stderr[-4000:]
+    for name in briefs:
+        report, events = ws.report(name), ws.events(name)
+        assert report["status"] == "done", report.get("error")
+        waited = [e for e in events if e["type"] == "waiting"]
+        assert waited and all(w["service"] == "ollama" for w in waited), "it waited for the model server"
+        assert waited[0]["fix"] == refusal_fix(403) and "HTTP 403: Forbidden" in waited[0]["reason"]
+        usage = report["usage"]
+        assert (usage["fallback_answers"], usage["replayed_failures"]) == (0, 0), report["fallbacks"]
+        assert report["research_question"] and report["summary"].strip(), "the model's plan and answer"
+    with contextlib.closing(sqlite3.connect(ws.db)) as db:
+        kept = db.execute("SELECT count(*) FROM model_answers WHERE failed IS NOT NULL").fetchone()[0]
+    assert kept == 0, "a refusal of briefd was kept as a prompt's failure: replayed for a day after the fix"
+    warnings = [line for line in result.stderr.splitlines() if " WARNING " in line or " ERROR " in line]
+    told = [line for line in warnings if "HTTP 403" in line]
+    assert len(told) == 1, warnings
+    assert "refuses briefd" in told[0] and refusal_fix(403) in told[0], "the status and the fix, once"
+    assert sum(1 for c in stats["calls"] if c["outcome"] == "fault-403") == 2 * len(briefs), \
+        "each brief asked once and probed once while refused: nothing was asked in a loop"
 
 
 @pytest.mark.slow

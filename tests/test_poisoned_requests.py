@@ -217,6 +217,8 @@ def test_a_chaos_model_with_failures_fixed_per_prompt_cannot_keep_a_brief_loopin
 
 SYNTHESIS_FAULTS = {
     "poisoned": {"kind": "poison"},
+    # issue 29 #3: a 4xx for this prompt alone, while the server answers a health probe, is still the prompt's
+    "refused-400": {"kind": "poison", "status": 400, "message": "this prompt is refused"},
     "bad-answer": {"kind": "answer", "message": "I am sorry, I cannot summarise these sources."},
 }
 
@@ -246,6 +248,9 @@ def test_a_second_pass_replays_a_failed_synthesis_instead_of_asking_again(
     assert report["summary"] == ws.report(BRIEF_ID)["summary"], "the same fallback as the first pass"
     told = signals(ws.events(f"{BRIEF_ID}-again"), POISONED_MESSAGE)
     assert len(told) == (1 if failure == "poisoned" else 0), "a replayed poisoned call is said as the first was"
+    probes = [c for c in answered(model_lab.stats()) if c["task"] == ""]
+    assert len(probes) == (0 if failure == "bad-answer" else 1), \
+        "a refusal is kept only once a health probe showed the server answers others"
 
 
 def test_a_run_resumed_after_a_crash_replays_its_poisoned_synthesis(

@@ -12,6 +12,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
     * Outage                                    research/loop.py: SearXNG out through the loop's retries
     * ServiceDown                               model/llm.py: the model server unreachable or answering 5xx
     * ModelMissing                              model/llm.py: the model is not pulled (fix: ollama pull)
+    * ModelRefused                              model/llm.py: the model server refuses briefd (a 4xx, its probe too)
     * SearchRefused                             sources/search.py: SearXNG refuses us (json off, limiter on)
     * SearchUnavailable                         sources/search.py: SearXNG unreachable or 5xx (also Transient)
       * EnginesFailing                          sources/search.py: SearXNG runs, its engines fail

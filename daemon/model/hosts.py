@@ -7,7 +7,8 @@ class, `HostPool` (no I/O, a clock you can inject), and `ModelHosts` does the ca
 - each call goes to the least-busy usable host (fewest calls in flight; ties by the
   configured order), so a slow host takes fewer calls without any tuning;
 - a host whose call failed (`llm.ServiceDown`: refused, timed out, kept answering 5xx after
-  the retry policy; or `llm.ModelMissing`: 404, the model is not pulled there) is out for a
+  the retry policy; `llm.ModelMissing`: 404, the model is not pulled there; or `llm.ModelRefused`:
+  it, or a proxy in front of it, refuses briefd with a 4xx, a health probe too) is out for a
   backoff (`OUT`, doubling while it keeps failing); its next call after that is the probe
   (one at a time), and an answer brings it back;
 - while another host is usable, a call tries a failing host only `FAILOVER_ATTEMPTS` times
@@ -33,7 +34,7 @@ from typing import Any, TypeVar
 import ollama
 
 from . import llm
-from .llm import AnswerCache, CallRecord, CallResult, ModelConfig, ModelMissing, ServiceDown
+from .llm import AnswerCache, CallRecord, CallResult, ModelConfig, ModelMissing, ModelRefused, ServiceDown
 from ..core.retry import Backoff, OnWait, backoff_delay
 from ..core.settings import Settings
 
@@ -170,11 +171,11 @@ class ModelHosts:
                         on_wait: OnWait | None = None, retry_cut: bool = True) -> CallResult[T]:
         """`llm.call_json` on the host the pool picks, failing over to the next usable host.
 
-        Raises what `llm.call_json` raises (ServiceDown, ModelMissing) only when no usable host
+        Raises what `llm.call_json` raises (ServiceDown, ModelMissing, ModelRefused) only when no usable host
         is left for this call: the brief then waits as for a single server's outage.
         """
         tried: list[str] = []
-        last: ServiceDown | ModelMissing | None = None
+        last: ServiceDown | ModelMissing | ModelRefused | None = None
         while (pick := self.pool.acquire(tried)) is not None:
             cfg = dataclasses.replace(self.model, host=pick.host)
             if pick.others:
@@ -183,7 +184,7 @@ class ModelHosts:
                 result = await llm.call_json(self.clients[pick.host], cfg, purpose=purpose, system=system,
                                              user=user, schema=schema, coerce=coerce, fallback=fallback,
                                              cache=cache, record=record, on_wait=on_wait, retry_cut=retry_cut)
-            except (ServiceDown, ModelMissing) as exc:
+            except (ServiceDown, ModelMissing, ModelRefused) as exc:
                 self._out(pick.host, exc)
                 tried.append(pick.host)
                 last = exc
@@ -195,8 +196,8 @@ class ModelHosts:
         assert last is not None  # acquire() with nothing tried always picks a host
         raise last
 
-    def _out(self, host: str, exc: ServiceDown | ModelMissing) -> None:
-        """Take `host` out, and say so (with the fix, when the model is missing there)."""
+    def _out(self, host: str, exc: ServiceDown | ModelMissing | ModelRefused) -> None:
+        """Take `host` out, and say so (with the fix, when the model is missing there or it refuses briefd)."""
         first = self.pool.states[host].failures == 0
         seconds = self.pool.failed(host, str(exc))
         if len(self.clients) == 1:

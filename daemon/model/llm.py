@@ -11,8 +11,16 @@ Why it looks like this:
   `num_ctx`/`num_predict`/`temperature`/`seed`, `think=False`, a JSON schema in
   `format`, a timeout on the client, token counts from the response, repair,
   one retry with the reason, then the caller's fallback. Bad output never
-  raises; only an unreachable service (`ServiceDown`, the brief waits) or a
-  model that is not pulled (`ModelMissing`, the user must act) do.
+  raises; only an unreachable service (`ServiceDown`, the brief waits), a
+  model that is not pulled (`ModelMissing`) or a server that refuses briefd
+  itself (`ModelRefused`: the user must act, the brief waits meanwhile) do.
+- A 4xx is either this prompt refused or briefd refused: an auth proxy in front
+  of Ollama whose token was rotated answers 403 to everything (issue 29 #3).
+  Kept as the prompt's failure, every call of a brief run meanwhile was replayed
+  as a fallback for a day after the fix. So a 4xx (404 aside: the model is not
+  pulled) is judged at once by the health probe below: answered → the prompt is
+  refused (kept, as below); refused with a 4xx too → `ModelRefused`, an outage
+  with a fix that the brief waits out and nothing kept; not answered → an outage.
 - An HTTP 500 is either an outage or a poisoned request: Ollama answers 500
   ("llama runner process has terminated") both when its runner is down and when
   one prompt crashes the runner every time, while it answers every other prompt.
@@ -31,12 +39,12 @@ Why it looks like this:
 - Answers are cached by a hash of the exact request, so a restart replays
   finished calls instead of paying for them again. So are deterministic failures
   (issue 22): an answer still unusable after the retry, one cut at its budget with
-  no shorter answer to ask for, a request refused for what it asks (4xx) or
-  poisoned (500 while the probe answers). The model, its seed and temperature are
+  no shorter answer to ask for, a request refused for what it asks (4xx while
+  the probe answers) or poisoned (500 while the probe answers). The model, its seed and temperature are
   in the key, so the same request gets the same failure: a second pass or a resumed
   run replays its fallback (outcome "replayed") instead of paying for it again.
-  Outages (no connection, timeouts, 503, a 500 the probe could not tell) raise and
-  are never kept. A kept failure is replayed for `FAILURE_REPLAY_S` only: the key
+  Outages (no connection, timeouts, 503, a 500 or 4xx the probe could not tell, a
+  server that refuses the probe too) raise and are never kept. A kept failure is replayed for `FAILURE_REPLAY_S` only: the key
   cannot see a fixed Ollama or a model re-pulled under the same name, and a day
   later such a server gets its chance.
 
@@ -97,7 +105,9 @@ __all__ = [
     "CallResult",
     "HealthProbe",
     "ModelConfig",
+    "AUTH_STATUSES",
     "ModelMissing",
+    "ModelRefused",
     "PROBE_AFTER_REFUSALS",
     "PROBE_PURPOSE",
     "ProbeResult",
@@ -117,6 +127,7 @@ __all__ = [
     "probe",
     "probe_options",
     "prompt_budget",
+    "refusal_fix",
     "prompt_key",
     "request_options",
     "shorter_schema",
@@ -836,12 +847,46 @@ class ModelMissing(ServiceUnavailable):
         self.detail = detail
 
 
-class _Rejected(Exception):
-    """A 4xx other than 404: the request itself is refused, so asking again will not help."""
+# The statuses a server or a proxy in front of it answers to a caller it does not let in: 401 (no or a wrong
+# token), 403 (forbidden: a rotated token, an address not allowed) and 407 (the proxy wants credentials).
+AUTH_STATUSES = (401, 403, 407)
 
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"Ollama refused the request: HTTP {status}: {detail}")
+
+def refusal_fix(status: int) -> str:
+    """What ends a model server's refusal of briefd itself (HTTP `status` to every request): the one
+    wording the daemon's log, the brief's waiting events and `briefd check` say."""
+    if status in AUTH_STATUSES:
+        return ("check the token or credentials of the proxy in front of Ollama (and its address allow-list), "
+                "or point OLLAMA_HOST / --ollama-host at Ollama itself")
+    return ("check that OLLAMA_HOST / --ollama-host points at Ollama, not at another service or a proxy that "
+            "rejects briefd, and read that server's log")
+
+
+class ModelRefused(ServiceUnavailable):
+    """The model server refuses briefd itself: a request and a one-word health probe both got a 4xx (401,
+    403, 407: a proxy whose token was rotated). Not the prompt's fault, so never kept as its failure, and
+    not a failure a retry cures: the brief waits for the user's fix, as for a model that is not pulled.
+    `status` and `detail` are the probe's: what the server says to any request."""
+
+    def __init__(self, host: str, status: int, detail: str = "") -> None:
+        fix = refusal_fix(status)
+        said = (f"the model server at {host} refuses briefd (HTTP {status}{f': {detail}' if detail else ''}; "
+                f"a one-word health probe was refused too); {fix}")
+        super().__init__("ollama", said, fix, said=said)
+        self.host = host
         self.status = status
+        self.detail = detail
+
+
+class _Rejected(Exception):
+    """A 4xx other than 404 while the health probe was answered: this request is refused, so asking again
+    will not help. `probe` is the answered probe: it cost model time, and it is the proof."""
+
+    def __init__(self, status: int, detail: str, probe: HealthProbe) -> None:
+        super().__init__(f"Ollama refused the request: HTTP {status}: {detail} (it answers others: a health "
+                         f"probe succeeded)")
+        self.status = status
+        self.probe = probe
 
 
 class _Unusable(Exception):
@@ -858,6 +903,8 @@ class HealthProbe:
     started_at: str
     seconds: float
     reason: str = ""  # why it failed, when it did
+    status: int | None = None  # the HTTP status it was refused with, when it was
+    detail: str = ""  # the server's own words with that status
 
     @property
     def healthy(self) -> bool:
@@ -955,7 +1002,7 @@ async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthPr
         )
     except ollama.ResponseError as exc:
         return HealthProbe(None, started_at, round(time.monotonic() - t0, 3),
-                           _one_line(f"HTTP {exc.status_code}: {exc.error}"))
+                           _one_line(f"HTTP {exc.status_code}: {exc.error}"), exc.status_code, _one_line(exc.error))
     except (ConnectionError, httpx.HTTPError) as exc:
         return HealthProbe(None, started_at, round(time.monotonic() - t0, 3), _transport_reason(exc))
     except (ValueError, TypeError, AttributeError) as exc:
@@ -971,7 +1018,10 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
 
     From the second HTTP 500 for this request on, each refusal is judged by a health probe:
     answered → `_Poisoned` (this request crashes the model; the caller falls back), not answered →
-    the outage is waited out, and the next refusal probes again.
+    the outage is waited out, and the next refusal probes again. A 4xx other than 404 is judged by a
+    probe at once: answered → `_Rejected` (this prompt is refused; the caller falls back), refused with
+    a 4xx too → `ModelRefused` (the server refuses briefd: the brief waits for the fix), not answered
+    otherwise → an outage, waited out.
     """
     refusals = 0
     probe_failed = ""  # said with every later reason: the user learns that the whole server is down
@@ -988,10 +1038,19 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
         except ollama.ResponseError as exc:
             if exc.status_code == 404:
                 raise ModelMissing(cfg.model, cfg.host, _one_line(exc.error)) from None
-            if not transient_status(exc.status_code):
-                raise _Rejected(exc.status_code, _one_line(exc.error)) from None
             reason = _one_line(f"HTTP {exc.status_code}: {exc.error}")
-            if exc.status_code == RUNNER_FAILED_STATUS:
+            if not transient_status(exc.status_code):
+                # this prompt refused, or briefd itself (a proxy whose token was rotated)? Only a request the
+                # server answers tells: a refusal kept as the prompt's would be replayed for a day after the fix
+                probe = await health_probe(client, cfg)
+                if probe.healthy:
+                    raise _Rejected(exc.status_code, _one_line(exc.error), probe) from None
+                if probe.status == 404:
+                    raise ModelMissing(cfg.model, cfg.host, probe.detail) from None
+                if probe.status is not None and not transient_status(probe.status):
+                    raise ModelRefused(cfg.host, probe.status, probe.detail) from None
+                probe_failed = f"; a health probe failed too ({probe.reason})"  # down meanwhile: waited out
+            elif exc.status_code == RUNNER_FAILED_STATUS:
                 refusals += 1
                 if refusals >= PROBE_AFTER_REFUSALS:  # each refusal from the second: a failed probe may be a reload
                     probe = await health_probe(client, cfg)
@@ -1081,8 +1140,10 @@ async def call_json(
     answered → `fallback()` as "poisoned" (the probe is recorded as a "probe" call: it cost
     model time). Each of those fallbacks is kept in `cache`; a kept failure younger than
     `FAILURE_REPLAY_S` is given again (its fallback, with the outcome it had; recorded as one
-    "replayed" call, no model time) instead of asking. Raises only ServiceDown (Ollama unreachable after every transport attempt,
-    the probe included) and ModelMissing (404). Every attempt is passed to `record`.
+    "replayed" call, no model time) instead of asking. A request refused with a 4xx (not 404) while the
+    health probe is answered → `fallback()`, kept likewise. Raises only ServiceDown (Ollama unreachable
+    after every transport attempt, the probe included), ModelMissing (404) and ModelRefused (a 4xx to the
+    health probe too: the server refuses briefd). Every attempt is passed to `record`.
     """
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     key = prompt_key(cfg, cache_messages(purpose, messages), schema)
@@ -1133,6 +1194,7 @@ async def call_json(
             response, started_at, seconds = await _chat(client, cfg, attempt_messages, attempt_schema, on_wait,
                                                         budget)
         except _Rejected as exc:
+            emit(_probe_record(cfg, exc.probe))
             emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="fallback",
                             answer="", error=str(exc), truncated_prompt=over_budget, attempt=attempt))
@@ -1241,6 +1303,10 @@ async def probe(host: str, model: str, timeout_s: float) -> ProbeResult:
     try:
         async with httpx.AsyncClient(base_url=url, timeout=timeout_s) as http:
             resp = await http.get("/api/version")
+            if resp.status_code in AUTH_STATUSES:  # Ollama or not, what stands at OLLAMA_HOST does not let briefd in
+                return ProbeResult(url, model, False, None, False, [],
+                                   f"the model server at {url} refuses briefd (GET /api/version gave "
+                                   f"HTTP {resp.status_code})", refusal_fix(resp.status_code))
             if resp.status_code != 200:
                 return ProbeResult(url, model, False, None, False, [],
                                    f"something answers at {url}, but not like Ollama "

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from ...store import Store, diagnose
-from ...store.library import DUPLICATE, INDEXED, PENDING, REFUSED, SKIPPED, FileRow, LibraryFiles, PassageHit
+from ...store.library import (DUPLICATE, INDEXED, PENDING, REFUSED, SKIPPED, FileRow, LibraryFiles, PassageHit,
+                              shown_path)
 
 from .documents import FORMAT_TYPES, SUFFIXES
 from .extract import PageText
@@ -106,7 +107,9 @@ def document_type(path: Path) -> str | None:
 
 
 def _shown(path: str | Path) -> str:
-    return clean(os.fsdecode(path))
+    """A path for a log line or a reason: bytes that are not UTF-8 escaped (b"caf\\xe9" → caf\\xe9), never
+    dropped or replaced, so the user can find the file (store.library.shown_path)."""
+    return clean(shown_path(os.fsdecode(path)))
 
 
 # --------------------------------------------------------------------------- walking
@@ -141,24 +144,10 @@ def _inside(real: str, roots: Iterable[str]) -> bool:
     return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
-def _utf8(path: str) -> bool:
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by os.fsdecode as lone surrogates
-        return False
-    return True
-
-
 def _classify(path: str, folder: str, roots: tuple[str, ...], into: Walk) -> None:
-    """One directory entry, decided from lstat/stat alone (nothing is opened)."""
-    if not _utf8(path):
-        # a name from another encoding (Latin-1 on an old share): the store keeps text, so the file
-        # is listed under a printable form of its name, refused, and every other file still indexed
-        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
-        into.present.add(shown)
-        into.refused.append((shown, folder, "its name is not valid UTF-8 (another encoding?): rename it "
-                                            "in UTF-8 to have it read"))
-        return
+    """One directory entry, decided from lstat/stat alone (nothing is opened). A name in another
+    encoding (Latin-1 on an old share: bytes os.fsdecode keeps as lone surrogates) is read like any
+    other: the store keeps its text form (store.library.path_text), users see it escaped (`_shown`)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -582,7 +571,7 @@ class Library:
             # the reader opens this very descriptor (its child process, by /proc): no path is
             # looked up again, so nothing swapped in meanwhile can be read in its place
             pinned = Path(f"/proc/{os.getpid()}/fd/{fd}") if os.path.isdir("/proc/self/fd") else Path(item.real)
-            page = await self.read(pinned, Path(item.path).name)
+            page = await self.read(pinned, shown_path(Path(item.path).name))  # the name in titles and reasons
         except PageUnreadable as exc:
             return self._refuse_row(row, item.path, item.folder, hashed.size, hashed.mtime_ns,
                                     clean(str(exc)), counts, sha256=hashed.sha256)
@@ -813,9 +802,10 @@ def status(store: Store | None, folders: Iterable[Path]) -> dict[str, Any]:
     """`briefd library status`: the folders (and their last scan), counts by state, refusals."""
     data: dict[str, Any] = LibraryFiles(store).status() if store is not None else {
         "counts": {}, "passages": 0, "refused": [], "pending": [], "folders": []}
-    scanned = {f["path"]: f for f in data["folders"]}
-    data["folders"] = [{"path": str(f), "problem": _folder_problem(f) or (scanned.get(str(f)) or {}).get("problem"),
-                        "scanned_at": (scanned.get(str(f)) or {}).get("scanned_at")} for f in folders]
+    scanned = {f["path"]: f for f in data["folders"]}  # by the path as shown (LibraryFiles.status)
+    data["folders"] = [{"path": shown_path(str(f)),
+                        "problem": _folder_problem(f) or (scanned.get(shown_path(str(f))) or {}).get("problem"),
+                        "scanned_at": (scanned.get(shown_path(str(f))) or {}).get("scanned_at")} for f in folders]
     return data
 
 
