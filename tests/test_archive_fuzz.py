@@ -231,7 +231,7 @@ def pagework_children() -> list[psutil.Process]:
 def test_services_that_fail_to_start_close_what_they_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A step failing after the page-reading children and their warm-up started (here, opening the
     archives) leaves no child and no task running: left behind, they kept the daemon alive past SIGTERM."""
-    def refuse(settings: Settings) -> Archives:
+    def refuse(settings: Settings, **_: object) -> Archives:
         time.sleep(1.0)  # the warm-up has started its children by now
         raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "a libzim message quoting a damaged file")
 
