@@ -31,6 +31,7 @@ import psutil
 import pytest
 
 from briefd.daemon.sources.archives import (
+    ARCHIVE_READERS,
     FIX_DAMAGED,
     FIX_HUNG,
     FIX_MEMORY,
@@ -253,6 +254,23 @@ def test_briefd_check_reports_a_damaged_archive_as_a_failed_check_with_the_fix(g
                      BRIEFD_EGRESS="none")
     assert said.returncode != 0 and "Traceback" not in said.stdout + said.stderr, said.stderr[-3000:]
     assert str(broken) in said.stdout and FIX_DAMAGED in said.stdout, said.stdout
+
+
+def test_archives_share_a_few_readers_and_all_answer(good: Path, tmp_path: Path) -> None:
+    """Archives open at once in up to ARCHIVE_READERS children, not one child per archive (the fuzz test's
+    400 archives would start 400); a reader shared by several opens each again after a restart."""
+    copies = []
+    for n in range(ARCHIVE_READERS + 2):
+        copies.append(tmp_path / f"copy{n}.zim")
+        copies[-1].write_bytes(good.read_bytes())
+    others = readers_now()
+    with Archives.open(copies) as shelf:
+        assert shelf.names == [copy.name for copy in copies]
+        children = reader_children(but=others)
+        assert len(children) == ARCHIVE_READERS
+        children[0].send_signal(signal.SIGKILL)  # as the OOM killer would, between requests
+        hits = asyncio.run(shelf.search("otters", 50))
+        assert {hit.url.split("/")[2] for hit in hits} == {copy.name for copy in copies}
 
 
 # ---------------------------------------------------------------------------- a cluster of zeros (issue 29 #4)

@@ -1,13 +1,24 @@
 """Offline archives (Kiwix ZIM files) as a source: search them, read their articles.
 
 Why it looks like this:
-- libzim runs in a child process of its own (`python -m briefd.daemon.sources.archives`), never in
-  the daemon. Fuzzing showed why (tests/test_archive_fuzz.py): of damaged copies of a valid
-  archive, about one in a hundred makes a libzim search abort the whole process (SIGABRT,
-  "terminate called after throwing an instance of 'std::out_of_range'"), and python-libzim keeps the GIL
-  during its calls, so a slow call stalls the event loop even from a thread. A child that
-  crashes, or passes `READER_DEADLINE_S`, is killed and replaced; the archive it was working
-  on is set aside (named, with the fix, logged once) and the others keep answering.
+- libzim runs in child processes of its own (`python -m briefd.daemon.sources.archives`, at most
+  ARCHIVE_READERS, the archives shared among them), never in the daemon. Fuzzing showed why
+  (tests/test_archive_fuzz.py): of damaged copies of a valid archive, about one in a hundred makes
+  a libzim search abort the whole process (SIGABRT, "terminate called after throwing an instance of
+  'std::out_of_range'"), and python-libzim keeps the GIL during its calls, so a slow call stalls
+  the event loop even from a thread. A child that crashes (CRASH_SIGNALS), or passes
+  `READER_DEADLINE_S` while running, is killed and replaced; the archive it was working on is set
+  aside (named, with the fix, logged once) and the others keep answering. A child killed or stopped
+  from outside (the OOM killer's SIGKILL, a SIGSTOP) says nothing about the archive: it is replaced
+  and the request asked again (issue 29 #6).
+- A child runs under the page readers' address-space limit (pagework.limit_memory,
+  CHILD_MEMORY_BYTES): libzim unpacks a whole cluster up to the article asked for, and a 124 KB
+  archive whose cluster held 2,000 MB of zeros made one search allocate 2 GB. Past the limit the
+  archive is set aside with the reason; snippets stop at SNIPPET_DEADLINE_S (issue 29 #4).
+- The archives open in the background (`from_settings(background=True)`), each joining the
+  searchable set as it opens: opening them before READY=1 let two hung network shares hold the
+  daemon's start for 124 s, past systemd's start timeout. An open that passes the deadline is
+  said to be that (a hung share or a slow disk: check the mount), not damage (issue 29 #5).
 - Each configured archive is opened once per child and kept: libzim's `Archive` builds caches
   on open (dirents, clusters), and opening a 100 GB Wikipedia again per query would pay for
   them again. One that cannot be opened (missing, damaged, not a ZIM file at all, two
@@ -112,6 +123,12 @@ article's cluster is read and unpacked (about 2 MB in Kiwix's archives). A hosti
 each: a 124 KB archive holding one cluster of 2,000 MB of zeros before the articles a search finds
 took 6 s a search, as libzim unpacked the cluster again for each hit. Past this the remaining hits
 come with their title and URL only, and the brief's events say why."""
+
+ARCHIVE_READERS = 4
+"""Reader children at most; archives share them in turn (the first four archives have one each). More
+than one: an archive whose open never returns (a hung network share) holds only its own reader, and the
+archives open at once, not one after another. Not one per archive: each child costs about 65 MB, and a
+shelf of 400 archives (the fuzz test's) would start 400."""
 
 START_DEADLINE_S = 60.0
 """How long a new reader child may take to import its libraries (under a second when idle)."""
@@ -578,11 +595,15 @@ def _signal_name(number: int) -> str:
 
 
 def _stop_signal(pid: int) -> int | None:
-    """The signal that has this child stopped now (SIGSTOP, SIGTSTP...), or None when it is not stopped.
+    """The signal that has this child stopped now (SIGSTOP, SIGTSTP...), or None when it is not stopped
+    (or the platform has no waitid: a stop then reads as a hang, as before).
 
     Asked with waitid's WNOWAIT, so the child's state is left for Popen to reap; only the parent can ask."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:
+        return None
     try:
-        found = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+        found = waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
     except OSError:  # already reaped
         return None
     return found.si_status if found is not None and found.si_code == os.CLD_STOPPED else None
@@ -598,6 +619,7 @@ class _Reader:
     closed: bool = False
     timed_out: bool = False
     stopped_by: int | None = None  # the signal that had the child stopped when the deadline came
+    holding: set[str] = field(default_factory=set)  # the archives the current child has open (their paths)
     lock: threading.Lock = field(default_factory=threading.Lock)  # held by Archives for each request
     peak_rss_mb: float = 0.0
     """The child's peak RSS as its last answer gave it (for the tests and the bench)."""
@@ -608,6 +630,7 @@ class _Reader:
         if self.process is not None and self.process.poll() is None:
             return False
         self._stop()  # one killed while idle (the OOM killer) is replaced
+        self.holding.clear()  # a new child has nothing open
         env = child_environment()
         self.process = subprocess.Popen([sys.executable, "-m", "briefd.daemon.sources.archives", str(self.memory_bytes)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -731,11 +754,13 @@ def _close_readers(readers: dict[str, _Reader]) -> None:
 
 
 class Archives:
-    """The configured archives, each opened once in a reader child of its own: search them, read their
-    entries, say how they are. Blocking calls (`open`, `close`) belong in a thread from async code.
+    """The configured archives, each opened once in a reader child (ARCHIVE_READERS at most): search them,
+    read their entries, say how they are. Blocking calls (`open`, `close`) belong in a thread from async code.
 
-    One reader per archive, so that a hung archive (a network share that never answers) holds only its
-    own reader, archives open at the same time, and a reader's death names the one archive it had open.
+    Up to ARCHIVE_READERS readers, the archives shared among them in turn, so that a hung archive (a
+    network share that never answers) holds only its own reader and the archives open at the same time.
+    A reader answers one request at a time, so its death names the one archive it was working on; a
+    restarted reader opens each archive again before that archive's next request.
     `open` returns once every archive has opened or failed (`briefd check`); the daemon calls
     `from_settings(..., background=True)`, which returns at once: each archive joins the searchable set
     as it opens, so systemd hears READY=1 before a slow archive has opened (a hung share delayed it past
@@ -747,7 +772,7 @@ class Archives:
         self._deadline_s = deadline_s
         self._memory_bytes = memory_bytes
         self._snippet_deadline_s = snippet_deadline_s
-        self._readers: dict[str, _Reader] = {}  # by file name (what URLs name), one per archive
+        self._readers: dict[str, _Reader] = {}  # by file name (what URLs name); archives share ARCHIVE_READERS
         self._opened: dict[str, ArchiveHealth] = {}  # by file name: the searchable set
         self._opening: dict[str, Path] = {}  # by file name: asked to open, no answer yet
         self._problems: list[ArchiveHealth] = []
@@ -788,7 +813,11 @@ class Archives:
                 self._settle(_problem(file, f"has the same file name as another archive ({file.name})",
                                       FIX_SAME_NAME), tell)
                 continue
-            self._readers[file.name] = _Reader(self._deadline_s, self._memory_bytes)
+            if len(self._readers) < ARCHIVE_READERS:
+                reader = _Reader(self._deadline_s, self._memory_bytes)
+            else:
+                reader = list(self._readers.values())[len(self._readers) % ARCHIVE_READERS]
+            self._readers[file.name] = reader
             self._opening[file.name] = file
             thread = threading.Thread(target=self._add, args=(file, tell), name=f"open archive {file.name}",
                                       daemon=True)  # a hung open never holds the daemon's exit
@@ -798,7 +827,8 @@ class Archives:
         return threads
 
     def close(self) -> None:
-        """Stop every reader child (also done when the object is collected); opens still waiting end."""
+        """Stop every reader child (also done when the object is collected); opens still waiting end.
+        A reader shared by several archives is closed once per archive: the second time is a no-op."""
         self._closed = True
         _close_readers(self._readers)
 
@@ -877,9 +907,12 @@ class Archives:
         """One try of `_ask` (its lock held): what the archive did is turned into a _Fault, what was done
         to the reader from outside passes as _ReaderKilled."""
         try:
-            if reader.ensure() and request["op"] != "open":
-                self._reopen(reader, file)
+            reader.ensure()
+            if request["op"] != "open" and str(file) not in reader.holding:
+                self._reopen(reader, file)  # a restarted reader: this archive opens again first
             answer, body = reader.ask(request, body_limit)
+            if request["op"] == "open" and answer.get("health", {}).get("ok"):
+                reader.holding.add(str(file))
         except _ReaderDied as exc:
             if exc.hung and request["op"] == "open":
                 raise _Fault(f"did not open within {number_text(self._deadline_s)} s (a hung network share or a "
@@ -900,6 +933,7 @@ class Archives:
             raise _Fault(self._too_big("when opened again"), FIX_MEMORY)
         if not answer["health"]["ok"]:
             raise _Fault(f"can no longer be opened ({answer['health']['problem']})", FIX_DAMAGED)
+        reader.holding.add(str(file))
 
     def _set_aside(self, health: ArchiveHealth, fault: _Fault) -> None:
         """An archive that crashed or hung the reader, or unpacked past its memory limit, is not asked
@@ -907,7 +941,6 @@ class Archives:
         with self._state:
             self._opened.pop(health.file.name, None)
             self._problems.append(_problem(health.file, f"{fault.problem}; set aside until briefd restarts", fault.fix))
-        self._readers[health.file.name].close()  # its memory back: nothing asks it again
         self._warn(f"archive {health.name} ({health.file}): {fault.problem}; set aside until briefd restarts; "
                    f"{fault.fix}")
 
@@ -934,8 +967,6 @@ class Archives:
                 self._opened[health.file.name] = health
             else:
                 self._problems.append(health)
-        if own and not health.ok:
-            self._readers[health.file.name].close()  # a child per archive: a failed one's goes
         if self._closed:
             return
         said = [health.line()] if not health.ok else []
