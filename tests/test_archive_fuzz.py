@@ -422,6 +422,16 @@ def test_the_daemon_says_ready_before_its_archives_have_opened(good: Path, tmp_p
     wait_for(lambda: reader_children(but=others) == [], 30, "the readers of the hung archives to be stopped")
 
 
+def test_a_search_made_while_an_archive_opens_waits_for_it(good: Path) -> None:
+    """A brief's first search at the daemon's start comes before its archives have opened: it waits for
+    them (OPENING_WAIT_S at most) instead of missing them."""
+    shelf = Archives([good])
+    with shelf:
+        shelf.start_opening()
+        hits = asyncio.run(shelf.search("otters", 3))
+        assert hits and hits[0].url.startswith("zim://good.zim/")
+
+
 # ---------------------------------------------------------------------------- the services that start
 
 

@@ -130,6 +130,12 @@ than one: an archive whose open never returns (a hung network share) holds only 
 archives open at once, not one after another. Not one per archive: each child costs about 65 MB, and a
 shelf of 400 archives (the fuzz test's) would start 400."""
 
+OPENING_WAIT_S = 10.0
+"""How long a search waits for archives still opening. At the daemon's start a brief's first search can
+come within a second or two, before an archive has opened (its reader starts in about a second): without
+a wait it would miss the archive. An archive still opening after this (a hung share) is not searched,
+and the brief's events say so."""
+
 START_DEADLINE_S = 60.0
 """How long a new reader child may take to import its libraries (under a second when idle)."""
 
@@ -778,7 +784,7 @@ class Archives:
         self._problems: list[ArchiveHealth] = []
         self._said: set[str] = set()  # every notice ever noted (each is told once)
         self._fresh: list[str] = []  # notices not handed to a caller yet (take_notes)
-        self._state = threading.Lock()  # the opening threads and the searches share the dicts above
+        self._state = threading.Condition()  # the opening threads and the searches share the dicts above
         self._closed = False
         weakref.finalize(self, _close_readers, self._readers)  # no child outlives the object
 
@@ -967,6 +973,7 @@ class Archives:
                 self._opened[health.file.name] = health
             else:
                 self._problems.append(health)
+            self._state.notify_all()  # a search waiting for the openings (_wait_opening)
         if self._closed:
             return
         said = [health.line()] if not health.ok else []
@@ -984,9 +991,11 @@ class Archives:
         """Up to `limit` (at most MAX_HITS_PER_QUERY) hits from all archives, merged by rank fusion
         (each archive's first, then each one's second...). Any query text is safe: it is cleaned,
         cut, and handed to libzim's query parser, which treats what it cannot parse as words.
-        The archives are searched at once, each by its own reader; one still opening is not
-        searched, and the brief's events say so (once)."""
+        The archives are searched at once by their readers; one still opening after OPENING_WAIT_S
+        is not searched, and the brief's events say so (once)."""
         text, limit = _query_text(query), min(limit, MAX_HITS_PER_QUERY)
+        if self._opening:
+            await asyncio.to_thread(self._wait_opening, OPENING_WAIT_S)
         with self._state:
             opening = list(self._opening.values())
             opened = [self._opened[name] for name in self._readers if name in self._opened]
@@ -997,6 +1006,10 @@ class Archives:
         ranked = await asyncio.gather(*(asyncio.to_thread(self._search_archive, health, text, limit)
                                         for health in opened))
         return fuse(ranked)[:limit]
+
+    def _wait_opening(self, timeout_s: float) -> None:
+        with self._state:
+            self._state.wait_for(lambda: not self._opening, timeout=timeout_s)
 
     def _search_archive(self, health: ArchiveHealth, text: str, limit: int) -> list[SearchHit]:
         """One archive's hits; a failure is this archive's alone (named, with the fix, logged once)."""
