@@ -446,6 +446,16 @@ def test_the_unit_is_a_hardened_notify_service() -> None:
     assert unit["Install"]["WantedBy"] == ["multi-user.target"]
 
 
+def test_the_unit_gives_the_start_an_explicit_timeout() -> None:
+    """READY=1 waits for the store's check and recovery (archives open after it, issue 29 #5): the unit
+    says how long systemd allows for that, and more than systemd's default 90 s, which a large store's
+    check on a slow disk can pass (systemd would kill the start and restart it for ever)."""
+    service = unit_sections(UNIT)["Service"]
+    assert "TimeoutStartSec" in service, "the start timeout is systemd's default (90 s) unless the unit says it"
+    [timeout] = service["TimeoutStartSec"]
+    assert timeout.isdigit() and int(timeout) > 90, timeout
+
+
 def test_the_readme_says_the_stall_the_watchdog_survives_as_the_code_and_unit_make_it() -> None:
     """The tick is STATUS_EVERY_S (shorter than half of WatchdogSec=) and each tick pings: a stall
     shorter than WatchdogSec= less one tick is survived."""

@@ -808,11 +808,14 @@ class _ServicesContext:
         # the relevance rule's word frequencies (decide.is_rare_word), loaded off the event loop meanwhile
         self.words = asyncio.create_task(asyncio.to_thread(decide.load_word_frequencies))
         started.push_async_callback(self.cancelled, self.words)
-        shelf = await asyncio.to_thread(Archives.from_settings, settings) if settings.archives else None
+        # The archives open in the background, each in its reader child, and join the searchable set as
+        # they open; each one's outcome is logged as it comes (one that cannot be opened: the others still
+        # serve). Waiting for them here held READY=1 back: two hung network shares took 124 s, past
+        # systemd's start timeout, and the daemon was killed and restarted for ever (issue 29 #5).
+        shelf = (await asyncio.to_thread(Archives.from_settings, settings, background=True)
+                 if settings.archives else None)
         if shelf is not None:
-            started.callback(shelf.close)  # its reader child: a kill and a reap, milliseconds
-        for notice in shelf.take_notes() if shelf is not None else []:
-            log.warning("%s", notice)  # an archive that cannot be opened: the others still serve
+            started.callback(shelf.close)  # its reader children: a kill and a reap each, milliseconds
         return Services(settings=settings, store=self.store, http=self.http,
                         fetch_client=self.fetch_client, llm_client=self.llm_client, model=model, hosts=self.hosts,
                         fetch_limits=limits,

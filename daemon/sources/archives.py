@@ -1,13 +1,24 @@
 """Offline archives (Kiwix ZIM files) as a source: search them, read their articles.
 
 Why it looks like this:
-- libzim runs in a child process of its own (`python -m briefd.daemon.sources.archives`), never in
-  the daemon. Fuzzing showed why (tests/test_archive_fuzz.py): of damaged copies of a valid
-  archive, about one in a hundred makes a libzim search abort the whole process (SIGABRT,
-  "terminate called after throwing an instance of 'std::out_of_range'"), and python-libzim keeps the GIL
-  during its calls, so a slow call stalls the event loop even from a thread. A child that
-  crashes, or passes `READER_DEADLINE_S`, is killed and replaced; the archive it was working
-  on is set aside (named, with the fix, logged once) and the others keep answering.
+- libzim runs in child processes of its own (`python -m briefd.daemon.sources.archives`, at most
+  ARCHIVE_READERS, the archives shared among them), never in the daemon. Fuzzing showed why
+  (tests/test_archive_fuzz.py): of damaged copies of a valid archive, about one in a hundred makes
+  a libzim search abort the whole process (SIGABRT, "terminate called after throwing an instance of
+  'std::out_of_range'"), and python-libzim keeps the GIL during its calls, so a slow call stalls
+  the event loop even from a thread. A child that crashes (CRASH_SIGNALS), or passes
+  `READER_DEADLINE_S` while running, is killed and replaced; the archive it was working on is set
+  aside (named, with the fix, logged once) and the others keep answering. A child killed or stopped
+  from outside (the OOM killer's SIGKILL, a SIGSTOP) says nothing about the archive: it is replaced
+  and the request asked again (issue 29 #6).
+- A child runs under the page readers' address-space limit (pagework.limit_memory,
+  CHILD_MEMORY_BYTES): libzim unpacks a whole cluster up to the article asked for, and a 124 KB
+  archive whose cluster held 2,000 MB of zeros made one search allocate 2 GB. Past the limit the
+  archive is set aside with the reason; snippets stop at SNIPPET_DEADLINE_S (issue 29 #4).
+- The archives open in the background (`from_settings(background=True)`), each joining the
+  searchable set as it opens: opening them before READY=1 let two hung network shares hold the
+  daemon's start for 124 s, past systemd's start timeout. An open that passes the deadline is
+  said to be that (a hung share or a slow disk: check the mount), not damage (issue 29 #5).
 - Each configured archive is opened once per child and kept: libzim's `Archive` builds caches
   on open (dirents, clusters), and opening a 100 GB Wikipedia again per query would pay for
   them again. One that cannot be opened (missing, damaged, not a ZIM file at all, two
@@ -48,6 +59,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -68,7 +80,7 @@ from .fetch import MAX_URL_CHARS, too_large
 from .search import MAX_HITS_PER_QUERY, SNIPPET_MAX_CHARS, SearchHit
 from ..core.settings import Settings
 from ..rules.decide import content_words
-from .pagework import child_environment
+from .pagework import CHILD_MEMORY_BYTES, child_environment, limit_memory
 from .sources import ARCHIVE_SCHEME, ARCHIVES, DocumentUnavailable, fuse, rrf
 from ..core.untrusted import clean
 from ..rules.numbers import number_text
@@ -105,6 +117,25 @@ search (nine Xapian queries), reading one article. Each takes milliseconds on a 
 under a few seconds on a cold disk; past this libzim is taken to be looping on a damaged file:
 the child is killed and the archive set aside."""
 
+SNIPPET_DEADLINE_S = 3.0
+"""Time one archive's search may spend making its hits' snippets. A snippet costs milliseconds: its
+article's cluster is read and unpacked (about 2 MB in Kiwix's archives). A hostile one costs seconds
+each: a 124 KB archive holding one cluster of 2,000 MB of zeros before the articles a search finds
+took 6 s a search, as libzim unpacked the cluster again for each hit. Past this the remaining hits
+come with their title and URL only, and the brief's events say why."""
+
+ARCHIVE_READERS = 4
+"""Reader children at most; archives share them in turn (the first four archives have one each). More
+than one: an archive whose open never returns (a hung network share) holds only its own reader, and the
+archives open at once, not one after another. Not one per archive: each child costs about 65 MB, and a
+shelf of 400 archives (the fuzz test's) would start 400."""
+
+OPENING_WAIT_S = 10.0
+"""How long a search waits for archives still opening. At the daemon's start a brief's first search can
+come within a second or two, before an archive has opened (its reader starts in about a second): without
+a wait it would miss the archive. An archive still opening after this (a hung share) is not searched,
+and the brief's events say so."""
+
 START_DEADLINE_S = 60.0
 """How long a new reader child may take to import its libraries (under a second when idle)."""
 
@@ -118,6 +149,12 @@ FIX_DAMAGED = ("download the archive again (a partly downloaded file looks like 
                "or check it with `zimcheck` from zim-tools")
 FIX_NOT_ZIM = "point the `archives` setting at Kiwix .zim files only"
 FIX_SAME_NAME = "rename one of them: archives are named by their file name in citations and URLs"
+FIX_HUNG = ("check that the disk or network share holding it is mounted and answering (`ls -l` on the file "
+            "should return at once); briefd tries it again when it restarts")
+FIX_MEMORY = ("no Kiwix archive needs this (their clusters unpack to a few MB): check it with `zimcheck` from "
+              "zim-tools, or remove it from the `archives` setting")
+FIX_KILLED = ("see what killed it (`journalctl -k` shows the kernel's OOM killer); briefd restarts the reader at "
+              "the next request")
 FIX_READER = "run `python -m briefd.daemon.sources.archives < /dev/null` to see why the archive reader cannot start"
 
 _LENGTH = struct.Struct(">I")
@@ -281,6 +318,8 @@ def _open_one(file: Path) -> _Opened | ArchiveHealth:
         return _Opened(file=file, key=file.name, name=_archive_name(archive, file), archive=archive,
                        fulltext=archive.has_fulltext_index, articles=archive.article_count,
                        entries=archive.entry_count)
+    except MemoryError:
+        raise  # the reader's memory limit (serve_child answers it), not a sign of damage
     except Exception as exc:  # noqa: BLE001 - see the docstring
         return _why_unopenable(file, exc)
 
@@ -315,8 +354,8 @@ def _read_entry(opened: _Opened, path: str, max_bytes: int, max_redirects: int) 
         body = bytes(item.content)
         found = ArchiveEntry(url=archive_url(opened.key, entry.path), body=body, mimetype=item.mimetype,
                              title=clean(entry.title or entry.path)[:MAX_TITLE_CHARS], archive=opened.name)
-    except ArchiveError:
-        raise
+    except (ArchiveError, MemoryError):
+        raise  # MemoryError: the reader's memory limit, answered by serve_child
     except KeyError as exc:
         raise EntryRefused(f"{where}: no such entry in the archive") from exc
     except Exception as exc:  # noqa: BLE001 - any libzim failure on a damaged entry (RuntimeError, UnicodeDecodeError)
@@ -381,8 +420,27 @@ def _query_text(query: str) -> str:
 # ---------------------------------------------------------------------------- searching (in the child)
 
 
-def _search_one(opened: _Opened, text: str, limit: int) -> list[SearchHit]:
-    return [hit for path in _paths(opened, text, limit) if (hit := _hit(opened, path, text)) is not None]
+@dataclass(frozen=True)
+class _Found:
+    """One archive's hits for a search, and how many of them came without a snippet for lack of time."""
+
+    hits: list[SearchHit]
+    unsnipped: int = 0
+
+
+def _search_one(opened: _Opened, text: str, limit: int, snippet_deadline_s: float = SNIPPET_DEADLINE_S) -> _Found:
+    """The hits for `text`, each with its snippet until `snippet_deadline_s` is spent; later hits have
+    their title and URL only (SNIPPET_DEADLINE_S says why)."""
+    paths = _paths(opened, text, limit)
+    until = time.monotonic() + snippet_deadline_s
+    hits: list[SearchHit] = []
+    unsnipped = 0
+    for path in paths:
+        in_time = time.monotonic() < until
+        unsnipped += not in_time
+        if (hit := _hit(opened, path, text, snippets=in_time)) is not None:
+            hits.append(hit)
+    return _Found(hits, unsnipped)
 
 
 def _paths(opened: _Opened, text: str, limit: int) -> list[str]:
@@ -408,11 +466,13 @@ def _paths(opened: _Opened, text: str, limit: int) -> list[str]:
     return [path for path, _, _ in rrf(lists)][:limit]
 
 
-def _hit(opened: _Opened, path: str, query: str) -> SearchHit | None:
+def _hit(opened: _Opened, path: str, query: str, snippets: bool = True) -> SearchHit | None:
     try:
         entry = opened.archive.get_entry_by_path(path)
-        content = item_snippet(entry.get_item(), query)  # follows redirects (libzim bounds the chain)
+        content = item_snippet(entry.get_item(), query) if snippets else ""  # follows redirects (bounded by libzim)
         title = clean(entry.title or path)[:MAX_TITLE_CHARS]
+    except MemoryError:
+        raise  # a cluster that unpacks past the reader's memory limit: the archive's answer, not this hit's
     except Exception:  # noqa: BLE001 - an index pointing at a missing or damaged entry: skip it
         return None
     return SearchHit(url=archive_url(opened.key, path), title=title, content=content[:SNIPPET_MAX_CHARS],
@@ -453,9 +513,13 @@ def _answer(shelf: dict[str, _Opened], request: dict[str, Any]) -> tuple[dict[st
         return {"error": "not opened in this reader"}, None
     if request["op"] == "search":
         try:
-            return {"hits": [h.as_dict() for h in _search_one(found, request["text"], request["limit"])]}, None
+            hits = _search_one(found, request["text"], request["limit"],
+                               request.get("snippet_deadline_s", SNIPPET_DEADLINE_S))
+        except MemoryError:
+            raise  # serve_child answers it
         except Exception as exc:  # noqa: BLE001 - a damaged index: this archive answers nothing, the others do
             return {"error": _libzim_said(exc)}, None
+        return {"hits": [h.as_dict() for h in hits.hits], "unsnipped": hits.unsnipped}, None
     try:
         entry = _read_entry(found, request["path"], request["max_bytes"], request["max_redirects"])
     except ArchiveError as exc:
@@ -464,18 +528,26 @@ def _answer(shelf: dict[str, _Opened], request: dict[str, Any]) -> tuple[dict[st
             "archive": entry.archive}, entry.body
 
 
-def serve_child() -> None:
+def serve_child(memory_bytes: int = CHILD_MEMORY_BYTES) -> None:
     """The reader child's loop: answer requests from stdin until it closes.
 
-    Anything a library prints goes to stderr: fd 1 is pointed there, and the frames go to a
-    private copy of the original stdout."""
+    The child runs under the page readers' address-space limit (pagework.limit_memory): libzim
+    unpacks a whole cluster up to the article asked for, and a 124 KB archive made one search
+    allocate 2 GB. Past the limit libzim's allocation fails (std::bad_alloc, a MemoryError here),
+    which is answered `{"out_of_memory": true}`: the archive's doing, said as that, never the
+    machine's memory. Anything a library prints goes to stderr: fd 1 is pointed there, and the
+    frames go to a private copy of the original stdout."""
+    limit_memory(memory_bytes)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     source = sys.stdin.buffer
     shelf: dict[str, _Opened] = {}
     _send(out, _READY)
     while (frame := _receive(source, MAX_REQUEST_BYTES)) is not None:
-        answer, body = _answer(shelf, json.loads(frame))
+        try:
+            answer, body = _answer(shelf, json.loads(frame))
+        except MemoryError:
+            answer, body = {"out_of_memory": True}, None
         answer["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
         _send(out, json.dumps(answer).encode(), *(() if body is None else (body,)))
 
@@ -483,46 +555,109 @@ def serve_child() -> None:
 # ---------------------------------------------------------------------------- the daemon's side
 
 
+CRASH_SIGNALS = frozenset({signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+                           signal.SIGTRAP, signal.SIGSYS})
+"""Signals a process raises on itself when its own code fails: libzim's uncaught C++ exceptions abort
+(SIGABRT), a bad read of a damaged file faults (SIGSEGV, SIGBUS). A reader ended by one of these was
+ended by the archive it was reading. Any other signal came from outside (the kernel's OOM killer and
+an operator's `kill` send SIGKILL, a shutdown SIGTERM) and says nothing about the archive."""
+
+
 class ReaderUnavailable(ArchiveError):
-    """The archive reader cannot start, or is closed (briefd is stopping): no archive's fault."""
+    """The archive reader cannot start, is closed (briefd is stopping), or was killed from outside twice
+    in a row: no archive's fault, and the archive stays configured."""
 
 
 class _ReaderDied(Exception):
-    """The reader child ended during a request (a crash in libzim, or killed at the deadline):
-    the archive the request was about is to blame."""
+    """The reader child ended during a request by the archive's doing: libzim crashed (a signal in
+    CRASH_SIGNALS), sent a malformed answer, or ran past the deadline while it ran (`hung`)."""
+
+    def __init__(self, why: str, *, hung: bool = False) -> None:
+        super().__init__(why)
+        self.hung = hung
+
+
+class _ReaderKilled(Exception):
+    """The reader child ended during a request by something outside it: a signal not in CRASH_SIGNALS
+    (the OOM killer's SIGKILL), a stop (SIGSTOP) that held it past the deadline, an exit. Nothing is
+    known about the archive: the reader is restarted and the request asked again."""
+
+
+class _Fault(Exception):
+    """The archive itself failed a request (crashed or hung libzim, unpacked past the memory limit, no
+    longer opens): `problem` and `fix` are what the user is told, and it is set aside."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.fix = fix
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name
+        return f"signal {number}"
+
+
+def _stop_signal(pid: int) -> int | None:
+    """The signal that has this child stopped now (SIGSTOP, SIGTSTP...), or None when it is not stopped
+    (or the platform has no waitid: a stop then reads as a hang, as before).
+
+    Asked with waitid's WNOWAIT, so the child's state is left for Popen to reap; only the parent can ask."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:
+        return None
+    try:
+        found = waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+    except OSError:  # already reaped
+        return None
+    return found.si_status if found is not None and found.si_code == os.CLD_STOPPED else None
 
 
 @dataclass(eq=False)
 class _Reader:
-    """The child process running libzim; one request at a time (Archives holds the lock)."""
+    """The child process running libzim for one archive; one request at a time (Archives holds the lock)."""
 
     deadline_s: float
+    memory_bytes: int = CHILD_MEMORY_BYTES
     process: subprocess.Popen[bytes] | None = None
     closed: bool = False
     timed_out: bool = False
+    stopped_by: int | None = None  # the signal that had the child stopped when the deadline came
+    holding: set[str] = field(default_factory=set)  # the archives the current child has open (their paths)
     lock: threading.Lock = field(default_factory=threading.Lock)  # held by Archives for each request
     peak_rss_mb: float = 0.0
     """The child's peak RSS as its last answer gave it (for the tests and the bench)."""
 
     def ensure(self) -> bool:
         """Start a child unless one is alive; True when one was started (it has no archive open)."""
-        if self.closed:
-            raise ReaderUnavailable("the archives are closed (briefd is stopping)")
+        self._refuse_if_closed()
         if self.process is not None and self.process.poll() is None:
             return False
         self._stop()  # one killed while idle (the OOM killer) is replaced
+        self.holding.clear()  # a new child has nothing open
         env = child_environment()
-        self.process = subprocess.Popen([sys.executable, "-m", "briefd.daemon.sources.archives"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, env=env)
+        self.process = subprocess.Popen([sys.executable, "-m", "briefd.daemon.sources.archives", str(self.memory_bytes)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._refuse_if_closed()  # closed while it started: close() may not have seen this process
         ready = self._within(START_DEADLINE_S, lambda out: _receive(out, len(_READY)))
         if ready != _READY:
-            why = self._why_ended(START_DEADLINE_S)
+            why = self._ended(START_DEADLINE_S)
             self._stop()
             raise ReaderUnavailable(f"the archive reader did not start ({why}); {FIX_READER}")
         return True
 
+    def _refuse_if_closed(self) -> None:
+        if self.closed:
+            self._stop()
+            raise ReaderUnavailable("the archives are closed (briefd is stopping)")
+
     def ask(self, request: dict[str, Any], body_limit: int = 0) -> tuple[dict[str, Any], bytes | None]:
-        """The child's answer to one request (and the body frame it announced), within `deadline_s`."""
+        """The child's answer to one request (and the body frame it announced), within `deadline_s`.
+
+        Raises _ReaderDied when the archive ended the child, _ReaderKilled when something else did,
+        ReaderUnavailable when the reader was closed meanwhile."""
         process = self.process
         assert process is not None and process.stdin is not None
         try:
@@ -531,21 +666,23 @@ class _Reader:
             pass  # it died: the read below says how
         got = self._within(self.deadline_s, lambda out: _answer_from(out, body_limit))
         if got is None:
-            why = self._why_ended(self.deadline_s)
+            ended = self._ended(self.deadline_s)
             self._stop()
             if self.closed:
                 raise ReaderUnavailable("the archives are closed (briefd is stopping)")
-            raise _ReaderDied(why)
+            raise ended
         self.peak_rss_mb = float(got[0].get("peak_rss_mb", 0.0))
         return got
 
     def _within(self, deadline_s: float, read: Callable[[IO[bytes]], T | None]) -> T | None:
-        """`read(stdout)`, with the child killed at the deadline (the read then sees the end of the pipe)."""
+        """`read(stdout)`, with the child killed at the deadline (the read then sees the end of the pipe).
+        A child found stopped at the deadline (SIGSTOP from outside) is noted as that before it is killed."""
         process = self.process
         assert process is not None and process.stdout is not None
-        self.timed_out = False
+        self.timed_out, self.stopped_by = False, None
 
         def too_late() -> None:
+            self.stopped_by = _stop_signal(process.pid)
             self.timed_out = True
             process.kill()
 
@@ -559,19 +696,26 @@ class _Reader:
         finally:
             timer.cancel()
 
-    def _why_ended(self, deadline_s: float) -> str:
+    def _ended(self, deadline_s: float) -> _ReaderDied | _ReaderKilled:
+        """Why the child gave no answer, and whether that is the archive's doing (_ReaderDied) or not."""
         process = self.process
         if process is None:
-            return "it was stopped"
+            return _ReaderKilled("it was stopped")
         try:
             code = process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            return "it sent a malformed answer"
+            return _ReaderDied("it sent a malformed answer")
+        if self.timed_out and self.stopped_by is not None:
+            return _ReaderKilled(f"it was stopped from outside briefd ({_signal_name(self.stopped_by)}) and gave "
+                                 f"no answer within {number_text(deadline_s)} s")
         if self.timed_out:
-            return f"it took over {number_text(deadline_s)} s and was stopped"
+            return _ReaderDied(f"it took over {number_text(deadline_s)} s and was stopped", hung=True)
+        if code < 0 and -code in CRASH_SIGNALS:
+            return _ReaderDied(f"libzim crashed ({_signal_name(-code)})")
         if code < 0:
-            return f"libzim crashed ({signal.Signals(-code).name})"
-        return f"it exited with status {code}"
+            return _ReaderKilled(f"it was killed by {_signal_name(-code)} from outside briefd (the kernel's OOM "
+                                 "killer, or a kill)")
+        return _ReaderKilled(f"it exited with status {code}")
 
     def _stop(self) -> None:
         process, self.process = self.process, None
@@ -610,39 +754,89 @@ def _answer_from(stdout: IO[bytes], body_limit: int) -> tuple[dict[str, Any], by
     return None if body is None else (answer, body)
 
 
-class Archives:
-    """The configured archives, opened once in the reader child: search them, read their entries,
-    say how they are. Blocking calls (`open`, `close`) belong in a thread from async code."""
+def _close_readers(readers: dict[str, _Reader]) -> None:
+    for reader in list(readers.values()):
+        reader.close()
 
-    def __init__(self, deadline_s: float = READER_DEADLINE_S) -> None:
-        self._reader = _Reader(deadline_s)
-        self._opened: dict[str, ArchiveHealth] = {}  # by file name (what URLs name)
+
+class Archives:
+    """The configured archives, each opened once in a reader child (ARCHIVE_READERS at most): search them,
+    read their entries, say how they are. Blocking calls (`open`, `close`) belong in a thread from async code.
+
+    Up to ARCHIVE_READERS readers, the archives shared among them in turn, so that a hung archive (a
+    network share that never answers) holds only its own reader and the archives open at the same time.
+    A reader answers one request at a time, so its death names the one archive it was working on; a
+    restarted reader opens each archive again before that archive's next request.
+    `open` returns once every archive has opened or failed (`briefd check`); the daemon calls
+    `from_settings(..., background=True)`, which returns at once: each archive joins the searchable set
+    as it opens, so systemd hears READY=1 before a slow archive has opened (a hung share delayed it past
+    systemd's start timeout, and the daemon was killed and restarted for ever)."""
+
+    def __init__(self, files: Iterable[Path] = (), *, deadline_s: float = READER_DEADLINE_S,
+                 memory_bytes: int = CHILD_MEMORY_BYTES, snippet_deadline_s: float = SNIPPET_DEADLINE_S) -> None:
+        self._files = [Path(file) for file in files]
+        self._deadline_s = deadline_s
+        self._memory_bytes = memory_bytes
+        self._snippet_deadline_s = snippet_deadline_s
+        self._readers: dict[str, _Reader] = {}  # by file name (what URLs name); archives share ARCHIVE_READERS
+        self._opened: dict[str, ArchiveHealth] = {}  # by file name: the searchable set
+        self._opening: dict[str, Path] = {}  # by file name: asked to open, no answer yet
         self._problems: list[ArchiveHealth] = []
-        self._notices: list[str] = []
-        self._taken = 0  # notices already handed to a caller by take_notes
-        weakref.finalize(self, self._reader.close)  # no child outlives the object
+        self._said: set[str] = set()  # every notice ever noted (each is told once)
+        self._fresh: list[str] = []  # notices not handed to a caller yet (take_notes)
+        self._state = threading.Condition()  # the opening threads and the searches share the dicts above
+        self._closed = False
+        weakref.finalize(self, _close_readers, self._readers)  # no child outlives the object
 
     @classmethod
-    def open(cls, files: Iterable[Path], *, deadline_s: float = READER_DEADLINE_S) -> Archives:
-        """Open every file in a new reader child (blocking: the child starts in about a second)."""
-        shelf = cls(deadline_s)
-        for file in files:
-            shelf._add(Path(file))
-        for problem in shelf._problems:
-            shelf._note(problem.line())
-        for health in shelf._opened.values():
-            if not health.fulltext:
-                shelf._note(f"archive {health.name} ({health.file.name}) has no full-text index: "
-                            "searched by title only")
+    def open(cls, files: Iterable[Path], *, deadline_s: float = READER_DEADLINE_S,
+             memory_bytes: int = CHILD_MEMORY_BYTES, snippet_deadline_s: float = SNIPPET_DEADLINE_S) -> Archives:
+        """Open every file, each in a new reader child, all at once; return when each has opened or
+        failed (blocking: a child starts in about a second, a hung file takes `deadline_s`)."""
+        shelf = cls(files, deadline_s=deadline_s, memory_bytes=memory_bytes, snippet_deadline_s=snippet_deadline_s)
+        for thread in shelf.start_opening():
+            thread.join()
         return shelf
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Archives:
-        return cls.open(settings.archives)
+    def from_settings(cls, settings: Settings, *, background: bool = False) -> Archives:
+        """The configured archives: all opened (`open`), or, `background`, opening in threads of their
+        own while this returns at once, each outcome logged as it comes (the daemon's start)."""
+        if not background:
+            return cls.open(settings.archives)
+        shelf = cls(settings.archives)
+        shelf.start_opening(tell=True)
+        return shelf
+
+    def start_opening(self, *, tell: bool = False) -> list[threading.Thread]:
+        """Start opening every configured archive, each in a thread of its own (its reader child does
+        the work), and return the threads. A second file with an archive's file name is refused now.
+        `tell`: each outcome is logged as it comes (a problem or a title-only index as a warning, an
+        archive that opened at info) instead of being kept for `take_notes`."""
+        threads: list[threading.Thread] = []
+        for file in self._files:
+            if file.name in self._readers:
+                self._settle(_problem(file, f"has the same file name as another archive ({file.name})",
+                                      FIX_SAME_NAME), tell)
+                continue
+            if len(self._readers) < ARCHIVE_READERS:
+                reader = _Reader(self._deadline_s, self._memory_bytes)
+            else:
+                reader = list(self._readers.values())[len(self._readers) % ARCHIVE_READERS]
+            self._readers[file.name] = reader
+            self._opening[file.name] = file
+            thread = threading.Thread(target=self._add, args=(file, tell), name=f"open archive {file.name}",
+                                      daemon=True)  # a hung open never holds the daemon's exit
+            threads.append(thread)
+        for thread in threads:
+            thread.start()
+        return threads
 
     def close(self) -> None:
-        """Stop the reader child (also done when the object is collected)."""
-        self._reader.close()
+        """Stop every reader child (also done when the object is collected); opens still waiting end.
+        A reader shared by several archives is closed once per archive: the second time is a no-op."""
+        self._closed = True
+        _close_readers(self._readers)
 
     def __enter__(self) -> Archives:
         return self
@@ -652,28 +846,39 @@ class Archives:
 
     @property
     def names(self) -> list[str]:
-        """The file names URLs use, of the archives that opened and were not set aside."""
-        return list(self._opened)
+        """The file names URLs use, of the archives that opened and were not set aside, in the order given."""
+        with self._state:
+            return [name for name in self._readers if name in self._opened]
 
     @property
     def reader_peak_rss_mb(self) -> float:
-        """The reader child's peak RSS at its last answer (a restarted child starts again from its own)."""
-        return self._reader.peak_rss_mb
+        """The highest peak RSS a reader child gave at its last answer (a restarted child starts again from its own)."""
+        return max((reader.peak_rss_mb for reader in list(self._readers.values())), default=0.0)
 
     def take_notes(self) -> list[str]:
         """The notices not handed out before (sources.Searcher): each reaches the events once."""
-        fresh = self._notices[self._taken:]
-        self._taken = len(self._notices)
+        with self._state:
+            fresh, self._fresh = self._fresh, []
         return fresh
 
     def health(self) -> list[ArchiveHealth]:
-        """For `briefd check`: every configured archive, in the order given (problems after)."""
-        return list(self._opened.values()) + list(self._problems)
+        """For `briefd check`: every configured archive that has opened or failed, in the order given
+        (problems after)."""
+        order = {file: n for n, file in enumerate(self._files)}
+        with self._state:
+            opened = [self._opened[name] for name in self._readers if name in self._opened]
+            problems = sorted(self._problems, key=lambda health: order.get(health.file, len(order)))
+        return opened + problems
 
-    def _note(self, text: str) -> bool:
-        if text in self._notices:
-            return False
-        self._notices.append(text)
+    def _note(self, text: str, *, hand_out: bool = True) -> bool:
+        """Keep a notice for take_notes (unless `hand_out` is False: told elsewhere); False when it was
+        noted before."""
+        with self._state:
+            if text in self._said:
+                return False
+            self._said.add(text)
+            if hand_out:
+                self._fresh.append(text)
         return True
 
     def _warn(self, text: str) -> None:
@@ -681,73 +886,139 @@ class Archives:
         if self._note(text):
             log.warning("%s", text)
 
-    # ------------------------------------------------------------------ the child
+    # ------------------------------------------------------------------ the children
 
-    def _ask(self, request: dict[str, Any], body_limit: int = 0) -> tuple[dict[str, Any], bytes | None]:
-        """One request, after reopening every archive in a child that was (re)started."""
-        with self._reader.lock:  # one request at a time, and a restarted child reopens first
-            while self._reader.ensure():
-                self._reopen()
-            return self._reader.ask(request, body_limit)
+    def _ask(self, file: Path, request: dict[str, Any], doing: str,
+             body_limit: int = 0) -> tuple[dict[str, Any], bytes | None]:
+        """One request to `file`'s reader, after reopening the archive in a child that was (re)started.
 
-    def _reopen(self) -> None:
-        """A new child has nothing open: open the archives again; one that kills it is set aside."""
-        for health in list(self._opened.values()):
+        Raises _Fault when the archive failed it (`doing` says when, for the problem's words), and
+        ReaderUnavailable when the reader is closed, cannot start, or was killed from outside twice: a
+        reader killed or stopped from outside is restarted and asked again, and the archive is not blamed."""
+        reader = self._readers[file.name]
+        with reader.lock:  # one request at a time, and a restarted child reopens first
             try:
-                answer, _ = self._reader.ask({"op": "open", "file": str(health.file)})
-            except _ReaderDied as exc:
-                self._set_aside(health, f"stopped the archive reader when opened again ({exc})")
-                return  # ensure() starts another child for the rest
-            if not answer["health"]["ok"]:
-                self._set_aside(health, f"can no longer be opened ({answer['health']['problem']})")
+                return self._once(reader, file, request, doing, body_limit)
+            except _ReaderKilled as exc:
+                said = f"archive reader of {file}: {exc}; that says nothing about the archive, which stays in use"
+                self._warn(f"{said}; the reader was restarted and asked again")
+            try:
+                return self._once(reader, file, request, doing, body_limit)
+            except _ReaderKilled as exc:
+                raise ReaderUnavailable(f"archive reader of {file}: {exc}, twice in a row {doing}; that says "
+                                        f"nothing about the archive, which stays in use; {FIX_KILLED}") from None
 
-    def _set_aside(self, health: ArchiveHealth, problem: str) -> None:
-        """An archive that crashed or hung the reader is not asked again until briefd restarts:
-        it would do so again, and each time costs a new child."""
-        self._opened.pop(health.file.name, None)
-        self._problems.append(_problem(health.file, f"{problem}; set aside until briefd restarts", FIX_DAMAGED))
-        self._warn(f"archive {health.name} ({health.file}): {problem}; set aside until briefd restarts; {FIX_DAMAGED}")
-
-    def _add(self, file: Path) -> None:
+    def _once(self, reader: _Reader, file: Path, request: dict[str, Any], doing: str,
+              body_limit: int) -> tuple[dict[str, Any], bytes | None]:
+        """One try of `_ask` (its lock held): what the archive did is turned into a _Fault, what was done
+        to the reader from outside passes as _ReaderKilled."""
         try:
-            answer, _ = self._ask({"op": "open", "file": str(file)})
+            reader.ensure()
+            if request["op"] != "open" and str(file) not in reader.holding:
+                self._reopen(reader, file)  # a restarted reader: this archive opens again first
+            answer, body = reader.ask(request, body_limit)
+            if request["op"] == "open" and answer.get("health", {}).get("ok"):
+                reader.holding.add(str(file))
         except _ReaderDied as exc:
-            self._problems.append(_problem(file, f"is damaged: it stopped the archive reader when opened ({exc})",
-                                           FIX_DAMAGED))
-            return
+            if exc.hung and request["op"] == "open":
+                raise _Fault(f"did not open within {number_text(self._deadline_s)} s (a hung network share or a "
+                             "very slow disk?)", FIX_HUNG) from None
+            raise _Fault(f"stopped the archive reader {doing} ({exc})", FIX_DAMAGED) from None
+        if answer.get("out_of_memory"):
+            raise _Fault(self._too_big(doing), FIX_MEMORY)
+        return answer, body
+
+    def _too_big(self, doing: str) -> str:
+        return (f"needed more than the archive reader's memory limit ({self._memory_bytes >> 20} MB) {doing}: "
+                "a cluster of it unpacks past that")
+
+    def _reopen(self, reader: _Reader, file: Path) -> None:
+        """A new child has nothing open: open the archive again (_Fault when it no longer opens)."""
+        answer, _ = reader.ask({"op": "open", "file": str(file)})
+        if answer.get("out_of_memory"):
+            raise _Fault(self._too_big("when opened again"), FIX_MEMORY)
+        if not answer["health"]["ok"]:
+            raise _Fault(f"can no longer be opened ({answer['health']['problem']})", FIX_DAMAGED)
+        reader.holding.add(str(file))
+
+    def _set_aside(self, health: ArchiveHealth, fault: _Fault) -> None:
+        """An archive that crashed or hung the reader, or unpacked past its memory limit, is not asked
+        again until briefd restarts: it would do so again, and each time costs a new child."""
+        with self._state:
+            self._opened.pop(health.file.name, None)
+            self._problems.append(_problem(health.file, f"{fault.problem}; set aside until briefd restarts", fault.fix))
+        self._warn(f"archive {health.name} ({health.file}): {fault.problem}; set aside until briefd restarts; "
+                   f"{fault.fix}")
+
+    def _add(self, file: Path, tell: bool) -> None:
+        """Open one archive (in an opening thread); it joins the searchable set, or becomes a problem."""
+        try:
+            answer, _ = self._ask(file, {"op": "open", "file": str(file)}, "when opened")
+            health = ArchiveHealth(file=file, **answer["health"])
+        except _Fault as fault:
+            health = _problem(file, f"is damaged: it {fault.problem}" if fault.fix == FIX_DAMAGED else fault.problem,
+                              fault.fix)
         except ReaderUnavailable as exc:
-            self._problems.append(_problem(file, f"could not be opened: {exc}", FIX_READER))
+            health = _problem(file, f"could not be opened: {exc}", FIX_READER)
+        self._settle(health, tell)
+
+    def _settle(self, health: ArchiveHealth, tell: bool) -> None:
+        """An archive's opening ended: searchable, or a problem; said (logged when `tell`) unless the
+        shelf was closed meanwhile (briefd is stopping: an open cut short is no news)."""
+        with self._state:
+            own = self._opening.get(health.file.name) == health.file  # not a second file of that name
+            if own:
+                del self._opening[health.file.name]
+            if health.ok:
+                self._opened[health.file.name] = health
+            else:
+                self._problems.append(health)
+            self._state.notify_all()  # a search waiting for the openings (_wait_opening)
+        if self._closed:
             return
-        health = ArchiveHealth(file=file, **answer["health"])
-        if not health.ok:
-            self._problems.append(health)
-        elif file.name in self._opened:
-            self._problems.append(_problem(file, f"has the same file name as another archive ({file.name})",
-                                           FIX_SAME_NAME))
-        else:
-            self._opened[file.name] = health
+        said = [health.line()] if not health.ok else []
+        if health.ok and not health.fulltext:
+            said.append(f"archive {health.name} ({health.file.name}) has no full-text index: searched by title only")
+        for text in said:
+            if self._note(text, hand_out=not tell) and tell:
+                log.warning("%s", text)
+        if tell and health.ok:
+            log.info("%s", health.line())
 
     # ------------------------------------------------------------------ search
 
     async def search(self, query: str, limit: int) -> list[SearchHit]:
         """Up to `limit` (at most MAX_HITS_PER_QUERY) hits from all archives, merged by rank fusion
         (each archive's first, then each one's second...). Any query text is safe: it is cleaned,
-        cut, and handed to libzim's query parser, which treats what it cannot parse as words."""
+        cut, and handed to libzim's query parser, which treats what it cannot parse as words.
+        The archives are searched at once by their readers; one still opening after OPENING_WAIT_S
+        is not searched, and the brief's events say so (once)."""
         text, limit = _query_text(query), min(limit, MAX_HITS_PER_QUERY)
-        if not text or limit <= 0 or not self._opened:
+        if self._opening:
+            await asyncio.to_thread(self._wait_opening, OPENING_WAIT_S)
+        with self._state:
+            opening = list(self._opening.values())
+            opened = [self._opened[name] for name in self._readers if name in self._opened]
+        for file in opening:
+            self._note(f"archive {file} is still opening (a slow disk or network share?): not searched yet")
+        if not text or limit <= 0 or not opened:
             return []
-        ranked = await asyncio.to_thread(self._search_all, text, limit)
+        ranked = await asyncio.gather(*(asyncio.to_thread(self._search_archive, health, text, limit)
+                                        for health in opened))
         return fuse(ranked)[:limit]
 
-    def _search_all(self, text: str, limit: int) -> list[list[SearchHit]]:
-        return [self._search_archive(health, text, limit) for health in list(self._opened.values())]
+    def _wait_opening(self, timeout_s: float) -> None:
+        with self._state:
+            self._state.wait_for(lambda: not self._opening, timeout=timeout_s)
 
     def _search_archive(self, health: ArchiveHealth, text: str, limit: int) -> list[SearchHit]:
         """One archive's hits; a failure is this archive's alone (named, with the fix, logged once)."""
+        request = {"op": "search", "file": str(health.file), "text": text, "limit": limit,
+                   "snippet_deadline_s": self._snippet_deadline_s}
         try:
-            answer, _ = self._ask({"op": "search", "file": str(health.file), "text": text, "limit": limit})
-        except _ReaderDied as exc:
-            self._set_aside(health, f"stopped the archive reader while searching ({exc})")
+            answer, _ = self._ask(health.file, request, "while searching")
+        except _Fault as fault:
+            self._set_aside(health, fault)
             return []
         except ReaderUnavailable as exc:
             self._warn(str(exc))
@@ -755,6 +1026,10 @@ class Archives:
         if "error" in answer:
             self._warn(f"archive {health.name} ({health.file}) failed a search ({answer['error']}); {FIX_DAMAGED}")
             return []
+        if answer.get("unsnipped"):
+            self._warn(f"archive {health.name} ({health.file}): making snippets took over "
+                       f"{number_text(self._snippet_deadline_s)} s in a search, so some hits came without one "
+                       "(a slow disk, or articles costly to unpack)")
         return [SearchHit(**hit) for hit in answer["hits"]]
 
     # ------------------------------------------------------------------ read
@@ -765,22 +1040,27 @@ class Archives:
 
         Raises BadArchiveUrl (malformed, or an archive that is not configured), EntryRefused
         (missing, larger than `max_bytes`, not text, too many redirects, unreadable) or
-        ReaderUnavailable."""
+        ReaderUnavailable (the archive is still opening, or its reader cannot answer)."""
         ref = parse_url(url)
-        health = self._opened.get(ref.archive)
+        with self._state:
+            health = self._opened.get(ref.archive)
+            opening = self._opening.get(ref.archive)
+        if opening is not None:
+            raise ReaderUnavailable(f"archive {opening} is still opening (a slow disk or network share?); "
+                                    "try again once it has opened")
         if health is None:
             raise BadArchiveUrl(f"{clean(url)[:200]!r} names an archive that is not configured "
-                                f"({clean(ref.archive)!r}); configured: {', '.join(self._opened) or 'none'}")
+                                f"({clean(ref.archive)!r}); configured: {', '.join(self.names) or 'none'}")
         return await asyncio.to_thread(self._read, health, ref.path, max_bytes, max_redirects)
 
     def _read(self, health: ArchiveHealth, path: str, max_bytes: int, max_redirects: int) -> ArchiveEntry:
         request = {"op": "read", "file": str(health.file), "path": path, "max_bytes": max_bytes,
                    "max_redirects": max_redirects}
         try:
-            answer, body = self._ask(request, body_limit=max_bytes)
-        except _ReaderDied as exc:
-            self._set_aside(health, f"stopped the archive reader while reading {clean(path)[:200]!r} ({exc})")
-            raise EntryRefused(f"{health.name}: {clean(path)[:200]!r}: unreadable ({exc}); {FIX_DAMAGED}") from None
+            answer, body = self._ask(health.file, request, f"while reading {clean(path)[:200]!r}", body_limit=max_bytes)
+        except _Fault as fault:
+            self._set_aside(health, fault)
+            raise EntryRefused(f"{health.name}: {clean(path)[:200]!r}: unreadable ({fault.problem}); {fault.fix}") from None
         if "refused" in answer:
             raise EntryRefused(answer["refused"])
         if "error" in answer or body is None:
@@ -790,4 +1070,4 @@ class Archives:
 
 
 if __name__ == "__main__":
-    serve_child()
+    serve_child(int(sys.argv[1]) if len(sys.argv) > 1 else CHILD_MEMORY_BYTES)  # the limit _Reader passes

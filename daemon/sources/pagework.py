@@ -391,11 +391,14 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
 
 
-def _limit_memory() -> None:
-    """Cap the child's address space (`CHILD_MEMORY_BYTES`), where the platform allows it."""
+def limit_memory(limit_bytes: int = CHILD_MEMORY_BYTES) -> None:
+    """Cap this process's address space (RLIMIT_AS, `CHILD_MEMORY_BYTES` unless told less), where the
+    platform allows it: past it an allocation fails here (MemoryError, std::bad_alloc in C++), not in
+    the daemon, and the kernel's OOM killer never has to choose. Every reading child calls it first:
+    the page readers and the archive reader (daemon.sources.archives, whose tests pass a smaller limit)."""
     try:
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        limit = CHILD_MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(CHILD_MEMORY_BYTES, hard)
+        limit = limit_bytes if hard == resource.RLIM_INFINITY else min(limit_bytes, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
     except (ValueError, OSError):  # pragma: no cover - a platform without RLIMIT_AS: unbounded, as before
         pass
@@ -424,7 +427,7 @@ def serve_child() -> None:
     os.dup2(2, 1)
     source = sys.stdin.buffer
     trim = _memory_trimmer()
-    _limit_memory()
+    limit_memory()
     read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's first call is slow: not a page's
     _write_child_frame(out, _READY)
     while True:

@@ -11,7 +11,7 @@ same facts offline that the lab web serves.
 
 The hostile archives of issue 19: `damaged_copies` (bytes overwritten at seeded offsets past
 the header, truncations), `build_huge_zim` (a tiny archive holding one article of hundreds of
-MB, streamed to the writer). `python -m tests.lab.zim probe|cost ...` runs briefd's own
+MB, streamed to the writer); issue 29's `build_bomb_zim` (small articles behind a cluster of zeros). `python -m tests.lab.zim probe|cost ...` runs briefd's own
 Archives on them in a process of its own, so a crash or a hang there is a finding the test
 sees, not one that takes the test down (tests/test_archive_fuzz.py).
 
@@ -256,6 +256,56 @@ def build_huge_zim(path: Path, article_bytes: int) -> Path:
     return path
 
 
+class _Zeros(ContentProvider):
+    """`size` zero bytes, fed to the writer a megabyte at a time."""
+
+    size = 0
+
+    def get_size(self) -> int:
+        return self.size
+
+    def gen_blob(self) -> Generator[Blob, None, None]:
+        block = bytes(1 << 20)
+        left = self.size
+        while left:
+            step = min(left, len(block))
+            yield Blob(block[:step])
+            left -= step
+
+
+class _Attachment(_Item):
+    """An item the writer compresses whatever its mimetype (libzim stores application/* uncompressed)."""
+
+    def get_hints(self) -> dict[Hint, int]:
+        return {Hint.FRONT_ARTICLE: False, Hint.COMPRESS: True}
+
+
+BOMB_ARTICLES = 5
+"""The small articles after a bomb's attachment: "Otter 0" to "Otter 4", each "Otters swim n."."""
+
+
+def build_bomb_zim(path: Path, attachment_bytes: int) -> Path:
+    """Issue 29 #4's archive: one compressed cluster holding an unindexed attachment of
+    `attachment_bytes` zeros, then BOMB_ARTICLES small articles that a search for "otters" finds, with a
+    full-text index. Each article's size is small, but libzim unpacks the cluster up to it: 2,000 MB of
+    zeros made a 124 KB file whose every search allocated 2 GB. The cluster size is set past the
+    attachment so that the articles share its cluster (Kiwix's scrapers use about 2 MB)."""
+    provider = type("_Sized", (_Zeros,), {"size": attachment_bytes})
+    path.unlink(missing_ok=True)
+    cluster_bytes = min(attachment_bytes + (1 << 20), (1 << 31) - 1)  # libzim takes an int
+    with (_stdout_silenced(True),
+          Creator(path).config_indexing(True, LANGUAGE).config_clustersize(cluster_bytes) as creator):
+        creator.set_mainpath("a0")
+        creator.add_metadata("Title", "Bomb")
+        attachment = _Attachment(Article("attachment.bin", "Attachment", "", mimetype="application/octet-stream"))
+        attachment.provider = provider
+        creator.add_item(attachment)
+        for n in range(BOMB_ARTICLES):
+            creator.add_item(_Item(Article(f"a{n}", f"Otter {n}",
+                                           f"<html><body><p>Otters swim {n}.</p></body></html>")))
+    return path
+
+
 # ---------------------------------------------------------------------------- probes (run as subprocesses)
 
 PROBE_QUERIES = ("otter river", "Kestrel bridge closed", "article", "\u202e\x00 ((", "zzzz")
@@ -327,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     huge = commands.add_parser("huge", help="build an archive holding one huge article")
     huge.add_argument("file", type=Path)
     huge.add_argument("megabytes", type=int)
+    bomb = commands.add_parser("bomb", help="build an archive whose one cluster unpacks to MEGABYTES of zeros")
+    bomb.add_argument("file", type=Path)
+    bomb.add_argument("megabytes", type=int)
     cost = commands.add_parser("cost", help="measure one search's memory and event-loop stall as JSON")
     cost.add_argument("file", type=Path)
     cost.add_argument("query")
@@ -335,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(probe(args.files, args.deadline)))
     elif args.command == "huge":
         build_huge_zim(args.file, args.megabytes << 20)
+    elif args.command == "bomb":
+        build_bomb_zim(args.file, args.megabytes << 20)
     else:
         print(json.dumps(search_cost(args.file, args.query)))
     return 0
