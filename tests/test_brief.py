@@ -714,8 +714,9 @@ ADVERSARIAL = {
     "distinct duplicate keys": lambda: _fill_numbered('{"question": "q", "search": {', '"k{i}": 1, "k{i}": 2',
                                                       "}}"),
     "top-level array": lambda: _fill("[", "[]", "]"),
-    "wide and deep with a surrogate at the end": lambda: _fill('{"question": "q", "search": ' + "[" * 300, '"a"',
-                                                               ',"\\ud800"' + "]" * 300 + "}"),
+    # as deep as a brief may be nested (jsontext.MAX_DEPTH: the object and 31 arrays), and as wide as 1 MiB allows
+    "wide and deep with a surrogate at the end": lambda: _fill('{"question": "q", "search": ' + "[" * 31, '"a"',
+                                                               ',"\\ud800"' + "]" * 31 + "}"),
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from briefd.daemon.core.settings import Settings
 from briefd.daemon.ops.evaluate import (
     QUOTE_CUT,
     STAGES,
@@ -27,7 +28,8 @@ from briefd.daemon.ops.evaluate import (
     url_matches,
     width_ratio,
 )
-from briefd.daemon.ops.eval_run import table
+from briefd.daemon.ops.eval_run import WORK_MARKER, EvalWorkError, place, table
+from briefd.store import Store
 from briefd.store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from briefd.daemon.rules.judge import target_met
 from tests.lab import eval_lab
@@ -255,6 +257,24 @@ def test_the_table_escapes_page_text_in_its_details() -> None:
     assert "refused (a question)" in out
 
 
+# a pattern that backtracks on any text without an x or a q: past a second on 40 characters, with re or regex
+SLOW = r"(.*){1,32000}[xq]"
+
+
+def test_a_backtracking_pattern_is_stopped_at_its_bound_and_its_case_not_judged() -> None:
+    """Issue 29 #8: a pattern with nested quantifiers hung `briefd eval` for good. It is stopped at its time bound
+    (here a twentieth of a second), its case is "not judged" with the pattern named, and the others are judged."""
+    slow = judge_case(replace(PLAIN, id="slow", patterns=(SLOW,), timeout_s=0.05), trace(**REPORTED))
+    assert (slow.status, slow.right, slow.run_id, slow.stage) == ("not judged", False, 1, None)
+    assert repr(SLOW) in slow.detail and "0.05 s" in slow.detail and "nested repeat" in slow.detail, slow.detail
+    judged = judge_case(PLAIN, trace(**REPORTED))
+    t = totals([slow, judged])
+    assert (t["cases"], t["ran"], t["right"], t["not_judged"], t["not_run"]) == (2, 2, 1, 1, 0)
+    out = table({"name": "t", "model": "m", "store": "s", "work": None, "exit": 0,
+                 "cases": [slow.as_dict(), judged.as_dict()], "totals": t})
+    assert f"not judged: the pattern {SLOW!r}" in out and "2 briefs, model m, 1 not judged" in out, out
+
+
 # ---- the eval file ------------------------------------------------------------------------------
 
 def case(**expect: Any) -> dict[str, Any]:
@@ -394,6 +414,139 @@ def test_a_missing_store_and_a_bad_file_exit_2_with_the_fix(tmp_path: Path) -> N
     bad.write_text(json.dumps({"briefs": [{"brief": {"id": "x", "question": "Q?"}, "expect": {"patern": []}}]}))
     result = ws.briefd("eval", str(bad))
     assert result.returncode == 2 and "unknown key 'patern'" in result.stderr
+
+
+def test_a_pattern_that_backtracks_on_page_text_is_named_and_the_other_cases_are_judged(
+        lab_eval: tuple[Workspace, dict[str, Any], Path]) -> None:
+    """Issue 29 #8, through the command: the probe's pattern over the stored page texts is judged (the regex
+    module does not backtrack on it without end); one slower still is stopped at its bound, its case and pattern
+    named; every other case is judged as it was. Before, `briefd eval` never ended."""
+    ws, out, eval_file = lab_eval
+    data = json.loads(eval_file.read_text(encoding="utf-8"))
+    data["briefs"][0]["expect"]["patterns"] = [r"(\w+\s?)+$"]
+    data["briefs"][1]["expect"]["patterns"] = [SLOW]
+    changed = ws.root / "backtracking.json"
+    changed.write_text(json.dumps(data), encoding="utf-8")
+    result = ws.briefd("eval", str(changed), "--from-store", out["store"], "--json", timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    probe, slow, *others = json.loads(result.stdout)["cases"]
+    assert probe["status"] == "done", probe
+    assert slow["status"] == "not judged" and repr(SLOW) in slow["detail"], slow
+    assert [(c["id"], c["status"], c["stage"]) for c in others] == [(c["id"], c["status"], c["stage"])
+                                                                    for c in out["cases"][2:]]
+    shown = ws.briefd("eval", str(changed), "--from-store", out["store"], timeout=60)
+    assert f"{slow['id']}  " in shown.stdout and f"not judged: the pattern {SLOW!r}" in shown.stdout, shown.stdout
+
+
+def _nested(text: str, depth: int) -> str:
+    return text.replace('"@DEEP@"', "[" * depth + "]" * depth)
+
+
+DEEP_CONTEXT = {"briefs": [case(), {"brief": {"id": "deep", "question": "Why?", "context": "@DEEP@"},
+                                    "expect": {"patterns": ["a"]}}]}
+
+
+@pytest.mark.parametrize(("flag", "text", "says"), [
+    ("FILE", _nested(json.dumps(DEEP_CONTEXT), 5000),
+     ", case 2: nested more than 32 levels deep at briefs[1].brief.context[0]"),
+    ("FILE", _nested('"@DEEP@"', 200_000), ": nested more than 32 levels deep at [0][0]"),
+    ("FILE", json.dumps({"briefs": [case(patterns=["a{4294967296}"])]}),
+     ", case 1 (x): the pattern 'a{4294967296}' repeats too much to compile"),
+    ("FILE", json.dumps({"briefs": [case(patterns=["(" * 3000 + "a" + ")" * 3000])]}),
+     ", case 1 (x): the pattern '((((("),
+    ("--vectors", _nested('{"format": "briefd-rule-vectors/1", "cases": [{"id": "v", "expect": "@DEEP@"}]}', 200_000),
+     ", case 1: nested more than 32 levels deep at cases[0].expect[0]"),
+], ids=["context 5,000 deep", "file 200,000 deep", "a{4294967296}", "3,000 nested groups", "vectors 200,000 deep"])
+def test_a_file_nested_or_repeated_past_reason_exits_2_naming_the_case_and_the_fix(
+        tmp_path: Path, flag: str, text: str, says: str) -> None:
+    """Issue 29 #13: each was a traceback (RecursionError, OverflowError). The eval and vector files are read with
+    the bound briefs have (core/jsontext.py), and a pattern's repeats and nesting are checked before it compiles."""
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=CLOSED_PORT, model="lab-scripted")
+    path = tmp_path / "deep.json"
+    path.write_text(text, encoding="utf-8")
+    result = ws.briefd("eval", *(["--vectors"] if flag == "--vectors" else []), str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"briefd: {path}{says}" in result.stderr, result.stderr
+    assert any(fix in result.stderr for fix in ("remove the extra brackets", "write a smaller count",
+                                                  "a few levels of parentheses")), result.stderr
+
+
+def test_a_work_folder_holding_the_user_briefd_data_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Issue 29 #9: `--work` pointed at a user's briefd folder took the pending brief from its inbox and moved
+    the report into runs/. A folder that is not empty and not eval's own is refused, naming it and the fix."""
+    mine = tmp_path / "mine"
+    (mine / "inbox").mkdir(parents=True)
+    (mine / "inbox" / "pending.json").write_text('{"question": "What port does dnsmasq use?"}', encoding="utf-8")
+    (mine / "outbox" / "earlier").mkdir(parents=True)
+    (mine / "outbox" / "earlier" / "report.json").write_text("{}", encoding="utf-8")
+    before = {p.relative_to(mine): p.read_bytes() for p in mine.rglob("*") if p.is_file()}
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=CLOSED_PORT, model="lab-scripted")
+    good = eval_lab.write_eval_set(tmp_path / "set.json")
+    result = ws.briefd("eval", str(good), "--work", str(mine), BRIEFD_EGRESS="none", BRIEFD_ONCE_PATIENCE_S="2")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"--work {mine} is not empty" in result.stderr and "new or empty folder" in result.stderr
+    assert {p.relative_to(mine): p.read_bytes() for p in mine.rglob("*") if p.is_file()} == before
+    assert not (mine / "briefd.db").exists() and not (mine / WORK_MARKER).exists()
+
+
+def test_eval_makes_a_work_folder_its_own_and_reuses_only_its_own(tmp_path: Path) -> None:
+    """A new or empty folder is marked eval's own (WORK_MARKER) and may be given again; the temporary one too, so
+    a folder --keep kept can be named with --work; any other folder is refused before anything is written."""
+    runs = tmp_path / "runs"
+    assert place(Settings(), runs, keep=False).db == runs / "briefd.db" and (runs / WORK_MARKER).is_file()
+    (runs / "inbox").mkdir()  # what a run leaves behind
+    assert place(Settings(), runs, keep=False).work == runs
+    kept = place(Settings(), None, keep=True)
+    try:
+        assert kept.work is not None and (kept.work / WORK_MARKER).is_file() and not kept.remove
+    finally:
+        shutil.rmtree(kept.work or tmp_path / "none", ignore_errors=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(EvalWorkError, match="not empty"):
+        place(Settings(), other, keep=False)
+    (tmp_path / "a-file").write_text("mine", encoding="utf-8")
+    with pytest.raises(EvalWorkError, match="is a file"):
+        place(Settings(), tmp_path / "a-file", keep=False)
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_a_case_with_every_is_refused_and_no_schedule_is_left_in_the_store(tmp_path: Path) -> None:
+    """Issue 29 #10: `eval --db USER.db` with a brief carrying `every` left a live schedule in the user's store,
+    asked hourly for good. Eval runs each brief once: a case with `every` is refused, naming it, before any run."""
+    user_db = tmp_path / "user.db"
+    Store(user_db).close()
+    every = tmp_path / "every.json"
+    every.write_text(json.dumps({"briefs": [{"brief": {"id": "hourly", "question": "What is the default port?",
+                                                       "every": "1h"}, "expect": {"patterns": ["53"]}}]}))
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=CLOSED_PORT, model="lab-scripted")
+    result = ws.briefd("eval", str(every), "--db", str(user_db), BRIEFD_ONCE_PATIENCE_S="2")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "case 1 (hourly): the brief has \"every\"" in result.stderr and 'remove "every"' in result.stderr
+    store = Store(user_db)
+    try:
+        assert store.db.execute("SELECT count(*) FROM schedules").fetchone()[0] == 0
+        assert store.db.execute("SELECT count(*) FROM briefs").fetchone()[0] == 0
+    finally:
+        store.close()
+
+
+def test_from_store_names_the_file_given(tmp_path: Path) -> None:
+    """Issue 29 #15: `--from-store notes.txt` said ./briefd.db was damaged. A file that is not a store is refused by
+    its own name (exit 2), untouched; a damaged store is named as given (exit 3), never the daemon's."""
+    ws = Workspace(root=tmp_path, searxng_url=CLOSED_PORT, ollama_url=CLOSED_PORT, model="lab-scripted")
+    good = eval_lab.write_eval_set(tmp_path / "set.json")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    result = ws.briefd("eval", str(good), "--from-store", str(notes))
+    assert result.returncode == 2 and f"--from-store {notes} is not a briefd store" in result.stderr, result.stderr
+    assert notes.read_text(encoding="utf-8") == "my notes\n" and str(ws.db) not in result.stderr
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\x01 not a page " * 200)
+    result = ws.briefd("eval", str(good), "--from-store", str(damaged))
+    assert result.returncode == 3 and f"the store {damaged}: it is damaged" in result.stderr, result.stderr
+    assert str(ws.db) not in result.stderr and not ws.db.exists()
 
 
 def _one_brief_lab(tmp_path: Path, scripted_ollama: Any) -> tuple[Workspace, Path, dict[str, str]]:

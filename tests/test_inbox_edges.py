@@ -774,6 +774,14 @@ def test_one_hundred_thousand_brackets_are_rejected_naming_the_nesting() -> None
     assert "nested too deeply" in take_and_read_error(data)
 
 
+def test_a_context_nested_five_thousand_deep_is_refused_saying_where() -> None:
+    """Issue 29 #13: error.json says the brief is nested too deeply, and where the nesting begins (jsontext's
+    one bound, which eval files share)."""
+    data = ('{"question": "What is the default?", "context": ' + "[" * 5000 + "]" * 5000 + "}").encode()
+    error = take_and_read_error(data)
+    assert "nested too deeply" in error and "at context[0][0]" in error, error
+
+
 UNICODE_CASES: dict[str, tuple[bytes, str | None]] = {
     "lone high surrogate escape": (b'{"question": "why \\ud800?"}', "surrogate"),
     "lone low surrogate in a key": (b'{"question": "why?", "\\udc00": 1}', "surrogate"),

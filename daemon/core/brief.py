@@ -38,6 +38,7 @@ from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, EVERY_EXAMPLE, ScheduleError, format_duration, parse_duration, parse_every
 from .untrusted import LONE_SURROGATE
 from .errors import BriefdError
+from .jsontext import KEY_SHOWN, MAX_DEPTH, NestedTooDeep, load_json, path_text
 
 MAX_BRIEF_BYTES = 1 << 20  # 1 MiB: far above any real brief, far below trouble
 QUESTION_MAX_CHARS = 2000
@@ -344,7 +345,7 @@ def decode_json(data: bytes) -> Any:
         return obj
 
     try:
-        value = json.loads(
+        value = load_json(
             text, object_pairs_hook=pairs_hook, parse_constant=_reject_constant,
             parse_float=_parse_float, parse_int=_parse_int,
         )
@@ -357,11 +358,11 @@ def decode_json(data: bytes) -> Any:
                 f"single quotes instead of double quotes)",
             {"line": exc.lineno, "column": exc.colno, "char_offset": exc.pos, "reason": exc.msg},
         ) from None
-    except RecursionError:
+    except NestedTooDeep as exc:  # jsontext.MAX_DEPTH: the one bound, shared with eval and vector files
         raise BriefError(
-            "", "the brief is nested too deeply to read; a brief is at most three levels deep "
+            "", f"the brief is nested too deeply to read ({exc}); a brief is at most three levels deep "
                 '(for example "search" → "engines" → a name), so remove the extra brackets',
-            {"reason": "nesting"},
+            {"reason": "nesting", "limit": MAX_DEPTH, "at": path_text(exc.path) if exc.path is not None else None},
         ) from None
     except (ValueError, OverflowError) as exc:  # nothing else should reach here; stay a BriefError
         raise BriefError("", f"the brief could not be read as JSON ({type(exc).__name__}); "
@@ -485,10 +486,7 @@ def _path_text(link: Any) -> str:
     while link is not None:
         link, key = link
         parts.append(key)
-    text = ""
-    for part in reversed(parts):
-        text = f"{text}[{part}]" if isinstance(part, int) else _join(text, part)
-    return text
+    return path_text(parts[::-1])
 
 
 # --------------------------------------------------------------------------- validating the value
@@ -1146,7 +1144,7 @@ def _show(key: str) -> str:
 
 
 def _join(prefix: str, key: str) -> str:
-    key = _truncate(key, 100)
+    key = _truncate(key, KEY_SHOWN)
     return f"{prefix}.{key}" if prefix else key
 
 

@@ -24,6 +24,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * SettingsError                               core/settings.py: a setting refused (ValueError)
   * ScheduleError                               core/schedule.py: a duration or schedule refused (ValueError)
   * TooLarge                                    core/files.py: an input over its size limit (ValueError)
+  * NestedTooDeep                               core/jsontext.py: JSON nested past MAX_DEPTH (ValueError)
   * Locked                                      core/files.py: another briefd holds the lock
   * AnswerError                                 model/llm.py: the model's answer holds no usable JSON
   * DocumentUnavailable                         sources/sources.py: a library document or article unreadable
@@ -37,6 +38,8 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * BodyRefused                                 sources/fetch.py: a body briefd will not decode (ValueError)
   * RefusedConnect                              sources/egress.py: a connection the egress policy refuses
   * EvalFileError                               ops/evaluate.py: an eval set that cannot be used (ValueError)
+  * PatternTooSlow                              ops/evaluate.py: an eval pattern past its time bound (TimeoutError)
+  * EvalWorkError                               ops/eval_run.py: a --work folder eval must not use (ValueError)
   * VectorFileError                             ops/vectors.py: a rule-vector file that cannot be used (ValueError)
   * ServeError                                  ops/serve.py: the HTTP API cannot start as set (ValueError)
   * BadId                                       ops/serve.py: an id in a URL no brief can have (ValueError)

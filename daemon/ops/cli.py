@@ -344,14 +344,14 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd eval FILE`: the eval set's briefs run and judged (daemon/ops/eval_run.py); exit 2 for a file that
     cannot be used, 3 when a service stayed down (the briefs it held are listed as not run)."""
     from .evaluate import EvalFileError
-    from .eval_run import evaluate_file, table
+    from .eval_run import EvalWorkError, evaluate_file, not_a_store, table
     from ..core.files import Locked
 
     if args.vectors is not None or args.file is None:
         return cmd_vectors(args)
-    if args.from_store is not None and not args.from_store.is_file():
-        print(f"briefd: no store at {args.from_store}: name the briefd.db an earlier eval kept (--keep)",
-              file=sys.stderr)
+    if args.from_store is not None and (why := not_a_store(args.from_store)) is not None:
+        print(f"briefd: --from-store {args.from_store} {why}: name the briefd.db an earlier eval kept "
+              f"(--keep, or --work DIR: DIR/briefd.db)", file=sys.stderr)
         return EXIT_USAGE
     if not getattr(args, "verbose", False):  # the daemon's event lines (-v shows them); warnings stay
         logging.getLogger("briefd").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
@@ -364,7 +364,7 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"briefd: cannot read {exc.filename or args.file}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
-    except EvalFileError as exc:
+    except (EvalFileError, EvalWorkError) as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else table(result))
@@ -374,15 +374,21 @@ def cmd_eval(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_vectors(args: argparse.Namespace) -> int:
     """`briefd eval --vectors FILE`: the rules scored on cases of real text (daemon/ops/vectors.py); exit 2 for a
     file that cannot be used, naming the case, the key and the fix."""
+    from ..core.jsontext import NestedTooDeep, load_json
     from .vectors import VectorFileError, parse_vectors, score, table
 
     if args.vectors is None or args.file is not None:
         print("briefd: eval takes an eval set FILE or --vectors FILE, one of the two", file=sys.stderr)
         return EXIT_USAGE
     try:
-        name, cases = parse_vectors(json.loads(args.vectors.read_text(encoding="utf-8")))
+        name, cases = parse_vectors(load_json(args.vectors.read_text(encoding="utf-8")))
     except OSError as exc:
         print(f"briefd: cannot read {exc.filename or args.vectors}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NestedTooDeep as exc:  # the rule briefs and eval sets have (core/jsontext.py), named by case
+        item = exc.item_of("cases")
+        print(f"briefd: {args.vectors}{f', case {item}' if item else ''}: {exc}; a case is a few levels deep "
+              f"(its \"expect\", \"contract\" or \"reading\" object): remove the extra brackets", file=sys.stderr)
         return EXIT_USAGE
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         print(f"briefd: {args.vectors} is not UTF-8 JSON ({exc}): fix the file", file=sys.stderr)
@@ -461,12 +467,14 @@ def daemon_line(daemon: dict[str, Any]) -> str:
 def store_failure(settings: Settings, exc: BaseException, doing: str) -> int | None:
     """A command's store failure as the user should meet it: what, why and the fix, exit 3
     (None: not a store failure, a bug to raise as it is)."""
-    from ...store import diagnose
+    from ...store import StoreUnavailable, diagnose
 
     problem = diagnose(exc, Path(settings.db))
     if problem is None:
         return None
-    print(f"briefd: cannot {doing} the store {settings.db}: it {problem.reason}; to fix: {problem.fix}",
+    # a failure that names its store (eval's own, --from-store's) is that store's, not the daemon's
+    path = exc.path if isinstance(exc, StoreUnavailable) else settings.db
+    print(f"briefd: cannot {doing} the store {path}: it {problem.reason}; to fix: {problem.fix}",
           file=sys.stderr)
     return EXIT_UNAVAILABLE
 

@@ -3,8 +3,11 @@
 The briefs run through the daemon itself (worker.serve with once=True, in this process): the same
 research loop, services and settings as `briefd run` (Ollama, SearXNG, library, archives, egress), in
 a work folder of its own (an inbox, an outbox and, unless `--db` is given as a flag, a fresh store), so
-the user's inbox, outbox and history are untouched. `--from-store DB` judges the latest run of each
-case's id in an existing store without running anything. The judging is daemon/ops/evaluate.py's.
+the user's inbox, outbox and history are untouched. A folder is eval's own when eval made it, or found it
+empty, and marked it (WORK_MARKER): a `--work` folder holding anything else is refused (EvalWorkError),
+because the daemon run inside takes every brief in its inbox and moves every report in its outbox.
+`--from-store DB` judges the latest run of each case's id in an existing store without running anything.
+The judging is daemon/ops/evaluate.py's.
 
 For scripts and `make bench`: `evaluate_file(settings, path, ...)` returns the result below, and
 `table(result)` is what `briefd eval` prints.
@@ -12,7 +15,8 @@ For scripts and `make bench`: `evaluate_file(settings, path, ...)` returns the r
 `briefd eval --json` prints one object, stable (FORMAT_VERSION):
 
     {"format": 1, "name": str, "model": str, "store": str, "work": str | null, "exit": int,
-     "cases": [{"id", "kind" (plain | estimate | contract), "status" (done | failed | cancelled | "not run"),
+     "cases": [{"id", "kind" (plain | estimate | contract),
+                "status" (done | failed | cancelled | "not run" | "not judged": a pattern ran past its time bound),
                 "run_id", "right", "kept_quote", "answer_line",
                 "truth", "range" ([low, high] | null), "truth_in_range", "width_ratio" (final / prior width),
                 "verdict", "expected_verdict", "verdict_right",
@@ -20,7 +24,7 @@ For scripts and `make bench`: `evaluate_file(settings, path, ...)` returns the r
                 "replayed" (model calls answered from the store's cache, not asked),
                 "reached" ({stage: bool}), "stage" (the first stage that lost the answer, or null),
                 "rule" (the rule that refused it, stage "refused"), "detail" (why, in words)}],
-     "totals": {"cases", "ran", "not_run", "right", "kept_quote", "answer_line", "shown", "estimates",
+     "totals": {"cases", "ran", "not_run", "not_judged", "right", "kept_quote", "answer_line", "shown", "estimates",
                 "truth_in_range", "narrow_wrong" (estimates narrower than a tenth of the prior without the
                 truth), "contracts", "verdicts_right", "contracts_kept" (the answer in a kept quote),
                 "verdicts_kept_right", "quotes", "quotes_verbatim",
@@ -36,25 +40,34 @@ means). Booleans that do not apply to a case's kind are null (`truth_in_range` o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..rules.numbers import number_text, span_text
-from ...store import QUEUED, RUNNING, Store, utc_now
+from ...store import QUEUED, RUNNING, Store, StoreUnavailable, diagnose, utc_now
 from ...store.evaluation import last_run_id, rejection, run_trace, runs_by_brief
-from .evaluate import (FORMAT_VERSION, STAGES, CaseResult, EvalSet, judge_case, not_run, parse_eval_set, percent,
-                       totals)
+from .evaluate import (FORMAT_VERSION, NOT_JUDGED, NOT_RUN, STAGES, CaseResult, EvalSet, judge_case, not_run,
+                       parse_eval_set, percent, totals)
+from ..core.errors import BriefdError
 from ..core.files import atomic_write_bytes
 from ..core.settings import Settings
 from ..core.untrusted import fold
 from .worker import serve
 
 STORE_NAME = "briefd.db"
+WORK_MARKER = ".briefd-eval"  # in a work folder eval made or found empty: the folder is eval's own, to reuse
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+class EvalWorkError(BriefdError, ValueError):
+    """A `--work` folder eval must not use (not empty, and not its own): the message names it and the fix."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +92,57 @@ def place(settings: Settings, work: Path | None, keep: bool) -> Where:
         work = Path(tempfile.mkdtemp(prefix="briefd-eval-"))
         remove = not keep
     else:
-        work.mkdir(parents=True, exist_ok=True)
         remove = False
+    own_work_folder(work)
     return Where(work=work, db=settings.db if db_from_flag(settings) else work / STORE_NAME, remove=remove)
+
+
+def own_work_folder(work: Path) -> None:
+    """Make `work` eval's own, or refuse it (EvalWorkError). The daemon eval runs inside takes every brief in
+    work/inbox and archives every report in work/outbox: pointed at a user's briefd folder, it researched the
+    user's pending brief as its own and moved the user's report into runs/ (issue 29). So eval uses a folder it
+    made, or found empty, and marks it (WORK_MARKER); a marked folder is its own from an earlier eval, reused."""
+    if (work / WORK_MARKER).is_file():
+        return
+    if work.exists() and not work.is_dir():
+        raise EvalWorkError(f"--work {work} is a file, not a folder: name a new or empty folder for eval's runs, "
+                            f"or leave --work out for a temporary one")
+    work.mkdir(parents=True, exist_ok=True)
+    if any(work.iterdir()):
+        raise EvalWorkError(f"--work {work} is not empty and is not a folder eval made (it has no {WORK_MARKER}): "
+                            f"eval would take the briefs in its inbox and move the reports in its outbox as its "
+                            f"own; name a new or empty folder, e.g. --work {work / 'eval-runs'}, or leave --work "
+                            f"out for a temporary one")
+    (work / WORK_MARKER).write_text("This folder is briefd eval's work folder (inbox, outbox, briefd.db): "
+                                    "briefd eval --work may run in it again.\n", encoding="utf-8")
+
+
+def not_a_store(path: Path) -> str | None:
+    """Why `path` cannot be a store to judge (`--from-store`), or None. Opening a file as the store creates
+    briefd's tables in it: a file that is not an SQLite database (a text file, an empty one) is refused first."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except IsADirectoryError:
+        return "is a folder"
+    except FileNotFoundError:
+        return "does not exist"
+    return None if head == SQLITE_HEADER else "is not a briefd store (not an SQLite database)"
+
+
+@contextlib.contextmanager
+def failures_named(db: Path) -> Iterator[None]:
+    """A failure of the store eval reads, as StoreUnavailable naming that store: the command's handler names
+    the daemon's store (settings.db) otherwise, and `--from-store notes.txt` was said to be ./briefd.db."""
+    try:
+        yield
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        problem = diagnose(exc, db)
+        if problem is None:
+            raise
+        raise StoreUnavailable(db, problem) from exc
 
 
 def evaluate_file(settings: Settings, path: Path, *, work: Path | None = None, keep: bool = False,
@@ -96,7 +157,8 @@ def evaluate_file(settings: Settings, path: Path, *, work: Path | None = None, k
     if fresh:  # answers the store kept before now are not replayed: every call of these runs is asked
         settings = dataclasses.replace(settings, replay_answers_since=utc_now())
     try:
-        code, after = run_briefs(settings, eval_set, where)
+        with failures_named(where.db):
+            code, after = run_briefs(settings, eval_set, where)
         return judged(eval_set, where.db, None if where.remove else where.work, settings.model, code, after)
     finally:
         if where.remove and where.work is not None:
@@ -126,6 +188,11 @@ def judged(eval_set: EvalSet, db: Path, work: Path | None, model: str, exit_code
     """Each case judged from its latest run in `db` after run id `after`; the `--json` object."""
     if not db.exists():
         raise FileNotFoundError(f"no store at {db}")
+    with failures_named(db):
+        return _judged(eval_set, db, work, model, exit_code, after)
+
+
+def _judged(eval_set: EvalSet, db: Path, work: Path | None, model: str, exit_code: int, after: int) -> dict[str, Any]:
     store = Store(db)
     try:
         runs = runs_by_brief(store, [c.id for c in eval_set.cases], after)
@@ -176,8 +243,8 @@ def _verdict_cell(case: dict[str, Any]) -> str:
 
 
 def _lost_cell(case: dict[str, Any]) -> str:
-    if case["status"] == "not run":
-        return f"not run: {case['detail']}"
+    if case["status"] in (NOT_RUN, NOT_JUDGED):
+        return f"{case['status']}: {case['detail']}"
     if case["stage"] is None:
         return "found"
     return str(case["stage"]) + (f" ({case['rule']})" if case["rule"] else "")
@@ -196,7 +263,8 @@ def table(result: dict[str, Any]) -> str:
     t = result["totals"]
     n = t["cases"]
     lines += ["", f"{result['name']}: {n} briefs, model {result['model']}"
-                  + (f", {t['not_run']} not run" if t["not_run"] else ""),
+                  + (f", {t['not_run']} not run" if t["not_run"] else "")
+                  + (f", {t['not_judged']} not judged" if t.get("not_judged") else ""),
               f"  right {t['right']}/{n}; answer in a kept quote {t['kept_quote']}/{n}; in the answer line or "
               f"summary {t['answer_line']}/{n}; shown to the model {t['shown']}/{n}",
               f"  estimates: truth in the final range {t['truth_in_range']}/{t['estimates']}, narrower than a "

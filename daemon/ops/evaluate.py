@@ -20,6 +20,11 @@ A later stage reached implies the earlier ones were (an answer quoted from a pag
 did not name was still searched, read and extracted): each stage counts as reached when it, or any
 stage after it, holds the answer.
 
+Patterns are the `regex` module's (re's syntax), searched under a time bound: a pattern that backtracks
+without end on page text (nested quantifiers, `(\\w+\\s?)+$`) is stopped after PATTERN_TIMEOUT_S on one text,
+and its case is "not judged", naming the pattern, while the other cases are judged (PatternTooSlow). Python's
+re cannot be stopped: one such pattern hung `briefd eval` for good (issue 29).
+
 What "reported" means by kind: a plain brief's answer line or summary matches a pattern; an estimate's
 final range contains the true value and is narrower than the prior (the prior returned unchanged
 answers nothing); a contract's verdict is the expected one.
@@ -35,12 +40,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 from urllib.parse import unquote
 
+import regex
+
 from ...store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from ..core.brief import Brief, BriefError, parse_brief
 from ..rules.citations import cited_numbers
 from ..rules import judge
 from ..rules.numbers import number_text, span_text
 from ..core.errors import BriefdError
+from ..core.jsontext import NestedTooDeep, load_json
 
 FORMAT_VERSION = 1
 STAGES = ("search", "read", "extract", "shown", "chosen", "refused", "reported")
@@ -53,9 +61,31 @@ _CASE_KEYS = {"brief", "expect", "where", "kind", "verified"}
 _EXPECT_KEYS = {"patterns", "number", "verdict"}
 _NUMBER_KEYS = {"value", "unit"}
 
+PATTERN_TIMEOUT_S = 1.0
+"""The longest one pattern may search one text. A pattern written for an answer sentence takes micro- to
+milliseconds on a page; one that runs for a second is backtracking, and would run for hours."""
+
+MAX_REPEAT_PRODUCT = 10_000
+"""The most a pattern's counted repeats ({m}, {m,n}) may multiply to, counting each at its least (at least 1).
+The regex module writes a counted repeat out when it compiles it: `a{1000000}` took half a second and
+`a{4294967294}` all the machine's memory. An answer pattern needs a few digits' worth (`\\d{4}`, `.{0,300}`)."""
+
+_COUNTED_REPEAT = re.compile(r"\{(\d+)(?:,\d*)?\}")  # {m}, {m,}, {m,n}: m is what is written out
+
 
 class EvalFileError(BriefdError, ValueError):
     """The eval set cannot be used: the message names the case, the key and the fix."""
+
+
+class PatternTooSlow(BriefdError, TimeoutError):
+    """A case's pattern ran past its time bound on one text: the case cannot be judged (see the module's doc)."""
+
+    def __init__(self, pattern: str, timeout_s: float, chars: int) -> None:
+        self.pattern = pattern
+        super().__init__(
+            f"the pattern {pattern!r} ran longer than {timeout_s:g} s on one text ({chars:,} characters) and was "
+            f"stopped: it backtracks (a repeat inside a repeat, such as (\\w+\\s?)+, tries every way to split the "
+            f"text); write it without the nested repeat, e.g. the answer's words as they stand")
 
 
 @dataclass(frozen=True)
@@ -76,6 +106,11 @@ class Case:
     verdict: str | None = None
     where: tuple[str, ...] = ()
     verified: str = ""
+    timeout_s: float = PATTERN_TIMEOUT_S  # each pattern's time on one text (PatternTooSlow past it)
+
+    def finds(self, text: str) -> bool:
+        """Any of the case's patterns matches `text` (see matches); PatternTooSlow past the time bound."""
+        return matches(self.patterns, text, self.timeout_s)
 
 
 @dataclass(frozen=True)
@@ -90,7 +125,12 @@ def parse_eval_set(data: bytes | str, source: str = "the eval file") -> EvalSet:
     """The eval set in `data`, every case checked (its brief validated as `briefd submit` would),
     or EvalFileError naming what is wrong and how to fix it."""
     try:
-        top = json.loads(data)
+        top = load_json(data)
+    except NestedTooDeep as exc:  # the rule briefs have (core/jsontext.py), named by case
+        item = exc.item_of("briefs")
+        raise EvalFileError(f"{source}{f', case {item}' if item else ''}: {exc}; a case is a brief and its "
+                            f"expectations, its brief at most three levels deep (\"search\" → \"engines\" → a "
+                            f"name): remove the extra brackets") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise EvalFileError(f"{source} is not UTF-8 JSON ({exc}); write it as in EVAL_FORMAT "
                             f"(an object with \"name\" and \"briefs\")") from exc
@@ -126,6 +166,10 @@ def parse_case(raw: Any, where: str) -> Case:
         brief = parse_brief(json.dumps(brief_in).encode(), f"{brief_in['id']}.json")
     except BriefError as exc:
         raise EvalFileError(f"{where}: the brief is not valid: {exc}") from exc
+    if brief.every is not None:  # eval runs each brief once: a series would go on asking in the store it used
+        raise EvalFileError(f"{where}: the brief has \"every\": {brief.every!r}, but eval runs each brief once "
+                            f"and never schedules one (a schedule would stay in the store and be asked again, "
+                            f"for good); remove \"every\" from the case's brief")
     expect = raw.get("expect")
     if not isinstance(expect, dict):
         raise EvalFileError(f"{where}: \"expect\" must be an object with \"patterns\"")
@@ -161,10 +205,21 @@ def _patterns(value: Any, where: str) -> tuple[str, ...]:
     if not patterns:
         raise EvalFileError(f"{where}: \"expect.patterns\" is required: a list of regexes matching the answer")
     for pattern in patterns:
+        shown = pattern if len(pattern) <= 80 else pattern[:80] + "..."
+        written_out = 1
+        for least in _COUNTED_REPEAT.findall(pattern):
+            written_out *= max(1, int(least))
+            if written_out > MAX_REPEAT_PRODUCT:
+                raise EvalFileError(f"{where}: the pattern {shown!r} repeats too much to compile: its counted "
+                                    f"repeats ({{m}}, {{m,n}}) multiply to more than {MAX_REPEAT_PRODUCT:,}; "
+                                    f"write a smaller count, or + or * for \"any number\"")
         try:
             compiled(pattern)
-        except re.error as exc:
-            raise EvalFileError(f"{where}: the pattern {pattern!r} is not a valid regex ({exc})") from exc
+        except regex.error as exc:
+            raise EvalFileError(f"{where}: the pattern {shown!r} is not a valid regex ({exc})") from exc
+        except RecursionError:  # the pattern parser recurses once per group: thousands of nested groups
+            raise EvalFileError(f"{where}: the pattern {shown!r} nests its groups too deeply to compile; "
+                                f"write it with a few levels of parentheses") from None
     return patterns
 
 
@@ -216,8 +271,9 @@ def _no_unknown(obj: Mapping[str, Any], known: set[str], where: str) -> None:
 # ---- matching ---------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=4096)
-def compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+def compiled(pattern: str) -> regex.Pattern[str]:
+    """A pattern as eval searches it: the regex module (re's syntax, VERSION0), case-blind, and able to stop."""
+    return regex.compile(pattern, regex.IGNORECASE)
 
 
 def fold(text: str) -> str:
@@ -226,10 +282,17 @@ def fold(text: str) -> str:
     return " ".join(text.split())
 
 
-def matches(patterns: Iterable[str], text: str) -> bool:
-    """The answer is in `text` when any pattern matches it, case-insensitive, whitespace folded."""
+def matches(patterns: Iterable[str], text: str, timeout_s: float = PATTERN_TIMEOUT_S) -> bool:
+    """The answer is in `text` when any pattern matches it, case-insensitive, whitespace folded.
+    PatternTooSlow when a pattern searches it for longer than `timeout_s`."""
     folded = fold(text)
-    return any(compiled(p).search(folded) for p in patterns)
+    for pattern in patterns:
+        try:
+            if compiled(pattern).search(folded, timeout=timeout_s):
+                return True
+        except TimeoutError:
+            raise PatternTooSlow(pattern, timeout_s, len(folded)) from None
+    return False
 
 
 def url_matches(where: Iterable[str], url: str) -> bool:
@@ -333,7 +396,8 @@ class CaseResult:
 
     id: str
     kind: str
-    status: str                       # the report's status (done, failed, cancelled), or "not run"
+    status: str                       # the report's status (done, failed, cancelled), "not run", or "not judged"
+                                      # (a pattern ran past its time bound: `detail` names it)
     run_id: int | None
     right: bool                       # by kind: plain in the answer line/summary, estimate in a narrowed
     kept_quote: bool                  # range, contract the expected verdict; kept_quote: in a kept quote
@@ -361,20 +425,38 @@ class CaseResult:
         return asdict(self)
 
 
+NOT_RUN, NOT_JUDGED = "not run", "not judged"  # a case's status when eval, not the run, has no verdict
+
+
 def not_run(case: Case, why: str) -> CaseResult:
     """A case whose brief did not run (rejected, or still queued when a service stayed down)."""
-    return CaseResult(id=case.id, kind=case.kind, status="not run", run_id=None, right=False, kept_quote=False,
+    return CaseResult(id=case.id, kind=case.kind, status=NOT_RUN, run_id=None, right=False, kept_quote=False,
                       answer_line=False, truth=case.truth.value if case.truth else None,
                       expected_verdict=case.verdict, detail=why)
 
 
+def not_judged(case: Case, trace: RunTrace, why: PatternTooSlow) -> CaseResult:
+    """A case whose run cannot be judged: one of its patterns ran past its time bound (the reason names it)."""
+    return CaseResult(id=case.id, kind=case.kind, status=NOT_JUDGED, run_id=trace.run_id, right=False,
+                      kept_quote=False, answer_line=False, truth=case.truth.value if case.truth else None,
+                      expected_verdict=case.verdict, detail=str(why))
+
+
 def judge_case(case: Case, trace: RunTrace) -> CaseResult:
-    """A case judged from its run's record."""
+    """A case judged from its run's record; "not judged", with the pattern and why, when a pattern of the case
+    runs past its time bound (the eval goes on with the other cases)."""
+    try:
+        return _judged(case, trace)
+    except PatternTooSlow as exc:
+        return not_judged(case, trace, exc)
+
+
+def _judged(case: Case, trace: RunTrace) -> CaseResult:
     out = outcome_of(trace)
     result = CaseResult(
         id=case.id, kind=case.kind, status=out.status, run_id=trace.run_id, right=False,
-        kept_quote=any(matches(case.patterns, q.quote) for q in trace.kept),
-        answer_line=matches(case.patterns, out.answer_line) or matches(case.patterns, out.summary),
+        kept_quote=any(case.finds(q.quote) for q in trace.kept),
+        answer_line=case.finds(out.answer_line) or case.finds(out.summary),
         quotes=len(trace.kept), quotes_verbatim=sum(q.verbatim for q in trace.kept),
         invented_citations=list(out.invented), tokens=out.tokens, wall_seconds=round(out.wall_seconds, 2),
         expected_verdict=case.verdict, verdict=out.verdict, replayed=out.replayed,
@@ -415,14 +497,13 @@ def reported(case: Case, result: CaseResult, reached_target: bool = False) -> bo
 
 def reached(case: Case, trace: RunTrace, right: bool) -> dict[str, bool]:
     """For each stage, whether the answer got past it (a later stage holding it implies the earlier)."""
-    p = case.patterns
     returned = bool(answer_results(case, trace))
-    in_text = {url for url, text in trace.texts.items() if matches(p, text)}
+    in_text = {url for url, text in trace.texts.items() if case.finds(text)}
     read = bool(in_text) or any(r.url in trace.read for r in answer_results(case, trace))
-    shown = any(matches(p, q.text) for q in trace.shown)
-    chosen = (any(matches(p, q.text) for q in trace.chosen)
-              or any(matches(p, refused_quote(r, trace.shown)) for r in trace.refused))
-    kept = any(matches(p, q.quote) for q in trace.kept)
+    shown = any(case.finds(q.text) for q in trace.shown)
+    chosen = (any(case.finds(q.text) for q in trace.chosen)
+              or any(case.finds(refused_quote(r, trace.shown)) for r in trace.refused))
+    kept = any(case.finds(q.quote) for q in trace.kept)
     raw = [returned, read, bool(in_text), shown, chosen, kept]
     for i in range(len(raw) - 2, -1, -1):
         raw[i] = raw[i] or raw[i + 1]
@@ -452,7 +533,7 @@ def refused_quote(refusal: Refusal, shown: Iterable[QuoteRow]) -> str:
 def answer_results(case: Case, trace: RunTrace) -> list[ResultRow]:
     """The search results that are the answer's: their URL is a `where`, or their text states it."""
     return [r for r in trace.results
-            if url_matches(case.where, r.url) or matches(case.patterns, f"{r.title} {r.snippet}")]
+            if url_matches(case.where, r.url) or case.finds(f"{r.title} {r.snippet}")]
 
 
 def first_miss(case: Case, trace: RunTrace, result: CaseResult) -> Miss | None:
@@ -494,7 +575,7 @@ def _extract(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
 
 
 def _shown(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
-    urls = [url for url, text in trace.texts.items() if matches(case.patterns, text)]
+    urls = [url for url, text in trace.texts.items() if case.finds(text)]
     why = trace.distrusted.get(urls[0]) if urls else None
     if why:
         return Miss("shown", None, f"{urls[0]} states the answer but was distrusted ({why}): never shown")
@@ -507,16 +588,16 @@ def _shown(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
 
 
 def _chosen(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
-    shown = [q.url for q in trace.shown if matches(case.patterns, q.text)]
+    shown = [q.url for q in trace.shown if case.finds(q.text)]
     return Miss("chosen", None, f"shown from {shown[0]}, but the model quoted none of it")
 
 
 def _refused(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
     for refusal in trace.refused:
-        if matches(case.patterns, refused_quote(refusal, trace.shown)):
+        if case.finds(refused_quote(refusal, trace.shown)):
             return Miss("refused", refusal.rule, f"the model chose {refusal.quote[:120]!r} ({refusal.url}); "
                                                  f"dropped by the rule: {refusal.rule}")
-    chosen = next(q for q in trace.chosen if matches(case.patterns, q.text))
+    chosen = next(q for q in trace.chosen if case.finds(q.text))
     why = trace.distrusted.get(chosen.url)
     rule = f"page distrusted: {why}" if why else "dropped after it was kept"
     return Miss("refused", rule, f"the quote from {chosen.url} was kept, then dropped: {rule}")
@@ -525,13 +606,13 @@ def _refused(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
 def _reported(case: Case, trace: RunTrace, result: CaseResult) -> Miss:
     if case.kind != "plain":  # a figure the rules refused to read in a kept quote
         for refusal in trace.refused:
-            if refusal.rule.startswith("number") and matches(case.patterns, refused_quote(refusal, trace.shown)):
+            if refusal.rule.startswith("number") and case.finds(refused_quote(refusal, trace.shown)):
                 return Miss("refused", refusal.rule, f"the quote {refusal.quote[:120]!r} was kept, but its figure "
                                                      f"was not read: {refusal.rule}")
     if case.kind == "estimate":
         ended = span_text(result.range[0], result.range[1]) if result.range else "no range"
         width = f", {percent(result.width_ratio)} of the prior's width" if result.width_ratio is not None else ""
-        read = sorted({_figure(q) for q in trace.kept if matches(case.patterns, q.quote) and q.low is not None})
+        read = sorted({_figure(q) for q in trace.kept if case.finds(q.quote) and q.low is not None})
         figures = f"the figure read from it: {', '.join(read)}" if read else "no figure was read from it"
         return Miss("reported", None, f"kept in a quote ({figures}), but the range ended {ended}{width} "
                                       f"(truth {'none' if result.truth is None else number_text(result.truth)})")
@@ -558,7 +639,7 @@ _EXPLAIN = {"search": _search, "read": _read, "extract": _extract, "shown": _sho
 
 def totals(results: list[CaseResult]) -> dict[str, Any]:
     """The set's totals: the stable shape of `briefd eval --json`'s `totals` (see eval_run.py)."""
-    ran = [r for r in results if r.status != "not run"]
+    ran = [r for r in results if r.status != NOT_RUN]
     estimates = [r for r in results if r.kind == "estimate"]
     contracts = [r for r in results if r.kind == "contract"]
     return {
@@ -579,4 +660,5 @@ def totals(results: list[CaseResult]) -> dict[str, Any]:
         "replayed": sum(r.replayed for r in results),
         "lost_at": {stage: sum(r.stage == stage for r in results) for stage in STAGES},
         "not_run": len(results) - len(ran),
+        "not_judged": sum(r.status == NOT_JUDGED for r in results),
     }
