@@ -21,9 +21,10 @@ retry), `store.history` (list, search), the outbox files (reports, events, chart
   (issue 19 #1, #7): a connection has HEADER_DEADLINE_S to send a whole request head (and
   BODY_DEADLINE_S for its body), and the connections held are capped at a quarter of the
   descriptor limit (at most MAX_CONNECTIONS); past the cap one is closed for the new one: a client
-  that does not read its answers first, then one that has asked nothing, then one owing a body, and
-  a client between requests last, so neither a flood of silent connections nor one of clients that
-  never read can shut out a client that asks (issue 29 #1, #11). An answer nobody reads has
+  that does not read its answers first, then one busy with pipelined requests, then the one that has
+  owed a request head or body longest, and a client between requests last, so neither a flood of
+  silent connections nor one of clients that never read can shut out a client that asks (issue 29
+  #1, #11). An answer nobody reads has
   WRITE_DEADLINE_S, and one given before a body was read closes its connection (`_DoorProtocol`).
   What the flood makes uvicorn and asyncio log is rate-limited (`RateLimit`).
 - Files are served only when they are regular files reached without following a link (`open_regular`).
@@ -44,6 +45,7 @@ import secrets
 import signal
 import socket
 import stat
+import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -587,8 +589,9 @@ def build_app(settings: Settings, access: Access) -> "_Guard":
     health: dict[str, Any] = {"at": None, "body": None}
     health_lock = asyncio.Lock()
 
+    page = resources.files(__package__ or "briefd.daemon.ops").joinpath("web/index.html").read_bytes()
+
     async def index(request: Request) -> Response:
-        page = resources.files(__package__ or "briefd.daemon.ops").joinpath("web/index.html").read_bytes()
         return Response(page, media_type="text/html; charset=utf-8",
                         headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"})
 
@@ -917,16 +920,19 @@ def limit_logging() -> None:
 
 # Which connections are closed to make room, in this order (each tier oldest first; `_DoorProtocol.tier_now`):
 STALLED = 0  # its answer sits unread (the transport paused writing): a client that does not read
-SILENT = 1  # it has asked nothing yet: a connection that says nothing
-BODY = 2  # it owes the rest of a request body
+PIPELINED = 1  # it is being answered a request sent before it read the last answer (pipelined)
+# It owes its first request's head, or a request's body, oldest first: one tier, so a client that has just
+# connected and is sending its head goes after connections that have owed a head or a body for seconds
+OWING = 2
 KEPT_ALIVE = 3  # it was answered and may ask again: a real client between requests, closed last
-TIERS = (STALLED, SILENT, BODY, KEPT_ALIVE)
+TIERS = (STALLED, PIPELINED, OWING, KEPT_ALIVE)
 EVICTED = {
     STALLED: "HTTP API: closed a connection that does not read its answers: %d were open (the cap)",
-    SILENT: "HTTP API: closed the connection that had waited longest for its first request: %d were open (the cap)",
-    BODY: "HTTP API: closed the connection that had waited longest for a request body: %d were open (the cap)",
+    PIPELINED: "HTTP API: closed a connection busy with pipelined requests: %d were open (the cap)",
+    OWING: "HTTP API: closed the connection that had waited longest for its first request: %d were open (the cap)",
     KEPT_ALIVE: "HTTP API: closed the connection idle longest between requests: %d were open (the cap)",
 }
+OWING_BODY = "HTTP API: closed the connection that had waited longest for a request body: %d were open (the cap)"
 
 
 @dataclass
@@ -959,9 +965,11 @@ class _DoorProtocol(H11Protocol):
     - An answer given before the request's body was read (401 to a body without a token, 413)
       closes the connection: the rest of the body is never waited for.
     - At most `door.cap` connections: past it one is closed to make room, in the order of TIERS
-      (a client that does not read, then one that has asked nothing, then one owing a body, and a
-      real client between requests last). Only connections whose answer is being made and read are
-      never closed for room; when every connection is one, the new one is closed.
+      (a client that does not read, then one answering pipelined requests, sent before the answers
+      ahead of them were complete, then the one that has owed its first request's head or a body
+      longest, and a real client between requests last). Only connections
+      whose answer to a request asked anew is being made are never closed for room; when every
+      connection is one, the new one is closed.
     - Every close for a deadline or for room is an abort: a close would wait for the unread answer
       to be sent, and keep the descriptor it was meant to free.
     """
@@ -973,6 +981,7 @@ class _DoorProtocol(H11Protocol):
     stall: asyncio.TimerHandle | None = None  # the write deadline, while the transport is paused writing
     tier: int | None = None  # where this connection sits in door.tiers (None: not to be closed for room)
     answered: int = 0  # responses completed on this connection: more than none makes it a client that reads
+    pipelined: int = 0  # requests in a row that were in before the answer ahead of them was complete
     lingering: bool = False  # answered before its body was read: closing (`linger`)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's
@@ -1000,6 +1009,8 @@ class _DoorProtocol(H11Protocol):
         super().on_response_complete()
         if early and not self.transport.is_closing():
             self.linger()
+        # the next request was in already (uvicorn starts it from the buffer): pipelined, not asked anew
+        self.pipelined = self.pipelined + 1 if self.conn.their_state not in (h11.IDLE, h11.CLOSED) else 0
         self.watch()
 
     def linger(self) -> None:
@@ -1066,8 +1077,10 @@ class _DoorProtocol(H11Protocol):
             return None
         state = self.conn.their_state
         if state is h11.IDLE:
-            return KEPT_ALIVE if self.answered else SILENT
-        return BODY if state is h11.SEND_BODY else None
+            return KEPT_ALIVE if self.answered else OWING
+        if self.pipelined:
+            return PIPELINED
+        return OWING if state is h11.SEND_BODY else None
 
     def place(self, tier: int | None) -> None:
         """Move this connection to `tier` (at its end: the newest there), or out of every tier."""
@@ -1090,8 +1103,9 @@ class _DoorProtocol(H11Protocol):
         oldest = self.door.evictable()
         if oldest is None:
             return False
-        tier = oldest.tier
-        oldest.drop(EVICTED[tier if tier is not None else SILENT], self.door.cap)
+        tier = oldest.tier if oldest.tier is not None else OWING
+        body = tier == OWING and oldest.conn.their_state is h11.SEND_BODY
+        oldest.drop(OWING_BODY if body else EVICTED[tier], self.door.cap)
         return True
 
     def drop(self, message: str, *args: object) -> None:
@@ -1104,8 +1118,15 @@ class _DoorProtocol(H11Protocol):
         self.abort()
 
     def abort(self) -> None:
-        """Close now, unsent answer and all, so the descriptor is freed (close() waits for a reader)."""
+        """Close now, unsent answer and all: close() would wait for a reader that never comes, holding the
+        descriptor, and even a socket closed with its answer unread stays in the kernel, its send buffer
+        (a megabyte or more) held, while it probes a window that never opens. Lingering zero seconds
+        makes the close a reset: the kernel drops the unsent answer and frees both at once."""
         self.place(None)
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
 
 
