@@ -53,7 +53,6 @@ import json
 import logging
 import os
 import re
-import resource
 import signal
 import struct
 import subprocess
@@ -80,7 +79,7 @@ from .fetch import MAX_URL_CHARS, too_large
 from .search import MAX_HITS_PER_QUERY, SNIPPET_MAX_CHARS, SearchHit
 from ..core.settings import Settings
 from ..rules.decide import content_words
-from .pagework import CHILD_MEMORY_BYTES, child_environment, limit_memory
+from .pagework import CHILD_MEMORY_BYTES, child_environment, limit_memory, peak_rss_mb
 from .sources import ARCHIVE_SCHEME, ARCHIVES, DocumentUnavailable, fuse, rrf
 from ..core.untrusted import clean
 from ..rules.numbers import number_text
@@ -548,7 +547,7 @@ def serve_child(memory_bytes: int = CHILD_MEMORY_BYTES) -> None:
             answer, body = _answer(shelf, json.loads(frame))
         except MemoryError:
             answer, body = {"out_of_memory": True}, None
-        answer["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+        answer["peak_rss_mb"] = peak_rss_mb()
         _send(out, json.dumps(answer).encode(), *(() if body is None else (body,)))
 
 

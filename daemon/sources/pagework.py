@@ -387,7 +387,18 @@ def _answer(header: bytes, body: bytes) -> dict[str, Any]:
                      "passages": [(p.seq, p.start, p.end, p.page, marks_json(p.marks)) for p in page.passages]}}
 
 
-def _peak_rss_mb() -> float:
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it began running its program, in MB. Not ru_maxrss
+    alone: Linux carries that across fork and exec, so a reader child started by a large parent (a
+    test run of 600 MB) reported the parent's peak as its own. VmHWM is the high-water mark of this
+    program's own memory map, which exec replaces; ru_maxrss where /proc is not there."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
 
 
@@ -436,7 +447,7 @@ def serve_child() -> None:
         if header is None or body is None:
             return
         result = _answer(header, body)
-        result["peak_rss_mb"] = _peak_rss_mb()
+        result["peak_rss_mb"] = peak_rss_mb()
         answer = json.dumps(result).encode()
         del body
         trim()
