@@ -19,6 +19,7 @@ during the attack and after it, and the daemon's descriptors.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import socket
 import threading
@@ -144,12 +145,13 @@ class Attack:
             sock.close()
 
 
-class Connect:
+class Connect(abc.ABC):
     """How one attacking connection starts (`connect`) and what it sends now and then (`more`)."""
 
     @staticmethod
+    @abc.abstractmethod
     def connect(port: int) -> socket.socket:
-        raise NotImplementedError
+        """A new attacking connection to `port`, its attack begun."""
 
     @staticmethod
     def more(sock: socket.socket) -> None:
