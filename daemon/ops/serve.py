@@ -942,11 +942,11 @@ class Door:
     cap: int
     tiers: tuple[dict["_DoorProtocol", None], ...] = field(default_factory=lambda: tuple({} for _ in TIERS))
 
-    def evictable(self) -> "_DoorProtocol | None":
-        """The connection to close first: the oldest of the lowest tier that holds any."""
-        for tier in self.tiers:
+    def evictable(self) -> "tuple[_DoorProtocol, int] | None":
+        """The connection to close first, and its tier: the oldest of the first tier that holds any."""
+        for number, tier in enumerate(self.tiers):
             if tier:
-                return next(iter(tier))
+                return next(iter(tier)), number
         return None
 
 
@@ -1100,10 +1100,10 @@ class _DoorProtocol(H11Protocol):
 
     def make_room(self) -> bool:
         """Close the connection the tiers put first; False when none may be closed."""
-        oldest = self.door.evictable()
-        if oldest is None:
+        found = self.door.evictable()
+        if found is None:
             return False
-        tier = oldest.tier if oldest.tier is not None else OWING
+        oldest, tier = found
         body = tier == OWING and oldest.conn.their_state is h11.SEND_BODY
         oldest.drop(OWING_BODY if body else EVICTED[tier], self.door.cap)
         return True
