@@ -150,11 +150,8 @@ def workspace(tmp_path: Path, search_lab: SearchLab, scripted_ollama: OllamaLab)
                      model="lab-scripted")
 
 
-CONTRACT = Path(__file__).resolve().parents[2] / "shared" / "CONTRACT.md"
-"""The contract itself: CI clones the repository with shared/ beside it, so tests read it rather than a copy."""
-
-needs_contract = pytest.mark.skipif(
-    not CONTRACT.is_file(), reason="CONTRACT.md is not beside this checkout; runs where shared/ sits next to it, as in CI")
+CONTRACT = Path(__file__).resolve().parents[1] / "docs" / "contract.md"
+"""The observable contract (docs/contract.md): tests read its tables rather than keep a copy that could drift."""
 
 
 def researched(root: Path, search_lab: SearchLab, scripted_ollama: OllamaLab, briefs: dict[str, dict],

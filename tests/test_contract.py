@@ -22,7 +22,7 @@ from briefd.daemon.rules.contracts import Contract
 from briefd.daemon.rules.judge import ADVISORY, DETERMINISTIC, EVIDENCE_LEVEL_MEANING, MODEL_TIER_CEILING, TIER_CAPS, Quoted, Stance
 from briefd.daemon.report.report import render_html, render_markdown
 from briefd.daemon.core.settings import SettingsError, load_settings, settings_table
-from tests.conftest import CONTRACT, needs_contract
+from tests.conftest import CONTRACT
 
 LEAD = Contract(comparator="<", target=5.0, unit="ppb", metric="90th-percentile lead level")
 ISSUE_QUOTE = "Using sequential sampling, we found a 90th-percentile lead level of 7.6 ppb."
@@ -270,7 +270,6 @@ def test_the_readmes_worked_examples() -> None:
     assert "4 domain(s) support (weight 3.05" in labelled.rule
 
 
-@needs_contract
 def test_the_names_are_the_ones_the_contract_fixes() -> None:
     text = CONTRACT.read_text(encoding="utf-8")
     assert "`source_tiers`" in text

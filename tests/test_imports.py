@@ -149,7 +149,7 @@ def show(edge: Edge) -> str:
 
 def test_every_folder_of_daemon_is_a_known_layer() -> None:
     folders = {p.name for p in (REPO_ROOT / "daemon").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert folders == set(LAYERS), "a new folder of daemon/ needs its place in LAYERS (and in README's Layout)"
+    assert folders == set(LAYERS), "a new folder of daemon/ needs its place in LAYERS (and in docs/development.md's Layout)"
 
 
 def test_the_walk_sees_every_import() -> None:

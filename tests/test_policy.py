@@ -217,9 +217,9 @@ def test_policies_never_import_the_loop() -> None:
     assert not re.search(r"^\s*(from|import)\s+(daemon\.|\.)?(loop|worker)\b", source, re.MULTILINE)
 
 
-def test_the_readme_lists_the_stop_reasons_in_the_rules_order() -> None:
-    """README's "How conclusions are decided" names the stop reasons in decide.STOP_ORDER."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+def test_the_docs_list_the_stop_reasons_in_the_rules_order() -> None:
+    """docs/conclusions.md ("How conclusions are decided") names the stop reasons in decide.STOP_ORDER."""
+    readme = (Path(__file__).parents[1] / "docs" / "conclusions.md").read_text(encoding="utf-8")
     paragraph = readme[readme.index("**When it stops.**"):].split("\n\n")[0]
     named = [name for name in re.findall(r"`([a-z_]+)`", paragraph) if name in decide.STOP_ORDER]
     assert list(dict.fromkeys(named)) == list(decide.STOP_ORDER), paragraph

@@ -3,7 +3,7 @@
 Issue 9 found three copies of it (`llm._chat`, `loop.with_retries`, `worker.wait_or_fail`)
 that disagreed: the queue's jitter was applied after its cap, so a "5 min" wait could last
 6 min, and the loop's SearXNG retries had no jitter at all. The numbers here come from the
-policy's named constants; the README's sentence is compared with them.
+policy's named constants; the docs' sentence is compared with them.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from briefd.daemon.core.brief import SearchOptions
 from briefd.daemon.core.retry import IN_CALL, IN_CALL_ATTEMPTS, QUEUE, Backoff, Transient
 from briefd.daemon.core.settings import Settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TROUBLESHOOTING = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
 TOP = 1.0 - 1e-12  # the largest draw random.random() can return, near enough
 
 
 def ceilings(schedule: Backoff, tries: int) -> list[float]:
-    """What the n-th wait's ceiling must be, by the README's words: base doubling, never past the cap."""
+    """What the n-th wait's ceiling must be, by the docs' words: base doubling, never past the cap."""
     out, ceiling = [], schedule.base_s
     for _ in range(tries):
         out.append(min(ceiling, schedule.cap_s))
@@ -97,10 +97,10 @@ def test_the_model_calls_follow_the_policy_by_default() -> None:
         [retry.backoff_delay(IN_CALL, n, rand=draws[1]) for n in range(1, 9)]
 
 
-def test_the_readme_states_the_queue_schedule_the_code_uses() -> None:
-    """README "When things go wrong" promises "2 s doubling to 5 min": it must be QUEUE's numbers."""
-    said = re.search(r"\((\d+(?:\.\d+)?) s doubling to (\d+(?:\.\d+)?) min\)", README.read_text(encoding="utf-8"))
-    assert said, "README lost its sentence on the queue's backoff"
+def test_the_docs_state_the_queue_schedule_the_code_uses() -> None:
+    """docs/troubleshooting.md ("When things go wrong") promises "2 s doubling to 5 min": it must be QUEUE's numbers."""
+    said = re.search(r"\((\d+(?:\.\d+)?) s doubling to (\d+(?:\.\d+)?) min\)", TROUBLESHOOTING.read_text(encoding="utf-8"))
+    assert said, "docs/troubleshooting.md lost its sentence on the queue's backoff"
     assert (float(said.group(1)), float(said.group(2)) * 60) == (QUEUE.base_s, QUEUE.cap_s)
 
 

@@ -25,7 +25,7 @@ from briefd.daemon.core.settings import (
     settings_table,
     stray_variables,
 )
-from tests.conftest import CONTRACT, needs_contract
+from tests.conftest import CONTRACT
 
 
 @pytest.fixture()
@@ -379,30 +379,30 @@ def test_the_normalised_ollama_host_reaches_a_real_server(cwd: Path, tags_server
     assert [m.model for m in listed.models] == ["qwen2.5:3b"]
 
 
-# --------------------------------------------------------------------------- the table for --help and the README
+# --------------------------------------------------------------------------- the table for --help and the docs
 
-README = Path(__file__).parents[1] / "README.md"
-FLAGGED = [row for row in settings_table() if row["flag"]]  # the settings CONTRACT.md lists with a flag
+SETTINGS_PAGE = Path(__file__).parents[1] / "docs" / "settings.md"
+FLAGGED = [row for row in settings_table() if row["flag"]]  # the settings the contract lists with a flag
 
 
 def readme_settings_rows() -> list[str]:
-    """The table under README's "### Settings" heading, line by line."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n### Settings\n", 1)[1].split("\n#", 1)[0]
+    """The table on docs/settings.md (under its "# Settings" title), line by line."""
+    text = SETTINGS_PAGE.read_text(encoding="utf-8")
+    section = text.split("# Settings\n", 1)[1].split("\n#", 1)[0]
     return [line for line in section.splitlines() if line.startswith("|")]
 
 
 def test_the_readme_settings_table_is_the_table_in_code() -> None:
-    """As datasette's docs tests do: the README documents every setting the code has, with the
+    """As datasette's docs tests do: the settings page documents every setting the code has, with the
     flag, environment name and default the code uses, and nothing the code does not have."""
     expected = settings_markdown().splitlines()
     assert readme_settings_rows() == expected, (
-        "README.md's settings table differs from daemon/core/settings.py; replace it with the output of\n"
+        "docs/settings.md's settings table differs from daemon/core/settings.py; replace it with the output of\n"
         "  python -c 'from briefd.daemon.core.settings import settings_markdown; print(settings_markdown())'")
 
 
 def test_a_setting_missing_from_the_readme_is_caught() -> None:
-    """The drift test can fail: a README without one row, or with a renamed flag, is not the table."""
+    """The drift test can fail: a page without one row, or with a renamed flag, is not the table."""
     rows = readme_settings_rows()
     assert [r for r in rows if "`workers`" not in r] != settings_markdown().splitlines()
     assert [r.replace("`--workers`", "`--jobs`") for r in rows] != settings_markdown().splitlines()
@@ -464,8 +464,8 @@ def test_bad_file_modes_name_the_line_and_the_fix(cwd: Path, text: str, words: l
 
 
 # ---------------------------------------------------------------------------------------------
-# CONTRACT.md's settings table, read from the contract itself (it sits in shared/ beside the
-# checkout, where CI runs), so no copy of it lives here to drift: every contract row must be a
+# The contract's settings table, read from docs/contract.md itself, so no copy of it lives here to
+# drift: every contract row must be a
 # setting with that flag, environment name and default, and the new surface's settings must exist
 # under the names the contract fixes.
 
@@ -478,19 +478,17 @@ def contract_settings_rows() -> list[list[str]]:
             for line in block.splitlines()[2:] if line.startswith("|")]
 
 
-@needs_contract
 def test_the_contracts_settings_are_the_flags_and_environment_names_in_code() -> None:
     rows = contract_settings_rows()
     assert len(rows) == 7, rows
     by_flag = {row["flag"]: row for row in settings_table() if row["flag"]}
     for _label, flag, env, default in rows:
-        assert flag in by_flag, f"CONTRACT.md's {flag} is not a flag"
+        assert flag in by_flag, f"docs/contract.md's {flag} is not a flag"
         assert by_flag[flag]["env"] == env, (flag, by_flag[flag]["env"], env)
         if not default.startswith("a sensible"):  # the model: "a sensible small instruct model, documented"
             assert by_flag[flag]["default"] == default, (flag, by_flag[flag]["default"], default)
 
 
-@needs_contract
 def test_file_mode_is_named_as_the_contract_fixes_it() -> None:
     text = CONTRACT.read_text(encoding="utf-8")
     assert "`file_mode`" in text

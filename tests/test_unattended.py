@@ -319,7 +319,7 @@ def test_on_finish_runs_with_the_brief_in_its_environment(tmp_path: Path) -> Non
     ended = onfinish.Ended("b-1", "done", tmp_path / "outbox" / "b-1")
     assert asyncio.run(onfinish.run((sys.executable, str(script), str(out)), ended, 10)) == 0
     seen = json.loads(out.read_text())
-    told = {"BRIEFD_ID", "BRIEFD_STATUS", "BRIEFD_OUTDIR", "BRIEFD_REPORT", "BRIEFD_ANSWER_FOUND"}  # the five (README)
+    told = {"BRIEFD_ID", "BRIEFD_STATUS", "BRIEFD_OUTDIR", "BRIEFD_REPORT", "BRIEFD_ANSWER_FOUND"}  # the five (docs/running.md)
     assert {k: v for k, v in seen.items() if k in told} == {
         "BRIEFD_ID": "b-1", "BRIEFD_STATUS": "done", "BRIEFD_OUTDIR": str(tmp_path / "outbox" / "b-1"),
         "BRIEFD_REPORT": str(tmp_path / "outbox" / "b-1" / "report.json"), "BRIEFD_ANSWER_FOUND": "no"}
@@ -456,12 +456,12 @@ def test_the_unit_gives_the_start_an_explicit_timeout() -> None:
     assert timeout.isdigit() and int(timeout) > 90, timeout
 
 
-def test_the_readme_says_the_stall_the_watchdog_survives_as_the_code_and_unit_make_it() -> None:
+def test_the_docs_say_the_stall_the_watchdog_survives_as_the_code_and_unit_make_it() -> None:
     """The tick is STATUS_EVERY_S (shorter than half of WatchdogSec=) and each tick pings: a stall
     shorter than WatchdogSec= less one tick is survived."""
     limit = float(unit_sections(UNIT)["Service"]["WatchdogSec"][0])
     tick = min(worker.STATUS_EVERY_S, limit / 2)
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join(RUNNING.read_text().split())
     assert (f"pings the watchdog every {tick:g} s (systemd restarts a daemon whose event loop stops pinging for "
             f"`WatchdogSec=`, {limit:g} s, so a stall shorter than {limit - tick:g} s is always survived and one "
             f"of {limit:g} s never is;") in readme
@@ -479,10 +479,14 @@ def test_systemd_analyze_verifies_the_unit(tmp_path: Path) -> None:
     assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
 
 
+RUNNING = ROOT / "docs" / "running.md"
+"""The page on running unattended, whose words these tests hold to the unit, the cron file and the code."""
+
+
 def readme_section(title: str) -> str:
-    """The README's text under a heading, up to the next heading (## to ####; a `# ` line is a comment
-    in a code block), on one line."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """docs/running.md's text under a heading, up to the next heading (## to ####; a `# ` line is a
+    comment in a code block), on one line."""
+    text = RUNNING.read_text(encoding="utf-8")
     start = text.index(title)
     end = re.search(r"\n#{2,4} ", text[start + len(title):])
     return " ".join(text[start:start + len(title) + end.start() if end else None].split())
@@ -490,9 +494,9 @@ def readme_section(title: str) -> str:
 
 def test_the_exit_codes_say_that_a_stopped_run_once_exits_0_with_its_briefs_requeued() -> None:
     """SIGTERM/SIGINT to `run --once` is a graceful exit 0 (tests/test_crash.py) that leaves briefs
-    unfinished: the README's table and the cron file must not say 0 means every brief finished, alone."""
+    unfinished: the docs' table and the cron file must not say 0 means every brief finished, alone."""
     cron = " ".join(line.lstrip("# ") for line in CRON.read_text().splitlines() if line.startswith("#"))
-    [zero] = [row for row in readme_section("#### With cron").split("| 0 |")[1:2]]
+    [zero] = [row for row in readme_section("## With cron").split("| 0 |")[1:2]]
     for said in (zero.split("|")[0], cron.split(" 2 ")[0]):
         assert "SIGTERM" in said and "re-queued" in said and "next run" in said, said
 
@@ -503,7 +507,7 @@ def test_the_on_finish_example_mails_over_smtp_which_the_units_sandbox_allows() 
     service = unit_sections(UNIT)["Service"]
     assert service["ProtectSystem"] == ["strict"] and service["NoNewPrivileges"] == ["yes"]
     assert "AF_INET" in service["RestrictAddressFamilies"][0].split()
-    section = readme_section("#### Being told when a brief ends: `on_finish`")
+    section = readme_section("## Being told when a brief ends: `on_finish`")
     assert "curl -sS --url smtp://" in section and "--mail-rcpt" in section and "--upload-file -" in section
     assert "mail -s" not in section
     assert "ProtectSystem=strict" in section and "NoNewPrivileges=yes" in section and "setgid" in section

@@ -1,8 +1,8 @@
 """briefd's settings: flag > environment > briefd.toml > default (CONTRACT.md, "Settings").
 
 One table (`_SPECS`) drives loading, the error messages, the CLI's setting flags and
-their --help (cli.build_parser reads `settings_table()`), and the README's settings
-table (`settings_markdown()`; tests/test_settings.py fails when the README differs), so
+their --help (cli.build_parser reads `settings_table()`), and the settings page
+docs/settings.md (`settings_markdown()`; tests/test_settings.py fails when the page differs), so
 none of them can drift apart. The defaults live in one place: the `Settings` dataclass.
 
 Every bad value becomes a `SettingsError` that names where it came from
@@ -404,7 +404,7 @@ SETTINGS_MARKDOWN_HEADER = ("| setting (`briefd.toml`) | flag | environment | de
 
 
 def settings_markdown() -> str:
-    """The README's settings table, made from `settings_table()` (a test compares the two)."""
+    """docs/settings.md's table, made from `settings_table()` (a test compares the two)."""
     def cell(text: str | None, code: bool = True) -> str:
         if not text:
             return "–"
