@@ -87,7 +87,7 @@ soak: $(STAMP)
 	$(PY) -m tests.lab.soak $(SOAK_ARGS)
 
 # Runtime dependencies only (no lab or test extras), built for this machine's Python and platform:
-# build it where the target's OS, CPU and Python version are the same. README: "Installing without internet".
+# build it where the target's OS, CPU and Python version are the same. docs/running.md: "Installing without internet".
 WHEELHOUSE ?= wheelhouse
 wheelhouse:
 	@# setuptools builds in build/ and keeps what an earlier build left there: a package since renamed

@@ -92,7 +92,7 @@ def test_schema_fields_are_exactly_the_contract_table() -> None:
     assert set(SCHEMA["properties"]) == {
         "question", "id", "context", "estimate", "hypothesis", "depth", "max_rounds",
         "max_searches_per_round", "budget", "search", "fetch_pages", "formats",
-        "sources", "follows", "focus", "every", "max_age",  # CONTRACT.md, "Surface being added"
+        "sources", "follows", "focus", "every", "max_age",  # docs/contract.md, "Surface being added"
     }
     assert SCHEMA["required"] == ["question"]
     props = SCHEMA["properties"]
@@ -154,7 +154,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("estimate at the narrowest width", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 1e-9}}),
     ("estimate target band at an end", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 100,
                                                              "target_low": 0, "target_high": 99}}),
-    ("estimate equal bounds (a point: CONTRACT says low <= high)",
+    ("estimate equal bounds (a point: docs/contract.md says low <= high)",
      {**BASE, "estimate": {"unit": "USD", "low": 5, "high": 5}}),
     ("estimate negative floats", {**BASE, "estimate": {"unit": "%", "low": -2.5, "high": -0.5}}),
     ("estimate target range", {**BASE, "estimate": {"unit": "x", "low": 0, "high": 100, "target_low": 40,

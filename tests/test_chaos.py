@@ -1,6 +1,6 @@
 """briefd against a model that breaks its answers (issue 4), end to end through the real lab.
 
-CONTRACT.md promises that bad model output (prose around JSON, fences, truncation,
+docs/contract.md promises that bad model output (prose around JSON, fences, truncation,
 wrong types, ...) is repaired, retried or worked around and the brief still finishes.
 Here the lab's ``lab-chaos`` model breaks a seeded share of its answers in every way it
 knows (tests/lab/drivers.py ``Chaos``: fenced, prose, <think>, cut off, empty, wrong

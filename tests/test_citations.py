@@ -137,7 +137,7 @@ def _link_texts(text: str) -> set[int]:
 
 
 def test_a_digit_run_of_any_length_is_a_citation_and_is_removed() -> None:
-    """CONTRACT: every [n] in the final summary resolves, however long the number the model wrote."""
+    """docs/contract.md: every [n] in the final summary resolves, however long the number the model wrote."""
     for digits in ("1" * 13, "1" * 100, "9" * 5000):
         text, cited = renumber(f"Claim [{digits}] and [2].", [src(1), src(2)])
         assert re.findall(r"\[(\d+)\]", text) == ["1"], text[:80]

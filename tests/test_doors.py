@@ -83,7 +83,7 @@ _WEEKDAYS = st.sampled_from(["*", "1", "MON", "THU", "1-5", "SUN,SAT", "H"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.tuples(_MINUTES, _HOURS, _DAYS, _MONTHS, _WEEKDAYS).map(" ".join), st.integers(0, 3 * 365))
 def test_an_accepted_cron_schedule_keeps_the_hour_rule_from_any_moment(every: str, day: int) -> None:
-    """The README's promise, for cron: runs at least MIN_EVERY_S apart, whenever the series starts and
+    """docs/running.md's promise, for cron: runs at least MIN_EVERY_S apart, whenever the series starts and
     however often the expression is read again (briefd reads it at every turn)."""
     try:
         parsed = parse_every(every)

@@ -3,7 +3,7 @@ put in the drop folder, against the real Inbox class, a real folder and a real S
 store, and through a real `briefd run` / `briefd run --once` where the daemon's own
 wiring matters.
 
-What every test holds the inbox to (CONTRACT.md, "Promises" and "The outbox"): a file
+What every test holds the inbox to (docs/contract.md, "Promises" and "The outbox"): a file
 is taken only once complete; whatever is taken ends as a queued brief or as
 outbox/<safe id>/error.json with `source_file`, `error`, `details` and the received
 bytes (brief.json, or brief.bin when not text); nothing is read through a symlink;

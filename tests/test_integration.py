@@ -2,7 +2,7 @@
 against the lab's Ollama-compatible server (scripted driver), `briefd run --once` in a subprocess.
 
 Four briefs of different kinds and a folder of malformed ones go in; every output file is checked
-the way a user (or an outside check relying on CONTRACT.md) would.
+the way a user (or an outside check relying on docs/contract.md) would.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A service outage makes briefs wait, never fail (CONTRACT.md, Promises): real servers, really down."""
+"""A service outage makes briefs wait, never fail (docs/contract.md, Promises): real servers, really down."""
 
 from __future__ import annotations
 

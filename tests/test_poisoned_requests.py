@@ -7,7 +7,7 @@ restarted the round, the same prompt, the same 500, for hours (patience_s). Here
 lab's model server poisons one prompt for real (``/lab/fault`` kind ``poison``) while
 `briefd run --once` works through a brief over real SearXNG and real pages: the brief
 must finish with that call's fallback, say so, and never restart a round for it. And a
-server that fails *everything* must still make the brief wait, as CONTRACT.md promises,
+server that fails *everything* must still make the brief wait, as docs/contract.md promises,
 with a restarted round re-running nothing that had already succeeded.
 """
 

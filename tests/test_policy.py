@@ -212,7 +212,7 @@ def test_the_estimate_block_keeps_the_target_as_given() -> None:
 
 
 def test_policies_never_import_the_loop() -> None:
-    """The arrows run one way: loop -> policy -> judge/decide (DESIGN.md)."""
+    """The arrows run one way: loop -> policy -> judge/decide (docs/development.md, "Layout")."""
     source = (Path(__file__).parents[1] / "daemon" / "research" / "policy.py").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(from|import)\s+(daemon\.|\.)?(loop|worker)\b", source, re.MULTILINE)
 

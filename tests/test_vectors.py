@@ -81,7 +81,7 @@ def test_extra_keys_are_allowed_and_a_case_without_a_reading_is_a_model_that_sai
 
 
 def test_the_totals_count_traps_kept_and_contracts_decided_the_wrong_way() -> None:
-    """totals() on decided cases: what `--json` promises (CONTRACT: a trap is an estimate case whose
+    """totals() on decided cases: what `--json` promises (docs/contract.md: a trap is an estimate case whose
     expect.kept is false; the wrong way is supports against contradicts)."""
     _, cases = parse_vectors(_file(
         _case(id="keep"), _case(id="trap", expect={"kept": False}),

@@ -1,4 +1,4 @@
-"""The air-gapped install (README, "Installing without internet"): `make wheelhouse` on a connected
+"""The air-gapped install (docs/running.md, "Installing without internet"): `make wheelhouse` on a connected
 machine, then `pip install --no-index --find-links wheelhouse briefd` where there is no index.
 
 Here the wheelhouse is built by the Makefile target itself (it reaches the package index, as on

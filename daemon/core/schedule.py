@@ -22,7 +22,7 @@ from .errors import BriefdError
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"\s*(?:(\d{1,9})\s*([smhdw])\s*)+")
 _PART = re.compile(r"(\d{1,9})\s*([smhdw])")
-# The one copy of the rule for how often a series may run (README "Questions asked again", the
+# The one copy of the rule for how often a series may run (docs/history.md "Questions asked again", the
 # schema's description and every message below say it from these two).
 MIN_EVERY_S = 3600  # a series asked more often than hourly would keep a small model busy for nothing
 MAX_EVERY_S = 366 * 86400

@@ -1,4 +1,4 @@
-"""briefd's settings: flag > environment > briefd.toml > default (CONTRACT.md, "Settings").
+"""briefd's settings: flag > environment > briefd.toml > default (docs/contract.md, "Settings").
 
 One table (`_SPECS`) drives loading, the error messages, the CLI's setting flags and
 their --help (cli.build_parser reads `settings_table()`), and the settings page

@@ -1,4 +1,4 @@
-"""Untrusted text has one door (DESIGN.md): one cleaning rule, one escape per output format.
+"""Untrusted text has one door: one cleaning rule, one escape per output format.
 
 Every string briefd did not write itself (page text and titles, search results, the
 model's answers, and whatever a stored report holds) can carry bytes that act instead of

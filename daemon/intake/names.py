@@ -12,7 +12,7 @@ from pathlib import Path
 from ..core.brief import _clean
 
 
-# Partly written files (CONTRACT.md): never taken, and not worth a word while a writer is busy with them.
+# Partly written files (docs/contract.md): never taken, and not worth a word while a writer is busy with them.
 PARTIAL_SUFFIXES = (".tmp", ".part", "~")
 
 

@@ -1,4 +1,4 @@
-"""`briefd`: a thin command line over the daemon's modules (CONTRACT.md, "Commands").
+"""`briefd`: a thin command line over the daemon's modules (docs/contract.md, "Commands").
 
 Exit codes: 0 success; 2 bad usage or invalid input; 3 a required service or path
 is unavailable (with the reason).
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the store is imported by the commands that open it, not for
     from .actions import Outcome
 
 EXIT_OK, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 2, 3
-# The one line that opens the store in datasette with its descriptions and canned queries (README).
+# The one line that opens the store in datasette with its descriptions and canned queries (docs/history.md).
 DATASETTE_COMMAND = "briefd datasette > briefd-metadata.json && datasette briefd.db --metadata briefd-metadata.json"
 EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for `seq 1000000 | head`: the reader left early
 
@@ -201,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--vectors", type=Path, metavar="FILE",
                             help="score the rules on a rule-vector file (briefd-rule-vectors/1) instead: "
                                  "no brief runs, no service is needed")
-    evaluation.add_argument("--json", action="store_true", help="machine-readable output (its shape: README)")
+    evaluation.add_argument("--json", action="store_true", help="machine-readable output (its shape: docs/eval.md)")
     evaluation.add_argument("--work", type=Path, metavar="DIR",
                             help="run in this folder (inbox, outbox, briefd.db) and keep it")
     evaluation.add_argument("--keep", action="store_true", help="keep the temporary work folder and say where")

@@ -43,7 +43,7 @@ def ended_report(run: BriefRow, settings: Settings, *, status: str, stop_reason:
 
     `report.blank_report` (every key of a done report) filled with what is known: the run,
     the model and search service it used, and `found`, the research so far
-    (Research.report_so_far) when there was any. CONTRACT.md's readers can then rely on
+    (Research.report_so_far) when there was any. docs/contract.md's readers can then rely on
     the same keys whatever the status.
     """
     report = blank_report(run.brief_id, run.source_file, run.question, run.started_at, status=status)

@@ -320,7 +320,7 @@ def percent(ratio: float) -> str:
 
 
 def invented_citations(summary: str, sources: Iterable[Mapping[str, Any]]) -> list[int]:
-    """The [n] of the summary that no listed source resolves (CONTRACT: every [n] resolves)."""
+    """The [n] of the summary that no listed source resolves (docs/contract.md: every [n] resolves)."""
     known = {s.get("n") for s in sources}
     return [n for n in cited_numbers(summary) if n not in known]
 

@@ -56,7 +56,7 @@ class Ended:
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
         """The daemon's environment, less its secrets and systemd's notify variables, plus the five
-        BRIEFD_ variables the README documents."""
+        BRIEFD_ variables docs/running.md documents."""
         withheld = secret_variables() | set(NOTIFY_VARIABLES)
         kept = {name: value for name, value in base.items() if name not in withheld}
         return {**kept, "BRIEFD_ID": self.brief_id, "BRIEFD_STATUS": self.status,
