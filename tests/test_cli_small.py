@@ -114,7 +114,7 @@ def test_setting_flags_still_work_before_and_after_a_command() -> None:
 
 
 def test_a_setting_whose_default_is_words_has_no_default_value_to_hide() -> None:
-    """shown_default replaces the default in --help and the README: only for settings whose default is
+    """shown_default replaces the default in --help and docs/settings.md: only for settings whose default is
     nothing (None, an empty list), so no real default (such as --model's) can be hidden behind words."""
     defaults = {name: value for name, value in vars(Settings()).items()}
     for spec in settings_module._SPECS:

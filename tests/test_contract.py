@@ -247,7 +247,7 @@ def test_a_bad_source_tiers_rule_is_named_with_its_fix(value: str, words: list[s
 
 
 def test_the_readmes_worked_examples() -> None:
-    """README, "How conclusions are decided": one deterministic verdict from a contract, one
+    """docs/conclusions.md: one deterministic verdict from a contract, one
     advisory verdict from stances, on the same four quotes."""
     quotes = [
         ("The 90th-percentile lead concentrations were 4.6 ppb and 3.9 ppb respectively, below the action level.",

@@ -61,7 +61,7 @@ class Backoff:
 
 
 IN_CALL = Backoff(base_s=1.0, cap_s=30.0)   # between tries of one model call or search
-QUEUE = Backoff(base_s=2.0, cap_s=300.0)    # between a brief's trips back to the queue (README: 2 s doubling to 5 min)
+QUEUE = Backoff(base_s=2.0, cap_s=300.0)    # between a brief's trips back to the queue (docs/troubleshooting.md: 2 s doubling to 5 min)
 
 # What a caller is told before each wait: the service, when the next try starts (epoch
 # seconds), why it waits (one line, said to the user), and the failure's own fix (Transient.fix).
