@@ -251,7 +251,7 @@ def _vector_case(file: str, case_id: str) -> Any:
     # an inflection is as common as its word ("computes": compute); a unit asked in frames the figure
     ("What base priority does a window manager start from when it computes its x-window-manager alternative "
      "priority?", []),
-    # a program named by a common word names nothing the rule can read (a failing case, said in the README)
+    # a program named by a common word names nothing the rule can read (a failing case, said in the README: "What the rules cannot read yet")
     ("How many kilobytes of buffer space does less use by default?", []),
 ])
 def test_a_questions_distinctive_words_are_its_names_not_its_common_words(question: str, words: list[str]) -> None:
