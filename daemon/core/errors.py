@@ -26,7 +26,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * TooLarge                                    core/files.py: an input over its size limit (ValueError)
   * NestedTooDeep                               core/jsontext.py: JSON nested past MAX_DEPTH (ValueError)
   * Locked                                      core/files.py: another briefd holds the lock
-  * AnswerError                                 model/llm.py: the model's answer holds no usable JSON
+  * AnswerError                                 model/jsonrepair.py: the model's answer holds no usable JSON
   * DocumentUnavailable                         sources/sources.py: a library document or article unreadable
     * ArchiveError                              sources/archives.py: a ZIM archive or its entry
       * BadArchiveUrl                           sources/archives.py: a zim:// URL that names nothing
