@@ -87,10 +87,12 @@ class _NonFinite(Exception):
 
 
 def _reject_constant(name: str) -> Any:
+    """json's parse_constant: NaN, Infinity and -Infinity are refused, so the reason can name them."""
     raise _NonFinite(name)
 
 
 def _finite_float(text: str) -> float:
+    """json's parse_float: a number too large for a float is refused like NaN, not read as inf."""
     value = float(text)
     if not math.isfinite(value):  # 1e400 parses to inf without ever calling parse_constant
         raise _NonFinite(text)
@@ -98,16 +100,19 @@ def _finite_float(text: str) -> float:
 
 
 def _loads(text: str) -> Any:
+    """json.loads as the repair reads JSON: raw control characters allowed, non-finite numbers refused."""
     # strict=False lets raw control characters (a literal newline) through inside strings:
     # harmless, and small models do write them.
     return json.loads(text, strict=False, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _remove_trailing_commas(text: str) -> str:
+    """`text` without the commas before a closing bracket; commas inside strings are kept."""
     return _TRAILING_COMMA.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
 
 
 def _kind(value: Any) -> str:
+    """What a JSON scalar is, in the words of a reason ("the answer is a string, not a JSON object")."""
     return {str: "a string", bool: "a boolean", type(None): "null", int: "a number", float: "a number"}.get(
         type(value), type(value).__name__)
 
@@ -141,12 +146,14 @@ class _Attempts:
 
 
 def _unparseable(exc: Exception) -> str:
+    """The reason for a decode that failed outside json's syntax errors (too deep, a huge integer)."""
     if isinstance(exc, RecursionError):
         return "the JSON is nested too deeply"
     return one_line(f"unparseable JSON: {exc}", 200)
 
 
 def _decode_error(exc: json.JSONDecodeError) -> str:
+    """json's syntax error as a reason: what and where, which the model can act on."""
     return f"invalid JSON: {exc.msg} at character {exc.pos}"
 
 
@@ -180,6 +187,8 @@ def _parse_whole(text: str, why: _Attempts) -> tuple[Any, list[str]] | None:
 
 @dataclass
 class _Scan:
+    """Where the brackets opened at one place close, as far as the text shows."""
+
     end: int | None  # index after the matching closer (or the mismatched one), None when the text ends first
     mismatched: bool = False
     tokens: int = 0
@@ -292,6 +301,7 @@ def _close_truncated(span: str, why: _Attempts) -> tuple[Any, list[str]] | objec
 
 
 def _has_leaf(value: Any) -> bool:
+    """Whether a value holds any scalar: `{"items": []}` closed from a cut answer says nothing."""
     if isinstance(value, dict):
         return any(_has_leaf(v) for v in value.values())
     if isinstance(value, list):
@@ -323,6 +333,8 @@ def _outside_repairs(text: str, start: int, end: int) -> list[str]:
 
 @dataclass
 class _Found:
+    """The best candidate so far: where it lies in the text, its value and how it was repaired."""
+
     start: int
     end: int  # for a closed truncated answer: the end of the text
     value: Any
