@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.model.llm import AnswerError, parse_json_answer, parse_json_answer_ex
+from briefd.daemon.model.jsonrepair import AnswerError, parse_json_answer, parse_json_answer_ex
 
 PLAN = {
     "research_question": "How large was the cost overrun of the Berlin airport?",

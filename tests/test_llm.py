@@ -35,13 +35,13 @@ from briefd.daemon.model.llm import (
     estimate_tokens,
     fits,
     make_client,
-    probe,
     probe_options,
     prompt_budget,
     output_budget,
     prompt_key,
     refusal_fix,
 )
+from briefd.daemon.model.check import probe
 from tests.lab.servers import free_port
 
 # ---- the scripted server ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 from briefd.daemon.core.brief import MAX_BRIEF_BYTES
 from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.core.settings import SERVE_TOKEN_MIN_CHARS
-from briefd.daemon.ops.serve import FRESH_MIN_S
+from briefd.daemon.ops.api import FRESH_MIN_S
 from tests.conftest import wait_for
 from tests.lab.corpus import TOPICS
 from tests.lab.servers import free_port
@@ -342,7 +342,7 @@ def test_a_client_that_leaves_mid_stream_closes_its_stream(alone: Api) -> None:
 
 
 def test_open_streams_are_capped_and_cost_no_thread_or_descriptor_each(alone: Api) -> None:
-    from briefd.daemon.ops.serve import MAX_STREAMS
+    from briefd.daemon.ops.api import MAX_STREAMS
 
     alone.client.post("/briefs", headers=JSON, json={"id": "watched", "question": KESTREL}).raise_for_status()
     threads, fds = (len(list(Path(f"/proc/{alone.proc.pid}/{what}").iterdir())) for what in ("task", "fd"))

@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from briefd.daemon.ops.api import MAX_STREAMS
 from briefd.daemon.ops.serve import (
     BODY_DEADLINE_S,
     FD_SHARE,
@@ -34,7 +35,6 @@ from briefd.daemon.ops.serve import (
     LOG_BURST,
     LOG_WINDOW_S,
     MAX_CONNECTIONS,
-    MAX_STREAMS,
     RateLimit,
 )
 from tests.conftest import wait_for

@@ -29,10 +29,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from briefd.daemon.ops.api import FRESH_MIN_S
 from briefd.daemon.ops.serve import (
     BODY_DEADLINE_S,
     FD_SHARE,
-    FRESH_MIN_S,
     LINGER_S,
     LISTEN_BACKLOG,
     MAX_CONNECTIONS,

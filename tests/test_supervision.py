@@ -30,7 +30,7 @@ from briefd.daemon.ops import worker
 from briefd.daemon.ops.cli import main
 from briefd.daemon.intake.inbox import Inbox
 from briefd.daemon.core.retry import Backoff
-from briefd.daemon.ops.serve import brief_state
+from briefd.daemon.ops.api import brief_state
 from briefd.daemon.core.settings import Settings, load_settings
 from briefd.daemon.core.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
 from briefd.store import Store

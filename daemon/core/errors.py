@@ -26,7 +26,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * TooLarge                                    core/files.py: an input over its size limit (ValueError)
   * NestedTooDeep                               core/jsontext.py: JSON nested past MAX_DEPTH (ValueError)
   * Locked                                      core/files.py: another briefd holds the lock
-  * AnswerError                                 model/llm.py: the model's answer holds no usable JSON
+  * AnswerError                                 model/jsonrepair.py: the model's answer holds no usable JSON
   * DocumentUnavailable                         sources/sources.py: a library document or article unreadable
     * ArchiveError                              sources/archives.py: a ZIM archive or its entry
       * BadArchiveUrl                           sources/archives.py: a zim:// URL that names nothing
@@ -41,9 +41,9 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * PatternTooSlow                              ops/evaluate.py: an eval pattern past its time bound (TimeoutError)
   * EvalWorkError                               ops/eval_run.py: a --work folder eval must not use (ValueError)
   * VectorFileError                             ops/vectors.py: a rule-vector file that cannot be used (ValueError)
-  * ServeError                                  ops/serve.py: the HTTP API cannot start as set (ValueError)
-  * BadId                                       ops/serve.py: an id in a URL no brief can have (ValueError)
-  * NotServed                                   ops/serve.py: a file the API will not serve (ValueError)
+  * ServeError                                  ops/access.py: the HTTP API cannot start as set (ValueError)
+  * BadId                                       ops/api.py: an id in a URL no brief can have (ValueError)
+  * NotServed                                   ops/api.py: a file the API will not serve (ValueError)
   * StoreUnavailable                            store/db.py: the store fails in a way only the user can fix
   * SchemaTooNew                                store/db.py: a store written by a newer briefd (RuntimeError)
   * HistoryError                                store/history.py: a filter or search text refused (ValueError)

@@ -13,7 +13,7 @@ from pathlib import Path
 from .status import open_store
 from ..core.settings import Settings, settings_table
 from ...store import Store, damaged, diagnose
-from ..model import llm
+from ..model import check
 from ..rules.judge import is_path_key
 from ..model.hosts import model_hosts
 from ..sources import egress, library, search
@@ -29,7 +29,7 @@ async def run_checks(settings: Settings, *, create_store: bool = True) -> list[C
     `create_store` False (GET /healthz): a store not made yet is said so, not created by asking."""
     results: list[Check] = []
     models = model_hosts(settings)
-    for probe in await asyncio.gather(*(llm.probe(host, settings.model, 10.0) for host in models)):
+    for probe in await asyncio.gather(*(check.probe(host, settings.model, 10.0) for host in models)):
         results.append((probe.ok, probe.message, probe.fix))  # one line per model server
     if settings.egress == "none":  # never contacted under none: probing it would break the promise
         results.append((True, f"SearXNG {settings.searxng_url} is not used (egress = none)", None))

@@ -314,7 +314,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
     api_errors: tuple[type[Exception], ...] = ()  # the HTTP API's, when it runs inside (serve = true)
     if settings.serve and not args.once:  # the API's settings checked before anything starts
-        from .serve import ServeError, access_for
+        from .access import ServeError, access_for
 
         api_errors = (ServeError,)
         try:
@@ -403,7 +403,8 @@ def cmd_vectors(args: argparse.Namespace) -> int:
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     """`briefd serve`: the HTTP API alone (daemon.serve); `serve = true` runs it inside `briefd run` instead."""
-    from .serve import ServeError, serve_forever
+    from .access import ServeError
+    from .serve import serve_forever
 
     try:
         return serve_forever(settings)

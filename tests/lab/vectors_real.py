@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from briefd.daemon.core.brief import validate_brief
-from briefd.daemon.model.llm import parse_json_answer
+from briefd.daemon.model.jsonrepair import parse_json_answer
 from briefd.daemon.ops.vectors import Case, parse_vectors
 from briefd.daemon.research import planner
 from briefd.daemon.research.policy import policy_for
