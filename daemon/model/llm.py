@@ -5,7 +5,7 @@ Why it looks like this:
   `jsonrepair.parse_json_answer_ex` repairs what can be repaired without guessing
   and otherwise says precisely what is wrong, because that reason goes back to
   the model in the one retry.
-- The call wrapper owns the whole policy of DESIGN.md's invariant: explicit
+- The call wrapper owns the whole policy of every model call: explicit
   `num_ctx`/`num_predict`/`temperature`/`seed`, `think=False`, a JSON schema in
   `format`, a timeout on the client, token counts from the response, repair,
   one retry with the reason, then the caller's fallback. Bad output never
@@ -567,7 +567,7 @@ def transport_reason(exc: BaseException) -> str:
 
 # A request refused with this status this many times (and each time after) is judged by a health probe: the first
 # 500 may be a runner that crashed for another reason and restarts; the second, on the very same
-# request, is the one retry DESIGN.md allows before a fallback.
+# request, is the one retry a call is allowed before a fallback.
 RUNNER_FAILED_STATUS = 500
 PROBE_AFTER_REFUSALS = 2
 PROBE_PURPOSE = "health_probe"

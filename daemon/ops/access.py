@@ -92,7 +92,7 @@ def access_for(settings: Settings) -> Access:
 
 
 def token_file_warning(settings: Settings) -> str | None:
-    """A warning when serve_token_file can be read by others than its owner (the README says chmod 600)."""
+    """A warning when serve_token_file can be read by others than its owner (docs/http-api.md says chmod 600)."""
     path = settings.serve_token_file
     if path is None or settings.serve_token:
         return None

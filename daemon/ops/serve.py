@@ -1,4 +1,4 @@
-"""`briefd serve`: the HTTP door to the queue, and the web page at `/` (CONTRACT.md, "HTTP").
+"""`briefd serve`: the HTTP door to the queue, and the web page at `/` (docs/http-api.md; docs/contract.md, "HTTP").
 
 Starlette routes on uvicorn: both are small, well kept and asyncio-native (the daemon's own
 loop can host the server: `serve = true` runs it inside `briefd run`), Starlette's
