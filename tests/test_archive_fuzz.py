@@ -32,12 +32,11 @@ import pytest
 
 from briefd.daemon.sources.archives import (
     ARCHIVE_READERS,
-    FIX_DAMAGED,
     FIX_HUNG,
     FIX_MEMORY,
-    FIX_NOT_ZIM,
     Archives,
 )
+from briefd.daemon.sources.zim import FIX_DAMAGED, FIX_NOT_ZIM
 from briefd.daemon.sources.pagework import CHILD_MEMORY_BYTES
 from briefd.daemon.ops.checks import run_checks
 from briefd.daemon.core.outages import OutageLog

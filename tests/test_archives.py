@@ -23,13 +23,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.sources.archives import (
+from briefd.daemon.sources.archives import Archives
+from briefd.daemon.sources.zim import (
     FIX_DAMAGED,
     FIX_NOT_ZIM,
     FIX_PATH,
     SOURCE,
     ArchiveRef,
-    Archives,
     BadArchiveUrl,
     EntryRefused,
     archive_url,

@@ -9,7 +9,7 @@ import pytest
 from briefd.daemon.research.loop import _quotes, _readings
 from briefd.daemon.rules import judge
 from briefd.daemon.rules.contracts import Contract
-from briefd.daemon.sources.archives import archive_url
+from briefd.daemon.sources.zim import archive_url
 
 DOCS = "file:///usr/share/doc"
 

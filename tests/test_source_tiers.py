@@ -26,7 +26,7 @@ from briefd.daemon.rules import figures, judge
 from briefd.daemon.rules.citations import Source
 from briefd.daemon.rules.contracts import Contract
 from briefd.daemon.rules.judge import CREDIBLE, DETERMINISTIC, MODEL_TIER_CEILING, ONE_SOURCE_TIERS, SUPPORT_NEEDED, TIER_CAPS, Quoted, Stance
-from briefd.daemon.sources.archives import archive_url
+from briefd.daemon.sources.zim import archive_url
 from tests.lab.workspace import BRIEFD
 
 CLOSED_PORT = "http://127.0.0.1:9"
@@ -110,7 +110,7 @@ KEYGEN = Contract(">", 2048, "bits", "default RSA key size")
 SYMLINKS = Contract(">=", 32, "symbolic links", "symbolic links followed")
 KEY_LENGTH = Contract(">", 2048, "bits", "RSA key length")  # names neither the minimum nor the default
 
-# a quote names the metric as well as the figure (figures.figure_reading's rule for contracts): each is the
+# a quote names the metric as well as the figure (stated.figure_reading's rule for contracts): each is the
 # manual's own paragraph, from the sentence that says what the setting is to the one that gives its figure
 SSH_CONFIG = ("Specifies the minimum RSA key size (in bits) that ssh(1) will accept.  User authentication keys smaller "
               "than this limit will be ignored.  Servers that present host keys smaller than this limit will cause "
@@ -165,12 +165,12 @@ ONE_SOURCE_CASES: list[OneSourceCase] = [
      "inconclusive"),
     ("figures on both sides decide nothing, however official", KEY_LENGTH,
      [(KEYGEN_1, AUTHORITY, f"{MANUAL}/ssh-keygen.1")], "inconclusive"),
-    # ... but the minimum in one clause and the default in the next are two quantities (figures.figure_roles)
+    # ... but the minimum in one clause and the default in the next are two quantities (asked.figure_roles)
     ("the default decides where the minimum is said in another clause", KEYGEN,
      [(KEYGEN_1, AUTHORITY, f"{MANUAL}/ssh-keygen.1")], "supported"),
     ("another setting's default minimum is no default size", KEYGEN,
      [(SSH_CONFIG, AUTHORITY, f"{MANUAL}/ssh_config.5")], "inconclusive"),
-    # the unit named in the subject, not after the figure, still states it (figures.figure_reading): Linux's 40
+    # the unit named in the subject, not after the figure, still states it (stated.figure_reading): Linux's 40
     ("a figure whose unit is its subject's decides too", SYMLINKS,
      [(PATH_RESOLUTION, AUTHORITY, f"{MANUAL}/path_resolution.7")], "supported"),
     ("a credible source that disagrees keeps corroboration required", SSH_MIN,

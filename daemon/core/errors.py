@@ -28,9 +28,9 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * Locked                                      core/files.py: another briefd holds the lock
   * AnswerError                                 model/jsonrepair.py: the model's answer holds no usable JSON
   * DocumentUnavailable                         sources/sources.py: a library document or article unreadable
-    * ArchiveError                              sources/archives.py: a ZIM archive or its entry
-      * BadArchiveUrl                           sources/archives.py: a zim:// URL that names nothing
-      * EntryRefused                            sources/archives.py: an entry briefd will not read
+    * ArchiveError                              sources/zim.py: a ZIM archive or its entry
+      * BadArchiveUrl                           sources/zim.py: a zim:// URL that names nothing
+      * EntryRefused                            sources/zim.py: an entry briefd will not read
       * ReaderUnavailable                       sources/archives.py: the archive reader is not running
   * DocumentRefused                             sources/documents.py: a document briefd will not read
   * PageUnreadable                              sources/pagework.py: a page too costly to read, for good

@@ -39,7 +39,8 @@ from typing import Any
 
 from libzim.writer import Blob, ContentProvider, Creator, Hint, Item, StringProvider  # type: ignore[attr-defined]
 
-from briefd.daemon.sources.archives import ArchiveError, Archives, archive_url
+from briefd.daemon.sources.archives import Archives
+from briefd.daemon.sources.zim import ArchiveError, archive_url
 
 from tests.lab.corpus import ARTICLE_KINDS, PAGES, Page
 from tests.lab.web import render_article
