@@ -1,6 +1,6 @@
 """A figure counts only where its quote states it as the quantity asked (issue 21, part 3; issue 27).
 
-figures.figure_reading is the rule; read_figure (estimates) and quote_figures (contracts) read
+stated.figure_reading is the rule; read_figure (estimates) and quote_figures (contracts) read
 through it. The tables are real sentences, both ways (figures the rule must keep and figures it must
 refuse): from the Debian manuals of the real-document set (tests/lab/docset.py; the path of each is
 given) and from the rule vectors' dev half (tests/lab/vectors/dev.json). The held-out manuals are
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from briefd.daemon.core.brief import Brief, validate_brief
 from briefd.daemon.research import planner
 from briefd.daemon.research.policy import EstimatePolicy, Facts, accept_labels
-from briefd.daemon.rules import amounts, contracts, decide, figures, judge
+from briefd.daemon.rules import amounts, asked, contracts, decide, figures, judge, stated
 from briefd.daemon.rules.decide import Limits, LoopState, Usage
 from briefd.daemon.rules.contracts import Contract
 
@@ -77,11 +77,11 @@ START_TIMEOUT = "DefaultTimeoutStartSec= and DefaultTimeoutStopSec= default to 9
 GRAMMAR = "The grammar is LALR(1); build it with -DOS_OTHER=1"
 
 KEPT = None
-IN_CODE = f"{figures.NOT_THE_QUANTITY} (inside code, a formula or a command line)"
-NO_UNIT = figures.NOT_THE_QUANTITY + " (no {unit} beside it)"
-VERSION = f"{figures.NOT_THE_QUANTITY} (a version, a name's number or a reference)"
-EARLIER = f"{figures.NOT_THE_QUANTITY} (an earlier release's value)"
-EACH = f"{figures.NOT_THE_QUANTITY} (the size of each of many things)"
+IN_CODE = f"{stated.NOT_THE_QUANTITY} (inside code, a formula or a command line)"
+NO_UNIT = stated.NOT_THE_QUANTITY + " (no {unit} beside it)"
+VERSION = f"{stated.NOT_THE_QUANTITY} (a version, a name's number or a reference)"
+EARLIER = f"{stated.NOT_THE_QUANTITY} (an earlier release's value)"
+EACH = f"{stated.NOT_THE_QUANTITY} (the size of each of many things)"
 
 
 @pytest.mark.parametrize("unit, proposed, quote, reason", [
@@ -109,7 +109,7 @@ EACH = f"{figures.NOT_THE_QUANTITY} (the size of each of many things)"
     ("bytes", 500, FTM, IN_CODE),
     ("states", 1, GRAMMAR, IN_CODE),                            # LALR(1) and -DOS_OTHER=1
     # refused: another unit beside it, one that does not convert; a command line's bare value
-    ("retries", 2, NFS_RETRY, f"{figures.OTHER_UNIT} (minutes)"),
+    ("retries", 2, NFS_RETRY, f"{stated.OTHER_UNIT} (minutes)"),
     ("seconds", 256, SYSCTL_ECHO, NO_UNIT.format(unit="seconds")),
     # refused: a count of something else, a per-item size, a version, an earlier release
     ("bytes", 16, PIPE_CAPACITY, NO_UNIT.format(unit="bytes")),  # "16 pages"
@@ -288,7 +288,7 @@ def test_property_every_amount_is_read_or_refused_with_a_reason(text: str, unit:
     read = figures.stated_amounts(text, unit)
     assert [r.amount for r in read] == amounts.parse_amounts(text)
     for r in read:
-        assert r.why is None or r.why.startswith((figures.NOT_THE_QUANTITY + " (", figures.OTHER_UNIT + " ("))
+        assert r.why is None or r.why.startswith((stated.NOT_THE_QUANTITY + " (", stated.OTHER_UNIT + " ("))
 
 
 # "the <noun> of N": the noun names what N measures (contracts.measures_another_quantity). tcp(7) kept both
@@ -320,7 +320,7 @@ def test_a_figure_said_of_another_noun_is_that_quantitys(contract: Contract, quo
     assert contracts.quote_stance(contract, quote).stance == stance
 
 
-# Which extreme a figure is said to be (figures.figure_roles), and which setting (contracts.code_names). Each was a
+# Which extreme a figure is said to be (asked.figure_roles), and which setting (contracts.code_names). Each was a
 # verdict of the docset: ssh_config(5)'s default of RequiredRSASize (a minimum) refuted "ssh-keygen creates RSA
 # keys of more than 2048 bits by default"; ssh-keygen(1)'s minimum in one clause and default in the next, and
 # zstd(1)'s "[1-19] (default: 3)" beside "(maximum 22)", made a single manual read both ways (nothing decided);
@@ -401,7 +401,7 @@ def test_m4s_diversion_limit_refutes_a_megabyte_of_memory() -> None:
 
 
 # tcp(7) as the model quotes two entries at once (a man page's term on its own line, then its text): the unit
-# named in one entry is no unit of the next entry's figure (figures._subject_before stays within the figure's line)
+# named in one entry is no unit of the next entry's figure (stated._subject_before stays within the figure's line)
 TCP_INTVL_PROBES = ("tcp_keepalive_intvl (integer; default: 75; since Linux 2.4)\nThe number of seconds between TCP "
                     "keep-alive probes.\ntcp_keepalive_probes (integer; default: 9; since Linux 2.2)\nThe maximum "
                     "number of TCP keep-alive probes to send before giving up and killing the connection if no "
@@ -422,7 +422,7 @@ def test_a_figures_unit_is_named_in_its_own_line_or_the_one_it_leans_on(quote: s
 
 def test_a_default_in_a_paragraph_of_its_own_is_said_of_the_extreme_in_the_paragraph_above() -> None:
     """curl(1) puts "The default is 50." in a paragraph of its own under "... the maximum amount of transfers":
-    the figure is the maximum's (figures._leaned_on_from reads past the blank line, as the cited unit does)."""
+    the figure is the maximum's (stated._leaned_on_from reads past the blank line, as the cited unit does)."""
     contract = Contract(">", 20, "transfers", "maximum parallel transfers")
     assert [f.raw for f in contracts.quote_stance(contract, CURL_PARALLEL_MAX).figures] == ["50"]
 
@@ -502,7 +502,7 @@ PROTECTED_SYMLINKS = ("/proc/sys/fs/protected_symlinks (since Linux 3.6) When th
 BASH_COMPAT = ("If the shell compatibility level is set to 50 or lower, it reverts to the method from bash-5.0 and "
                "previous versions.")                                                                     # Bash manual
 ZSTD_SPLIT = "If split is 100, all input samples are used for both training and testing to find optimal d and k."
-CASE = f"{figures.NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
+CASE = f"{stated.NOT_THE_QUANTITY} (a case in a condition: \"if ... is N\")"
 
 
 @pytest.mark.parametrize("unit, proposed, quote, reason", [
@@ -534,13 +534,13 @@ PIPE_BUF_SEMANTICS = ("(On Linux, PIPE_BUF is 4096 bytes.) The precise semantics
                       "descriptor is nonblocking (O_NONBLOCK), whether there are multiple writers to the pipe, and "
                       "on n, the number of bytes to be written:")                                     # pipe.7
 PIPE_CAPACITY_ONE_SPACE = " ".join(PIPE_CAPACITY.split())  # as the web page gave it: one space between sentences
-SAID_OF = figures.NOT_THE_QUANTITY + " (said of {}, which the question does not name)"
+SAID_OF = stated.NOT_THE_QUANTITY + " (said of {}, which the question does not name)"
 
 
 @pytest.mark.parametrize("question, proposed, quote, reason", [
     (PIPE_QUESTION, 8192, MQ, SAID_OF.format("msgsize_max")),
     (PIPE_QUESTION, 4096, PIPE_BUF_SEMANTICS, SAID_OF.format("PIPE_BUF")),
-    (PIPE_QUESTION, 4096, PIPE_CAPACITY_ONE_SPACE.split("). ")[1], figures.NOT_THE_QUANTITY
+    (PIPE_QUESTION, 4096, PIPE_CAPACITY_ONE_SPACE.split("). ")[1], stated.NOT_THE_QUANTITY
      + " (a size, which the question does not ask about)"),            # "a page size of 4096 bytes"
     (PIPE_QUESTION, 65536, PIPE_CAPACITY_ONE_SPACE, KEPT),              # "(i.e., 65,536 bytes": "i.e" names nothing
     ("What is the default value of msgsize_max?", 8192, MQ, KEPT),      # the question names it

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from briefd.daemon.rules import figures, judge
+from briefd.daemon.rules import figures, judge, stated
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS
 
@@ -41,8 +41,8 @@ def test_a_percent_estimate_with_only_dollar_figures_says_so(percent_run: Worksp
     assert sum(reasons.values()) == estimate["numbers_discarded"] == len(skipped)
     # which pages a round reads can differ on a busy machine (a page past the fetch timeout is
     # skipped), and with them the figures: every one is still in another unit, most in dollars
-    assert f"{figures.OTHER_UNIT} (USD)" in reasons, reasons
-    assert all(reason.startswith(f"{figures.OTHER_UNIT} (") for reason in reasons), reasons
+    assert f"{stated.OTHER_UNIT} (USD)" in reasons, reasons
+    assert all(reason.startswith(f"{stated.OTHER_UNIT} (") for reason in reasons), reasons
     assert all(e["reason"].removeprefix("number ") in reasons for e in skipped)
     assert all(e["written"] and e["written"] in e["quote"] for e in skipped), "the event shows what was written"
 

@@ -1,8 +1,8 @@
 """Hypothesis contracts (seed 2): what a quote's figures say of a claim's metric against its target.
 
-Pure, typed, no I/O. A quote's figures are read by figures.py's rules with the metric in place of a question;
-their own words bound them ("at most 31", "must not exceed 4", "under 80", "at least 2"), and where the metric
-is that very extreme the figure is its value. quote_stance gives a quote's stance (supports, contradicts,
+Pure, typed, no I/O. A quote's figures are read by the estimate's rules (stated.py, asked.py, figures.py) with
+the metric in place of a question; their own words bound them ("at most 31", "must not exceed 4", "under 80",
+"at least 2"), and where the metric is that very extreme the figure is its value. quote_stance gives a quote's stance (supports, contradicts,
 neutral) from those figures alone, never from the model's label; judge.contract_verdict weighs the stances.
 """
 
@@ -15,11 +15,12 @@ from urllib.parse import unquote, urlsplit
 
 from .amounts import Amount, parse_amounts, parse_unit, SAME_FIGURE
 from .decide import CODE_NAME, entry_of
-from .figures import (
-    asked_roles, BEFORE, clause_before, figure_reading, figure_roles, is_range, MAXIMUM, MINIMUM,
-    money_or_share, name_parts, NEGATION, phrase_after, quantity_noun, RANGE, range_high_end, ROLE_AFTER, ROLE_WORDS,
-    SETTING_NAME, stated_amounts, stem, stems, STOP_STEMS, unit_after,
+from .asked import (
+    asked_roles, BEFORE, clause_before, figure_roles, MAXIMUM, MINIMUM, name_parts, NEGATION, phrase_after,
+    quantity_noun, RANGE, range_high_end, ROLE_AFTER, ROLE_WORDS, SETTING_NAME, stem, stems, STOP_STEMS,
 )
+from .figures import stated_amounts
+from .stated import figure_reading, is_range, money_or_share, unit_after
 from .numbers import number_text
 
 

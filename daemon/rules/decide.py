@@ -399,7 +399,7 @@ def is_term_line(line: str) -> bool:
 # camel-cased word, a capitalised one of five letters or more (not "RSA", "TCP", "HTTP", which name a field,
 # not a setting; nor "i.e" and "e.g", whose first part is one letter), or a variable written with its sigil
 # ("$timeout", "$HOME"). contracts.code_names reads a metric's; leans_on_before a sentence that goes on about
-# one; figures.another_quantity_asked a figure's clause.
+# one; asked.another_quantity_asked a figure's clause.
 CODE_NAME = re.compile(r"(?<![\w.$])(?:[A-Za-z]\w+(?:[._]\w+)+|[a-z]+[A-Z]\w*|[A-Z][A-Z0-9_]{4,}|\$[A-Za-z_]\w*)"
                        r"(?![\w])")
 # What a sentence that opens with a name goes on to say of it: "LUA_MINSTACK is defined as 20", "OPTIND is
