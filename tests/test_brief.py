@@ -28,11 +28,9 @@ from briefd.daemon.core.brief import (
     CONTEXT_MAX_CHARS,
     DEPTH_PRESETS,
     ID_MAX_CHARS,
-    MAX_BRIEF_BYTES,
     QUESTION_MAX_CHARS,
     SAFE_INT_MAX,
     Brief,
-    BriefError,
     Budget,
     Estimate,
     Hypothesis,
@@ -42,6 +40,7 @@ from briefd.daemon.core.brief import (
     load_schema,
     parse_brief,
 )
+from briefd.daemon.core.briefjson import MAX_BRIEF_BYTES, BriefError
 from briefd.daemon.rules.contracts import COMPARATORS
 
 SCHEMA = load_schema()

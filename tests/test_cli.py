@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from briefd.daemon.core.brief import MAX_BRIEF_BYTES
+from briefd.daemon.core.briefjson import MAX_BRIEF_BYTES
 from briefd.daemon.core.settings import DEFAULT_MODEL, settings_table
 from tests.conftest import BRIEFD, Workspace
 

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from briefd.daemon.ops.actions import check_brief
-from briefd.daemon.core.brief import BriefError, parse_brief
+from briefd.daemon.core.brief import parse_brief
+from briefd.daemon.core.briefjson import BriefError
 from briefd.daemon.intake.inbox import acquire_lock
 from briefd.daemon.core.schedule import MIN_EVERY_S, ScheduleError, parse_every
 from briefd.daemon.core.settings import Settings

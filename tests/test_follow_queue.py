@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from briefd.daemon.ops.actions import check_brief, drop_into_inbox
-from briefd.daemon.core.brief import BriefError
+from briefd.daemon.core.briefjson import BriefError
 from briefd.daemon.core.settings import Settings
 from briefd.store import DONE, FAILED, RUNNING, Store
 from tests.lab.corpus import TOPICS

@@ -30,7 +30,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.core.brief import MAX_BRIEF_BYTES, id_from_filename
+from briefd.daemon.core.brief import id_from_filename
+from briefd.daemon.core.briefjson import MAX_BRIEF_BYTES
 from briefd.daemon.core.files import atomic_write_text
 from briefd.daemon.intake.inbox import TAKE_PER_CALL, Accepted, Inbox
 from briefd.daemon.report.report import valid_id

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from briefd.daemon.core.brief import MAX_BRIEF_BYTES
+from briefd.daemon.core.briefjson import MAX_BRIEF_BYTES
 from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.core.settings import SERVE_TOKEN_MIN_CHARS
 from briefd.daemon.ops.api import FRESH_MIN_S

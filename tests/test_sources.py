@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from briefd.daemon.core.brief import SOURCE_KINDS, BriefError, parse_brief
+from briefd.daemon.core.brief import SOURCE_KINDS, parse_brief
+from briefd.daemon.core.briefjson import BriefError
 from briefd.daemon.intake.inbox import Inbox
 from briefd.daemon.sources.search import SearchHit
 from briefd.daemon.core.settings import Settings

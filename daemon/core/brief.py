@@ -5,7 +5,8 @@ reports "'three' is not of type 'integer'", while a user needs "max_rounds must 
 an integer from 1 to 10, got "three" (string)" and, for a typo, the field they
 meant. The schema is the published description (`briefd schema`); this module
 is what briefd runs. tests/test_brief.py checks, with `jsonschema`, that the two
-accept and reject the same briefs.
+accept and reject the same briefs. The bytes' rules (size, UTF-8, strict JSON) and
+BriefError itself are briefjson.py's; this module checks the decoded value's fields.
 
 Everything a surprising input can do ends as `BriefError`, never another
 exception (RELIABILITY.md, "Inputs that surprise"): the inbox turns it into
@@ -36,11 +37,11 @@ from typing import Any, Callable, Literal, TypeGuard, TypeVar
 from ..rules.contracts import COMPARATORS, Contract
 from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, EVERY_EXAMPLE, ScheduleError, format_duration, parse_duration, parse_every
-from .untrusted import LONE_SURROGATE
-from .errors import BriefdError
-from .jsontext import KEY_SHOWN, MAX_DEPTH, NestedTooDeep, load_json, path_text
+from .briefjson import (
+    MAX_LISTED_PROBLEMS, BriefError, Problem, decode_json, describe, json_type, preview, quoted_key, truncate,
+)
+from .jsontext import KEY_SHOWN
 
-MAX_BRIEF_BYTES = 1 << 20  # 1 MiB: far above any real brief, far below trouble
 QUESTION_MAX_CHARS = 2000
 CONTEXT_MAX_CHARS = 20000
 CLAIM_MAX_CHARS = 2000
@@ -51,8 +52,6 @@ SEARCHES_RANGE = (1, 8)
 BUDGET_MINIMUMS = {"llm_tokens": 1000, "seconds": 10, "pages": 1}
 # The largest integer every JSON reader (JavaScript included) and SQLite keep exactly.
 SAFE_INT_MAX = 2**53 - 1
-# Python refuses to turn longer digit strings into int (CVE-2020-10735 guard).
-MAX_INT_DIGITS = 4300
 Depth = Literal["quick", "standard", "deep"]
 Format = Literal["json", "md", "html"]
 DEPTH_PRESETS: dict[Depth, tuple[int, int]] = {"quick": (2, 2), "standard": (3, 3), "deep": (6, 4)}
@@ -62,8 +61,6 @@ SourceKind = Literal["web", "library", "archives"]
 SOURCE_KINDS: tuple[SourceKind, ...] = ("web", "library", "archives")  # canonical order of Brief.sources
 DEFAULT_FORMATS: tuple[Format, ...] = ("json", "md")
 TIME_RANGES = ("day", "week", "month", "year")
-# Problems listed in BriefError.details["problems"]; a 1 MiB brief could hold 100,000.
-MAX_LISTED_PROBLEMS = 20
 # Every number of an estimate lies within +-ESTIMATE_MAX_ABS. Why 1e15: about ten times world
 # GDP in USD, so any real quantity fits with a sensible unit ("USD trillion", "TB"); under
 # 2**53, so whole numbers stay exact in floats, SQLite and JavaScript; and far enough from
@@ -110,8 +107,6 @@ DOMAIN_RE = re.compile(
 )
 _NON_BLANK = re.compile(r"\S")
 _ID_BAD_RUN = re.compile(r"[^A-Za-z0-9._-]+")
-_LONE_SURROGATE = LONE_SURROGATE  # one rule: daemon/core/untrusted.py
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 # --------------------------------------------------------------------------- values
@@ -258,65 +253,7 @@ class Brief:
         return out
 
 
-# --------------------------------------------------------------------------- errors
-
-
-def _clean(text: str) -> str:
-    """Replace lone surrogates so that an error can always be written as UTF-8."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def _clean_json(value: Any) -> Any:
-    if isinstance(value, str):
-        return _clean(value)
-    if isinstance(value, dict):
-        return {_clean(str(k)): _clean_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean_json(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return _clean(str(value))
-
-
-class BriefError(BriefdError, ValueError):
-    """A brief that can't be used: which field (a JSON path, "" for the whole file), why, and the fix.
-
-    `details` is JSON-serialisable and UTF-8-safe: it goes into outbox/<id>/error.json.
-    """
-
-    def __init__(self, field: str, message: str, details: dict[str, Any] | None = None) -> None:
-        self.field = _clean(_truncate(field, 300))  # a path 900 levels deep is no help past this
-        self.message = _clean(message)
-        self.details: dict[str, Any] = _clean_json(details or {})
-        super().__init__(self.message)
-
-    def __str__(self) -> str:
-        return self.message
-
-
-@dataclass
-class _Problem:
-    field: str
-    message: str
-    details: dict[str, Any]
-
-
-class _Reject(Exception):
-    """Raised inside json.loads hooks; becomes a whole-file BriefError."""
-
-    def __init__(self, message: str, details: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details
-
-
-class _DupDict(dict[str, Any]):
-    """An object that had a key twice; found after parsing so that the error can name its path."""
-
-    dups: list[str]
-
-
-# --------------------------------------------------------------------------- reading bytes
+# --------------------------------------------------------------------------- reading a brief
 
 
 def parse_brief(data: bytes, source_name: str) -> Brief:
@@ -328,167 +265,6 @@ def parse_brief(data: bytes, source_name: str) -> Brief:
     return validate_brief(value, source_name)
 
 
-def decode_json(data: bytes) -> Any:
-    """Size cap, UTF-8 (BOM allowed), strict JSON: every failure a whole-file BriefError."""
-    if len(data) > MAX_BRIEF_BYTES:
-        raise too_large(len(data))
-    text = _decode_utf8(data)
-    if not text.strip():
-        raise BriefError("", 'the brief is empty; write a JSON object such as {"question": "What ...?"}',
-                         {"size": len(data)})
-    duplicates: list[str] = []
-
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = _pairs_hook(pairs)
-        if isinstance(obj, _DupDict):
-            duplicates.append(obj.dups[0])
-        return obj
-
-    try:
-        value = load_json(
-            text, object_pairs_hook=pairs_hook, parse_constant=_reject_constant,
-            parse_float=_parse_float, parse_int=_parse_int,
-        )
-    except _Reject as exc:
-        raise BriefError("", exc.message, exc.details) from None
-    except json.JSONDecodeError as exc:
-        raise BriefError(
-            "", f"the brief is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-                f"fix the syntax there (common causes: a trailing comma, a missing comma or quote, "
-                f"single quotes instead of double quotes)",
-            {"line": exc.lineno, "column": exc.colno, "char_offset": exc.pos, "reason": exc.msg},
-        ) from None
-    except NestedTooDeep as exc:  # jsontext.MAX_DEPTH: the one bound, shared with eval and vector files
-        raise BriefError(
-            "", f"the brief is nested too deeply to read ({exc}); a brief is at most three levels deep "
-                '(for example "search" → "engines" → a name), so remove the extra brackets',
-            {"reason": "nesting", "limit": MAX_DEPTH, "at": path_text(exc.path) if exc.path is not None else None},
-        ) from None
-    except (ValueError, OverflowError) as exc:  # nothing else should reach here; stay a BriefError
-        raise BriefError("", f"the brief could not be read as JSON ({type(exc).__name__}); "
-                             f"check that it is plain JSON text", {"reason": type(exc).__name__}) from None
-    # Only a \u escape can put a lone surrogate into valid UTF-8 text: skip the walk when there is none.
-    if isinstance(value, dict) and (duplicates or _SURROGATE_ESCAPE.search(text)):
-        problem = _first_structural_problem(value)
-        if problem is not None:
-            raise BriefError(problem.field, problem.message, problem.details)
-    return value
-
-
-def too_large(size: int | None) -> BriefError:
-    """The error for a brief over MAX_BRIEF_BYTES, naming the file's real size.
-
-    Shared with the inbox and `briefd submit`, which read at most MAX_BRIEF_BYTES + 1
-    bytes of a file (a 10 GB drop must not be read into memory) and so know the size
-    only from stat: the message must say 10,000,000,000 bytes, not the 1,048,577 it
-    happened to read. None: no size to tell (/dev/zero, a pipe), only "more than".
-    """
-    shown = f"{size:,} bytes" if size is not None else f"more than {MAX_BRIEF_BYTES:,} bytes"
-    return BriefError(
-        "", f"the brief is too large: {shown}, and the limit is {MAX_BRIEF_BYTES:,} bytes "
-            f"(1 MiB); shorten the context or split it into several briefs",
-        {"size": size, "limit": MAX_BRIEF_BYTES},
-    )
-
-
-def _decode_utf8(data: bytes) -> str:
-    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-                      (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16")):
-        if data.startswith(bom):
-            raise BriefError("", f"the brief is {name} text; save it as UTF-8 (JSON files must be UTF-8)",
-                             {"encoding": name.lower()})
-    skipped = 3 if data.startswith(b"\xef\xbb\xbf") else 0
-    try:
-        return data[skipped:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        offset = exc.start + skipped
-        line = data.count(b"\n", 0, offset) + 1
-        raise BriefError(
-            "", f"the brief is not UTF-8 text: byte 0x{data[offset]:02x} at offset {offset} (line {line}) "
-                f"is not valid UTF-8; save the file as UTF-8",
-            {"offset": offset, "line": line, "byte": f"0x{data[offset]:02x}"},
-        ) from None
-
-
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    dups: dict[str, None] = {}  # ordered set: an object of 100,000 repeated keys stays linear
-    for key, value in pairs:
-        if key in obj:
-            dups[key] = None
-        obj[key] = value
-    if not dups:
-        return obj
-    marked = _DupDict(obj)
-    marked.dups = list(dups)[:MAX_LISTED_PROBLEMS]
-    return marked
-
-
-def _reject_constant(name: str) -> Any:
-    raise _Reject(f"the brief contains {name}, which is not a JSON number; write a number or leave the field out",
-                  {"constant": name})
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Reject(f"the number {_truncate(text, 40)} is too large to use; write a smaller number",
-                      {"number": _truncate(text, 40)})
-    return value
-
-
-def _parse_int(text: str) -> int:
-    digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
-        raise _Reject(f"the brief contains an integer with {digits:,} digits; numbers may have at most "
-                      f"{MAX_INT_DIGITS:,} digits", {"digits": digits})
-    return int(text)
-
-
-def _first_structural_problem(value: Any) -> _Problem | None:
-    """A duplicate key or a lone-surrogate escape anywhere, in document order.
-
-    Iterative, so depth can't hurt; paths are linked (parent, key) pairs turned
-    into text only for the one problem reported, so width × depth can't either.
-    """
-    stack: list[tuple[Any, Any]] = [(None, value)]  # (link to the parent's path, node)
-    while stack:
-        link, node = stack.pop()
-        if isinstance(node, str):
-            if _LONE_SURROGATE.search(node):
-                path = _path_text(link)
-                where = _truncate(path, 100) or "the brief"
-                return _Problem(path, f"{where} contains a \\u escape of half a character (a lone surrogate), "
-                                      f"which is not valid Unicode; remove it or escape the whole character",
-                                {"reason": "lone surrogate"})
-        elif isinstance(node, dict):
-            if isinstance(node, _DupDict):
-                key = node.dups[0]
-                where = _truncate(_path_text(link), 100) or "the brief"
-                return _Problem(_path_text((link, key)), f"the key '{_show(key)}' appears more than once in "
-                                                         f"{where}; keep one of them",
-                                {"duplicate_keys": [_truncate(k, 100) for k in node.dups]})
-            for key in node:
-                if _LONE_SURROGATE.search(key):
-                    where = _truncate(_path_text(link), 100) or "the brief"
-                    return _Problem(_path_text((link, key)), f"a field name in {where} contains a \\u escape of "
-                                                             f"half a character (a lone surrogate); rename it",
-                                    {"reason": "lone surrogate"})
-            stack.extend(((link, key), child) for key, child in reversed(node.items()))
-        elif isinstance(node, list):
-            stack.extend(((link, i), node[i]) for i in range(len(node) - 1, -1, -1))
-    return None
-
-
-def _path_text(link: Any) -> str:
-    """(((None, "search"), "engines"), 0) → "search.engines[0]"."""
-    parts: list[str | int] = []
-    while link is not None:
-        link, key = link
-        parts.append(key)
-    return path_text(parts[::-1])
-
-
 # --------------------------------------------------------------------------- validating the value
 
 
@@ -496,7 +272,7 @@ def validate_brief(value: Any, source_name: str) -> Brief:
     """A decoded JSON value → Brief; every problem found is listed, the first one is the message."""
     if not isinstance(value, dict):
         raise BriefError("", f'the brief must be a JSON object such as {{"question": "What ...?"}}, '
-                             f"got {_describe(value)}", {"expected": "object", "got": _json_type(value)})
+                             f"got {describe(value)}", {"expected": "object", "got": json_type(value)})
     check = _Checker()
     brief = check.brief(value, source_name)
     if check.problems:
@@ -509,7 +285,7 @@ class _Checker:
     """Collects problems so that a user fixes a brief in one go rather than one error per attempt."""
 
     def __init__(self) -> None:
-        self.problems: list[_Problem] = []
+        self.problems: list[Problem] = []
         self.uncounted = 0  # problems past MAX_LISTED_PROBLEMS: counted, not kept
 
     @property
@@ -520,7 +296,7 @@ class _Checker:
         if self.full:
             self.uncounted += 1
         else:
-            self.problems.append(_Problem(field, message, details))
+            self.problems.append(Problem(field, message, details))
 
     def error(self) -> BriefError:
         first = self.problems[0]
@@ -587,9 +363,9 @@ class _Checker:
             return None
         value = obj["follows"]
         if not valid_id(value):
-            self.add("follows", f"follows must be the id of an earlier brief (as in outbox/<id>/), got {_describe(value)}; "
+            self.add("follows", f"follows must be the id of an earlier brief (as in outbox/<id>/), got {describe(value)}; "
                                 'for example "follows": "kestrel-cost"', expected=f"string matching ^{ID_RE.pattern}$",
-                     got=_preview(value))
+                     got=preview(value))
             return None
         if value == brief_id:
             self.add("follows", f"a brief cannot follow itself (follows and id are both {value!r}); to ask the same "
@@ -604,13 +380,13 @@ class _Checker:
             return None
         value = obj[key]
         if not isinstance(value, str):
-            self.add(key, f"{key} must be a string, {example}; got {_describe(value)}", expected="string",
-                     got=_preview(value))
+            self.add(key, f"{key} must be a string, {example}; got {describe(value)}", expected="string",
+                     got=preview(value))
             return None
         try:
             return parse(value)
         except ScheduleError as exc:
-            self.add(key, f"{key}: {exc}", expected=example, got=_preview(value))
+            self.add(key, f"{key}: {exc}", expected=example, got=preview(value))
             return None
 
     def brief_id(self, obj: dict[str, Any], source_name: str) -> str | None:
@@ -622,9 +398,9 @@ class _Checker:
         suggestion = _sanitize_id(value, value) if isinstance(value, str) else id_from_filename(source_name)
         self.add("id", f"id must be 1 to {ID_MAX_CHARS} characters from A-Z a-z 0-9 . _ - starting with a letter, "
                        f"digit or _ (no slashes, spaces or other characters, and not only dots; not starting with '.', "
-                       f"which makes a hidden folder, or '-', which tools read as an option), got {_describe(value)}; "
+                       f"which makes a hidden folder, or '-', which tools read as an option), got {describe(value)}; "
                        f'for example "{suggestion}", or leave id out to use the file name',
-                 expected=f"string matching ^{ID_RE.pattern}$", got=_preview(value), suggestion=suggestion)
+                 expected=f"string matching ^{ID_RE.pattern}$", got=preview(value), suggestion=suggestion)
         return None
 
     # -- nested objects
@@ -699,8 +475,8 @@ class _Checker:
         listed = ", ".join(f'"{c}"' for c in COMPARATORS)
         alias = _COMPARATOR_ALIASES.get(raw.strip().lower()) if isinstance(raw, str) else None
         hint = f'; did you mean "{alias}"?' if alias else _did_you_mean(raw, COMPARATORS)
-        self.add("hypothesis.comparator", f"hypothesis.comparator must be one of {listed}, got {_describe(raw)}{hint}",
-                 expected=list(COMPARATORS), got=_preview(raw))
+        self.add("hypothesis.comparator", f"hypothesis.comparator must be one of {listed}, got {describe(raw)}{hint}",
+                 expected=list(COMPARATORS), got=preview(raw))
         return None
 
     def contract_target(self, value: dict[str, Any], comparator: str | None) -> float | tuple[float, float] | None:
@@ -711,8 +487,8 @@ class _Checker:
         if comparator == "between":
             if not isinstance(raw, list) or len(raw) != 2:
                 self.add(path, f'{path} must be [low, high] (two numbers, low <= high) when hypothesis.comparator '
-                               f'is "between", got {_describe(raw)}; write e.g. [4, 6]',
-                         expected="[low, high]", got=_preview(raw))
+                               f'is "between", got {describe(raw)}; write e.g. [4, 6]',
+                         expected="[low, high]", got=preview(raw))
                 return None
             ends = [self.number({"v": v}, "v", f"{path}[{i}]", limit=ESTIMATE_MAX_ABS) for i, v in enumerate(raw)]
             low, high = ends
@@ -725,8 +501,8 @@ class _Checker:
             return (low, high)
         if isinstance(raw, list) and comparator is not None:
             self.add(path, f'{path} must be a number when hypothesis.comparator is "{comparator}", got '
-                           f'{_describe(raw)}; use "comparator": "between" for a range [low, high]',
-                     expected="number", got=_preview(raw))
+                           f'{describe(raw)}; use "comparator": "between" for a range [low, high]',
+                     expected="number", got=preview(raw))
             return None
         return self.number(value, "target", path, limit=ESTIMATE_MAX_ABS)
 
@@ -753,8 +529,8 @@ class _Checker:
                 language = lang
             else:
                 self.add("search.language", f'search.language must be a language code like "en" or "en-US", '
-                                            f'or "all", got {_describe(lang)}',
-                         expected="language code", got=_preview(lang))
+                                            f'or "all", got {describe(lang)}',
+                         expected="language code", got=preview(lang))
         time_range = self.choice(value, "time_range", "search.time_range", TIME_RANGES)
         include = self.domains(value, "include_domains")
         exclude = self.domains(value, "exclude_domains")
@@ -782,8 +558,8 @@ class _Checker:
         words = ", ".join(f'"{o}"' for o in options)
         if not isinstance(value, list):
             hint = f'; write ["{value}"]' if isinstance(value, str) and value in options else ""
-            self.add(path, f"{path} must be an array of {words}, got {_describe(value)}{hint}",
-                     expected="array", got=_preview(value))
+            self.add(path, f"{path} must be an array of {words}, got {describe(value)}{hint}",
+                     expected="array", got=preview(value))
             return None
         if not value and not allow_empty:
             self.add(path, f"{path} is empty: name at least one of {words}, or leave {path} out to use every "
@@ -796,8 +572,8 @@ class _Checker:
                 self.uncounted += 1
             elif not isinstance(item, str) or item not in options:
                 self.add(f"{path}[{i}]", f"{path}[{i}] must be one of {words}, got "
-                                         f"{_describe(item)}{_did_you_mean(item, options)}",
-                         expected=list(options), got=_preview(item))
+                                         f"{describe(item)}{_did_you_mean(item, options)}",
+                         expected=list(options), got=preview(item))
             elif item in seen:
                 self.add(f"{path}[{i}]", f'{path} lists "{item}" more than once; list each of the {noun} once',
                          duplicate=item)
@@ -819,14 +595,14 @@ class _Checker:
             suggestion = _nearest(key, allowed)
             hint = (f"did you mean '{suggestion}'?" if suggestion
                     else f"remove it (the fields are: {', '.join(allowed)})")
-            self.add(_join(prefix, key), f"'{_show(key)}' is not a field of {where}; {hint}",
-                     unknown=_truncate(key, 100), suggestion=suggestion, allowed=list(allowed))
+            self.add(_join(prefix, key), f"'{quoted_key(key)}' is not a field of {where}; {hint}",
+                     unknown=truncate(key, 100), suggestion=suggestion, allowed=list(allowed))
 
     def object(self, value: Any, path: str, example: str) -> bool:
         if isinstance(value, dict):
             return True
-        self.add(path, f"{path} must be an object {example}, got {_describe(value)}",
-                 expected="object", got=_preview(value))
+        self.add(path, f"{path} must be an object {example}, got {describe(value)}",
+                 expected="object", got=preview(value))
         return False
 
     def text(self, obj: dict[str, Any], key: str, path: str, max_chars: int, *, required: bool = False,
@@ -837,8 +613,8 @@ class _Checker:
             return None
         value = obj[key]
         if not isinstance(value, str):
-            self.add(path, f"{path} must be a string (text in double quotes), got {_describe(value)}",
-                     expected="string", got=_preview(value))
+            self.add(path, f"{path} must be a string (text in double quotes), got {describe(value)}",
+                     expected="string", got=preview(value))
             return None
         if not blank_ok and not _NON_BLANK.search(value):
             self.add(path, f"{path} must not be empty or blank; write {example or 'some text'}",
@@ -859,8 +635,8 @@ class _Checker:
         if number is None or not low <= number <= high:
             if number is not None and number > high and high == SAFE_INT_MAX:
                 expected = f"an integer from {low} to {high}"
-            self.add(path, f"{path} must be {expected}, got {_describe(value)}",
-                     expected=expected, got=_preview(value))
+            self.add(path, f"{path} must be {expected}, got {describe(value)}",
+                     expected=expected, got=preview(value))
             return None
         return number
 
@@ -885,8 +661,8 @@ class _Checker:
         if number is None or (positive and number <= 0) or huge:
             fix = ('; write the range in a larger unit (for example "USD trillion" instead of "USD", '
                    '"TB" instead of "bytes")' if huge and limit is not None else "")
-            self.add(path, f"{path} must be {expected}, got {_describe(value)}{fix}",
-                     expected=expected, got=_preview(value))
+            self.add(path, f"{path} must be {expected}, got {describe(value)}{fix}",
+                     expected=expected, got=preview(value))
             return None
         return number
 
@@ -896,8 +672,8 @@ class _Checker:
         value = obj[key]
         if isinstance(value, bool):
             return value
-        self.add(path, f"{path} must be true or false (without quotes), got {_describe(value)}",
-                 expected="boolean", got=_preview(value))
+        self.add(path, f"{path} must be true or false (without quotes), got {describe(value)}",
+                 expected="boolean", got=preview(value))
         return None
 
     def choice(self, obj: dict[str, Any], key: str, path: str,
@@ -909,20 +685,24 @@ class _Checker:
             if isinstance(value, str) and value == option:
                 return option  # the option, not the value: typed as one of `options`
         listed = ", ".join(f'"{o}"' for o in options)
-        self.add(path, f"{path} must be one of {listed}, got {_describe(value)}{_did_you_mean(value, options)}",
-                 expected=list(options), got=_preview(value))
+        self.add(path, f"{path} must be one of {listed}, got {describe(value)}{_did_you_mean(value, options)}",
+                 expected=list(options), got=preview(value))
         return None
 
-    def names(self, obj: dict[str, Any], key: str, example: str) -> tuple[str, ...]:
+    def search_list(self, obj: dict[str, Any], key: str, shape: str, expected: str) -> tuple[str, list[Any]]:
+        """search.<key>'s path and its items: [] when it is absent, or (with a problem) not an array of
+        `shape` ("names like [...]")."""
         path = f"search.{key}"
-        if key not in obj:
-            return ()
-        value = obj[key]
-        if not isinstance(value, list):
-            hint = f"; write [{json.dumps(value, ensure_ascii=False)}]" if isinstance(value, str) and len(value) < 60 else ""
-            self.add(path, f"{path} must be an array of names like [{example}], got {_describe(value)}{hint}",
-                     expected="array of strings", got=_preview(value))
-            return ()
+        value = obj.get(key, [])
+        if isinstance(value, list):
+            return path, value
+        hint = f"; write [{json.dumps(value, ensure_ascii=False)}]" if isinstance(value, str) and len(value) < 60 else ""
+        self.add(path, f"{path} must be an array of {shape}, got {describe(value)}{hint}",
+                 expected=expected, got=preview(value))
+        return path, []
+
+    def names(self, obj: dict[str, Any], key: str, example: str) -> tuple[str, ...]:
+        path, value = self.search_list(obj, key, f"names like [{example}]", "array of strings")
         out: dict[str, None] = {}  # ordered set: dedupe in linear time
         for i, item in enumerate(value):
             if isinstance(item, str) and SEARCH_TERM_RE.fullmatch(item):
@@ -931,19 +711,11 @@ class _Checker:
                 self.uncounted += 1
             else:
                 self.add(f"{path}[{i}]", f"{path}[{i}] must be a non-blank name without commas (one name per "
-                                         f"item), got {_describe(item)}", expected="name", got=_preview(item))
+                                         f"item), got {describe(item)}", expected="name", got=preview(item))
         return tuple(out)
 
     def domains(self, obj: dict[str, Any], key: str) -> tuple[str, ...]:
-        path = f"search.{key}"
-        if key not in obj:
-            return ()
-        value = obj[key]
-        if not isinstance(value, list):
-            hint = f"; write [{json.dumps(value, ensure_ascii=False)}]" if isinstance(value, str) and len(value) < 60 else ""
-            self.add(path, f'{path} must be an array of hostnames like ["example.org"], got {_describe(value)}{hint}',
-                     expected="array of hostnames", got=_preview(value))
-            return ()
+        path, value = self.search_list(obj, key, 'hostnames like ["example.org"]', "array of hostnames")
         out: dict[str, None] = {}  # ordered set: dedupe in linear time
         for i, item in enumerate(value):
             if isinstance(item, str) and DOMAIN_RE.fullmatch(item):
@@ -957,8 +729,8 @@ class _Checker:
             if isinstance(item, str) and not item.isascii() and not host:
                 fix = "; write the ASCII (xn--) form of the name"
             self.add(f"{path}[{i}]", f'{path}[{i}] must be a hostname like "example.org" (no scheme, port or '
-                                     f"path), got {_describe(item)}{fix}",
-                     expected="hostname", got=_preview(item), suggestion=host)
+                                     f"path), got {describe(item)}{fix}",
+                     expected="hostname", got=preview(item), suggestion=host)
         return tuple(out)
 
 
@@ -1019,7 +791,7 @@ def _as_integer(value: Any) -> int | None:
 
 def estimate_range_problems(low: float, high: float, target_low: float | None = None,
                             target_high: float | None = None,
-                            target_width: float | None = None) -> list[_Problem]:
+                            target_width: float | None = None) -> list[Problem]:
     """The rules on an estimate's range that JSON Schema cannot state, as problems with their fix.
 
     low == high (a point, which the contract allows: there is nothing to narrow, the brief only
@@ -1028,11 +800,11 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
     target_width no finer than that and narrower than the range; a target band inside the
     range and narrower than it. `low <= high` and `target_low <= target_high` are checked by the caller first.
     """
-    problems: list[_Problem] = []
+    problems: list[Problem] = []
     width = high - low
     least = estimate_min_width(low, high)
     if 0 < width < least:
-        problems.append(_Problem(
+        problems.append(Problem(
             "estimate.high",
             f"estimate.high ({_number(high)}) must be above estimate.low ({_number(low)}) "
             f"by at least {number_text(least)}, "
@@ -1041,14 +813,14 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
             {"low": low, "high": high, "min_width": least}))
         return problems
     if target_width is not None and target_width < least:
-        problems.append(_Problem(
+        problems.append(Problem(
             "estimate.target_width",
             f"estimate.target_width ({_number(target_width)}) is below {number_text(least)}, "
             f"the narrowest width briefd tells "
             f"apart for a range of this size; give a target_width of at least {number_text(least)}",
             {"target_width": target_width, "min_width": least}))
     elif target_width is not None and target_width >= width:
-        problems.append(_Problem(
+        problems.append(Problem(
             "estimate.target_width",
             f"estimate.target_width ({_number(target_width)}) is not narrower than the range itself "
             f"(high - low = {number_text(width)}), so there is nothing to narrow; "
@@ -1059,13 +831,13 @@ def estimate_range_problems(low: float, high: float, target_low: float | None = 
                                  ("target_high", target_high, target_high is not None and target_high > high)):
         if outside and value is not None:
             end, word, bound = ("low", "below", low) if name == "target_low" else ("high", "above", high)
-            problems.append(_Problem(
+            problems.append(Problem(
                 f"estimate.{name}",
                 f"estimate.{name} ({_number(value)}) is {word} estimate.{end} ({_number(bound)}); the target "
                 f"band lies inside the range: move estimate.{name} inside it, or widen the range",
                 {name: value, end: bound}))
     if not problems and target_low is not None and target_high is not None and target_high - target_low >= width:
-        problems.append(_Problem(
+        problems.append(Problem(
             "estimate.target_low",
             f"the target band estimate.target_low..target_high ({_number(target_low)}..{_number(target_high)}) "
             f"is the whole range, so there is nothing to narrow; give a narrower band inside it, or leave the "
@@ -1086,65 +858,14 @@ def _as_number(value: Any) -> int | float | None:
     return value
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def _preview(value: Any) -> str:
-    """A short JSON-ish rendering of any value, bounded in size and time (no recursion into containers)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        if value.bit_length() > 200:
-            return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(_truncate(value, 40), ensure_ascii=False)
-    if isinstance(value, list):
-        return f"[...{len(value)} item{'s' if len(value) != 1 else ''}]" if value else "[]"
-    if isinstance(value, dict):
-        return "{...}" if value else "{}"
-    return _truncate(repr(value), 40)
-
-
-def _describe(value: Any) -> str:
-    return f"{_preview(value)} ({_json_type(value)})"
-
-
 def _number(value: float) -> str:
     """A number the user wrote, echoed exactly in a message (two close ends must read apart)."""
     return number_text(value, exact=True)
 
 
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _show(key: str) -> str:
-    """A field name as it can be shown inside quotes in a message: escaped, bounded."""
-    return json.dumps(_truncate(key, 60), ensure_ascii=False)[1:-1]
-
 
 def _join(prefix: str, key: str) -> str:
-    key = _truncate(key, KEY_SHOWN)
+    key = truncate(key, KEY_SHOWN)
     return f"{prefix}.{key}" if prefix else key
 
 

@@ -20,7 +20,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * Transient                                   core/retry.py: worth trying again within one call
     * RetryAtOnce                               core/retry.py: the next try waits it out itself (a crashed runner)
   * Cancelled                                   research/loop.py: `briefd cancel` reached a running brief
-  * BriefError                                  core/brief.py: a brief refused (ValueError): field, why, fix
+  * BriefError                                  core/briefjson.py: a brief refused (ValueError): field, why, fix
   * SettingsError                               core/settings.py: a setting refused (ValueError)
   * ScheduleError                               core/schedule.py: a duration or schedule refused (ValueError)
   * TooLarge                                    core/files.py: an input over its size limit (ValueError)

@@ -80,8 +80,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 from ...store import QUEUED, RUNNING, Store, diagnose, sha256_hex
 
 from ..core import crashpoints
-# _clean: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
-from ..core.brief import MAX_BRIEF_BYTES, Brief, BriefError, _clean, id_from_filename, parse_brief, too_large
+# utf8_safe: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
+from ..core.brief import Brief, id_from_filename, parse_brief
+from ..core.briefjson import MAX_BRIEF_BYTES, BriefError, too_large, utf8_safe
 from ..core.files import ProcessLock, hold_lock, read_at_most
 from ..research.followup import check_follows
 from ..report.report import write_rejection
@@ -348,7 +349,7 @@ class Inbox:
                                     "(to fix: %s)", problem.reason, problem.fix)
                     break
                 log.exception("%s could not be taken", log_text(path.name))
-                self._leave(path, f"could not be taken ({type(exc).__name__}: {_clean(str(exc))}); "
+                self._leave(path, f"could not be taken ({type(exc).__name__}: {utf8_safe(str(exc))}); "
                                   f"it stays in the inbox and is tried again when it changes or briefd restarts")
                 continue
             self.store_problem = None
@@ -375,7 +376,7 @@ class Inbox:
             return self._reject_hard_link(path, st)
         if not stat.S_ISREG(st.st_mode):
             kind = _kind(st.st_mode)
-            self._leave(path, f"{_clean(path.name)} is a {kind}, not a file: briefd takes only files "
+            self._leave(path, f"{utf8_safe(path.name)} is a {kind}, not a file: briefd takes only files "
                               f"named *.json; it stays in the inbox untouched (rename or remove it)",
                         st, notice={"reason": "not a file", "kind": kind})
             return None
@@ -411,8 +412,8 @@ class Inbox:
 
     def _take(self, path: Path, handle: BinaryIO, st: os.stat_result, data: bytes,
               seen: _Seen | None) -> Accepted | None:
-        name = _clean(path.name)
-        inbox_path = _clean(str(path))
+        name = utf8_safe(path.name)
+        inbox_path = utf8_safe(str(path))
         if self._already_recorded(path, st, inbox_path, sha256_hex(data)):
             return None
         oversize = st.st_size > MAX_BRIEF_BYTES or len(data) > MAX_BRIEF_BYTES
@@ -451,7 +452,7 @@ class Inbox:
     def _reject(self, path: Path, st: os.stat_result, err: BriefError, data: bytes,
                 source: BinaryIO | None) -> Accepted | None:
         """error.json and the bytes into the outbox, a row in the store, then out of the inbox."""
-        name = _clean(path.name)
+        name = utf8_safe(path.name)
         brief_id = id_from_filename(path.name)
         details = {"field": err.field, **(err.details or {})}
         try:
@@ -464,7 +465,7 @@ class Inbox:
                               f"in the inbox and is tried again when it changes or briefd restarts", st)
             return None
         run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=data,
-                                          error=str(err), details=details, inbox_path=_clean(str(path)))
+                                          error=str(err), details=details, inbox_path=utf8_safe(str(path)))
         self._remove(path, st)
         self.store.mark_inbox_removed(run_id)
         log.warning("%s rejected: %s (%s)", log_text(name), log_text(err), log_text(written))
@@ -479,7 +480,7 @@ class Inbox:
         except OSError as exc:
             self._leave_unreadable(path, st, exc)
             return None
-        name, shown = _clean(path.name), _clean(target)
+        name, shown = utf8_safe(path.name), utf8_safe(target)
         error = (f"{name} is a symbolic link (to {json.dumps(shown, ensure_ascii=False)}), and briefd never "
                  f"follows links in the inbox, so that nothing outside it is read into the outbox; copy the brief "
                  f"file itself into the inbox (for example cp -L), not a link to it")
@@ -488,7 +489,7 @@ class Inbox:
 
     def _reject_hard_link(self, path: Path, st: os.stat_result) -> Accepted | None:
         """A hard link: rejected without reading a byte of it (see the module docstring)."""
-        name = _clean(path.name)
+        name = utf8_safe(path.name)
         error = (f"{name} is a hard link (the file has {st.st_nlink} names), and briefd never reads linked "
                  f"files in the inbox, so that nothing outside it is read into the outbox; copy the brief file "
                  f"into the inbox (cp, not ln). The name was removed from the inbox; the file itself is "
@@ -499,10 +500,10 @@ class Inbox:
     def _reject_unread(self, path: Path, st: os.stat_result, received: bytes, error: str,
                        details: dict[str, Any], what: str) -> Accepted | None:
         """A link of either kind: error.json and a store row that keep no content, then out of the inbox."""
-        inbox_path = _clean(str(path))
+        inbox_path = utf8_safe(str(path))
         if self._already_recorded(path, st, inbox_path, sha256_hex(received)):
             return None
-        name = _clean(path.name)
+        name = utf8_safe(path.name)
         brief_id = id_from_filename(path.name)
         try:
             write_rejection(self.outbox, brief_id, name, error, details, None, aside=self._outdir_busy(brief_id))
@@ -525,7 +526,7 @@ class Inbox:
         code = errno.errorcode.get(exc.errno or 0, "unknown")
         fix = ("make it readable by the user briefd runs as (for example chmod a+r)"
                if exc.errno in (errno.EACCES, errno.EPERM) else "check the file and the disk under it")
-        return self._leave(path, f"{_clean(path.name)} cannot be read: {exc.strerror or exc}; {fix}; it stays in "
+        return self._leave(path, f"{utf8_safe(path.name)} cannot be read: {exc.strerror or exc}; {fix}; it stays in "
                                  f"the inbox and is taken once it can be read", st,
                            notice={"reason": "unreadable", "errno": code})
 
@@ -545,7 +546,7 @@ class Inbox:
         if self.refused.get(path) == (version, reason):
             return None
         self.refused[path] = (version, reason)
-        name = _clean(path.name)
+        name = utf8_safe(path.name)
         log.warning("%s left in the inbox: %s", log_text(name), log_text(reason))
         if notice is not None:
             brief_id = id_from_filename(path.name)

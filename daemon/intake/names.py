@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core.brief import _clean
+from ..core.briefjson import utf8_safe
 
 
 # Partly written files (docs/contract.md): never taken, and not worth a word while a writer is busy with them.
@@ -22,7 +22,7 @@ def not_a_brief(name: str, is_dir: bool) -> str | None:
     lowered = name.lower()
     if name.startswith(".") or lowered.endswith(PARTIAL_SUFFIXES) or lowered.endswith(".json"):
         return None
-    return f"{_clean(name)}/" if is_dir else _clean(name)
+    return f"{utf8_safe(name)}/" if is_dir else utf8_safe(name)
 
 
 def not_briefs(folder: Path) -> list[str]:

@@ -35,7 +35,8 @@ from starlette.types import Receive, Scope, Send
 from .. import __version__
 from .access import Access
 from .actions import Outcome, cancel, check_brief, drop_into_inbox, retry
-from ..core.brief import MAX_BRIEF_BYTES, BriefError, id_from_filename, too_large
+from ..core.brief import id_from_filename
+from ..core.briefjson import MAX_BRIEF_BYTES, BriefError, too_large
 from ..report.chart_png import PNG_FILE
 from ..report.charts import CHART_FILE, CHART_NAMES
 from ..core.files import TooLarge, read_file_at_most

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..rules.numbers import number_text, span_text
 from .. import __version__
 from . import launch
-from ..core.brief import MAX_BRIEF_BYTES, BriefError, load_schema, too_large
+from ..core.brief import load_schema
+from ..core.briefjson import MAX_BRIEF_BYTES, BriefError, too_large
 from ..core.files import use_file_mode
 from ..core.settings import CONFIG_VARIABLE, Settings, SettingsError, effective_settings, load_settings, settings_table
 

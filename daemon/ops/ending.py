@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...store import CANCELLED, BriefRow, Store, utc_now
 from . import onfinish
-from ..core.brief import Brief, BriefError, parse_brief
+from ..core.brief import Brief, parse_brief
+from ..core.briefjson import BriefError
 from ..core.events import EventLog
 from ..core.files import atomic_write_bytes
 from ..core.settings import Settings

@@ -43,7 +43,8 @@ from urllib.parse import unquote
 import regex
 
 from ...store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
-from ..core.brief import Brief, BriefError, parse_brief
+from ..core.brief import Brief, parse_brief
+from ..core.briefjson import BriefError
 from ..rules.citations import cited_numbers
 from ..rules import judge
 from ..rules.numbers import number_text, span_text

@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.brief import BriefError, validate_brief
+from ..core.brief import validate_brief
+from ..core.briefjson import BriefError
 from ..core.errors import BriefdError
 from ..rules import amounts, contracts, figures, judge, layout, steps
 from ..sources.structure import plain_regions

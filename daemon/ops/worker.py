@@ -51,7 +51,8 @@ from ..intake import series
 from ..sources import sources
 from ..sources.archives import Archives
 from ..sources.library import RESCAN_S, Library, LibrarySource
-from ..core.brief import Brief, BriefError
+from ..core.brief import Brief
+from ..core.briefjson import BriefError
 from ..report.changes import what_changed
 from ..report.chart_png import matplotlib_installed, write_chart
 from ..core.events import EventLog

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Protocol
 from ...store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING
 
 from ..rules import decide
-from ..core.brief import Brief, BriefError
+from ..core.brief import Brief
+from ..core.briefjson import BriefError
 from ..report.report import followed_report
 
 FIELD = "follows"

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-from ..core.brief import SOURCE_KINDS, Brief, BriefError, SourceKind
+from ..core.brief import SOURCE_KINDS, Brief, SourceKind
+from ..core.briefjson import BriefError
 from ..rules.decide import relevance
 from .search import SearchHit
 from ..core.settings import Settings
