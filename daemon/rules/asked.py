@@ -370,6 +370,8 @@ def role_conflict(roles: frozenset[str], asked: frozenset[str], high_end: bool =
 
 
 def words_of(text: str) -> set[str]:
+    """`text`'s words as a figure's own words are matched against a question's: stemmed, the parts of the
+    setting names it writes (name_parts) and its dotted numbers ("2.6.11")."""
     return stems(text) | {stem(w) for w in re.findall(r"[a-z]+", text.lower())} | \
         {part for name in SETTING_NAME.finditer(text) for part in name_parts(name.group(0))} | \
         set(re.findall(r"\d+(?:\.\d+)+", text))
