@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from briefd.daemon.rules import amounts, figures, judge
+from briefd.daemon.rules import amounts, figures, judge, stated
 from briefd.daemon.rules.judge import Reading
 
 # ----------------------------------------------------------------- one quantity, another scale
@@ -122,7 +122,7 @@ def test_each_figure_is_kept_in_the_brief_unit_or_discarded_with_its_true_reason
         assert figure.value is None
     else:
         assert figure.value is not None and math.isclose(figure.value, value, rel_tol=1e-9)
-    if reason is not None and reason.startswith(figures.OTHER_UNIT):
+    if reason is not None and reason.startswith(stated.OTHER_UNIT):
         assert figure.written and figure.written in quote, "the reason names what the quote wrote"
 
 
@@ -150,7 +150,7 @@ def test_property_a_share_for_a_money_brief_is_in_another_unit_never_not_in_its_
     number = float(f"{number:.4g}")
     quote = f"It rose by {number}{'' if marker == '%' else ' '}{marker} last year."
     reason = figures.discard_reason(number, quote, unit)
-    assert reason is not None and reason.startswith(figures.OTHER_UNIT)
+    assert reason is not None and reason.startswith(stated.OTHER_UNIT)
 
 
 # ----------------------------------------------------------------- no usable figure: said, counted
@@ -250,8 +250,8 @@ def test_property_read_figure_is_total(proposed: float, quote: str, unit: str) -
     figure = figures.read_figure(proposed, quote, unit)
     assert (figure.value is None) == (figure.reason is not None)
     assert figure.value is None or math.isfinite(figure.value)
-    assert figure.reason in (None, figures.NOT_IN_QUOTE) or figure.reason.startswith(figures.OTHER_UNIT + " (") \
-        or figure.reason.startswith(figures.NOT_THE_QUANTITY + " (")
+    assert figure.reason in (None, figures.NOT_IN_QUOTE) or figure.reason.startswith(stated.OTHER_UNIT + " (") \
+        or figure.reason.startswith(stated.NOT_THE_QUANTITY + " (")
 
 
 # A data rate's unit named before its figure, as md(4) names speed_limit_min's (the real-document set's second
