@@ -272,7 +272,7 @@ def test_a_rate_is_read_in_the_briefs_rate(quote: str, proposed: float, value: f
 def test_a_figure_that_restates_the_claim_does_not_outvote_the_one_that_measures() -> None:
     """The lab corpus's news story reports a study's 7.6 ppb beside the claim it challenges ("... cut lead levels
     below 5 ppb"): the words of the claim are at the restating bound, the metric is the other figure's, which
-    decides against the claim (figures.parallel_figures under a contract)."""
+    decides against the claim (asked.parallel_figures under a contract)."""
     from briefd.daemon.rules import contracts
     quote = ("A new study from Lakeside University has measured lead at 7.6 ppb at the 90th percentile in homes "
              "with lead service lines, challenging the water authority's claim that its plant upgrade cut lead "
