@@ -3,7 +3,7 @@
 Nothing else in briefd touches SQL. Tables and columns are named for people, so
 `datasette briefd.db` is a pleasant way to look around.
 
-Why these choices (RELIABILITY.md):
+Why these choices (each keeps a file or a run from being lost):
 - WAL once, `synchronous=FULL` on every connection (NORMAL can lose a commit on
   power loss), a 30 s busy timeout (sqlite-utils' default is 5 s).
 - Claims are one `UPDATE ... RETURNING` statement, never SELECT-then-UPDATE.

@@ -9,7 +9,7 @@ accept and reject the same briefs. The bytes' rules (size, UTF-8, strict JSON) a
 BriefError itself are briefjson.py's; this module checks the decoded value's fields.
 
 Everything a surprising input can do ends as `BriefError`, never another
-exception (RELIABILITY.md, "Inputs that surprise"): the inbox turns it into
+exception (an input that surprises is an answer, not a crash): the inbox turns it into
 outbox/<id>/error.json and keeps the bytes, so a brief that crashed the parser
 would be a brief lost.
 

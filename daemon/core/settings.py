@@ -48,7 +48,7 @@ DEFAULT_OLLAMA_HOST = f"http://127.0.0.1:{DEFAULT_OLLAMA_PORT}"
 #   makes (`format` = a JSON schema), and reads many languages, as search results are;
 # - 32k context, so the default num_ctx of 8192 is well inside what it was trained for;
 # - it is not a "thinking" model: no reasoning tokens eat num_predict before the
-#   JSON starts (LAB.md: thinking models can leave `content` empty).
+#   JSON starts (thinking models can leave `content` empty).
 # llama3.2:3b is the nearest alternative (same size, weaker at JSON in Qwen's and
 # Meta's own reports); qwen3 models think by default and are larger.
 DEFAULT_MODEL = "qwen2.5:3b"

@@ -1,6 +1,6 @@
 """The inbox: how a dropped file becomes a recorded brief without ever being lost.
 
-Rules (RELIABILITY.md):
+Rules (how systems that never lose a file take one in):
 - Only top-level `*.json` entries are candidates (an allow-list beats a deny-list of
   editor and sync junk); dotfiles are ignored, so `*.tmp`, `*.part`, `*~` never match.
 - A file is taken only when complete: after a `closed` or `moved` event, or once its size

@@ -28,7 +28,7 @@ from ..core.untrusted import clean, fold
 from ..rules.layout import Region
 from .structure import html_kinds, line_key, plain_regions, text_regions
 
-try:  # trafilatura needs lxml.html.clean, which lxml 5.2+ moved to lxml_html_clean (LAB.md)
+try:  # trafilatura needs lxml.html.clean, which lxml 5.2+ moved to lxml_html_clean
     import trafilatura
 except ImportError as exc:  # pragma: no cover - an install problem, said plainly
     raise ImportError(

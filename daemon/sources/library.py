@@ -20,7 +20,7 @@ that are gone are dropped with their passages (a duplicate inherits the document
 when there is one).
 
 Kept current by an inotify watch on the folders (daemon.folderwatch: bounded in depth like
-the walk; events debounced, handed to the event loop with call_soon_threadsafe, LAB.md) plus
+the walk; events debounced, handed to the event loop with call_soon_threadsafe) plus
 a full rescan every `rescan_s`, for shares without inotify and for events lost in between.
 The watch is a convenience, never a condition: one that cannot be set up (no inotify, its
 limits reached) or whose thread ends later is said once, and the rescan alone keeps the index.
