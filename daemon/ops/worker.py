@@ -63,7 +63,8 @@ from ..core.files import WriteFailed, acquire_store_lock, atomic_write_bytes, sw
 from ..model.hosts import ModelHosts, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
 from ..model.llm import ModelConfig, base_url, make_client as make_llm_client
-from ..research.loop import Cancelled, Research, Services, seconds_since
+from ..research.loop import Research, Services, seconds_since
+from ..research.run import Cancelled
 from ..rules import decide
 from ..core.outages import PROBE_EVERY_S, PROBE_PATHS, PROBE_TIMEOUT_S, OutageLog, Prober
 from ..sources.pagework import PageWorkers
