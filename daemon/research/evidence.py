@@ -134,7 +134,7 @@ class EvidenceReader(RunPart[EvidenceRun]):
             return
         self.state.distrusted[url] = reason
         self.state.count_fallback("distrusted_pages")
-        dropped = self.store.drop_evidence(self.run_id, url)
+        dropped = self.store.drop_evidence(self.run.run_id, url)
         self.emit("signal", message="page distrusted", round=round_no, url=url, reason=reason,
                          evidence_dropped=dropped)
 
@@ -169,7 +169,7 @@ class EvidenceReader(RunPart[EvidenceRun]):
         # the model read an injected page in this answer: what it proposes next may carry its text
         tainted = any(p.url in self.state.distrusted for p in prompt.passages.values())
         about = steps.topics(self.question, self.brief.question, gaps)
-        known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
+        known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run.run_id)}
         # when each quote's text was read: its page's last fetch or confirmation (a snippet: now,
         # the round's search having just returned it)
         read_at = self.store.page_read_at(sorted({p.url for p in prompt.passages.values() if p.origin == "page"}))
@@ -198,7 +198,7 @@ class EvidenceReader(RunPart[EvidenceRun]):
             if contained:  # this quote says all they say: it stands for them
                 known.difference_update((ref.url, q) for q in contained)
                 rows = [r for r in rows if not (r["url"] == ref.url and r["quote"] in contained)]
-                self.store.drop_quotes(self.run_id, ref.url, contained)
+                self.store.drop_quotes(self.run.run_id, ref.url, contained)
                 self.emit("signal", message="quotes replaced by a longer quote of the same page", round=round_no,
                           url=ref.url, replaced=[q[:200] for q in contained])
             known.add((ref.url, quote))
@@ -222,7 +222,7 @@ class EvidenceReader(RunPart[EvidenceRun]):
                              quote=quote, summary=item.summary, confidence=row["confidence"],
                              gap=item.gap or None, stance=row["stance"], impact=row["impact"],
                              low=row["low"], high=row["high"], tier=row["tier"])
-        self.store.add_evidence(self.run_id, rows)
+        self.store.add_evidence(self.run.run_id, rows)
         if tainted:
             if answer.new_gaps or answer.new_queries:
                 self.emit("signal", message="proposals dropped: the model read a distrusted page",

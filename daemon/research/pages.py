@@ -24,13 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ...store import Store
 from ..rules import decide
-from ..rules.decide import LoopState
 from ..sources.fetch import FetchResult
 from ..sources.search import SearchHit
 from ..sources.sources import WEB, Found, Read, kind_of_url
-from .run import Outage, PageRules, Rounds, RunView
+from .run import Outage, PageRules, Rounds, RunPart, RunView
 
 log = logging.getLogger("briefd")
 
@@ -96,7 +94,7 @@ class PageRun(RunView, PageRules, Rounds, Protocol):
 
 
 @dataclass
-class PageScheduler:
+class PageScheduler(RunPart[PageRun]):
     """The fetches a brief has started and not yet taken, and what its earlier run of the same
     question did with its pages (round_pages replays it). Nothing here is checkpointed: a run
     resumed after a crash starts these again from its checkpoint (LoopState.late, current_round)."""
@@ -124,14 +122,6 @@ class PageScheduler:
         late: Mapping[str, str] = (earlier or {}).get("late", {})
         return cls(run, earlier_rounds=list((earlier or {}).get("past_rounds", [])),
                    earlier_given_up={url for url, what in late.items() if what == LATE_GIVEN_UP})
-
-    @property
-    def state(self) -> LoopState:
-        return self.run.state
-
-    @property
-    def store(self) -> Store:
-        return self.run.store
 
     def loading_for(self, url: str) -> float:
         """Seconds since this run began fetching `url` (0 when it did not)."""

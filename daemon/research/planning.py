@@ -114,8 +114,8 @@ class Planning(RunPart[PlanRun]):
         queries not taken again; the plan is followup.follow_up_plan."""
         rows = self.store.evidence(parent_run_id)
         carried = followup.carried_evidence(rows, parent_run_id, keep_figures=followup.units_match(parent, self.brief))
-        self.store.reset_round(self.run_id, 0)  # a run resumed before its plan was saved carries them again
-        self.store.add_evidence(self.run_id, carried)
+        self.store.reset_round(self.run.run_id, 0)  # a run resumed before its plan was saved carries them again
+        self.store.add_evidence(self.run.run_id, carried)
         self.state.follows_run_id = parent_run_id
         self.state.visited.extend(u for u in followup.visited_pages(rows) if u not in self.state.visited)
         self.state.asked.extend(q for q in followup.asked_before(parent) if q not in self.state.asked)

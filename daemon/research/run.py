@@ -36,17 +36,10 @@ class RunView(Protocol):
     """What every part of a run reads of it: where it is kept, its state and brief as they are now,
     and its event log (whichever the brief has now: hand_over replaces it)."""
 
-    @property
-    def store(self) -> Store: ...
-
-    @property
-    def run_id(self) -> int: ...
-
-    @property
-    def state(self) -> LoopState: ...
-
-    @property
-    def brief(self) -> Brief: ...
+    store: Store
+    run_id: int
+    state: LoopState
+    brief: Brief
 
     def emit(self, kind: str, **fields: Any) -> object: ...
 
@@ -81,11 +74,12 @@ R = TypeVar("R", bound=RunView)
 class RunPart(Generic[R]):
     """A part of the run that reads the run's state, brief and event log through the run itself: each can
     change under it (a resumed run loads its state, a test may replace either, hand_over replaces the
-    event log), so it never keeps a copy. Where the run is kept is fixed for the run's life."""
+    event log), so it never keeps a copy."""
+
+    run: R
 
     def __init__(self, run: R) -> None:
         self.run = run
-        self.store, self.run_id = run.store, run.run_id
 
     @property
     def state(self) -> LoopState:
@@ -98,3 +92,8 @@ class RunPart(Generic[R]):
     def emit(self, kind: str, **fields: Any) -> object:
         """An event of the brief, in whichever log the run has now."""
         return self.run.emit(kind, **fields)
+
+    @property
+    def store(self) -> Store:
+        """Where the run is kept (the same for the run's life)."""
+        return self.run.store
