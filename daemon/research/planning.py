@@ -5,7 +5,8 @@ it is off topic, trimmed or asked again once (policy.replan_choice decides which
 starts from its parent's latest done run and a brief asked again with the same question, context
 and focus from its own last one (policy.reusable_plan, followup.follow_up_plan): the model is not
 asked for a plan it already gave. The rules are those pure functions; this module does the I/O
-around them for the loop, which hands it what it needs (it imports nothing of the loop).
+around them for the loop, which hands it the run (a `PlanRun`) and its model door (it imports
+nothing of the loop).
 """
 
 from __future__ import annotations
