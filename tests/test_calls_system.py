@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from briefd.daemon.research import planner
@@ -47,8 +48,9 @@ class _Outages:
 def test_a_plan_call_is_sent_no_warning_about_page_text_and_an_evidence_call_is() -> None:
     models = _Models()
     state = LoopState()
+    run = SimpleNamespace(state=state, emit=lambda *a, **k: None, check_cancel=lambda: None)
     calls = ModelCalls(store=_Store(), run_id=1, models=models, model=None, outages=_Outages(),  # type: ignore[arg-type]
-                       state=lambda: state, emit=lambda *a, **k: None, check_cancel=lambda: None)
+                       run=run)
     plan = planner.plan_prompt("Did the Lakeside upgrade cut lead below 5 ppb?", "", "2026-11-27")
     passage = planner.PassageIn(id=1, url="http://127.0.0.1/r", title="Lead", origin="snippet",
                                 text="Lead fell to 3.9 ppb in 2025.")

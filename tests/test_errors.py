@@ -26,7 +26,7 @@ from briefd.daemon.core.errors import BriefdError, ServiceUnavailable
 from briefd.daemon.core.files import WriteFailed
 from briefd.daemon.core.retry import Transient
 from briefd.daemon.model.llm import ModelMissing, ModelRefused, ServiceDown, refusal_fix
-from briefd.daemon.research.loop import Outage
+from briefd.daemon.research.run import Outage
 from briefd.daemon.sources.search import FIX_JSON_FORMAT, EnginesFailing, SearchRefused, SearchUnavailable, engines_fix
 from tests.lab.servers import REPO_ROOT
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 
 from briefd.daemon.report.assemble import usage_block
 from briefd.daemon.research.pages import (LATE_GIVEN_UP, LATE_READ, LATE_WAITING, PATIENT_GRACE_S,
-                                          STRAGGLER_GRACE_S, Hooks, PageScheduler)
+                                          STRAGGLER_GRACE_S, PageScheduler)
 from briefd.daemon.rules.decide import LoopState
 from briefd.daemon.sources.search import SearchHit
 from briefd.daemon.sources.sources import Read
@@ -38,7 +37,14 @@ MARGIN_S = 8.0  # a loaded machine; the rule this replaces waited as long as a f
 
 
 class Run:
-    """What the scheduler asks of a brief's run, kept in plain attributes: its events, its state."""
+    """The brief's run as the scheduler asks it (pages.PageRun), kept in plain attributes: its events, its
+    state. It is its own reader (fetch_safely, web.download, web.search_now) and evidence reader
+    (read_batch, batches_read)."""
+
+    run_id = 1
+    sources = ("web",)
+    max_age = 3600.0
+    max_age_given = 3600.0
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -49,11 +55,24 @@ class Run:
         self.counting = False  # does each batch read make an evidence call
         self.downloaded: set[str] = set()  # pages whose download is done at once (their delay is reading)
         self.scheduler: PageScheduler | None = None
+        self.plain: Any = None  # the brief, where a test asks for one
+        self.saved: dict[str, Any] = {}
+        self.reader = self.web = self.evidence = self
+
+    @property
+    def brief(self) -> Any:
+        if self.plain is None:
+            raise AssertionError("the brief is not asked in these tests")
+        return self.plain
+
+    @property
+    def batches_read(self) -> int:
+        return self.calls
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.events.append({"type": kind, **fields})
 
-    async def fetch(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
+    async def fetch_safely(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
         if url == SLOW:
             await asyncio.Event().wait()  # only the cancel at the end of the test ends it
         if url in self.downloaded and self.scheduler is not None:
@@ -68,15 +87,19 @@ class Run:
     async def never(self, *args: Any) -> Any:
         raise AssertionError("not asked in these tests")
 
-    def no_brief(self) -> Any:
-        raise AssertionError("the brief is not asked in these tests")
+    download = search_now = never
 
-    def hooks(self) -> Hooks:
-        return Hooks(store=self.store, run_id=1, sources=("web",), state=lambda: self.state,
-                     brief=self.no_brief, emit=self.emit, saved=dict, checkpoint=lambda: None,
-                     calls_made=lambda: self.calls, max_age=lambda: 3600.0, choose_pages=lambda urls: urls,
-                     read_batch=self.read_batch, mark_bad=lambda *a, **k: None, update_estimate=lambda n: None,
-                     fetch=self.fetch, download=self.never, search_web=self.never, retrieved=lambda task: None)
+    def choose_pages(self, candidates: list[str]) -> list[str]:
+        return candidates
+
+    def mark_bad(self, url: str, reason: str, transient: bool, slow: bool = False) -> None:
+        pass
+
+    def checkpoint(self) -> None:
+        pass
+
+    def update_estimate(self, round_no: int) -> None:
+        pass
 
 
 @pytest.fixture
@@ -89,7 +112,7 @@ def run(tmp_path: Path) -> Iterator[Run]:
 async def a_brief_with_a_slow_page(run: Run) -> tuple[PageScheduler, float, float]:
     """Round 1 fetches the fast page (no evidence call) and the slow one; then the stragglers before
     the synthesis. Returns the scheduler and the seconds round 1 and the stragglers' step took."""
-    pages = PageScheduler.after(run.hooks(), None)
+    pages = PageScheduler.after(run, None)
     run.state.current_round = {"round": 1, "urls": [FAST, SLOW]}
     began = time.monotonic()
     await asyncio.wait_for(pages.fetch_and_read(1, [FAST, SLOW], {}), timeout=60)
@@ -141,7 +164,7 @@ async def a_replayed_round_2(run: Run) -> None:
     """Round 2 of a brief asked again, as the loop runs it (Research.round): its pages from round_pages,
     round 1's straggler carried; the answers are replayed (instant), the straggler takes a moment to
     come from the store."""
-    pages = PageScheduler.after(run.hooks(), {"past_rounds": EARLIER_ROUNDS, "late": {}})
+    pages = PageScheduler.after(run, {"past_rounds": EARLIER_ROUNDS, "late": {}})
     run.state.round, run.state.visited, run.state.late = 1, [FAST, CARRIED], {CARRIED: LATE_WAITING}
     carried = pages.waiting_stragglers()
     second = EARLIER_ROUNDS[1]["urls"][0]
@@ -175,8 +198,8 @@ QUEUED = "https://example.org/signal.7.txt"  # still downloading at the synthesi
 async def the_synthesis_with_evidence_and_stragglers(run: Run) -> tuple[PageScheduler, float]:
     """A brief with evidence reaches its synthesis with stragglers still loading; returns the scheduler
     and the seconds its last step before the synthesis (last_stragglers) took."""
-    plain = SimpleNamespace(estimate=None)  # a plain brief: no range to update after the last pages
-    pages = PageScheduler.after(replace(run.hooks(), brief=lambda: plain), None)
+    run.plain = SimpleNamespace(estimate=None)  # a plain brief: no range to update after the last pages
+    pages = PageScheduler.after(run, None)
     run.scheduler = pages
     run.state.round = 1
     run.state.late = {url: LATE_WAITING for url in (BIG, QUEUED, SLOW)}

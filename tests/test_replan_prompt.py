@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from briefd.daemon.core.brief import parse_brief
@@ -32,10 +33,10 @@ def test_the_second_plan_is_not_shown_the_queries_that_missed() -> None:
 
     state = LoopState()
     brief = parse_brief(json.dumps({"question": QUESTION, "depth": "quick"}).encode(), "kestrel.json")
-    planning = Planning(store=None, run_id=1, limits=Limits(max_rounds=2, max_searches_per_round=3,  # type: ignore[arg-type]
-                        pages_per_round=4), previous=None, state=lambda: state, brief=lambda: brief,
-                        emit=lambda *a, **k: None, ask=ask, checkpoint=lambda: None, readings=lambda: [],
-                        update_estimate=lambda _r: None)
+    run = SimpleNamespace(store=None, run_id=1, state=state, brief=brief, emit=lambda *a, **k: None,
+                          checkpoint=lambda: None, readings=lambda: [], update_estimate=lambda _r: None)
+    planning = Planning(run, limits=Limits(max_rounds=2, max_searches_per_round=3, pages_per_round=4),
+                        previous=None, ask=ask)
     asyncio.run(planning.plan())
     assert len(prompts) == 2, "the off-topic plan is asked again"
     assert QUESTION in prompts[1]

@@ -26,7 +26,7 @@ from briefd.daemon.ops import onfinish
 from briefd.daemon.ops import worker
 from briefd.daemon.core.events import EventLog
 from briefd.daemon.core.files import LOCK_TRY_PAUSE_S, hold_lock, lock_holder, store_lock_path
-from briefd.daemon.research.loop import Outage
+from briefd.daemon.research.run import Outage
 from briefd.daemon.core.outages import OutageLog
 from briefd.daemon.ops.sdnotify import Notifier, socket_address, watchdog_interval
 from briefd.daemon.core.settings import Settings, SettingsError, load_settings, settings_table

@@ -9,7 +9,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
 
 * BriefdError                                   briefd/errors.py: the root (store/ imports nothing of the daemon)
   * ServiceUnavailable                          here: a service briefs need is out; they wait, never fail
-    * Outage                                    research/loop.py: SearXNG out through the loop's retries
+    * Outage                                    research/run.py: SearXNG out through the loop's retries
     * ServiceDown                               model/llm.py: the model server unreachable or answering 5xx
     * ModelMissing                              model/llm.py: the model is not pulled (fix: ollama pull)
     * ModelRefused                              model/llm.py: the model server refuses briefd (a 4xx, its probe too)
@@ -19,7 +19,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
     * WriteFailed                               core/files.py: the outbox cannot be written (OSError)
   * Transient                                   core/retry.py: worth trying again within one call
     * RetryAtOnce                               core/retry.py: the next try waits it out itself (a crashed runner)
-  * Cancelled                                   research/loop.py: `briefd cancel` reached a running brief
+  * Cancelled                                   research/run.py: `briefd cancel` reached a running brief
   * BriefError                                  core/briefjson.py: a brief refused (ValueError): field, why, fix
   * SettingsError                               core/settings.py: a setting refused (ValueError)
   * ScheduleError                               core/schedule.py: a duration or schedule refused (ValueError)

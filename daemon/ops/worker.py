@@ -65,7 +65,8 @@ from ..model.hosts import ModelHosts, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
 from ..model.check import base_url
 from ..model.llm import ModelConfig, make_client as make_llm_client
-from ..research.loop import Cancelled, Research, Services, seconds_since
+from ..research.loop import Research, Services, seconds_since
+from ..research.run import Cancelled
 from ..rules import decide
 from ..core.outages import PROBE_EVERY_S, PROBE_PATHS, PROBE_TIMEOUT_S, OutageLog, Prober
 from ..sources.pagework import PageWorkers

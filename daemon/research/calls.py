@@ -5,8 +5,8 @@ cache (a resumed or repeated run replays what it was answered), the record of ev
 store, the waits an outage imposes (said in the brief's status and events, and once in the daemon's
 outage log), and the counts the report's usage shows (fallbacks, poisoned requests, repairs, skipped
 retries). `Ledger` reads the run's usage so far from the store and the clock. Both sit below the
-loop and are handed what they need of it (the loop's state and event log change under them), so the
-loop keeps only the story of the brief.
+loop and are handed the run itself (its state and event log change under them), so the loop keeps
+only the story of the brief.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 
 from ...store import Store
 from ..core import crashpoints
-from ..core.brief import Brief
 from ..core.outages import OutageLog
 from ..model.hosts import ModelHosts
 from ..model.llm import KeptFailure, ModelConfig, estimate_tokens, prompt_budget
@@ -28,6 +27,7 @@ from ..rules import steps
 from ..rules.decide import LoopState, Usage
 from . import planner
 from .pages import LATE_GIVEN_UP
+from .run import RunView
 
 T = TypeVar("T")
 
@@ -41,20 +41,17 @@ class Ask(Protocol):
                  fallback: Callable[[], T], retry_cut: bool = ...) -> Awaitable[T]: ...
 
 
-class RunView:
-    """A part of the run that reads the loop's state and brief through callables: both can change under
-    it (a resumed run loads its state; a test may replace either), so it never keeps a copy."""
-
-    def __init__(self, state: Callable[[], LoopState], brief: Callable[[], Brief]) -> None:
-        self._state, self._brief = state, brief
+class CallingRun(Protocol):
+    """What the model door asks of the brief's run (loop.Research): its state (the door counts fallbacks
+    and repairs in it), its event log (hand_over replaces it), and its cancel check (made before every
+    call, so a cancelled brief pays for no call after it)."""
 
     @property
-    def state(self) -> LoopState:
-        return self._state()
+    def state(self) -> LoopState: ...
 
-    @property
-    def brief(self) -> Brief:
-        return self._brief()
+    def emit(self, kind: str, **fields: Any) -> object: ...
+
+    def check_cancel(self) -> None: ...
 
 
 def today() -> str:
@@ -64,17 +61,15 @@ def today() -> str:
 
 @dataclass
 class ModelCalls:
-    """The model calls of one run. Callables where the loop's value changes under it: its state (a
-    test may replace it), its event log (replaced when the brief is handed over), its cancel check."""
+    """The model calls of one run. The run is asked for its state, event log and cancel check as they
+    are now (each changes under the door: a test may replace the state, hand_over the event log)."""
 
     store: Store
     run_id: int
     models: ModelHosts
     model: ModelConfig
     outages: OutageLog
-    state: Callable[[], LoopState]
-    emit: Callable[..., object]  # an event of the brief (EventLog.emit)
-    check_cancel: Callable[[], None]  # raises the loop's Cancelled when `briefd cancel` was asked
+    run: CallingRun
     replay_since: str | None = None  # answers kept before this time are not replayed (briefd eval --fresh)
 
     def fits(self, prompt: str) -> bool:
@@ -85,7 +80,7 @@ class ModelCalls:
     async def ask(self, purpose: str, user: str, schema: dict[str, Any], coerce: Callable[[Any], T],
                   fallback: Callable[[], T], retry_cut: bool = True) -> T:
         """One JSON answer for `purpose`, whatever the model does (llm.call_json): the brief goes on."""
-        self.check_cancel()
+        self.run.check_cancel()
         result = await self.models.call_json(
             purpose=purpose, system=planner.system_prompt(user),
             user=user, schema=schema, coerce=coerce, fallback=fallback,
@@ -94,7 +89,7 @@ class ModelCalls:
             retry_cut=retry_cut,
         )
         crashpoints.reached("model_answer")
-        state = self.state()
+        state = self.run.state
         if result.retry_skipped:
             state.count_skipped(f"{purpose} retry")
         self.store.set_waiting(self.run_id, None)
@@ -104,7 +99,7 @@ class ModelCalls:
             state.count_fallback(purpose)
         if result.outcome == "poisoned":
             # not an outage: the server answers everything else, so the brief goes on without this answer
-            self.emit("signal", message=POISONED_MESSAGE, purpose=purpose,
+            self.run.emit("signal", message=POISONED_MESSAGE, purpose=purpose,
                       reason=result.records[-1].error if result.records else None)
         if result.repairs:
             state.fallbacks["repaired_answers"] = state.fallbacks.get("repaired_answers", 0) + 1
@@ -118,7 +113,7 @@ class ModelCalls:
         self.store.set_waiting(self.run_id, f"{service}: {told} (retry at {when})")
         self.outages.went_down(service, reason, fix)
         given = {"fix": fix} if fix else {}
-        self.emit("waiting", service=service, reason=reason, retry_at=when, **given)
+        self.run.emit("waiting", service=service, reason=reason, retry_at=when, **given)
 
 
 @dataclass
@@ -127,11 +122,11 @@ class Ledger:
 
     store: Store
     run_id: int
-    state: Callable[[], LoopState]
+    run: RunView  # its state, as it is now (a resumed run loads it; a test may replace it)
 
     def wall_seconds(self) -> float:
         """Since the run began (resumed runs included: time waiting on the queue counts)."""
-        began = self.state().began_s
+        began = self.run.state.began_s
         assert began is not None
         return max(0.0, time.time() - began)
 
@@ -142,12 +137,12 @@ class Ledger:
     def usage_now(self, tokens: int | None = None) -> Usage:
         """What the stop rule and the budgets read (decide.Usage)."""
         return Usage(tokens=self.tokens_used() if tokens is None else tokens,
-                     seconds=self.wall_seconds(), pages=steps.pages_read(self.state()))
+                     seconds=self.wall_seconds(), pages=steps.pages_read(self.run.state))
 
     def usage(self, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """report.json's usage; `evidence`: the run's evidence rows when the caller has read them."""
         evidence = self.store.evidence(self.run_id) if evidence is None else evidence
-        return usage_block(self.store.model_usage(self.run_id), self.store.search_count(self.run_id), self.state(),
+        return usage_block(self.store.model_usage(self.run_id), self.store.search_count(self.run_id), self.run.state,
                            self.wall_seconds(), evidence, LATE_GIVEN_UP)
 
 

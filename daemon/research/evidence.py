@@ -6,47 +6,53 @@ distrusted whole), ranked against the question and the open gaps, cut to what on
 answer becomes evidence rows whose quotes are the pages' own text by construction (sentence ids,
 never copied words), each label kept or discarded by policy.accept_labels and each quote by
 steps.skipped_quote. The rules live in those pure functions; this module does the I/O around them
-for the loop and the page scheduler, which hand it what it needs (it imports neither).
+for the loop and the page scheduler (it imports neither): the loop hands it the run, as an
+`EvidenceRun`, and the run's model door.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ...store import PassageRow, Store, utc_now
-from ..core.brief import Brief
 from ..rules import decide, layout, steps
-from ..rules.decide import Limits, LoopState
+from ..rules.decide import Limits
 from ..sources.search import SearchHit
 from ..sources.structure import marks_from_json
 from . import planner
-from .calls import Ask, RunView, today
+from .calls import Ask, today
 from .policy import Policy, accept_labels
+from .run import RunPart, RunView
 
 PASSAGES_PER_BATCH = 12    # top BM25 passages offered to one call (then cut to the prompt budget)
 
 
-class EvidenceReader(RunView):
-    """Reads a run's batches of passages into evidence. Callables where the loop's value changes under
-    it: its state and brief (a test may replace them), its event log (replaced at hand-over), the
-    question (the plan's rewrite, once there is one)."""
+class EvidenceRun(RunView, Protocol):
+    """What the evidence reader asks of the brief's run (loop.Research), beyond what every part reads:
+    the question its passages are ranked against (the plan's rewrite, once there is one)."""
 
-    def __init__(self, *, store: Store, run_id: int, limits: Limits, policy: Policy,
-                 source_tiers: Sequence[tuple[str, str]], state: Callable[[], LoopState],
-                 brief: Callable[[], Brief], question: Callable[[], str], emit: Callable[..., object],
-                 ask: Ask, fits: Callable[[str], bool]) -> None:
-        self.store, self.run_id, self.limits, self.policy = store, run_id, limits, policy
+    @property
+    def question(self) -> str: ...
+
+
+class EvidenceReader(RunPart[EvidenceRun]):
+    """Reads a run's batches of passages into evidence. The run is asked for its state, brief, event log
+    and question as they are now (each changes under the reader); the model door (`ask`, `fits`) is
+    the run's, kept here so a test can put a model of its own in front of the evidence calls."""
+
+    def __init__(self, run: EvidenceRun, *, limits: Limits, policy: Policy,
+                 source_tiers: Sequence[tuple[str, str]], ask: Ask, fits: Callable[[str], bool]) -> None:
+        super().__init__(run)
+        self.limits, self.policy = limits, policy
         self.kind = policy.kind
         self.source_tiers = source_tiers
-        super().__init__(state, brief)
-        self._question = question
-        self.emit, self.ask, self.fits = emit, ask, fits
+        self.ask, self.fits = ask, fits
         self.batches_read = 0  # evidence calls made (a batch of failed or distrusted pages makes none)
 
     @property
     def question(self) -> str:
-        return self._question()
+        return self.run.question
 
     async def read_snippets(self, round_no: int, hits: list[SearchHit]) -> None:
         """fetch_pages: false. The snippets SearXNG returned are the text, read in as few calls as
@@ -84,7 +90,7 @@ class EvidenceReader(RunView):
                       round=round_no, passages=len(cut.ranked))
         if not rows:
             return []
-        passages = [planner.PassageIn(id=r.id, url=r.url, title=self.title_for(r.url, titles),
+        passages = [planner.PassageIn(id=r.id, url=r.url, title=title_for(self.store, r.url, titles),
                                       origin=r.origin, text=r.text, marks=marks[r.id]) for r in rows]
         line, ask = self.policy.evidence_task(self.state)
         prompt = planner.evidence_prompt(self.question, today(), gaps, passages, self.fits, extra=line, ask=ask)
@@ -128,15 +134,10 @@ class EvidenceReader(RunView):
             return
         self.state.distrusted[url] = reason
         self.state.count_fallback("distrusted_pages")
-        dropped = self.store.drop_evidence(self.run_id, url)
+        dropped = self.store.drop_evidence(self.run.run_id, url)
         self.emit("signal", message="page distrusted", round=round_no, url=url, reason=reason,
                          evidence_dropped=dropped)
 
-    def title_for(self, url: str, titles: dict[str, str]) -> str:
-        if url in titles and titles[url]:
-            return titles[url]
-        page = self.store.get_page(url, float("inf"))
-        return page.title if page and page.title else url
 
     def read_labels(self, round_no: int, item: planner.EvidenceItem, quote: str, row: dict[str, Any]) -> None:
         """The model's labels on `row`, as policy.accept_labels keeps them (read with the passage before the quote,
@@ -168,7 +169,7 @@ class EvidenceReader(RunView):
         # the model read an injected page in this answer: what it proposes next may carry its text
         tainted = any(p.url in self.state.distrusted for p in prompt.passages.values())
         about = steps.topics(self.question, self.brief.question, gaps)
-        known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run_id)}
+        known = {(e["url"], e["quote"]) for e in self.store.evidence(self.run.run_id)}
         # when each quote's text was read: its page's last fetch or confirmation (a snippet: now,
         # the round's search having just returned it)
         read_at = self.store.page_read_at(sorted({p.url for p in prompt.passages.values() if p.origin == "page"}))
@@ -197,7 +198,7 @@ class EvidenceReader(RunView):
             if contained:  # this quote says all they say: it stands for them
                 known.difference_update((ref.url, q) for q in contained)
                 rows = [r for r in rows if not (r["url"] == ref.url and r["quote"] in contained)]
-                self.store.drop_quotes(self.run_id, ref.url, contained)
+                self.store.drop_quotes(self.run.run_id, ref.url, contained)
                 self.emit("signal", message="quotes replaced by a longer quote of the same page", round=round_no,
                           url=ref.url, replaced=[q[:200] for q in contained])
             known.add((ref.url, quote))
@@ -221,7 +222,7 @@ class EvidenceReader(RunView):
                              quote=quote, summary=item.summary, confidence=row["confidence"],
                              gap=item.gap or None, stance=row["stance"], impact=row["impact"],
                              low=row["low"], high=row["high"], tier=row["tier"])
-        self.store.add_evidence(self.run_id, rows)
+        self.store.add_evidence(self.run.run_id, rows)
         if tainted:
             if answer.new_gaps or answer.new_queries:
                 self.emit("signal", message="proposals dropped: the model read a distrusted page",
@@ -233,3 +234,12 @@ class EvidenceReader(RunView):
         if added or queued or off_topic:
             self.emit("signal", message="plan updated", new_gaps=[g.text for g in added],
                              new_queries=queued, **({"dropped_off_topic": off_topic} if off_topic else {}))
+
+
+def title_for(store: Store, url: str, titles: dict[str, str]) -> str:
+    """The title a passage's page is cited with: the one given (a search hit's, a source's own), else the
+    stored page's, else its URL (a citation always names something)."""
+    if url in titles and titles[url]:
+        return titles[url]
+    page = store.get_page(url, float("inf"))
+    return page.title if page and page.title else url

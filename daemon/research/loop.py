@@ -6,11 +6,11 @@ which queries and URLs and the one stop rule are `decide`'s, what depends on the
 brief's kind (when it is done, aimed queries, what the synthesis must state, the
 estimate / verdict / side-by-side blocks) is its `policy`'s; how many pages and
 passages a step takes is `steps`'s; prompts and answer parsing are `planner`'s.
-The I/O around those rules lives beside this file, one job each, handed what they
-need of the run (they import nothing of it): the plan phase (planning.py), the
-sources (reading.py), page scheduling (pages.py), reading passages into evidence
-(evidence.py), the model door and the run's spending (calls.py). This file only
-sequences them.
+The I/O around those rules lives beside this file, one job each, handed the run
+itself, typed by the few things each may ask of it (run.py; they import nothing
+of this file): the plan phase (planning.py), the sources (reading.py), page
+scheduling (pages.py), reading passages into evidence (evidence.py), the model
+door and the run's spending (calls.py). This file only sequences them.
 
 Crash safety: the loop state is checkpointed after the plan and after every
 round. A resumed run redoes at most the round it was in; that round's model
@@ -22,7 +22,6 @@ nothing is paid for or counted twice.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,7 +33,6 @@ import ollama
 from ...store import Store, utc_now
 from ..core import crashpoints
 from ..core.brief import Brief
-from ..core.errors import BriefdError, ServiceUnavailable
 from ..core.events import EventLog, LoggedOnly
 from ..core.outages import OutageLog
 from ..core.settings import Settings
@@ -52,13 +50,13 @@ from ..sources.search import SearchHit
 from . import followup, planner
 from .calls import Ledger, ModelCalls, today
 from .evidence import EvidenceReader
-from .pages import SLOW_PAGE_MEMORY_S, Hooks, PageScheduler
+from .pages import SLOW_PAGE_MEMORY_S, PageScheduler
 from .planning import Planning
 from .policy import (EstimatePolicy, Facts, limits_for, next_step, numbered_sources, policy_for,
                      summary_chars, synthesis_lines)
-from .reading import Context, Reader
+from .reading import Reader
+from .run import Cancelled
 
-log = logging.getLogger("briefd")
 
 RUN_JUST_CLAIMED_S = 2.0  # a run whose started_at is this recent, with no checkpoint, began in this attempt
 
@@ -85,18 +83,6 @@ class Services:
     outages: OutageLog = field(default_factory=OutageLog)  # said once per outage in the daemon's log
 
 
-class Cancelled(BriefdError):
-    """`briefd cancel` was asked for a running brief."""
-
-
-class Outage(ServiceUnavailable):
-    """SearXNG stayed down through the loop's own retries, or refuses us: the brief waits, not fails.
-
-    `fix` is set when it is not "start SearXNG": json format off, limiter on (only the user can
-    end those), or SearXNG running while its engines fail (search.EnginesFailing).
-    """
-
-
 def seconds_since(iso: str | None) -> float:
     if not iso:
         return 0.0
@@ -105,7 +91,12 @@ def seconds_since(iso: str | None) -> float:
 
 
 class Research:
-    """One run of one brief. `await Research(...).run()` returns the report dict."""
+    """One run of one brief. `await Research(...).run()` returns the report dict.
+
+    Its parts (the model door, planning, the evidence reader, the sources, the page scheduler) are each
+    handed this run, typed by the few things they may ask of it (run.py's protocols, and each part's
+    own: pages.PageRun, reading.ReadingRun, evidence.EvidenceRun, planning.PlanRun, calls.CallingRun),
+    so they read its state, brief and event log as they are now and never import the loop."""
 
     def __init__(self, svc: Services, run_id: int, brief: Brief, started_at: str, events: EventLog) -> None:
         self.svc = svc
@@ -134,48 +125,24 @@ class Research:
         self.titles: dict[str, str] = {}  # url → the title a citation must use, where the source decides it
         # the model servers the calls go to: the worker's pool, or the one client (tests build that)
         self.calls = ModelCalls(self.store, run_id, svc.hosts or ModelHosts.single(svc.llm_client, svc.model),
-                                svc.model, svc.outages, state=lambda: self.state, emit=self.emit,
-                                check_cancel=self.check_cancel, replay_since=svc.settings.replay_answers_since)
-        self.ledger = Ledger(self.store, run_id, state=lambda: self.state)  # what the run has spent so far
+                                svc.model, svc.outages, run=self, replay_since=svc.settings.replay_answers_since)
+        self.ledger = Ledger(self.store, run_id, run=self)  # what the run has spent so far
         # every request made for this brief, by host (this task and the tasks it starts): egress.py;
         # kept in the store as it grows, so a run resumed after a crash still lists every host
         self.egress = egress.start(svc.settings.egress, earlier=self.store.load_egress(run_id))
         self.egress.on_change = lambda log: self.store.save_egress(run_id, log.snapshot())
         self.saved: dict[str, Any] = {}  # the state as last checkpointed (a round's start, mid-round)
-        # reading evidence (evidence.py) and planning (planning.py): the I/O around their rules
-        self.evidence = EvidenceReader(store=self.store, run_id=run_id, limits=self.limits, policy=self.policy,
-                                       source_tiers=svc.settings.source_tiers, state=lambda: self.state,
-                                       brief=lambda: self.brief, question=lambda: self.question, emit=self.emit,
-                                       ask=self.calls.ask, fits=self.calls.fits)
-        self.planning = Planning(store=self.store, run_id=run_id, limits=self.limits, previous=self.previous,
-                                 state=lambda: self.state, brief=lambda: self.brief, emit=self.emit,
-                                 ask=self.calls.ask, checkpoint=self.checkpoint, readings=self.readings,
-                                 update_estimate=self.update_estimate)
+        # the parts of the run below (each handed this run, typed by what it may ask of it: run.py):
+        # reading evidence (evidence.py) and planning (planning.py), the I/O around their rules
+        self.evidence = EvidenceReader(self, limits=self.limits, policy=self.policy,
+                                       source_tiers=svc.settings.source_tiers, ask=self.calls.ask,
+                                       fits=self.calls.fits)
+        self.planning = Planning(self, limits=self.limits, previous=self.previous, ask=self.calls.ask)
         # the fetches that outlive the step that started them, and the earlier run of this question's
         # rounds (replayed): pages.py
-        self.pages = PageScheduler.after(self.page_hooks(), self.store.earlier_checkpoint(brief.question, run_id,
-                                                                                           brief.id))
+        self.pages = PageScheduler.after(self, self.store.earlier_checkpoint(brief.question, run_id, brief.id))
         # every source the brief may use, behind one interface (reading.py)
-        self.reader = Reader(self.reading_context())
-
-    def page_hooks(self) -> Hooks:
-        """What the page scheduler may ask of this run (pages.Hooks): it never reaches for the loop's names."""
-        return Hooks(store=self.store, run_id=self.run_id, sources=self.sources, state=lambda: self.state,
-                     brief=lambda: self.brief, emit=self.emit, saved=lambda: self.saved, checkpoint=self.checkpoint,
-                     calls_made=lambda: self.evidence.batches_read, max_age=lambda: self.max_age,
-                     choose_pages=self.choose_pages, read_batch=self.evidence.read_batch,
-                     mark_bad=self.mark_bad, update_estimate=self.update_estimate,
-                     fetch=lambda round_no, url, hit: self.reader.fetch_safely(round_no, url, hit),
-                     download=lambda url: self.reader.web.download(url),
-                     search_web=lambda query: self.reader.web.search_now(query), retrieved=_retrieved)
-
-    def reading_context(self) -> Context:
-        """What the sources may ask of this run (reading.Context): they never reach for the loop's names."""
-        return Context(svc=self.svc, store=self.store, run_id=self.run_id, sources=self.sources, pages=self.pages,
-                       titles=self.titles, state=lambda: self.state, brief=lambda: self.brief, emit=self.emit,
-                       max_age=lambda: self.max_age, max_age_given=self.max_age_given,
-                       title_for=self.evidence.title_for, mark_bad=self.mark_bad, on_wait=self.calls.on_wait,
-                       outage=Outage, fatal=(Cancelled, Outage))
+        self.reader = Reader(self)
 
     def emit(self, kind: str, **fields: Any) -> object:
         """An event of the brief, in whichever log it has now (hand_over replaces it)."""
@@ -248,6 +215,8 @@ class Research:
 
     @property
     def question(self) -> str:
+        """What the rounds research: the plan's rewrite of the brief's question once there is one (the
+        evidence is ranked against it), else the question as asked."""
         return self.state.research_question or self.brief.question
 
     async def round(self, round_no: int, queries: list[str], urls: list[str] | None = None,
@@ -332,6 +301,8 @@ class Research:
         return self.brief.estimate.unit if self.brief.estimate else ""
 
     def readings(self) -> list[judge.Reading]:
+        """The figures the evidence so far holds, as the range rule reads them: the range is a pure
+        function of them (update_estimate), and a follow-up's plan starts from its parent's."""
         return _readings(self.store.evidence(self.run_id), self.brief.question, self._unit())
 
     def facts(self, evidence: list[dict[str, Any]] | None = None, tokens: int | None = None) -> Facts:
@@ -463,26 +434,18 @@ class Research:
         return followup.follows_block(self.brief.follows, parent)
 
     def check_cancel(self) -> None:
+        """Raises Cancelled when `briefd cancel` was asked: checked before each round and each model
+        call, so a cancelled brief pays for nothing after the ask."""
         if self.store.cancel_requested(self.run_id):
             raise Cancelled()
 
     def checkpoint(self) -> None:
+        """The state saved (and kept as `saved`): a run resumed after a crash starts from here, so it
+        redoes at most the round it was in, its answers, searches and pages replayed from the caches."""
         self.state.remaining = decide.remaining_budgets(self.state, self.limits, self.ledger.usage_now())
         self.saved = self.state.to_dict()
         self.store.save_checkpoint(self.run_id, self.state.round, self.state.phase, self.saved)
         crashpoints.reached("checkpoint")
-
-
-def _retrieved(task: "asyncio.Task[Any]") -> None:
-    """A task nobody may await (an early search, a trailing fetch): its failure is logged, not lost.
-    An outage is the round's to report (it awaits the same search): only the log's debug level has it."""
-    failure = None if task.cancelled() else task.exception()
-    if isinstance(failure, Outage):
-        log.debug("a background fetch met an outage: %s", failure)
-    elif failure is not None:
-        log.warning("a background fetch failed: %r", failure)
-
-
 
 
 def _readings(rows: list[dict[str, Any]], asked: str, unit: str) -> list[judge.Reading]:

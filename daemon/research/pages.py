@@ -9,7 +9,8 @@ are the loop's only transient state: they live here, in one object (PageSchedule
 own attributes are the brief's story and its checkpointed state.
 
 This module sits below the loop: it imports nothing of it. What it needs of the brief's run (its
-events, its store) it is handed; the words it shares with the loop (the straggler states, the
+events, its store, the parts that fetch and read pages) it asks of the run itself, handed to it as a
+`PageRun`; the words it shares with the loop (the straggler states, the
 batch size, the grace a round gives a slow page) are defined here, and the loop imports them.
 """
 
@@ -17,18 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ...store import Store
-from ..core.brief import Brief, SourceKind
 from ..rules import decide
-from ..rules.decide import LoopState
 from ..sources.fetch import FetchResult
 from ..sources.search import SearchHit
 from ..sources.sources import WEB, Found, Read, kind_of_url
+from .run import Outage, PageRules, Rounds, RunPart, RunView
+
+log = logging.getLogger("briefd")
 
 PAGES_PER_BATCH = 3        # pages whose passages the model reads in one call
 # Stragglers (issue 11): the model never waits for a slow page while it has something to read
@@ -45,40 +47,59 @@ GIVEN_UP_AT_SYNTHESIS = "when the synthesis began: not read"  # in the page_fetc
 PageTask = asyncio.Task[Read | None]  # a page's fetch and reading; None: the page could not be read
 
 
-@dataclass(frozen=True)
-class Hooks:
-    """What the scheduler asks of the brief's run, handed down by the loop (so this module never
-    imports it). Callables where the loop's value changes under the scheduler: its state and brief
-    (a test may replace them), its event log (replaced when the brief is handed over), its last
-    checkpoint, its count of model calls, the age a stored page may have (a re-run's shrinks)."""
+class Web(Protocol):
+    """The web's own asks (reading.WebPages), which search_ahead starts before any round asks them."""
 
-    store: Store
-    run_id: int
-    sources: tuple[SourceKind, ...]  # where the brief may look
-    state: Callable[[], LoopState]
-    brief: Callable[[], Brief]
-    emit: Callable[..., object]  # an event of the brief (EventLog.emit)
-    saved: Callable[[], dict[str, Any]]  # the state as last checkpointed
-    checkpoint: Callable[[], None]
-    calls_made: Callable[[], int]  # evidence calls made so far (a batch of failed pages makes none)
-    max_age: Callable[[], float]  # seconds a stored page is used without asking its server
-    choose_pages: Callable[[list[str]], list[str]]  # a round's pages among candidates, by rank
-    read_batch: Callable[[int, list[int], dict[str, str], list[decide.Gap]], Awaitable[object]]
-    mark_bad: Callable[..., None]  # (url, reason, transient=, slow=): not read again (Research.mark_bad)
-    update_estimate: Callable[[int], None]  # the range after a round's readings
-    fetch: Callable[[int, str, SearchHit | None], Coroutine[Any, Any, Read | None]]  # fetch, extract, store
-    download: Callable[[str], Coroutine[Any, Any, FetchResult]]  # a web page's bytes
-    search_web: Callable[[str], Coroutine[Any, Any, Found]]  # SearXNG's hits, asked now
-    retrieved: Callable[[asyncio.Task[Any]], None]  # logs the failure of a task nobody awaits
+    async def search_now(self, query: str) -> Found: ...
+
+    async def download(self, url: str, conditional: bool = ...) -> FetchResult: ...
+
+
+class Fetching(Protocol):
+    """The sources as the scheduler sets them to work (reading.Reader): a page fetched, extracted and
+    stored by the source its URL belongs to, whatever it does wrong its own failure."""
+
+    @property
+    def web(self) -> Web: ...
+
+    async def fetch_safely(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None: ...
+
+
+class BatchReading(Protocol):
+    """The model reading a batch of fetched pages (evidence.EvidenceReader), and how many calls it has made
+    (a batch of failed pages makes none: a round that has read nothing yet waits longer)."""
+
+    @property
+    def batches_read(self) -> int: ...
+
+    async def read_batch(self, round_no: int, ids: list[int], titles: dict[str, str],
+                         gaps: list[decide.Gap]) -> object: ...
+
+
+class PageRun(RunView, PageRules, Rounds, Protocol):
+    """What the scheduler asks of the brief's run (loop.Research), beyond what every part reads: its
+    state as last checkpointed (amended when a round goes on without a page), which of a round's
+    candidates it takes, and the two parts that fetch the pages and read them."""
+
+    @property
+    def saved(self) -> dict[str, Any]: ...
+
+    def choose_pages(self, candidates: list[str]) -> list[str]: ...
+
+    @property
+    def reader(self) -> Fetching: ...
+
+    @property
+    def evidence(self) -> BatchReading: ...
 
 
 @dataclass
-class PageScheduler:
+class PageScheduler(RunPart[PageRun]):
     """The fetches a brief has started and not yet taken, and what its earlier run of the same
     question did with its pages (round_pages replays it). Nothing here is checkpointed: a run
     resumed after a crash starts these again from its checkpoint (LoopState.late, current_round)."""
 
-    hooks: Hooks
+    run: PageRun  # the brief's run (loop.Research); never a copy of its values, which change under it
     # fetches that outlive the round that started them: its stragglers, by URL, and when each began
     inflight: dict[str, PageTask] = field(default_factory=dict)
     started: dict[str, float] = field(default_factory=dict)
@@ -96,19 +117,11 @@ class PageScheduler:
     being_read: set[str] = field(default_factory=set)
 
     @classmethod
-    def after(cls, hooks: Hooks, earlier: Mapping[str, Any] | None) -> PageScheduler:
+    def after(cls, run: PageRun, earlier: Mapping[str, Any] | None) -> PageScheduler:
         """A brief's scheduler, given the checkpoint of the latest earlier run of its question."""
         late: Mapping[str, str] = (earlier or {}).get("late", {})
-        return cls(hooks, earlier_rounds=list((earlier or {}).get("past_rounds", [])),
+        return cls(run, earlier_rounds=list((earlier or {}).get("past_rounds", [])),
                    earlier_given_up={url for url, what in late.items() if what == LATE_GIVEN_UP})
-
-    @property
-    def state(self) -> LoopState:
-        return self.hooks.state()
-
-    @property
-    def store(self) -> Store:
-        return self.hooks.store
 
     def loading_for(self, url: str) -> float:
         """Seconds since this run began fetching `url` (0 when it did not)."""
@@ -132,7 +145,7 @@ class PageScheduler:
         self.early_searches.clear()
         self.early_downloads.clear()
         if unread:
-            self.hooks.emit("signal", message="fetched while the model planned, and not read: no round chose "
+            self.run.emit("signal", message="fetched while the model planned, and not read: no round chose "
                                               "these pages", urls=unread)
 
     def hand_over(self, trailing: set[asyncio.Task[Any]]) -> None:
@@ -140,7 +153,7 @@ class PageScheduler:
         for url, task in self.inflight.items():
             trailing.add(task)
             task.add_done_callback(trailing.discard)
-            task.add_done_callback(self.hooks.retrieved)
+            task.add_done_callback(retrieved)
             task.add_done_callback(functools.partial(self.cut_before_its_timeout, url))
         self.inflight.clear()
 
@@ -172,26 +185,26 @@ class PageScheduler:
         events, the store and `usage` say what round 1 did. A page round 1 does not choose may
         serve a later round; one no round takes is named when the rounds end (drop_early).
         """
-        if WEB not in self.hooks.sources:
+        if WEB not in self.run.sources:
             return
-        question = decide.clean_query(self.hooks.brief().question)  # as round 1 will ask it (LoopState.add_queries)
-        search = self.early_searches[question] = asyncio.create_task(self.hooks.search_web(question))
-        search.add_done_callback(self.hooks.retrieved)
-        if not self.hooks.brief().fetch_pages:
+        question = decide.clean_query(self.run.brief.question)  # as round 1 will ask it (LoopState.add_queries)
+        search = self.early_searches[question] = asyncio.create_task(self.run.reader.web.search_now(question))
+        search.add_done_callback(retrieved)
+        if not self.run.brief.fetch_pages:
             return
         try:
             hits, _ = await asyncio.shield(search)
         except Exception:  # noqa: BLE001 - round 1 awaits the same task and handles its outage
             return
         candidates = [h.url for h in hits if kind_of_url(h.url) == WEB]
-        chosen = self.hooks.choose_pages(candidates)
+        chosen = self.run.choose_pages(candidates)
         replay = decide.replayed_round(self.earlier_rounds, 1, [question], [], candidates, len(chosen))
         urls = replay[0] if replay else chosen  # round 1 asks the question first
         known_bad = self.store.bad_urls(urls)
         for url in urls:
             # a page known bad is not fetched; a cached page costs round 1 nothing
-            if url not in known_bad and self.store.get_page(url, self.hooks.max_age()) is None:
-                self.early_downloads[url] = asyncio.create_task(self.hooks.download(url))
+            if url not in known_bad and self.store.get_page(url, self.run.max_age) is None:
+                self.early_downloads[url] = asyncio.create_task(self.run.reader.web.download(url))
 
     def skip_known_bad(self, round_no: int, urls: list[str]) -> set[str]:
         """The web pages among `urls` the store knows are bad (for good, or slow for now): recorded
@@ -204,7 +217,7 @@ class PageScheduler:
             if self.state.late.get(url) == LATE_WAITING:  # a replayed straggler: it failed, as a fetch would
                 self.state.late[url] = LATE_FAILED
         if known:
-            self.hooks.emit("signal", message="pages known bad are not fetched", round=round_no,
+            self.run.emit("signal", message="pages known bad are not fetched", round=round_no,
                             urls=list(known))
         return set(known)
 
@@ -240,7 +253,7 @@ class PageScheduler:
         expected = set(self.state.current_round.get("expected", []))
         order = self.state.current_round.get("order", [])  # the earlier run's, for a replayed round
         gaps = self.state.open_gaps()
-        read_before = self.hooks.calls_made()
+        read_before = self.run.evidence.batches_read
         try:
             while unread:
                 ready = [n for n in unread if all(fetches[u].done() for u in batches[n])]
@@ -264,7 +277,7 @@ class PageScheduler:
                 # (pages that all failed, or none worth a call, gave the model nothing) waits for a
                 # page that is not an earlier round's straggler. Each wait is bounded (wait_for_page)
                 grace = (PATIENT_GRACE_S if expected.intersection(loading) else
-                         STRAGGLER_GRACE_S if self.hooks.calls_made() == read_before
+                         STRAGGLER_GRACE_S if self.run.evidence.batches_read == read_before
                          and not carried.issuperset(loading) else 0.0)
                 if not grace or not await self.wait_for_page(round_no, {u: fetches[u] for u in loading}, grace):
                     self.go_on_without(round_no, loading)
@@ -290,7 +303,7 @@ class PageScheduler:
         Every other page of the round, an earlier round's straggler it carries included, was read in
         this round then: it is waited for, or its batch, and every prompt after it, would depend on
         whether its fetch (from the store) beat the replayed answers (issue 22)."""
-        chosen = self.hooks.choose_pages(candidates)
+        chosen = self.run.choose_pages(candidates)
         replay = decide.replayed_round(self.earlier_rounds, round_no, queries, self.state.visited, candidates,
                                        len(chosen))
         if replay is None:
@@ -300,7 +313,7 @@ class PageScheduler:
         # batches of the stragglers read at the synthesis (last_stragglers), where it fails unfetched
         late = [url for url in then_late if url in [*fresh, *carried]]
         self.replayed.update(late)
-        self.hooks.emit("signal", message="the same round as the earlier run of this question: the same pages",
+        self.run.emit("signal", message="the same round as the earlier run of this question: the same pages",
                         round=round_no, urls=fresh)
         known_bad = self.store.bad_urls(late)  # not fetched at all (skip_known_bad): no page_late for it
         for url in late:
@@ -309,7 +322,7 @@ class PageScheduler:
             self.state.late[url] = LATE_WAITING
             if url in known_bad:
                 continue
-            self.hooks.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
+            self.run.emit("page_late", round=round_no, url=url, loading_s=0.0, replayed=True,
                             message="read late, where the earlier run of this question read it: the same "
                                     "prompts, replayed from the answer cache")
         return fresh, late, order, [url for url in [*fresh, *carried] if url not in then_late]
@@ -322,7 +335,7 @@ class PageScheduler:
         arrived, _ = await asyncio.wait(loading.values(), timeout=grace, return_when=asyncio.FIRST_COMPLETED)
         waited = time.monotonic() - began
         self.state.page_wait_s = round(self.state.page_wait_s + waited, 3)
-        self.hooks.emit("waiting_for_page", round=round_no, seconds=round(waited, 2), urls=list(loading),
+        self.run.emit("waiting_for_page", round=round_no, seconds=round(waited, 2), urls=list(loading),
                         arrived=[url for url, task in loading.items() if task in arrived])
         return bool(arrived)
 
@@ -344,7 +357,7 @@ class PageScheduler:
         if task is None and url in self.skip_known_bad(round_no, [url]):
             task = asyncio.create_task(nothing())
         elif task is None:
-            task = asyncio.create_task(self.hooks.fetch(round_no, url, hit))
+            task = asyncio.create_task(self.run.reader.fetch_safely(round_no, url, hit))
             self.started[url] = time.monotonic()
         return task
 
@@ -354,14 +367,14 @@ class PageScheduler:
         one did, less these pages)."""
         for url in urls:
             self.state.late[url] = LATE_WAITING
-            self.hooks.emit("page_late", round=round_no, url=url, loading_s=self.loading_for(url),
+            self.run.emit("page_late", round=round_no, url=url, loading_s=self.loading_for(url),
                             message="the model has read every page that arrived; the round goes on without this one")
         self.state.current_round["late"] = [*self.state.current_round.get("late", []), *urls]
-        saved = self.hooks.saved()
+        saved = self.run.saved
         if saved.get("current_round", {}).get("round") == round_no:
             saved["current_round"]["late"] = list(self.state.current_round["late"])
             saved["late"] = {**saved.get("late", {}), **{url: LATE_WAITING for url in urls}}
-            self.store.save_checkpoint(self.hooks.run_id, saved["round"], saved["phase"], saved)
+            self.store.save_checkpoint(self.run.run_id, saved["round"], saved["phase"], saved)
 
     async def read_pages(self, round_no: int, batch: list[str],
                          fetches: dict[str, PageTask],
@@ -375,7 +388,7 @@ class PageScheduler:
                 self.state.pages_reused += 1
         ids = [i for page in pages if page for i in page[1]]
         titles = {u: page[0] for u, page in zip(batch, pages) if page}
-        await self.hooks.read_batch(round_no, ids, titles, gaps)
+        await self.run.evidence.read_batch(round_no, ids, titles, gaps)
 
     async def last_stragglers(self) -> None:
         """Before the synthesis: the stragglers that arrived are read (as part of the last round);
@@ -399,7 +412,7 @@ class PageScheduler:
         for url in again:
             self.state.late[url] = LATE_GIVEN_UP
             if url not in known_bad:
-                self.hooks.emit("page_fetched", round=round_no, url=url, ok=False, late=True, replayed=True,
+                self.run.emit("page_fetched", round=round_no, url=url, ok=False, late=True, replayed=True,
                                 error="not read: the earlier run of this question gave it up at its synthesis")
         waiting = self.waiting_stragglers()
         if not waiting:
@@ -413,7 +426,7 @@ class PageScheduler:
             # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
             # the synthesis's turn, seen in tests/test_integration's second run)
             await self.wait_while_arriving(round_no, replayed, PATIENT_GRACE_S)
-        if not self.store.evidence_count(self.hooks.run_id):
+        if not self.store.evidence_count(self.run.run_id):
             # nothing to synthesize yet: the pages still loading are waited for while they keep
             # coming, never longer than the grace for one that does not (issue 22: a page slower
             # than the fetch timeout held the synthesis 18 s)
@@ -429,16 +442,16 @@ class PageScheduler:
             if url not in arrived:
                 self.inflight[url] = fetches[url]
                 self.give_up(round_no, url)
-        self.hooks.checkpoint()
+        self.run.checkpoint()
         gaps = self.state.open_gaps()
         for url in arrived:
-            self.store.drop_evidence(self.hooks.run_id, url)
+            self.store.drop_evidence(self.run.run_id, url)
         for i in range(0, len(arrived), PAGES_PER_BATCH):
             await self.read_pages(round_no, arrived[i:i + PAGES_PER_BATCH], fetches, gaps)
         if arrived and round_no > 0:
-            self.state.new_evidence_per_round[round_no - 1:] = [self.store.evidence_count(self.hooks.run_id, round_no)]
-            if self.hooks.brief().estimate:
-                self.hooks.update_estimate(round_no)
+            self.state.new_evidence_per_round[round_no - 1:] = [self.store.evidence_count(self.run.run_id, round_no)]
+            if self.run.brief.estimate:
+                self.run.update_estimate(round_no)
 
     def give_up(self, round_no: int, url: str) -> None:
         """A straggler still loading when the synthesis begins: recorded as not read, and
@@ -447,8 +460,8 @@ class PageScheduler:
         reason = (f"still loading after {self.loading_for(url):g} s {GIVEN_UP_AT_SYNTHESIS} "
                   f"(the fetch goes on; until it ends the page is remembered as slow)")
         self.state.late[url] = LATE_GIVEN_UP
-        self.hooks.mark_bad(url, reason, transient=True, slow=True)
-        self.hooks.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
+        self.run.mark_bad(url, reason, transient=True, slow=True)
+        self.run.emit("page_fetched", round=round_no, url=url, ok=False, error=reason, late=True)
 
 
 def rank_batches(urls: list[str], carried: list[str], size: int = PAGES_PER_BATCH) -> list[list[str]]:
@@ -468,3 +481,13 @@ def first_to_read(ready: list[int], order: list[int]) -> int:
 async def nothing() -> None:
     """A fetch not made (a page known bad): done at its first step, with no page."""
     return None
+
+
+def retrieved(task: asyncio.Task[Any]) -> None:
+    """A task nobody may await (an early search, a trailing fetch): its failure is logged, not lost.
+    An outage is the round's to report (it awaits the same search): only the log's debug level has it."""
+    failure = None if task.cancelled() else task.exception()
+    if isinstance(failure, Outage):
+        log.debug("a background fetch met an outage: %s", failure)
+    elif failure is not None:
+        log.warning("a background fetch failed: %r", failure)

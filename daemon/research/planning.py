@@ -5,38 +5,41 @@ it is off topic, trimmed or asked again once (policy.replan_choice decides which
 starts from its parent's latest done run and a brief asked again with the same question, context
 and focus from its own last one (policy.reusable_plan, followup.follow_up_plan): the model is not
 asked for a plan it already gave. The rules are those pure functions; this module does the I/O
-around them for the loop, which hands it what it needs (it imports nothing of the loop).
+around them for the loop, which hands it the run (a `PlanRun`) and its model door (it imports
+nothing of the loop).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from ...store import Store
-from ..core.brief import Brief
 from ..rules import decide, judge
-from ..rules.decide import Limits, LoopState
+from ..rules.decide import Limits
 from . import followup, planner
-from .calls import Ask, RunView, today
+from .calls import Ask, today
 from .policy import (PLAN_ASK_AGAIN, PLAN_TRIMMED, replan_choice, replan_slots, replanned, reusable_plan,
                      starting_plan)
+from .run import Rounds, RunPart, RunView
 
 
-class Planning(RunView):
-    """Plans one run. Callables where the loop's value changes under it: its state and brief (a test
-    may replace them), its event log (replaced at hand-over)."""
+class PlanRun(RunView, Rounds, Protocol):
+    """What planning asks of the brief's run (loop.Research), beyond what every part reads: the figures
+    its evidence holds (a follow-up's plan starts from them), its checkpoint and the range they move."""
 
-    def __init__(self, *, store: Store, run_id: int, limits: Limits, previous: tuple[int, dict[str, Any]] | None,
-                 state: Callable[[], LoopState], brief: Callable[[], Brief], emit: Callable[..., object],
-                 ask: Ask, checkpoint: Callable[[], None], readings: Callable[[], list[judge.Reading]],
-                 update_estimate: Callable[[int], None]) -> None:
-        self.store, self.run_id, self.limits, self.previous = store, run_id, limits, previous
-        super().__init__(state, brief)
-        self.emit, self.ask, self.checkpoint = emit, ask, checkpoint
-        self.readings, self.update_estimate = readings, update_estimate
+    def readings(self) -> list[judge.Reading]: ...
+
+
+class Planning(RunPart[PlanRun]):
+    """Plans one run. The run is asked for its state, brief and event log as they are now (each changes
+    under it); the model door (`ask`) is the run's."""
+
+    def __init__(self, run: PlanRun, *, limits: Limits, previous: tuple[int, dict[str, Any]] | None,
+                 ask: Ask) -> None:
+        super().__init__(run)
+        self.limits, self.previous = limits, previous
+        self.ask = ask
 
     async def plan(self) -> None:
         """Seed 5: rewrite the question, plan, check the plan against the question, re-plan once."""
@@ -78,7 +81,7 @@ class Planning(RunView):
         self.emit("signal", message=followup.PLAN_READY, research_question=plan.research_question,
                          angles=plan.angles, queries=self.state.pending_queries,
                          gaps=[g.text for g in self.state.gaps], plan_relevance=self.state.plan_relevance)
-        self.checkpoint()
+        self.run.checkpoint()
 
     def earlier_plan(self) -> followup.Plan | None:
         """The plan an earlier run makes for this one, so the model is not asked for it: a
@@ -112,13 +115,13 @@ class Planning(RunView):
         queries not taken again; the plan is followup.follow_up_plan."""
         rows = self.store.evidence(parent_run_id)
         carried = followup.carried_evidence(rows, parent_run_id, keep_figures=followup.units_match(parent, self.brief))
-        self.store.reset_round(self.run_id, 0)  # a run resumed before its plan was saved carries them again
-        self.store.add_evidence(self.run_id, carried)
+        self.store.reset_round(self.run.run_id, 0)  # a run resumed before its plan was saved carries them again
+        self.store.add_evidence(self.run.run_id, carried)
         self.state.follows_run_id = parent_run_id
         self.state.visited.extend(u for u in followup.visited_pages(rows) if u not in self.state.visited)
         self.state.asked.extend(q for q in followup.asked_before(parent) if q not in self.state.asked)
-        if self.brief.estimate is not None and self.readings():
-            self.update_estimate(0)  # the carried readings' range, by the same rule as any round's
+        if self.brief.estimate is not None and self.run.readings():
+            self.run.update_estimate(0)  # the carried readings' range, by the same rule as any round's
         self.emit("signal", message=f"follow-up of {self.brief.follows}: starts from its run that finished "
                                            f"{parent.get('finished_at')}, with its evidence and open gaps; the "
                                            f"model is not asked for a plan",

@@ -10,8 +10,8 @@ is one class here and one line in `Reader.__init__`.
 What the sources share is here too: a page taken from the page cache, and the extraction and
 storing of a fetched page or an archive article (in a child process, with a deadline: pagework).
 This module sits below the loop and imports nothing of it: what it needs of the brief's run
-(its state, events, the age a stored page may have, mark_bad, the waiting status) it is handed
-in `Context`.
+(its state, events, the age a stored page may have, mark_bad, the waiting status) it asks of the
+run itself, handed to it as a `ReadingRun`.
 """
 
 from __future__ import annotations
@@ -20,19 +20,14 @@ import asyncio
 import logging
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import httpx
 
-from ...store import Store
 from ...store.briefs import search_pages_at
-from ..core.brief import Brief, SearchOptions, SourceKind
 from ..core.outages import OutageLog
 from ..core.retry import call_with_retries
 from ..core.settings import Settings
-from ..rules.decide import LoopState
 from ..sources.fetch import FetchLimits, FetchResult, Validators, fetch_page
 from ..sources.pagework import PageUnreadable, PageWorkers
 from ..sources.search import SearchHit, SearchRefused, SearchUnavailable, cache_key, query_params, search
@@ -40,7 +35,9 @@ from ..sources.structure import marks_json
 from ..sources.sources import (ARCHIVES, LIBRARY, STORE, STORE_HITS_PER_QUERY, WEB, ArchiveShelf, DocumentUnavailable,
                                Found, Read, Searcher, Source, fuse, is_local, kind_of_url,
                                store_hits)
+from .evidence import title_for
 from .pages import LATE_GIVEN_UP, PageScheduler
+from .run import Cancelled, Outage, PageRules, RunView
 
 log = logging.getLogger("briefd")
 
@@ -62,57 +59,53 @@ class Clients(Protocol):
     outages: OutageLog
 
 
-@dataclass(frozen=True)
-class Context:
-    """What reading asks of the brief's run, handed down by the loop. Callables where the loop's
-    value changes under the reader (its state and brief, its event log, the age a stored page may
-    have); `outage` makes the loop's exception for a search service that stays down, and `fatal`
-    lists the failures that are the brief's, not a page's (fetch_safely lets them through)."""
+class Waits(Protocol):
+    """The run's model door as the sources use it (calls.ModelCalls): a search that waits to try again
+    says so in the brief's status and events, and once in the daemon's outage log."""
 
-    svc: Clients
-    store: Store
-    run_id: int
-    sources: tuple[SourceKind, ...]
-    pages: PageScheduler  # its early searches and downloads are taken before asking again
-    titles: dict[str, str]  # url → the title a citation must use, where the source decides it
-    state: Callable[[], LoopState]
-    brief: Callable[[], Brief]
-    emit: Callable[..., object]
-    max_age: Callable[[], float]  # seconds a stored page is used without asking its server
-    max_age_given: float  # the brief's, else the setting's (what the store may offer)
-    title_for: Callable[[str, dict[str, str]], str]
-    mark_bad: Callable[..., None]  # (url, reason, transient=, slow=): not read again
-    on_wait: Callable[[str, float, str, str | None], None]  # a call waits to try again (retry)
-    outage: Callable[[str, str, str | None], Exception]
-    fatal: tuple[type[BaseException], ...]
+    def on_wait(self, service: str, retry_at: float, reason: str, fix: str | None) -> None: ...
+
+
+class ReadingRun(RunView, PageRules, Protocol):
+    """What reading asks of the brief's run (loop.Research), beyond what every part reads: its clients,
+    its page scheduler (whose early searches and downloads are taken before asking again), the titles
+    a citation must use where the source decides them, and its model door's waits."""
 
     @property
-    def params(self) -> SearchOptions:
-        return self.brief().search
+    def svc(self) -> Clients: ...
+
+    @property
+    def pages(self) -> PageScheduler: ...
+
+    @property
+    def titles(self) -> dict[str, str]: ...
+
+    @property
+    def calls(self) -> Waits: ...
 
 
 class Reader:
     """The sources a brief may use, asked as one: every search at each of them, every read by its own."""
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.web = WebPages(ctx)
-        self.stored: Source = StoredPages(ctx, self.web)  # searched apart: it asks no one (search_one)
+    def __init__(self, run: ReadingRun) -> None:
+        self.run = run
+        self.web = WebPages(run)
+        self.stored: Source = StoredPages(run, self.web)  # searched apart: it asks no one (search_one)
         readers: list[Source] = [self.web]
-        if LIBRARY in ctx.sources:
-            readers.append(LibraryDocuments(ctx))
-        if ARCHIVES in ctx.sources:
-            readers.append(ArchiveArticles(ctx))
+        if LIBRARY in run.sources:
+            readers.append(LibraryDocuments(run))
+        if ARCHIVES in run.sources:
+            readers.append(ArchiveArticles(run))
         self.readers = {source.kind: source for source in readers}
         # the sources searched, in SOURCE_KINDS order: an index or a shelf that is configured
-        self.searching = [source for source in readers if source.kind in ctx.sources and (
+        self.searching = [source for source in readers if source.kind in run.sources and (
             not isinstance(source, LocalSource) or source.shelf() is not None)]
 
     async def search_one(self, round_no: int, query: str) -> list[list[SearchHit]]:
         """One query at each source (the web through SearXNG, the library, the archives); a list per source,
         then the stored pages' list (found in a thread while the others answer)."""
-        ctx = self.ctx
-        ctx.emit("search_query", round=round_no, query=query)
+        run = self.run
+        run.emit("search_query", round=round_no, query=query)
         asks = [source.search(query) for source in self.searching]
         looking = asyncio.ensure_future(self.stored.search(query))  # in a thread, while the others answer
         try:
@@ -125,9 +118,9 @@ class Reader:
         stored, _ = await looking
         lists.append(stored)
         found = [h for hits in lists for h in hits]
-        ctx.store.record_query(ctx.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
-        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in (*ctx.sources, STORE)}
-        ctx.emit("search_result", round=round_no, query=query, results=len(found),
+        run.store.record_query(run.run_id, round_no, query, [h.as_dict() for h in found], from_cache=from_cache)
+        by_source = {kind: sum(1 for h in found if h.source == kind) for kind in (*run.sources, STORE)}
+        run.emit("search_result", round=round_no, query=query, results=len(found),
                  from_cache=from_cache, sources=by_source,
                  urls=[h.url for h in fuse(lists)[:10]],
                  **({"from_store": [h.url for h in stored]} if stored else {}))
@@ -149,7 +142,7 @@ class Reader:
         must never fail the round, or the brief would be retried and fetch it again. A store
         error or a cancellation is the brief's, not the page's: those still propagate.
         """
-        fatal: tuple[type[BaseException], ...] = (sqlite3.Error, *self.ctx.fatal)
+        fatal = (sqlite3.Error, Cancelled, Outage)
         try:
             return await self.fetch_one(round_no, url, hit)
         except fatal:
@@ -157,76 +150,76 @@ class Reader:
         except Exception as exc:  # noqa: BLE001 - any page failure, by design (see above)
             reason = f"page failed: {type(exc).__name__}: {exc}"[:500]
             log.warning("%s: %s", url, reason)
-            self.ctx.mark_bad(url, reason, transient=False)
-            self.ctx.emit("page_fetched", round=round_no, url=url, ok=False, error=reason)
+            self.run.mark_bad(url, reason, transient=False)
+            self.run.emit("page_fetched", round=round_no, url=url, ok=False, error=reason)
             return None
 
     async def fetch_one(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
         """Read a hit with the source its URL belongs to (a web page, a library document, an
         archive article); returns (title, passage ids) or None."""
-        state = self.ctx.state()
+        state = self.run.state
         if url not in state.visited:
             state.visited.append(url)
         kind = kind_of_url(url)
         source = self.readers.get(kind)
         if source is None:  # a local URL offered by another source: not this brief's
             why = f"a {kind} URL, and this brief does not search {kind}"
-            self.ctx.mark_bad(url, why, transient=True)
-            self.ctx.emit("page_fetched", round=round_no, url=url, ok=False, error=why)
+            self.run.mark_bad(url, why, transient=True)
+            self.run.emit("page_fetched", round=round_no, url=url, ok=False, error=why)
             return None
         return await source.read(round_no, url, hit)
 
 
-def cached_page(ctx: Context, round_no: int, url: str) -> Read | None:
+def cached_page(run: ReadingRun, round_no: int, url: str) -> Read | None:
     """A page or article read before, within max_age: taken from the page cache, no fetch."""
-    cached = ctx.store.get_page(url, ctx.max_age())
+    cached = run.store.get_page(url, run.max_age)
     if cached is None or not cached.ok:
         return None
-    ctx.state().page_cache_hits += 1
-    ctx.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
+    run.state.page_cache_hits += 1
+    run.emit("page_fetched", round=round_no, url=url, final_url=cached.final_url,
              status=cached.status, title=cached.title, chars=len(cached.text),
              from_cache=True)
-    return cached.title, ctx.store.passage_ids(url, "page")
+    return cached.title, run.store.passage_ids(url, "page")
 
 
-async def keep_page(ctx: Context, round_no: int, url: str, hit: SearchHit | None, result: FetchResult) -> Read | None:
+async def keep_page(run: ReadingRun, round_no: int, url: str, hit: SearchHit | None, result: FetchResult) -> Read | None:
     """A fetched page's or an archive article's bytes extracted, split and stored; None (and
     marked bad) when it failed or holds no readable text."""
     if not result.ok:
-        ctx.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
+        run.mark_bad(url, result.error or f"HTTP {result.status}", transient=result.transient,
                      slow=result.timed_out)
-        ctx.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+        run.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                  status=result.status, ok=False, error=result.error,
                  seconds=round(result.elapsed_s, 3))
         return None
     # extraction and splitting run in a child process: never on the event loop, and killed
     # at a deadline, so one page can neither freeze the daemon nor cost more than the bound
-    ctx.pages.being_read.add(url)  # a straggler now is one the synthesis gives a short grace (last_stragglers)
+    run.pages.being_read.add(url)  # a straggler now is one the synthesis gives a short grace (last_stragglers)
     try:
-        page = await ctx.svc.pages.read(result.body, result.final_url, result.content_type)
+        page = await run.svc.pages.read(result.body, result.final_url, result.content_type)
         reason = None if page else f"no readable text ({result.content_type or 'unknown type'})"
     except PageUnreadable as exc:
         page, reason = None, str(exc)
     if page is None:
-        ctx.mark_bad(url, reason or "no readable text", transient=False)
-        ctx.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+        run.mark_bad(url, reason or "no readable text", transient=False)
+        run.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
                  status=result.status, ok=False, error=reason)
         return None
     extracted, passages = page.extracted, page.passages
-    title = ctx.titles.get(url) or extracted.title or (hit.title if hit else "") or result.final_url
-    ctx.store.save_page(
+    title = run.titles.get(url) or extracted.title or (hit.title if hit else "") or result.final_url
+    run.store.save_page(
         url=url, final_url=result.final_url, status=result.status,
         content_type=result.content_type, title=title, text=extracted.text,
         size=len(result.body), extraction=extracted.method, error=None,
         passages=[(p.seq, p.start, p.end, p.text, p.page, marks_json(p.marks)) for p in passages],
         etag=result.etag, last_modified=result.last_modified,
     )
-    ctx.pages.forget_given_up(url)  # given up at the synthesis, it arrived after all: not slow
-    ctx.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
+    run.pages.forget_given_up(url)  # given up at the synthesis, it arrived after all: not slow
+    run.emit("page_fetched", round=round_no, url=url, final_url=result.final_url,
              status=result.status, title=title, chars=len(extracted.text),
              passages=len(passages), from_cache=False, truncated=result.truncated,
              seconds=round(result.elapsed_s, 3), **({"notes": page.notes} if page.notes else {}))
-    return title, ctx.store.passage_ids(url, "page")
+    return title, run.store.passage_ids(url, "page")
 
 
 class WebPages:
@@ -235,47 +228,47 @@ class WebPages:
 
     kind = WEB
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+    def __init__(self, run: ReadingRun) -> None:
+        self.run = run
 
     async def search(self, query: str) -> Found:
         """SearXNG's hits for a query: the one search_ahead started for it, or asked now."""
-        early = self.ctx.pages.early_searches.pop(query, None)
+        early = self.run.pages.early_searches.pop(query, None)
         return await early if early is not None else await self.search_now(query)
 
     async def search_now(self, query: str) -> Found:
         """SearXNG's hits for a query (from the search cache when fresh); an outage ends the round."""
-        ctx = self.ctx
-        key = cache_key(query, ctx.params)
-        cached = ctx.store.cached_search(key, SEARCH_CACHE_S)
+        run = self.run
+        key = cache_key(query, run.brief.search)
+        cached = run.store.cached_search(key, SEARCH_CACHE_S)
         if cached is not None:
             return [SearchHit(**h) for h in cached["hits"]], True
         try:
             response = await call_with_retries(
-                lambda: search(ctx.svc.http, ctx.svc.settings.searxng_url, query,
-                               ctx.params, ctx.svc.settings.search_timeout_s),
-                service="searxng", on_wait=ctx.on_wait)
+                lambda: search(run.svc.http, run.svc.settings.searxng_url, query,
+                               run.brief.search, run.svc.settings.search_timeout_s),
+                service="searxng", on_wait=run.calls.on_wait)
         except (SearchRefused, SearchUnavailable) as exc:  # each carries its own fix, if it has one
-            raise ctx.outage("searxng", str(exc), exc.fix) from exc
-        ctx.store.set_waiting(ctx.run_id, None)
-        ctx.svc.outages.came_back("searxng")
-        ctx.store.cache_search(key, query, query_params(ctx.params),
+            raise Outage("searxng", str(exc), exc.fix) from exc
+        run.store.set_waiting(run.run_id, None)
+        run.svc.outages.came_back("searxng")
+        run.store.cache_search(key, query, query_params(run.brief.search),
                                {"hits": [h.as_dict() for h in response.hits],
                                 "unresponsive_engines": response.unresponsive_engines})
         if response.unresponsive_engines:
-            ctx.emit("signal", message="unresponsive search engines",
+            run.emit("signal", message="unresponsive search engines",
                      engines=response.unresponsive_engines)
         if response.note:
-            ctx.emit("signal", message=response.note)
+            run.emit("signal", message=response.note)
         return response.hits, False
 
     async def read(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
         """A web page: from the page cache, else fetched (or confirmed unchanged by its server)."""
-        cached = cached_page(self.ctx, round_no, url)
+        cached = cached_page(self.run, round_no, url)
         if cached is not None:
             return cached
-        state = self.ctx.state()
-        early = self.ctx.pages.early_downloads.pop(url, None)
+        state = self.run.state
+        early = self.run.pages.early_downloads.pop(url, None)
         result = await early if early is not None else await self.download(url)
         if result.not_modified:
             unchanged = self.unchanged(round_no, url, result)
@@ -284,36 +277,36 @@ class WebPages:
             result = await self.download(url, conditional=False)  # its stored copy went meanwhile
         if state.late.get(url) != LATE_GIVEN_UP:  # one arriving after it was given up is not read
             state.pages_fetched += 1
-        return await keep_page(self.ctx, round_no, url, hit, result)
+        return await keep_page(self.run, round_no, url, hit, result)
 
     async def download(self, url: str, conditional: bool = True) -> FetchResult:
         """A web page's bytes, within the fetch limits and the daemon's concurrent-fetch slots.
 
         A page stored with validators (older than max_age, or read would not ask) is asked
         for conditionally: unchanged, the server answers 304 and no body is downloaded."""
-        ctx = self.ctx
-        stored = ctx.store.page_validators(url) if conditional else None
+        run = self.run
+        stored = run.store.page_validators(url) if conditional else None
         validators = Validators(*stored) if stored else None
-        async with ctx.svc.fetch_slots:
-            result = await fetch_page(ctx.svc.fetch_client, url, ctx.svc.fetch_limits, validators)
+        async with run.svc.fetch_slots:
+            result = await fetch_page(run.svc.fetch_client, url, run.svc.fetch_limits, validators)
         # every body downloaded for this brief, read or not (an early download no round took, a
         # straggler given up that arrived): what the network carried, not what the model read
-        ctx.state().page_bytes += len(result.body)
+        run.state.page_bytes += len(result.body)
         return result
 
     def unchanged(self, round_no: int, url: str, result: FetchResult) -> Read | None:
         """A 304: the stored copy is still the page, so its text and passages are read as they
         are (no body, no extraction) and its age restarts now (Store.confirm_page). None when
         the stored copy is no longer readable (the caller then downloads the page)."""
-        ctx = self.ctx
-        page = ctx.store.get_page(url, float("inf"))
-        ids = ctx.store.passage_ids(url, "page") if page is not None and page.ok else []
+        run = self.run
+        page = run.store.get_page(url, float("inf"))
+        ids = run.store.passage_ids(url, "page") if page is not None and page.ok else []
         if page is None or not ids:
             return None
-        ctx.store.confirm_page(url, result.etag, result.last_modified)
-        if not ctx.pages.forget_given_up(url):  # a page given up that answered after all is no 304 read
-            ctx.state().pages_not_modified += 1
-        ctx.emit("page_fetched", round=round_no, url=url, final_url=page.final_url,
+        run.store.confirm_page(url, result.etag, result.last_modified)
+        if not run.pages.forget_given_up(url):  # a page given up that answered after all is no 304 read
+            run.state.pages_not_modified += 1
+        run.emit("page_fetched", round=round_no, url=url, final_url=page.final_url,
                  status=result.status, title=page.title, chars=len(page.text), passages=len(ids),
                  from_cache=True, not_modified=True, seconds=round(result.elapsed_s, 3))
         return page.title, ids
@@ -325,24 +318,24 @@ class StoredPages:
 
     kind = STORE
 
-    def __init__(self, ctx: Context, web: WebPages) -> None:
-        self.ctx = ctx
+    def __init__(self, run: ReadingRun, web: WebPages) -> None:
+        self.run = run
         self.web = web
 
     async def search(self, query: str) -> Found:
         """Stored pages ranked against the query like fresh passages (BM25) and kept when on topic
         (sources.store_hits), whether the web lists them again or not. Only for a brief that reads
         web pages; an empty store offers nothing, so a first-ever brief does what it did before."""
-        ctx = self.ctx
-        if WEB not in ctx.sources or not ctx.brief().fetch_pages:
+        run = self.run
+        if WEB not in run.sources or not run.brief.fetch_pages:
             return [], False
         # on a connection of its own in a thread: at 200,000 stored passages a search costs 0.1-0.3 s
         # of CPU, which must not stop the event loop
-        found = await asyncio.to_thread(search_pages_at, ctx.store.path, query, ctx.max_age_given,
+        found = await asyncio.to_thread(search_pages_at, run.store.path, query, run.max_age_given,
                                         STORE_HITS_PER_QUERY)
-        state = ctx.state()
+        state = run.state
         found = [row for row in found if row.url not in state.visited]  # read by earlier briefs only
-        hits = store_hits(query, found, lambda url: ctx.title_for(url, {}))
+        hits = store_hits(query, found, lambda url: title_for(run.store, url, {}))
         state.offered.extend(h.url for h in hits if h.url not in state.offered)
         return hits, False
 
@@ -356,8 +349,8 @@ class LocalSource(ABC):
 
     kind: str = ""
 
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+    def __init__(self, run: ReadingRun) -> None:
+        self.run = run
 
     @abstractmethod
     def shelf(self) -> Searcher | None:
@@ -369,7 +362,7 @@ class LocalSource(ABC):
             return [], False
         hits = await shelf.search(query, LOCAL_HITS_PER_QUERY)
         for note in shelf.take_notes():
-            self.ctx.emit("signal", message=note)
+            self.run.emit("signal", message=note)
         return hits, False
 
 
@@ -379,20 +372,20 @@ class LibraryDocuments(LocalSource):
     kind = LIBRARY
 
     def shelf(self) -> Searcher | None:
-        return self.ctx.svc.library
+        return self.run.svc.library
 
     async def read(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
-        ctx = self.ctx
-        page = ctx.store.get_page(url, float("inf"))
-        ids = ctx.store.passage_ids(url, "page") if page is not None and page.ok else []
+        run = self.run
+        page = run.store.get_page(url, float("inf"))
+        ids = run.store.passage_ids(url, "page") if page is not None and page.ok else []
         if not ids:  # removed or changed since the search: the index will catch up, nothing is wrong with it
-            ctx.mark_bad(url, "no longer in the library index", transient=True)
-            ctx.emit("page_fetched", round=round_no, url=url, ok=False, source="library",
+            run.mark_bad(url, "no longer in the library index", transient=True)
+            run.emit("page_fetched", round=round_no, url=url, ok=False, source="library",
                      error="no longer in the library index")
             return None
         assert page is not None
-        ctx.state().local_reads += 1
-        ctx.emit("page_fetched", round=round_no, url=url, final_url=url, title=page.title,
+        run.state.local_reads += 1
+        run.emit("page_fetched", round=round_no, url=url, final_url=url, title=page.title,
                  chars=len(page.text), passages=len(ids), from_cache=False, source="library")
         return page.title, ids
 
@@ -403,27 +396,27 @@ class ArchiveArticles(LocalSource):
     kind = ARCHIVES
 
     def shelf(self) -> Searcher | None:
-        return self.ctx.svc.archives
+        return self.run.svc.archives
 
     async def read(self, round_no: int, url: str, hit: SearchHit | None) -> Read | None:
-        cached = cached_page(self.ctx, round_no, url)
+        cached = cached_page(self.run, round_no, url)
         if cached is not None:
             return cached
         result = await self.article(url)
-        self.ctx.state().local_reads += 1
-        return await keep_page(self.ctx, round_no, url, hit, result)
+        self.run.state.local_reads += 1
+        return await keep_page(self.run, round_no, url, hit, result)
 
     async def article(self, url: str) -> FetchResult:
         """An archive article's HTML as a fetch result, so it is extracted and cached like a web page."""
-        ctx = self.ctx
-        if ctx.svc.archives is None:
+        run = self.run
+        if run.svc.archives is None:
             return FetchResult(url=url, final_url=url, error="no archives are configured")
         try:
-            entry = await ctx.svc.archives.read(url, max_bytes=ctx.svc.settings.fetch_max_bytes,
-                                                max_redirects=ctx.svc.settings.fetch_max_redirects)
+            entry = await run.svc.archives.read(url, max_bytes=run.svc.settings.fetch_max_bytes,
+                                                max_redirects=run.svc.settings.fetch_max_redirects)
         except DocumentUnavailable as exc:
             # transient: an archive is replaced by a newer download under the same name; the next
             # brief tries the article again rather than remembering it as bad for good
             return FetchResult(url=url, final_url=url, error=str(exc), transient=True)
-        ctx.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
+        run.titles[url] = entry.citation_title  # "Article (Archive)": a citation names both
         return FetchResult(url=url, final_url=entry.url, status=200, content_type=entry.mimetype, body=entry.body)

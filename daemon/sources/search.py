@@ -103,7 +103,7 @@ class SearchUnavailable(Transient, ServiceUnavailable):
 
     Its `fix` (Transient's) is None: starting SearXNG, or pointing briefd at it, ends it. An outage
     whose fix lies elsewhere (EnginesFailing) carries its own, which the daemon's log and
-    `run --once`'s give-up line say instead (daemon.loop.Outage, daemon.worker.restart_fix)."""
+    `run --once`'s give-up line say instead (research.run.Outage, ops.worker.restart_fix)."""
 
     def __init__(self, said: str) -> None:
         ServiceUnavailable.__init__(self, "searxng", said, said=said)
