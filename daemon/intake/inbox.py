@@ -84,7 +84,7 @@ from ..core import crashpoints
 from ..core.brief import MAX_BRIEF_BYTES, Brief, BriefError, _clean, id_from_filename, parse_brief, too_large
 from ..core.files import ProcessLock, hold_lock, read_at_most
 from ..research.followup import check_follows
-from ..report.report import write_rejection
+from ..report.outbox import write_rejection
 from .names import is_dir, not_a_brief
 from .series import record_accepted
 from ..core.supervise import RepeatLog

@@ -75,7 +75,8 @@ from .status import from_history, open_store, progress_of, status_data
 from ...store import diagnose
 from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, list_query, search_words
 from ..core.settings import SERVE_TOKEN_MIN_CHARS, Settings
-from ..report.report import render_html, safe_outdir
+from ..report.html import render_html
+from ..report.outbox import safe_outdir
 from .checks import run_checks
 from ..core.errors import BriefdError
 
