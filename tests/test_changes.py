@@ -34,7 +34,7 @@ OLD_TEXT, NEW_TEXT = sha256_hex("The tunnel overran by USD 450 million."), sha25
 
 
 def previous_report() -> dict[str, Any]:
-    """A done estimate run as Research.report() builds it (sources carry their page text hash)."""
+    """A done estimate run as assemble.run_report builds it (sources carry their page text hash)."""
     return {
         "id": "tunnel", "status": "done", "question": "How much did the tunnel overrun?",
         "started_at": "2026-11-20T09:00:00Z", "finished_at": "2026-11-20T09:04:10Z",
