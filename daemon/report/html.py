@@ -104,6 +104,8 @@ def render_html(report: Mapping[str, Any], charts: Sequence[tuple[str, str]] | N
 
 
 def html_page(report: Mapping[str, Any], doc: MarkdownDoc, charts: Sequence[tuple[str, str]]) -> str:
+    """report.html from report.md's document already built and the charts already drawn (write_report builds
+    each once for the files and the page)."""
     md, tokens = _html_tokens(doc, dict(charts))
     body = md.renderer.render(tokens, md.options, {})
     question = fold(report.get("question")) or "Untitled brief"

@@ -138,6 +138,7 @@ class SideCell:
 
 
 def side_cell(item: Mapping[str, Any]) -> SideCell:
+    """An evidence item as its side-by-side cell: the figure it states, its source, the quote cut short."""
     n = item.get("source")
     value = None
     if item.get("low") is not None:

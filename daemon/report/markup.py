@@ -47,12 +47,14 @@ def md_code_span(code: str, *, in_table: bool = False) -> str:
 
 
 def md_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """A pipe table of cells already written as Markdown (the caller escapes each: a table has no escape of its own)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
 def md_fenced(text: str) -> list[str]:
+    """`text` verbatim in a code fence longer than any backtick run inside it, so nothing in it can close the fence."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [fence, text.replace("\r\n", "\n").rstrip("\n"), fence]
