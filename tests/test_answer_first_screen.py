@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from briefd.daemon.report.assemble import done_report
-from briefd.daemon.report.report import (FIGURE_QUOTE_NOTE, ONE_QUOTE_NOTE, QUOTE_ANSWER_NOTE, SYNTHESIS, render_markdown,
-                                         summary_first_sentence)
+from briefd.daemon.report.markdown import FIGURE_QUOTE_NOTE, ONE_QUOTE_NOTE, QUOTE_ANSWER_NOTE, render_markdown
+from briefd.daemon.report.report import SYNTHESIS, summary_first_sentence
 from briefd.daemon.research.planner import EvidenceLine, template_summary
 from briefd.daemon.rules import decide, steps
 from briefd.store import Store

@@ -14,13 +14,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from briefd.daemon.report.report import (
-    REPORT_KEYS,
-    USAGE_KEYS,
-    blank_report,
-    render_html,
-    render_markdown,
-)
+from briefd.daemon.report.html import render_html
+from briefd.daemon.report.markdown import render_markdown
+from briefd.daemon.report.report import REPORT_KEYS, USAGE_KEYS, blank_report
 from briefd.store import CANCELLED, FAILED, Store
 from tests.conftest import BRIEFD, OllamaLab, Workspace, wait_for
 from tests.lab.corpus import TOPICS

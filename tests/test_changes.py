@@ -1,6 +1,6 @@
 """What changed since the previous run of the same id (issue 12 part 5): report.json's `changes`
 (daemon/report/changes.py), the "What changed since <date>" section report.md and report.html open
-with (daemon/report/report.py), and the real daemon submitting one id twice on the lab."""
+with (daemon/report/changes_md.py), and the real daemon submitting one id twice on the lab."""
 
 from __future__ import annotations
 
@@ -14,18 +14,12 @@ from typing import Any, Callable
 import pytest
 from markdown_it import MarkdownIt
 
+from briefd.daemon.core.untrusted import md_escape
 from briefd.daemon.report.changes import what_changed
-from briefd.daemon.report.report import (
-    CHANGES_SHOWN,
-    NOTHING_CHANGED,
-    archive_previous,
-    archived_run,
-    changes_when,
-    md_escape,
-    render_html,
-    render_markdown,
-    write_report,
-)
+from briefd.daemon.report.changes_md import CHANGES_SHOWN, NOTHING_CHANGED, changes_when
+from briefd.daemon.report.html import render_html
+from briefd.daemon.report.markdown import render_markdown
+from briefd.daemon.report.outbox import archive_previous, archived_run, write_report
 from briefd.store import sha256_hex
 from tests.conftest import OllamaLab, Workspace, researched
 from tests.lab import web
@@ -40,7 +34,7 @@ OLD_TEXT, NEW_TEXT = sha256_hex("The tunnel overran by USD 450 million."), sha25
 
 
 def previous_report() -> dict[str, Any]:
-    """A done estimate run as Research.report() builds it (sources carry their page text hash)."""
+    """A done estimate run as assemble.run_report builds it (sources carry their page text hash)."""
     return {
         "id": "tunnel", "status": "done", "question": "How much did the tunnel overrun?",
         "started_at": "2026-11-20T09:00:00Z", "finished_at": "2026-11-20T09:04:10Z",

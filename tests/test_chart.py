@@ -17,7 +17,9 @@ import pytest
 from briefd.daemon.core.brief import ESTIMATE_MAX_ABS, estimate_min_width
 from briefd.daemon.report.chart_png import NO_MATPLOTLIB, PNG_FILE, render_chart, write_chart
 from briefd.daemon.report.charts import CHART_FILE, RANGE_COLOUR, TARGET_COLOUR
-from briefd.daemon.report.report import blank_report, render_html, render_markdown
+from briefd.daemon.report.html import render_html
+from briefd.daemon.report.markdown import render_markdown
+from briefd.daemon.report.report import blank_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -33,7 +33,9 @@ from briefd.daemon.report.charts import (
     tick_label,
 )
 from briefd.daemon.rules.judge import CREDIBLE, TIERS
-from briefd.daemon.report.report import render_html, render_markdown, write_report
+from briefd.daemon.report.html import render_html
+from briefd.daemon.report.markdown import render_markdown
+from briefd.daemon.report.outbox import write_report
 from tests.test_untrusted import hostile_reports
 
 SVG = "{http://www.w3.org/2000/svg}"

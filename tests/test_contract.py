@@ -20,7 +20,8 @@ from briefd.daemon.rules import contracts, judge
 from briefd.daemon.core.brief import Hypothesis, parse_brief
 from briefd.daemon.rules.contracts import Contract
 from briefd.daemon.rules.judge import ADVISORY, DETERMINISTIC, EVIDENCE_LEVEL_MEANING, MODEL_TIER_CEILING, TIER_CAPS, Quoted, Stance
-from briefd.daemon.report.report import render_html, render_markdown
+from briefd.daemon.report.html import render_html
+from briefd.daemon.report.markdown import render_markdown
 from briefd.daemon.core.settings import SettingsError, load_settings, settings_table
 from tests.conftest import CONTRACT
 

@@ -31,7 +31,9 @@ from briefd.daemon.research.followup import (
     same_brief,
     units_match,
 )
-from briefd.daemon.report.report import USAGE_KEYS, history_row, render_html, render_markdown, valid_link
+from briefd.daemon.report.html import render_html, valid_link
+from briefd.daemon.report.markdown import render_markdown
+from briefd.daemon.report.report import USAGE_KEYS, history_row
 from briefd.store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, Store
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import TOPICS

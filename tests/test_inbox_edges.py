@@ -30,11 +30,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from briefd.daemon.core.brief import id_from_filename
+from briefd.daemon.core.brief import id_from_filename, valid_id
 from briefd.daemon.core.briefjson import MAX_BRIEF_BYTES
 from briefd.daemon.core.files import atomic_write_text
 from briefd.daemon.intake.inbox import TAKE_PER_CALL, Accepted, Inbox
-from briefd.daemon.report.report import valid_id
 from briefd.daemon.core.untrusted import clean
 from briefd.store import QUEUED, REJECTED, Store
 from tests.lab.workspace import BRIEFD, Workspace

@@ -21,7 +21,7 @@ from briefd.daemon.core.brief import parse_brief
 from briefd.daemon.core.events import EventLog
 from briefd.daemon.research.loop import Research
 from briefd.daemon.core.outages import OutageLog
-from briefd.daemon.report.report import render_markdown
+from briefd.daemon.report.markdown import render_markdown
 from briefd.daemon.core.settings import load_settings
 from briefd.daemon.ops.worker import _ServicesContext
 from briefd.store import Store, utc_now

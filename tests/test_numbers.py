@@ -13,7 +13,8 @@ import pytest
 from briefd.daemon.core.brief import validate_brief
 from briefd.daemon.report.changes import what_changed
 from briefd.daemon.report.charts import CHART_FILE, report_charts
-from briefd.daemon.report.report import blank_report, render_markdown
+from briefd.daemon.report.markdown import render_markdown
+from briefd.daemon.report.report import blank_report
 from briefd.daemon.research.planner import _number as proposed_number
 from briefd.daemon.research.policy import Facts, policy_for
 from briefd.daemon.rules.decide import Limits, LoopState, Usage

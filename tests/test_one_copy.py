@@ -19,7 +19,7 @@ from briefd.daemon.core.settings import Settings, config_knobs
 from briefd.daemon.model import llm
 from briefd.daemon.model.llm import ModelConfig
 from briefd.daemon.ops.worker import fetch_limits, model_config
-from briefd.daemon.report import report
+from briefd.daemon.report import assemble, outbox
 from briefd.daemon.rules.decide import LoopState
 from briefd.daemon.sources.fetch import USER_AGENT, FetchLimits
 from briefd.store import utc_now
@@ -76,8 +76,9 @@ def test_the_version_has_one_place() -> None:
 
 def test_one_utc_timestamp() -> None:
     """report.json and the model calls' records stamp time with the store's one helper, not copies."""
-    assert not hasattr(report, "utc_now_iso") and not hasattr(llm, "_utc_now")
-    assert vars(report)["utc_now"] is utc_now and vars(llm)["utc_now"] is utc_now
+    assert not hasattr(outbox, "utc_now_iso") and not hasattr(llm, "_utc_now")
+    assert vars(outbox)["utc_now"] is utc_now and vars(llm)["utc_now"] is utc_now
+    assert vars(assemble)["utc_now"] is utc_now  # report.json's finished_at
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", utc_now())
 
 

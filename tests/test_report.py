@@ -16,17 +16,10 @@ from markdown_it import MarkdownIt
 
 from briefd.daemon.report.charts import CHART_NAMES, report_charts
 from briefd.daemon.rules.citations import cited_numbers
-from briefd.daemon.report.report import (
-    ALSO_USED,
-    REPORT_KEYS,
-    archive_previous,
-    blank_report,
-    render_html,
-    render_markdown,
-    safe_outdir,
-    write_rejection,
-    write_report,
-)
+from briefd.daemon.report.html import render_html
+from briefd.daemon.report.markdown import ALSO_USED, render_markdown
+from briefd.daemon.report.outbox import archive_previous, safe_outdir, write_rejection, write_report
+from briefd.daemon.report.report import REPORT_KEYS, blank_report
 
 
 def realistic_report() -> dict[str, Any]:

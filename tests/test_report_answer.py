@@ -22,15 +22,11 @@ from markdown_it import MarkdownIt
 
 from briefd.daemon.report.chart_png import PNG_FILE, write_chart
 from briefd.daemon.report.charts import CHART_FILE, ChartLayout, chart_layout, report_charts
-from briefd.daemon.report.report import (
-    CSP,
-    EVIDENCE_LEVEL_WORDS,
-    NOT_READ_NOTE,
-    evidence_by_source,
-    render_html,
-    render_markdown,
-    write_report,
-)
+from briefd.daemon.report.html import CSP, render_html
+from briefd.daemon.report.markdown import NOT_READ_NOTE, render_markdown
+from briefd.daemon.report.outbox import write_report
+from briefd.daemon.report.report import evidence_by_source
+from briefd.daemon.rules.judge import EVIDENCE_LEVEL_WORDS
 from tests.test_report import realistic_report
 from tests.test_untrusted import hostile_reports
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from briefd.daemon.report.report import render_markdown
+from briefd.daemon.report.markdown import render_markdown
 
 TAG = "<img src=x onerror=alert(1)>"
 # What a code span is made of, and what can stand next to one: backtick runs of each length, the

@@ -31,7 +31,7 @@ from briefd.daemon.report.assemble import (
     weighed_confidence,
 )
 from briefd.daemon.report.changes import EDITED_SIMILARITY, quote_changes, similarity, what_changed
-from briefd.daemon.report.report import UNWEIGHED_NOTE, render_markdown
+from briefd.daemon.report.markdown import UNWEIGHED_NOTE, render_markdown
 from briefd.daemon.research.planner import EvidenceLine, template_summary
 from briefd.daemon.rules.citations import Source
 from briefd.daemon.rules.judge import TIER_CAPS

@@ -21,7 +21,7 @@ import pytest
 
 from briefd.daemon.core.settings import SettingsError, load_settings
 from briefd.daemon.report.assemble import source_items
-from briefd.daemon.report.report import render_markdown
+from briefd.daemon.report.markdown import render_markdown
 from briefd.daemon.rules import figures, judge
 from briefd.daemon.rules.citations import Source
 from briefd.daemon.rules.contracts import Contract

@@ -13,11 +13,12 @@ import re
 import pytest
 
 from briefd.daemon.rules import decide
-from briefd.daemon.rules.judge import EVIDENCE_LEVEL_MEANING
+from briefd.daemon.rules.judge import EVIDENCE_LEVEL_MEANING, EVIDENCE_LEVEL_WORDS
 from briefd.daemon.report.chart_png import PNG_FILE
 from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.rules.citations import cited_numbers
-from briefd.daemon.report.report import ALSO_USED, EVIDENCE_LEVEL_WORDS, NOT_READ_NOTE, range_text
+from briefd.daemon.report.markdown import ALSO_USED, NOT_READ_NOTE
+from briefd.daemon.report.report import range_text
 from tests.conftest import Workspace, researched
 from tests.lab.corpus import PAGES, TOPICS, Page
 from tests.test_report_answer import VIEWER, first_lines, visible, words

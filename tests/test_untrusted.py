@@ -23,7 +23,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from briefd.daemon.report.charts import report_charts
-from briefd.daemon.report.report import render_html, render_markdown, safe_http_url, write_report
+from briefd.daemon.report.html import render_html
+from briefd.daemon.report.markdown import render_markdown
+from briefd.daemon.report.outbox import write_report
+from briefd.daemon.report.report import safe_http_url
 from briefd.daemon.core.untrusted import clean, md_escape, terminal_text
 from tests.conftest import BRIEFD
 from tests.test_report import ALLOWED_ATTRS, ALLOWED_TAGS

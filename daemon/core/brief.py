@@ -739,7 +739,7 @@ class _Checker:
 
 def valid_id(brief_id: object) -> TypeGuard[str]:
     """The one id rule (ID_RE, as brief.schema.json says it): validation, the inbox and
-    the outbox's path builder (report.safe_outdir) all ask this function."""
+    the outbox's path builder (outbox.safe_outdir) all ask this function."""
     return isinstance(brief_id, str) and ID_RE.fullmatch(brief_id) is not None
 
 

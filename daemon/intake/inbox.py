@@ -85,7 +85,7 @@ from ..core.brief import Brief, id_from_filename, parse_brief
 from ..core.briefjson import MAX_BRIEF_BYTES, BriefError, too_large, utf8_safe
 from ..core.files import ProcessLock, hold_lock, read_at_most
 from ..research.followup import check_follows
-from ..report.report import write_rejection
+from ..report.outbox import write_rejection
 from .names import is_dir, not_a_brief
 from .series import record_accepted
 from ..core.supervise import RepeatLog

@@ -45,7 +45,8 @@ from .status import from_history, open_store, progress_of, status_data
 from ...store import diagnose
 from ...store.history import DEFAULT_SEARCH_LIMIT, HistoryError, check_limit, list_query, search_words
 from ..core.settings import Settings
-from ..report.report import render_html, safe_outdir
+from ..report.html import render_html
+from ..report.outbox import safe_outdir
 from .checks import run_checks
 from ..core.errors import BriefdError
 
@@ -115,7 +116,7 @@ def not_served(exc: NotServed) -> JSONResponse:
 
 
 class BadId(BriefdError, ValueError):
-    """An id in a URL that no brief can have (report.safe_outdir's rule): 400, never a path."""
+    """An id in a URL that no brief can have (outbox.safe_outdir's rule): 400, never a path."""
 
 
 def _outdir(settings: Settings, brief_id: str) -> Path:
@@ -320,7 +321,7 @@ def brief_state(settings: Settings, brief_id: str) -> dict[str, Any] | None:
 
 def rendered_html(outdir: Path) -> str | None:
     """report.html for a brief that did not ask for one, rendered from its report.json as the daemon
-    would have written it (report.render_html); None when there is no report yet."""
+    would have written it (html.render_html); None when there is no report yet."""
     report = _read_json(outdir, "report.json")
     if not isinstance(report, dict):
         return None

@@ -644,7 +644,7 @@ def series_line(each: dict[str, Any]) -> str:
 
 
 def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
-    from ..report.report import safe_outdir
+    from ..report.outbox import safe_outdir
     from ..core.untrusted import terminal_text
 
     try:

@@ -19,7 +19,8 @@ from ..core.events import EventLog
 from ..core.files import atomic_write_bytes
 from ..core.settings import Settings
 from ..research.policy import policy_for
-from ..report.report import REPORT_KEYS, archive_previous, blank_report, history_row, safe_outdir, write_report
+from ..report.outbox import archive_previous, safe_outdir, write_report
+from ..report.report import REPORT_KEYS, blank_report, history_row
 
 if TYPE_CHECKING:  # only its round counts are read
     from ..research.loop import Research

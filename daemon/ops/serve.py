@@ -19,7 +19,7 @@ retry), `store.history` (list, search), the outbox files (reports, events, chart
   an Origin, be from this server's own; a Host header that is not this server's is refused
   (DNS rebinding). So a web page elsewhere cannot drive a loopback briefd.
 - Bodies are read up to the brief's own limit (briefjson.MAX_BRIEF_BYTES) and no further; ids go
-  through report.safe_outdir as everywhere else.
+  through outbox.safe_outdir as everywhere else.
 - The API must never take the research's descriptors, nor be taken by clients that say nothing
   (issue 19 #1, #7): a connection has HEADER_DEADLINE_S to send a whole request head (and
   BODY_DEADLINE_S for its body), and the connections held are capped at a quarter of the

@@ -70,7 +70,8 @@ from ..research.run import Cancelled
 from ..rules import decide
 from ..core.outages import PROBE_EVERY_S, PROBE_PATHS, PROBE_TIMEOUT_S, OutageLog, Prober
 from ..sources.pagework import PageWorkers
-from ..report.report import archive_previous, archived_run, history_row, safe_outdir, write_report
+from ..report.outbox import archive_previous, archived_run, safe_outdir, write_report
+from ..report.report import history_row
 from ..core.retry import out_of_patience, queue_delay
 from .ending import FAILED_NOTE, brief_of, cancel_note, ended_report, kind_of
 from .sdnotify import Notifier

@@ -13,15 +13,23 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from ...store import Store, utc_now
+from ..core.brief import Brief
+from ..core.settings import Settings
 from ..core.untrusted import as_dict, as_list, fold
+from ..model.hosts import model_hosts
+from ..model.llm import ModelConfig
+from ..rules import decide
 from ..rules.citations import CITATION_RE, Source
 from ..rules.amounts import SAME_FIGURE, SCALES, parse_amounts
 from ..rules.decide import LoopState, answers, entry_of
 from ..rules.judge import TIER_CAPS, TIERS, normalize_tier, tier_confidence, tier_rule
 from ..rules.numbers import finite
-from ..sources.sources import kind_of_url
+from ..sources import egress
+from ..sources.egress import EgressLog
+from ..sources.sources import WEB, kind_of_url
 from .report import REPORT_KEYS, blank_report, range_text, summary_first_sentence, summary_written
 
 
@@ -130,6 +138,106 @@ def usage_block(model: Mapping[str, Any], searches: int, state: LoopState, wall_
         # evidence taken from an earlier run (a follow-up's parent), not read again
         "evidence_reused": sum(1 for e in evidence if e.get("reused_from") is not None),
     }
+
+
+# ---- a run's report: assembled here from the run, which the loop hands over whole ---------------
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the brief's kind computes for its report from the evidence (the research policy's blocks): the
+    verdict of a hypothesis, the range of an estimate, and the evidence side by side; None where the kind has
+    none."""
+
+    verdict: dict[str, Any] | None
+    estimate: dict[str, Any] | None
+    sides: dict[str, Any] | None
+
+
+class Spending(Protocol):
+    """What a run has spent, as report.json's `usage` says it (usage_block), from its evidence rows."""
+
+    def usage(self, evidence: list[dict[str, Any]] | None = None) -> dict[str, Any]: ...
+
+
+class Clients(Protocol):
+    """The settings and the model a run was given."""
+
+    settings: Settings
+    model: ModelConfig
+
+
+class ReportedRun(Protocol):
+    """A run as its report.json is assembled from it (the research loop's Research implements it): the brief,
+    the store holding the run's rows, the loop's state, what it was given and what it spent, and the two things
+    only the research side can say, the kind's judgement and the parent a follow-up started from. The loop
+    hands itself over rather than each of report.json's keys, so a new key is written here, once."""
+
+    brief: Brief
+    started_at: str
+    run_id: int
+    store: Store
+    state: LoopState
+    egress: EgressLog
+
+    @property
+    def svc(self) -> Clients: ...
+
+    @property
+    def sources(self) -> Sequence[str]: ...  # the kinds of source the brief searched (sources.chosen)
+
+    @property
+    def ledger(self) -> Spending: ...
+
+    def judged(self, rows: list[dict[str, Any]], evidence: list[dict[str, Any]], tokens: int) -> Judged: ...
+
+    def follows_block(self) -> dict[str, Any] | None: ...
+
+
+def run_report(run: ReportedRun, summary: str, sources: list[Source], note: str | None) -> dict[str, Any]:
+    """report.json of a run (done_report's shape), from the store's rows of the run and its state: `summary`
+    and its numbered `sources` as the synthesis left them (none for a run that ended before it), `note` what
+    a run that ended early says before its evidence (report.json's `disclaimer`)."""
+    rows = run.store.evidence(run.run_id)
+    hypothesis = run.brief.hypothesis
+    evidence = evidence_items(rows, sources, contract=bool(hypothesis and hypothesis.contract))
+    usage = run.ledger.usage(rows)
+    judged = run.judged(rows, evidence, usage["prompt_tokens"] + usage["completion_tokens"])
+    verdict, estimate, state, settings = judged.verdict, judged.estimate, run.state, run.svc.settings
+    gaps = [g.text for g in state.open_gaps()]
+    asks = decide.open_questions(
+        run.brief.question, state.research_question, gaps,
+        had_evidence=bool(evidence), verdict=verdict["value"] if verdict else None,
+        estimate=(estimate["final"]["low"], estimate["final"]["high"], estimate["unit"],
+                  state.stop_reason == decide.TARGET_REACHED) if estimate else None)
+    return done_report(
+        run.brief.id, run.brief.question, run.started_at,
+        sides=judged.sides,
+        research_question=state.research_question,
+        angles=state.angles,
+        plan_relevance=state.plan_relevance,
+        finished_at=utc_now(),
+        stop_reason=state.stop_reason,
+        stop_explanation=state.stop_explanation,
+        summary=summary,
+        disclaimer=note,
+        sources=source_items(sources, run.store.page_hashes([s.url for s in sources]), rows, settings.source_tiers),
+        searched=list(run.sources),
+        egress=run.egress.block(egress.service_roles(settings.searxng_url, model_hosts(settings))),
+        distrusted=[{"url": url, "reason": reason} for url, reason in state.distrusted.items()],
+        evidence=evidence,
+        estimate=estimate,
+        verdict=verdict,
+        open_questions=asks,
+        gaps=gaps,
+        queries=run.store.queries(run.run_id),
+        usage=usage,
+        fallbacks=dict(state.fallbacks),
+        model=run.svc.model.model,
+        searxng_url=settings.searxng_url if WEB in run.sources else None,  # only if used
+        error=None,
+        follows=run.follows_block(),
+    )
 
 
 # ---- the answer line ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ what they need first is the difference. This module compares the previous run's 
   150 characters, so a figure changed at the end of a long quote showed as no difference at all);
 - the question, when the id was resubmitted with another one.
 
-Pure: two dicts in, one dict out; the worker does the store and outbox reads, report.py the
+Pure: two dicts in, one dict out; the worker does the store and outbox reads, changes_md.py the
 rendering. A report from an older briefd lacks keys (no `text_sha256` on its sources, no
 `impact` on its evidence): what cannot be compared is not called a change.
 """

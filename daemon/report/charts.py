@@ -379,7 +379,7 @@ def evidence_points(report: Mapping[str, Any]) -> list[EvidencePoint]:
 
 def has_evidence_points(report: Mapping[str, Any]) -> bool:
     """Does the report get the evidence charts (evidence_points is not empty)? Asked without
-    computing any quote's relevance, for report.md's image lines (report.markdown_doc)."""
+    computing any quote's relevance, for report.md's image lines (markdown.markdown_doc)."""
     return bool(_evidence_items(report))
 
 

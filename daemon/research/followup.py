@@ -23,7 +23,7 @@ from ...store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING
 from ..rules import decide
 from ..core.brief import Brief
 from ..core.briefjson import BriefError
-from ..report.report import followed_report
+from ..report.markdown import followed_report
 
 FIELD = "follows"
 PLAN_READY = "plan ready"  # the event a run's plan is recorded with (Research.plan, Research.use_plan)

@@ -30,22 +30,22 @@ from typing import Any
 import httpx
 import ollama
 
-from ...store import Store, utc_now
+from ...store import Store
 from ..core import crashpoints
 from ..core.brief import Brief
 from ..core.events import EventLog, LoggedOnly
 from ..core.outages import OutageLog
 from ..core.settings import Settings
-from ..model.hosts import ModelHosts, model_hosts
+from ..model.hosts import ModelHosts
 from ..model.llm import ModelConfig
-from ..report.assemble import done_report, evidence_items, source_items
+from ..report.assemble import Judged, run_report
 from ..rules import decide, figures, judge, steps
 from ..rules.citations import Source, number_sources, renumber
 from ..rules.decide import LoopState
 from ..sources import egress
 from ..sources.fetch import FetchLimits
 from ..sources.pagework import PageWorkers
-from ..sources.sources import WEB, ArchiveShelf, Searcher, chosen, fuse
+from ..sources.sources import ArchiveShelf, Searcher, chosen, fuse
 from ..sources.search import SearchHit
 from . import followup, planner
 from .calls import Ledger, ModelCalls, today
@@ -176,7 +176,7 @@ class Research:
             raise
         self.state.phase = "done"
         self.checkpoint()
-        report = self.report(summary, sources, None)
+        report = run_report(self, summary, sources, None)
         self.hand_over()
         return report
 
@@ -374,56 +374,18 @@ class Research:
         self.state.stop_reason = stop_reason
         # no summary was written, so none is cited: each is listed as used, with its number
         sources = numbered_sources(self.store.evidence(self.run_id), cited=False)
-        report = self.report("", sources, note)
+        report = run_report(self, "", sources, note)
         if not report["queries"]:
             report["open_questions"] = []  # nothing was searched: "no usable sources" would not be true
         return report
 
-    def report(self, summary: str, sources: list[Source], note: str | None) -> dict[str, Any]:
-        """report.json of this run (report/assemble.py's shape), from the store and the state; `note` is what a
-        run that ended early says before its evidence (report.json's `disclaimer`)."""
-        rows = self.store.evidence(self.run_id)
-        hypothesis = self.brief.hypothesis
-        evidence = evidence_items(rows, sources, contract=bool(hypothesis and hypothesis.contract))
-        usage = self.ledger.usage(rows)
-        facts = self.facts(rows, tokens=usage["prompt_tokens"] + usage["completion_tokens"])
+    def judged(self, rows: list[dict[str, Any]], evidence: list[dict[str, Any]], tokens: int) -> Judged:
+        """What this brief's kind computes for its report (assemble.ReportedRun): the verdict, the range and the
+        sides, from the evidence `rows` (and their report items) and the tokens spent."""
+        facts = self.facts(rows, tokens=tokens)
         verdict = self.policy.verdict_block(facts)
         estimate = self.policy.estimate_block(facts)
-        asks = decide.open_questions(
-            self.brief.question, self.state.research_question, [g.text for g in self.state.open_gaps()],
-            had_evidence=bool(evidence), verdict=verdict["value"] if verdict else None,
-            estimate=(estimate["final"]["low"], estimate["final"]["high"], estimate["unit"],
-                      self.state.stop_reason == decide.TARGET_REACHED) if estimate else None)
-        return done_report(
-            self.brief.id, self.brief.question, self.started_at,
-            sides=self.policy.sides(evidence, estimate),
-            research_question=self.state.research_question,
-            angles=self.state.angles,
-            plan_relevance=self.state.plan_relevance,
-            finished_at=utc_now(),
-            stop_reason=self.state.stop_reason,
-            stop_explanation=self.state.stop_explanation,
-            summary=summary,
-            disclaimer=note,
-            sources=source_items(sources, self.store.page_hashes([s.url for s in sources]), rows,
-                                 self.svc.settings.source_tiers),
-            searched=list(self.sources),
-            egress=self.egress.block(egress.service_roles(self.svc.settings.searxng_url,
-                                                          model_hosts(self.svc.settings))),
-            distrusted=[{"url": url, "reason": reason} for url, reason in self.state.distrusted.items()],
-            evidence=evidence,
-            estimate=estimate,
-            verdict=verdict,
-            open_questions=asks,
-            gaps=[g.text for g in self.state.open_gaps()],
-            queries=self.store.queries(self.run_id),
-            usage=usage,
-            fallbacks=dict(self.state.fallbacks),
-            model=self.svc.model.model,
-            searxng_url=self.svc.settings.searxng_url if WEB in self.sources else None,  # only if used
-            error=None,
-            follows=self.follows_block(),
-        )
+        return Judged(verdict=verdict, estimate=estimate, sides=self.policy.sides(evidence, estimate))
 
     def follows_block(self) -> dict[str, Any] | None:
         """report.json's `follows` (followup.follows_block): the parent run this one started from."""
