@@ -248,7 +248,7 @@ SUMMARY, QUOTE, RANGE, VERDICT = "summary", "quote", "range", "verdict"  # where
 
 @dataclass(frozen=True)
 class Answer:
-    """report.json's `answer` (CONTRACT.md): whether the run found an answer, and the line that
+    """report.json's `answer` (docs/contract.md): whether the run found an answer, and the line that
     says it, or says that none was found. What `briefd list`, the web page, on_finish and
     report.md lead with, so a miss is never shown as an answer (an estimate that read nothing
     used to lead with its own prior, in the same words as a range the sources gave)."""

@@ -16,7 +16,7 @@ Both lead with the answer: the question, the computed range against its target o
 verdict and what its evidence level means, why research stopped, then the summary; the
 evidence that decided it, side by side, sources; the method (plan, queries, usage) last.
 
-The report dict *is* report.json (CONTRACT.md): the renderers read it and never add to it.
+The report dict *is* report.json (docs/contract.md): the renderers read it and never add to it.
 Outbox paths go through `safe_outdir`, and nothing already in an outbox folder is ever
 deleted: `archive_previous` moves an earlier run aside before a new one writes.
 
@@ -97,7 +97,7 @@ def blank_report(brief_id: str, source_file: str, question: str, started_at: str
         "egress": None,
         "changes": None,  # what changed since the id's previous run (daemon/report/changes.py): done re-runs only
         "follows": None,  # the earlier brief a follow-up started from (daemon/research/followup.py)
-        # what the run found, or that it found nothing (report/assemble.py's answer_of); CONTRACT.md
+        # what the run found, or that it found nothing (report/assemble.py's answer_of); docs/contract.md
         "answer": {"found": False, "text": "", "from": None},
     }
 
