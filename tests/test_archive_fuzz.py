@@ -5,7 +5,7 @@ the fix, once; the other archives keep answering; the daemon starts, takes brief
 SIGTERM whatever libzim does with the damaged file: raise something other than RuntimeError
 (UnicodeDecodeError), abort the process (SIGABRT, seen in about one damaged copy in 50), or
 block for good (a FIFO named .zim). The fuzzing runs briefd's Archives in a subprocess with a
-deadline (tests/lab/zim.py `probe`), so a crash or a hang is a failure the test reports.
+deadline (lab/zim.py `probe`), so a crash or a hang is a failure the test reports.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ from briefd.daemon.ops.sdnotify import Notifier
 from briefd.daemon.ops.worker import _ServicesContext
 from briefd.store import Store
 from tests.conftest import wait_for
-from tests.lab.workspace import BRIEFD, Workspace
+from lab.workspace import BRIEFD, Workspace
 from tests.test_supervision import settings_in
-from tests.lab.zim import (
+from lab.zim import (
     BOMB_ARTICLES,
     CORPUS_TITLE,
     Article,
@@ -112,7 +112,7 @@ def test_damaged_copies_never_take_down_the_process_that_reads_them(good: Path, 
     os.mkfifo(fifo)  # open() blocks until a writer comes: a reader that hangs for good
     deadline_s = 5.0
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "tests.lab.zim", "probe", "--deadline", str(deadline_s),
+    result = subprocess.run([sys.executable, "-m", "lab.zim", "probe", "--deadline", str(deadline_s),
                              str(good), *map(str, cases), str(fifo)], capture_output=True, text=True, timeout=300,
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     died = f"the process reading the archives died ({result.returncode}): {result.stderr[-3000:]}"
@@ -285,7 +285,7 @@ Under the default limit this archive unpacks: a search grew the reader to 333 MB
 @pytest.fixture(scope="module")
 def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     zim = tmp_path_factory.mktemp("bomb") / "bomb.zim"
-    subprocess.run([sys.executable, "-m", "tests.lab.zim", "bomb", str(zim), str(BOMB_MB)], check=True, cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "lab.zim", "bomb", str(zim), str(BOMB_MB)], check=True, cwd=ROOT,
                    env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     return zim
 

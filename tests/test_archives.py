@@ -1,4 +1,4 @@
-"""Offline archives (daemon.archives) against real ZIM files made by libzim's writer (tests/lab/zim.py).
+"""Offline archives (daemon.archives) against real ZIM files made by libzim's writer (lab/zim.py).
 
 What a user would notice: the right article comes back for a question, an archive without a
 full-text index still answers (by title) and says so, a broken archive is named with the fix
@@ -40,9 +40,9 @@ from briefd.daemon.sources.pagework import read_page
 from briefd.daemon.sources.fetch import too_large
 from briefd.daemon.sources.search import MAX_HITS_PER_QUERY
 from briefd.daemon.core.settings import Settings
-from tests.lab.corpus import PAGES_BY_SLUG
-from tests.lab.web import png_bytes
-from tests.lab.zim import (
+from lab.corpus import PAGES_BY_SLUG
+from lab.web import png_bytes
+from lab.zim import (
     CORPUS_TITLE,
     Article,
     Redirect,
@@ -358,10 +358,10 @@ def test_a_huge_article_costs_a_search_no_more_than_a_small_one(tmp_path: Path) 
     loop turning, and gives the huge article no snippet (the small one still has its own)."""
     zim = tmp_path / "huge.zim"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "tests.lab.zim", "huge", str(zim), str(HUGE_ARTICLE_MB)], check=True,
+    subprocess.run([sys.executable, "-m", "lab.zim", "huge", str(zim), str(HUGE_ARTICLE_MB)], check=True,
                    cwd=ROOT, env=env, timeout=300)
     assert zim.stat().st_size < 10 << 20  # the archive itself is small: only its article is huge
-    measured = subprocess.run([sys.executable, "-m", "tests.lab.zim", "cost", str(zim), "otter"], cwd=ROOT, env=env,
+    measured = subprocess.run([sys.executable, "-m", "lab.zim", "cost", str(zim), "otter"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=300)
     assert measured.returncode == 0, measured.stderr[-3000:]
     cost = json.loads(measured.stdout)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from briefd.daemon.core.brief import DEPTH_PRESETS, parse_brief
-from tests.lab import bench_real, queue_bench
-from tests.lab.bench import BRIEFS as LAB_BRIEFS
+from lab import bench_real, queue_bench
+from lab.bench import BRIEFS as LAB_BRIEFS
 
 
 def fake_report(status: str = "done", *, calls: int, prompt: int, completion: int, llm: float, wall: float,

@@ -26,7 +26,7 @@ from briefd.daemon.model.llm import (
     output_budget,
     shorter_schema,
 )
-from tests.lab.drivers import fit_to_schema
+from lab.drivers import fit_to_schema
 
 DEFAULT = ModelConfig(host="http://127.0.0.1:9", model="lab-scripted")
 KINDS = ("plain", "estimate", "hypothesis")
@@ -264,7 +264,7 @@ def test_every_schema_briefd_sends_is_a_grammar_llama_cpp_accepts() -> None:
     import llama_cpp
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    from tests.lab.drivers import LlamaDriver, make_driver
+    from lab.drivers import LlamaDriver, make_driver
 
     driver = make_driver("llama")
     driver.ensure_loaded(LlamaDriver.MODEL, 2048)

@@ -23,8 +23,8 @@ from briefd.daemon.report.report import (
 )
 from briefd.store import CANCELLED, FAILED, Store
 from tests.conftest import BRIEFD, OllamaLab, Workspace, wait_for
-from tests.lab.corpus import TOPICS
-from tests.lab.servers import SearchLab, free_port, start_ollama
+from lab.corpus import TOPICS
+from lab.servers import SearchLab, free_port, start_ollama
 
 ESTIMATE_BRIEF = {
     "question": TOPICS["northgate"].question, "depth": "standard", "formats": ["json", "md", "html"],

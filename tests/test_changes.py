@@ -28,9 +28,9 @@ from briefd.daemon.report.report import (
 )
 from briefd.store import sha256_hex
 from tests.conftest import OllamaLab, Workspace, researched
-from tests.lab import web
-from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
-from tests.lab.servers import start_search_lab
+from lab import web
+from lab.corpus import PAGES_BY_SLUG, TOPICS
+from lab.servers import start_search_lab
 from tests.test_report import SCRIPT, hostile_report, parse
 
 TUNNEL = "https://news.example/tunnel"

@@ -3,7 +3,7 @@
 CONTRACT.md promises that bad model output (prose around JSON, fences, truncation,
 wrong types, ...) is repaired, retried or worked around and the brief still finishes.
 Here the lab's ``lab-chaos`` model breaks a seeded share of its answers in every way it
-knows (tests/lab/drivers.py ``Chaos``: fenced, prose, <think>, cut off, empty, wrong
+knows (lab/drivers.py ``Chaos``: fenced, prose, <think>, cut off, empty, wrong
 shape, a refusal, an HTTP 500, a slow answer) while `briefd run --once` works through
 one brief of each kind over real SearXNG and real pages. Then the reports must be whole
 and valid, and what briefd says it repaired, retried and replaced by a fallback must
@@ -24,8 +24,8 @@ import pytest
 
 from briefd.daemon.rules.citations import cited_numbers
 from tests.conftest import Workspace, serve_ollama
-from tests.lab.drivers import CHAOS_CONTENT_KINDS, CHAOS_KINDS
-from tests.lab.servers import SearchLab
+from lab.drivers import CHAOS_CONTENT_KINDS, CHAOS_KINDS
+from lab.servers import SearchLab
 from tests.test_integration import CONTRACT_KEYS, GOOD_BRIEFS, USAGE_KEYS
 
 # A plain question, an estimate and a hypothesis, as the integration test words them.

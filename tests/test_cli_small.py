@@ -34,7 +34,7 @@ from briefd.daemon.core.settings import (
     settings_table,
 )
 from briefd.store import Store
-from tests.lab.workspace import BRIEFD
+from lab.workspace import BRIEFD
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOSED_PORT = "http://127.0.0.1:9"
@@ -251,7 +251,7 @@ def test_every_briefd_variable_the_code_reads_is_a_setting_or_in_the_one_list() 
     anywhere (daemon/, store/, the lab, a test's os.environ) and missing from both would be warned about."""
     known = {row["env"] for row in settings_table()} | set(OTHER_VARIABLES)
     found: dict[str, str] = {}
-    sources = [*ROOT.glob("daemon/**/*.py"), *ROOT.glob("store/*.py"), *ROOT.glob("tests/lab/**/*.py")]
+    sources = [*ROOT.glob("daemon/**/*.py"), *ROOT.glob("store/*.py"), *ROOT.glob("lab/**/*.py")]
     for path in sources:
         for name in re.findall(r"BRIEFD_[A-Z0-9_]*[A-Z0-9]", path.read_text(encoding="utf-8")):
             found.setdefault(name, str(path.relative_to(ROOT)))

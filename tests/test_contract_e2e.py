@@ -19,8 +19,8 @@ import pytest
 from briefd.daemon.rules import contracts, judge
 from briefd.daemon.rules.judge import ADVISORY, DETERMINISTIC, EVIDENCE_LEVEL_MEANING, MODEL_TIER_CEILING
 from tests.conftest import Workspace, researched
-from tests.lab.corpus import TOPICS
-from tests.lab.drivers import Source, guess_tier
+from lab.corpus import TOPICS
+from lab.drivers import Source, guess_tier
 
 LAKESIDE = TOPICS["lakeside"]
 CONTRACT = {"metric": "90th-percentile lead level", "comparator": "<", "target": 5, "unit": "ppb"}

@@ -18,8 +18,8 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import BRIEFD, OllamaLab, Workspace, serve_ollama, wait_for
-from tests.lab.corpus import TOPICS
-from tests.lab.servers import SearchLab, start_ollama
+from lab.corpus import TOPICS
+from lab.servers import SearchLab, start_ollama
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 from briefd.daemon.rules import decide
 from briefd.daemon.rules.decide import Gap, Limits, LoopState, Usage
 from briefd.daemon.sources.extract import split_sentences
-from tests.lab.corpus import ARTICLE_KINDS, INJECTION_TEXT, PAGES, PAGES_BY_SLUG
+from lab.corpus import ARTICLE_KINDS, INJECTION_TEXT, PAGES, PAGES_BY_SLUG
 
 
 @pytest.mark.parametrize("a, b, same", [

@@ -15,7 +15,7 @@ import pytest
 
 from briefd.daemon.report.charts import CHART_FILE, report_charts
 from tests.conftest import Workspace, researched
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 NORTHGATE = {
     "question": TOPICS["northgate"].question, "depth": "standard",

@@ -21,7 +21,7 @@ from briefd.daemon.core import files
 from briefd.daemon.core.settings import load_settings
 from briefd.daemon.ops.worker import Daemon
 from tests.conftest import Workspace
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 
 @pytest.mark.parametrize("code, fix", [

@@ -1,4 +1,4 @@
-"""briefd's own real-document set (tests/lab/docset.py, tests/lab/docset/*.json): the set is well formed, true
+"""briefd's own real-document set (lab/docset.py, lab/docset/*.json): the set is well formed, true
 to the documents it names, and runs through the lab, web and library, as `briefd eval` runs it.
 
 The documents come from Debian's packages at run time (`apt-get download`, cached under ~/.cache/briefd-docset):
@@ -20,8 +20,8 @@ import pytest
 
 from briefd.daemon.core.brief import validate_brief
 from briefd.daemon.ops import evaluate
-from tests.lab import web
-from tests.lab.docset import (
+from lab import web
+from lab.docset import (
     PACKAGES_BY_NAME,
     PART2_DEV,
     PART2_TEST,
@@ -35,10 +35,10 @@ from tests.lab.docset import (
     fold,
     start_docset_lab,
 )
-from tests.lab.demo import DEMO_MODEL_ENV
+from lab.demo import DEMO_MODEL_ENV
 from tests.conftest import docset_or_skip
-from tests.lab.docset_bench import CLOSED_PORT, LIBRARY_TIER, derived_set, eval_env, pick, run_driver
-from tests.lab.workspace import Workspace
+from lab.docset_bench import CLOSED_PORT, LIBRARY_TIER, derived_set, eval_env, pick, run_driver
+from lab.workspace import Workspace
 
 CASE_KEYS = {"brief", "expect", "where", "kind", "verified"}  # the eval set format, version 1 (and briefd eval below)
 EXPECT_KEYS = {"patterns", "number", "verdict"}

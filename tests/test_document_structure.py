@@ -4,7 +4,7 @@ The rules used to tell a table of contents or a command example from the text by
 reads the markup (daemon/sources/structure.py): Texinfo's navigation panel and `<pre class="example">`, a section
 headed "Examples", a man page's EXAMPLES section; each passage keeps which of its lines are what, and a kept quote
 its part's kind (daemon/rules/layout.py). The documents here are the real-document set's dev half (m4's Texinfo
-manual, sysstat's man pages: tests/lab/docset.py), read by both readers a brief uses: the web's extraction and
+manual, sysstat's man pages: lab/docset.py), read by both readers a brief uses: the web's extraction and
 the library's; where they cannot be had, those tests skip saying why (tests/conftest.py's docset_or_skip).
 """
 

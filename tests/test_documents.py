@@ -2,7 +2,7 @@
 
 Every file is real: PDFs made by fpdf2 (or hand-written bytes where the bytes are the point),
 DOCX by python-docx, ODT and EPUB packages laid out as their specifications say
-(tests/lab/documents.py). The hostile files go through the daemon's own page workers, the
+(lab/documents.py). The hostile files go through the daemon's own page workers, the
 child processes a deadline can kill, because that is where a crash or a hang would land.
 """
 
@@ -33,7 +33,7 @@ from briefd.daemon.sources.pagework import (
     PageUnreadable,
     PageWorkers,
 )
-from tests.lab import documents as lab
+from lab import documents as lab
 
 HANG_BOUND_S = 3 * DOCUMENT_DEADLINE_S
 """Longer than this is a hang (generous: a noisy 2-core box; the reads here take well under a second)."""
@@ -331,7 +331,7 @@ def test_a_document_past_its_deadline_is_given_up_and_the_next_one_is_read(tmp_p
 def test_a_big_pdf_is_read_from_its_path_with_bounded_memory(tmp_path: Path) -> None:
     """The child opens the file (never piped) and reopens it every few pages (PDFium keeps all it
     parsed until the document closes: one open would add the file's size to the child's RSS).
-    150 MB keeps the test to seconds; the bench measures 200 MB (`python -m tests.lab.documents bench`)."""
+    150 MB keeps the test to seconds; the bench measures 200 MB (`python -m lab.documents bench`)."""
     megabytes = 150
     path, pages = lab.write_big_pdf(tmp_path / "big.pdf", megabytes=megabytes)
     small = lab.write_pdf(tmp_path / "small.pdf", ["A small one first, for the child's own size."])

@@ -1,11 +1,11 @@
 """Issue 10 end to end: briefd researching what an air-gapped network holds, on the lab.
 
 Real parts throughout: the daemon as a subprocess, real PDFs and DOCX made by fpdf2 and
-python-docx (tests/lab/library.py), a real ZIM archive with a Xapian index built by libzim
-from the lab's corpus (tests/lab/zim.py), real SearXNG and the lab web for the web PDF.
+python-docx (lab/library.py), a real ZIM archive with a Xapian index built by libzim
+from the lab's corpus (lab/zim.py), real SearXNG and the lab web for the web PDF.
 
 The air-gapped brief runs under `egress = none` with a socket guard (an audit hook,
-tests/lab/socket_guard) that fails any connect to a non-loopback address and records every
+tests/socket_guard) that fails any connect to a non-loopback address and records every
 connect: the test asserts the daemon, and its page-reading children, connected to the
 model server and nothing else.
 """
@@ -21,17 +21,17 @@ import pytest
 
 from briefd.daemon.sources.library import RESCAN_S
 from tests.conftest import researched
-from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
-from tests.lab.library import (
+from lab.corpus import PAGES_BY_SLUG, TOPICS
+from lab.library import (
     INSPECTION_PAGES,
     MINUTES_BLOCKS,
     LabLibrary,
     build_library,
 )
-from tests.lab.workspace import Workspace
-from tests.lab.zim import CORPUS_TITLE, build_corpus_zim
+from lab.workspace import Workspace
+from lab.zim import CORPUS_TITLE, build_corpus_zim
 
-GUARD = Path(__file__).resolve().parent / "lab" / "socket_guard"
+GUARD = Path(__file__).resolve().parent / "socket_guard"
 KESTREL = TOPICS["kestrel"].question
 CLOSED_PORT = "http://127.0.0.1:9"  # nothing listens: under egress = none SearXNG must never be tried
 
@@ -166,8 +166,8 @@ def test_the_running_daemon_indexes_a_document_saved_into_the_library(tmp_path: 
     import subprocess
     import time
 
-    from tests.lab.documents import write_pdf
-    from tests.lab.workspace import BRIEFD
+    from lab.documents import write_pdf
+    from lab.workspace import BRIEFD
 
     library = tmp_path / "library"
     library.mkdir()

@@ -29,8 +29,8 @@ from briefd.daemon.core.schedule import MIN_EVERY_S, ScheduleError, parse_every
 from briefd.daemon.core.settings import Settings
 from briefd.daemon.sources.sources import refusal
 from tests.conftest import wait_for
-from tests.lab.servers import free_port
-from tests.lab.workspace import BRIEFD
+from lab.servers import free_port
+from lab.workspace import BRIEFD
 from tests.test_inbox_edges import Box, error_json, offline_env
 
 QUESTION = "How deep is the Kestrel River at the bridge?"

@@ -29,7 +29,7 @@ from briefd.daemon.model.llm import ModelConfig, make_client as make_llm_client
 from briefd.daemon.core.settings import Settings
 from briefd.daemon.ops.worker import fetch_limits, service_transport
 
-GUARD = Path(__file__).parent / "lab" / "socket_guard"
+GUARD = Path(__file__).parent / "socket_guard"
 PAGE = b"<html><body><p>Steel output rose 4.5% in 2025.</p></body></html>"
 PUBLIC = "93.184.216.34"
 

@@ -28,7 +28,7 @@ from briefd.daemon.core.retry import Transient
 from briefd.daemon.model.llm import ModelMissing, ModelRefused, ServiceDown, refusal_fix
 from briefd.daemon.research.loop import Outage
 from briefd.daemon.sources.search import FIX_JSON_FORMAT, EnginesFailing, SearchRefused, SearchUnavailable, engines_fix
-from tests.lab.servers import REPO_ROOT
+from lab.servers import REPO_ROOT
 
 DRAWN = re.compile(r"^(?P<indent> *)\* (?P<name>\w+) +(?P<where>here|[\w/]+\.py):")
 

@@ -21,7 +21,7 @@ from briefd.daemon.core.brief import ESTIMATE_MAX_ABS, estimate_min_width
 from briefd.daemon.report.chart_png import NO_MATPLOTLIB, PNG_FILE
 from briefd.daemon.report.charts import CHART_FILE, RELEVANCE_FILE, SOURCES_FILE, report_charts
 from tests.conftest import BRIEFD, Workspace
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 QUESTION = TOPICS["northgate"].question
 QUICK = {"depth": "quick", "max_rounds": 1}

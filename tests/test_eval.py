@@ -1,5 +1,5 @@
 """`briefd eval`: the judging functions (pure tables), the eval file's checks, and the stage attribution
-end to end on briefs built to miss at each stage (tests/lab/eval_lab.py), through the real command."""
+end to end on briefs built to miss at each stage (lab/eval_lab.py), through the real command."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from briefd.daemon.ops.eval_run import WORK_MARKER, EvalWorkError, place, table
 from briefd.store import Store
 from briefd.store.evaluation import KeptQuote, QuoteRow, Refusal, ResultRow, RunTrace
 from briefd.daemon.rules.judge import target_met
-from tests.lab import eval_lab
-from tests.lab.workspace import Workspace
+from lab import eval_lab
+from lab.workspace import Workspace
 
 CLOSED_PORT = "http://127.0.0.1:9"  # nothing listens: under egress = none SearXNG is never asked
 

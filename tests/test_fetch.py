@@ -37,8 +37,8 @@ from briefd.daemon.sources.fetch import (
     make_client,
     resolve_vetted,
 )
-from tests.lab import web
-from tests.lab.servers import free_port
+from lab import web
+from lab.servers import free_port
 
 PAGE = (
     b"<!doctype html><html><head><meta charset='utf-8'><title>Steel output</title></head>"

@@ -2,8 +2,8 @@
 
 figures.figure_reading is the rule; read_figure (estimates) and quote_figures (contracts) read
 through it. The tables are real sentences, both ways (figures the rule must keep and figures it must
-refuse): from the Debian manuals of the real-document set (tests/lab/docset.py; the path of each is
-given) and from the rule vectors' dev half (tests/lab/vectors/dev.json). The held-out manuals are
+refuse): from the Debian manuals of the real-document set (lab/docset.py; the path of each is
+given) and from the rule vectors' dev half (lab/vectors/dev.json). The held-out manuals are
 quoted nowhere. Then the case where the range is computed (accept_labels, EstimatePolicy): a formula's
 divisor and a command line's value, from two sources, made a range with "target reached"; now the
 range is the prior and the brief says no figure was kept.
@@ -59,7 +59,7 @@ SFTP = ("Increasing this may slightly improve file transfer speed but will incre
         "outstanding requests.")
 # git-doc/gitformat-chunk.html: the size of each row of a table
 ROWS = "This consists of (C+1) rows of 12 bytes each,"
-# The rule vectors' dev half (tests/lab/vectors/dev.json): a divisor in a formula (systemd-12), a block size's
+# The rule vectors' dev half (lab/vectors/dev.json): a divisor in a formula (systemd-12), a block size's
 # command-line table (lz4-02), a command line (procps-12), a default that leans on its entry (dnsmasq-base-03),
 # the unit named two sentences before (sudo-01), a figure in another unit of the case (nfs-common-06), one in
 # another unit of the same quantity (systemd-16); and a grammar's build note

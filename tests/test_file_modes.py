@@ -20,7 +20,7 @@ import pytest
 from briefd.daemon.report.chart_png import PNG_FILE
 from briefd.daemon.report.charts import CHART_FILE
 from tests.conftest import BRIEFD, OllamaLab, Workspace
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 ESTIMATE_BRIEF = {  # an estimate brief: report.json/.md/.html, chart.svg, chart.png, events.ndjson, brief.json
     "question": TOPICS["northgate"].question, "depth": "quick", "max_rounds": 1, "fetch_pages": False,

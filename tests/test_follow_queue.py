@@ -21,8 +21,8 @@ from briefd.daemon.ops.actions import check_brief, drop_into_inbox
 from briefd.daemon.core.brief import BriefError
 from briefd.daemon.core.settings import Settings
 from briefd.store import DONE, FAILED, RUNNING, Store
-from tests.lab.corpus import TOPICS
-from tests.lab.workspace import BRIEFD, Workspace
+from lab.corpus import TOPICS
+from lab.workspace import BRIEFD, Workspace
 from tests.test_inbox_edges import Box, offline_env, run_once
 
 QUESTION = "How deep is the Kestrel River at the bridge?"

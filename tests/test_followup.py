@@ -34,7 +34,7 @@ from briefd.daemon.research.followup import (
 from briefd.daemon.report.report import USAGE_KEYS, history_row, render_html, render_markdown, valid_link
 from briefd.store import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, Store
 from tests.conftest import Workspace, researched
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 from tests.test_decisions_e2e import NORTHGATE
 from tests.test_report import realistic_report
 

@@ -1,7 +1,7 @@
 """`briefd list` and `briefd search` (issue 12 #1): what was researched, found again by its words.
 
 Real store files; every finished run goes through the daemon's own path (accepted, claimed, its
-evidence added, `Store.finish(report=history_row(...))`: tests/lab/history_bench.record_run). The
+evidence added, `Store.finish(report=history_row(...))`: lab/history_bench.record_run). The
 command line is exercised through `daemon.cli.main`, and once on the lab, after a brief was
 really researched, through the `briefd` console script.
 """
@@ -24,8 +24,8 @@ from briefd.store.briefs import Store
 from briefd.store.db import iso_utc
 from briefd.store.history import KINDS, PARTIAL_WORDS, QUOTE, STATES, History, HistoryError, list_query
 from tests.conftest import Workspace, researched
-from tests.lab.corpus import TOPICS
-from tests.lab.history_bench import record_run
+from lab.corpus import TOPICS
+from lab.history_bench import record_run
 
 BRIDGE = "Why was the Kestrel River bridge closed in 2025?"
 TUNNEL = "How much did the Northgate rail tunnel overrun its budget?"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from briefd.daemon.sources.search import MAX_HITS_PER_QUERY
 from tests.conftest import OllamaLab
-from tests.lab import web
-from tests.lab.corpus import TOPICS
-from tests.lab.workspace import Workspace
+from lab import web
+from lab.corpus import TOPICS
+from lab.workspace import Workspace
 
 PEAK_RSS_MB = 300
 """The daemon's whole peak, interpreter and libraries included (about 100 MB measured). Before the

@@ -19,8 +19,8 @@ from briefd.daemon.model.llm import ModelConfig, ModelMissing, ServiceDown, make
 from briefd.daemon.core.retry import backoff_delay
 from briefd.daemon.core.settings import SettingsError, load_settings
 from tests.conftest import OllamaLab, Workspace, serve_ollama
-from tests.lab.corpus import TOPICS
-from tests.lab.servers import SearchLab, free_port
+from lab.corpus import TOPICS
+from lab.servers import SearchLab, free_port
 
 A, B, C = "http://a:11434", "http://b:11434", "http://c:11434"
 

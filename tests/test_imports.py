@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.lab.servers import REPO_ROOT
+from lab.servers import REPO_ROOT
 
 LAYERS = ("ops", "intake", "research", "report", "sources", "model", "core", "rules")
 """daemon/'s folders, top to bottom: a module imports only its own folder and those after it here."""

@@ -36,7 +36,7 @@ from briefd.daemon.intake.inbox import TAKE_PER_CALL, Accepted, Inbox
 from briefd.daemon.report.report import valid_id
 from briefd.daemon.core.untrusted import clean
 from briefd.store import QUEUED, REJECTED, Store
-from tests.lab.workspace import BRIEFD, Workspace
+from lab.workspace import BRIEFD, Workspace
 
 QUESTION = "Why was the Kestrel River bridge closed in 2025?"
 VALID = json.dumps({"question": QUESTION}).encode()

@@ -17,7 +17,7 @@ from briefd.daemon.rules import decide
 from briefd.daemon.rules.citations import cited_numbers
 from briefd.daemon.report.report import REPORT_KEYS
 from tests.conftest import OllamaLab, Workspace
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 GOOD_BRIEFS = {
     "kestrel": {"question": TOPICS["kestrel"].question, "depth": "quick", "formats": ["md", "json", "html"]},

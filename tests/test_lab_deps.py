@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 import pytest
 from packaging.requirements import Requirement
 
-from tests.lab.servers import REPO_ROOT
+from lab.servers import REPO_ROOT
 
 UPPER = ("<", "<=", "==", "~=", "===")
 

@@ -2,7 +2,7 @@
 
 On a CPU with AMX, llama-cpp-python 0.3.36 segfaulted in its first decode (ggml_backend_amx_mul_mat)
 and `make demo`, `make lab`, `make bench-real` and every real-inference test failed with it (issue 19).
-The llama driver loads the model with `use_extra_bufts = False` (tests.lab.drivers.plain_cpu_buffers).
+The llama driver loads the model with `use_extra_bufts = False` (lab.drivers.plain_cpu_buffers).
 A machine without AMX never shows the crash, so these tests check that the parameter really reaches
 llama.cpp's loader, that the model then generates, and that a binding without the field still loads.
 """
@@ -18,7 +18,7 @@ import ollama
 import pytest
 
 from tests.conftest import OllamaLab
-from tests.lab.drivers import EXTRA_BUFTS_CRASH, InferenceRequest, LlamaDriver, Message, plain_cpu_buffers
+from lab.drivers import EXTRA_BUFTS_CRASH, InferenceRequest, LlamaDriver, Message, plain_cpu_buffers
 
 llama_cpp = pytest.importorskip(
     "llama_cpp", reason="llama-cpp-python is the lab extra's: make test installs it, and these tests run there")

@@ -38,7 +38,7 @@ from briefd.daemon.research.planner import (
     EvidenceLine,
     PassageIn,
 )
-from tests.lab.drivers import CHAOS_KINDS, REFUSAL, read_quantity
+from lab.drivers import CHAOS_KINDS, REFUSAL, read_quantity
 
 # Starts the lab servers itself (a module-scoped fixture), not through the conftest fixtures.
 pytestmark = pytest.mark.lab
@@ -153,7 +153,7 @@ def start_server(tmp: Path, *args: str, ready_timeout: float = 30) -> LabServer:
     stderr = tmp / "lab-ollama.stderr"
     with stderr.open("w") as err:  # a file, not a pipe: a full pipe would block the server
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1", "--port", "0", "--log", str(log), *args],
+            [sys.executable, "-m", "lab.ollama_server", "--host", "127.0.0.1", "--port", "0", "--log", str(log), *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=err,

@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from tests.lab import servers
-from tests.lab.servers import LAB_PORTS_LOWEST, ephemeral_ports, free_port
+from lab import servers
+from lab.servers import LAB_PORTS_LOWEST, ephemeral_ports, free_port
 
 
 def test_a_lab_port_lies_outside_the_range_outgoing_connections_take_their_ports_from() -> None:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 import trafilatura
 
-from tests.lab.corpus import (
+from lab.corpus import (
     INJECTION_TEXT,
     LATIN1_MARKERS,
     PAGES,
@@ -33,10 +33,10 @@ from tests.lab.corpus import (
     page_by_kind,
     pages_for,
 )
-from tests.lab.search_index import build_corpus_db
-from tests.lab.searxng import SearxngServer
-from tests.lab.servers import REPO_ROOT, SearchLab, free_port, start_search_lab
-from tests.lab.web import HUGE_BYTES, LYING_LENGTH, SLOW_SECONDS
+from lab.search_index import build_corpus_db
+from lab.searxng import SearxngServer
+from lab.servers import REPO_ROOT, SearchLab, free_port, start_search_lab
+from lab.web import HUGE_BYTES, LYING_LENGTH, SLOW_SECONDS
 
 # Starts the lab servers itself (a module-scoped fixture), not through the conftest fixtures.
 pytestmark = pytest.mark.lab
@@ -386,7 +386,7 @@ class Variants:
 @pytest.fixture(scope="module")
 def variants(lab: SearchLab) -> Iterator[Variants]:
     """Three more SearXNGs, started in parallel: json off, limiter on, index down."""
-    from tests.lab.searxng import SearxngOptions, start_searxng
+    from lab.searxng import SearxngOptions, start_searxng
 
     dead_index = f"http://127.0.0.1:{free_port()}"
     servers = Variants(
@@ -441,7 +441,7 @@ def test_engine_outage_shows_in_unresponsive_engines(variants: Variants, client:
 
 def test_servers_main_prints_urls_and_stops_everything_on_sigterm(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.lab.servers", "--workdir", str(tmp_path)],
+        [sys.executable, "-m", "lab.servers", "--workdir", str(tmp_path)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -26,7 +26,7 @@ import pytest
 
 from briefd.daemon.core.settings import Settings
 from tests.conftest import wait_for
-from tests.lab.servers import REPO_ROOT, LabServerDied, LabWatch, Proc, start_proc
+from lab.servers import REPO_ROOT, LabServerDied, LabWatch, Proc, start_proc
 
 pytestmark = pytest.mark.lab
 
@@ -125,7 +125,7 @@ def test_the_watch_ends_a_blocking_wait_at_once_and_ignores_servers_stopped_on_p
 
 NESTED_TESTS = """
 import os, signal, threading
-from tests.lab.workspace import Workspace
+from lab.workspace import Workspace
 
 def test_briefd_on_a_model_server_that_dies(scripted_ollama, tmp_path):
     ws = Workspace(root=tmp_path, searxng_url="http://127.0.0.1:9", ollama_url=scripted_ollama.url,
@@ -161,13 +161,13 @@ def test_a_fixture_server_that_dies_fails_the_test_at_once_and_the_next_that_use
 
 @pytest.mark.slow
 def test_make_demo_stops_at_once_when_its_model_server_dies_and_says_of_what(tmp_path: Path) -> None:
-    demo = subprocess.Popen([sys.executable, "-m", "tests.lab.demo", "--driver", "scripted",
+    demo = subprocess.Popen([sys.executable, "-m", "lab.demo", "--driver", "scripted",
                              "--workdir", str(tmp_path / "demo")],
                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         read_until(lines_of(demo.stdout), "briefd demo: researching", timeout=300)
         briefd = wait_for(lambda: children(demo.pid, is_briefd_run), 30, "briefd run --once")[0]
-        model = module_child(demo.pid, "tests.lab.ollama_server")
+        model = module_child(demo.pid, "lab.ollama_server")
         os.kill(model, signal.SIGSEGV)  # as llama.cpp's AMX kernel did
         killed = time.monotonic()
         assert demo.wait(timeout=ONCE_PATIENCE_S * 2) == 1
@@ -188,7 +188,7 @@ def test_make_demo_stops_at_once_when_its_model_server_dies_and_says_of_what(tmp
 
 @pytest.mark.slow
 def test_make_lab_reports_a_dead_server_at_once_with_its_signal_and_log(tmp_path: Path) -> None:
-    lab = subprocess.Popen([sys.executable, "-m", "tests.lab.servers", "--workdir", str(tmp_path / "lab"),
+    lab = subprocess.Popen([sys.executable, "-m", "lab.servers", "--workdir", str(tmp_path / "lab"),
                             "--driver", "scripted"],
                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -22,7 +22,7 @@ from briefd.daemon.ops import launch, worker
 from briefd.daemon.sources.pagework import PAGE_WORKERS, PageWorkers
 
 from tests.conftest import Workspace
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ from briefd.daemon.sources.pagework import PageRefused, PageUnreadable
 from briefd.store import Store
 from briefd.store.library import DUPLICATE, INDEXED, PENDING, REFUSED, LibraryFiles, path_text, shown_path, text_path
 from tests.conftest import BRIEFD
-from tests.lab.library_bench import kernel_read_bytes
+from lab.library_bench import kernel_read_bytes
 
 BRIDGE = ("The Tacoma Narrows bridge failed in 1940 under aeroelastic flutter. "
           "Engineers studied the anchorage and the cable corrosion for years afterwards.\n\n")

@@ -1,7 +1,7 @@
 """call_json and probe against a real HTTP server speaking the Ollama API on loopback.
 
 The server here is deliberately tiny: a queue of canned HTTP answers per test, and a log of
-what the official `ollama` client really sent. (The full lab server lives in tests/lab.)
+what the official `ollama` client really sent. (The full lab server lives in lab/.)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from briefd.daemon.model.llm import (
     prompt_key,
     refusal_fix,
 )
-from tests.lab.servers import free_port
+from lab.servers import free_port
 
 # ---- the scripted server ---------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from briefd.daemon.core.settings import load_settings
 from briefd.daemon.ops.worker import _ServicesContext
 from briefd.store import Store, utc_now
 from tests.conftest import Workspace
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 TARGET = {"unit": "USD million", "low": 100, "high": 2000, "target_low": 400, "target_high": 460}
 WIDTH = {"unit": "USD million", "low": 100, "high": 2000, "target_width": 60}

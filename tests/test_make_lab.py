@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.lab.servers import REPO_ROOT
+from lab.servers import REPO_ROOT
 
 pytestmark = pytest.mark.lab
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.lab
 def test_the_lab_runs_with_its_model_server_and_names_what_briefd_needs(tmp_path: Path) -> None:
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^lab:.*\n\t\$\(PY\) -m tests\.lab\.servers .*--driver llama", makefile, re.M)
-    proc = subprocess.Popen([sys.executable, "-m", "tests.lab.servers", "--workdir", str(tmp_path / "lab"),
+    proc = subprocess.Popen([sys.executable, "-m", "lab.servers", "--workdir", str(tmp_path / "lab"),
                              "--driver", "scripted"], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.model_busy import busy_of, generations, requests_log
+from lab.model_busy import busy_of, generations, requests_log
 
 
 def test_the_start_up_is_reported_beside_the_share_not_inside_it() -> None:

@@ -20,8 +20,8 @@ from briefd.daemon.core.outages import PROBE_EVERY_S, PROBE_PATHS, Prober
 from briefd.daemon.core.retry import QUEUE
 from briefd.store import utc_now
 from tests.conftest import BRIEFD, Workspace, wait_for
-from tests.lab.corpus import TOPICS
-from tests.lab.servers import free_port, start_ollama
+from lab.corpus import TOPICS
+from lab.servers import free_port, start_ollama
 
 PUSHED_S = 2 * QUEUE.cap_s  # the retry time the test gives the waiting brief: past any backoff's cap
 

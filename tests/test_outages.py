@@ -13,9 +13,9 @@ import pytest
 
 from briefd.daemon.model.llm import refusal_fix
 from tests.conftest import BRIEFD, Workspace, serve_ollama
-from tests.lab.corpus import TOPICS
-from tests.lab.searxng import SearxngOptions, start_searxng
-from tests.lab.servers import free_port, start_ollama
+from lab.corpus import TOPICS
+from lab.searxng import SearxngOptions, start_searxng
+from lab.servers import free_port, start_ollama
 
 
 def wait_for_event(events_path: Path, type_: str, timeout: float = 60.0) -> dict | None:

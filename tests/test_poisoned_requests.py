@@ -26,7 +26,7 @@ from briefd.daemon.model.llm import PROBE_AFTER_REFUSALS, ModelConfig
 from briefd.daemon.research.calls import POISONED_MESSAGE
 from briefd.daemon.report.report import USAGE_KEYS
 from tests.conftest import BRIEFD, OllamaLab, Workspace, serve_ollama
-from tests.lab.servers import SearchLab
+from lab.servers import SearchLab
 from tests.test_integration import GOOD_BRIEFS
 
 BRIEF_ID = "kestrel"

@@ -2,7 +2,7 @@
 quote names it (decide.names_subject, through steps.skipped_quote): a sentence of one program's manual is no
 answer about another program, however many words it shares.
 
-The questions are the real-document set's second part, dev half (tests/lab/docset/part2-dev.json), and the rule
+The questions are the real-document set's second part, dev half (lab/docset/part2-dev.json), and the rule
 vectors' dev half; the sentences are from those dev packages' manuals. The test halves are never quoted here.
 """
 

@@ -1,9 +1,9 @@
 """The reading rules of issue 27, each table-tested on real sentences of the rule vectors' dev half, both ways.
 
-Every case below is a case of tests/lab/vectors/dev.json (other projects' manuals, none of the real-document
+Every case below is a case of lab/vectors/dev.json (other projects' manuals, none of the real-document
 set's nor the held-out ones), decided as `briefd eval --vectors` decides it (daemon/ops/vectors.decide_case):
 the quote filter, then the figure rule. Each mechanism appears with cases it must keep and cases it must
-refuse. The test half is never quoted here: it is the frozen measure (tests/lab/vectors_bench.py).
+refuse. The test half is never quoted here: it is the frozen measure (lab/vectors_bench.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from briefd.daemon.ops.vectors import Case, decide_case, parse_vectors
 from briefd.daemon.rules import figures, judge
-from tests.lab.vectors_bench import VECTORS
+from lab.vectors_bench import VECTORS
 
 
 @cache

@@ -1,8 +1,8 @@
 """Real documents through extraction and the library (issue 21, part 4: the answer in front of the model).
 
-The inputs are the real-document set's manuals (tests/lab/docset.py: Debian's documentation packages, downloaded
+The inputs are the real-document set's manuals (lab/docset.py: Debian's documentation packages, downloaded
 and cached at run time), read by the library's own reader (`read_document`) and searched through the store, and
-the answers asserted are the set's own verified patterns (tests/lab/docset/questions.json), so a check here is
+the answers asserted are the set's own verified patterns (lab/docset/questions.json), so a check here is
 what `briefd eval` counts at its `extract` and `shown` stages. Where the documents cannot be had, the tests skip
 saying why (tests/test_docset.py's rule).
 """
@@ -25,8 +25,8 @@ from briefd.daemon.sources.library import Library, find, search
 from briefd.store import Store
 from briefd.store.library import PASSAGES_PER_DOCUMENT
 from tests.conftest import docset_or_skip
-from tests.lab.docset import QUESTIONS, Docset
-from tests.lab.workspace import BRIEFD
+from lab.docset import QUESTIONS, Docset
+from lab.workspace import BRIEFD
 from tests.test_library import read_text_in_thread
 
 SPHINX_PAGE = Path("/usr/share/doc/python3/python-policy.html")

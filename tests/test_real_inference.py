@@ -17,7 +17,7 @@ import pytest
 from briefd.daemon.rules import decide
 from briefd.daemon.rules.citations import cited_numbers
 from tests.conftest import OllamaLab, Workspace
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 # Real inference on CPU: each test takes half a minute to a minute (lab: by its llama_ollama fixture).
 pytestmark = pytest.mark.slow

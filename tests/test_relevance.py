@@ -9,8 +9,8 @@ question, so the loop test below stands in a model that quotes whatever says "wa
 question's terms (three of a long one), one of them in the quote itself.
 
 Table-tested on real text both ways: sentences of the Debian manuals of briefd's real-document set
-(tests/lab/docset, copied here verbatim so the test needs no download) and the synthetic lab's pages
-(tests/lab/corpus.py). A manual's answer sentence names its subject once, in the term or the sentence
+(lab/docset, copied here verbatim so the test needs no download) and the synthetic lab's pages
+(lab/corpus.py). A manual's answer sentence names its subject once, in the term or the sentence
 before, so the answers are judged with their passage, as the loop judges them.
 """
 
@@ -27,7 +27,7 @@ import pytest
 
 from briefd.daemon.research.loop import Research
 from briefd.daemon.rules import decide, steps
-from tests.lab.corpus import PAGES, TOPICS
+from lab.corpus import PAGES, TOPICS
 from tests.test_sources import _research
 
 T = TypeVar("T")
@@ -35,7 +35,7 @@ T = TypeVar("T")
 EVEREST = "What is the boiling point of water at the top of Mount Everest?"
 
 # (question, quote, the passage it sits in): the answer sentences of the docset's plain questions
-# (tests/lab/docset/questions.json), with the text around them in the manual
+# (lab/docset/questions.json), with the text around them in the manual
 ANSWERS = [
     ("What is the default size of GNU m4's internal symbol hash table?",
      "The default is 65537 entries.",
@@ -233,10 +233,10 @@ def test_everest_keeps_no_lakeside_quote_and_reports_none_as_the_strongest(tmp_p
 # ---- the question's distinctive words (issue 28): what it names its subject by, not its common words ------------
 
 def _vector_case(file: str, case_id: str) -> Any:
-    """A case of the rule vectors' dev half (tests/lab/vectors: real sentences of Debian packages' documents),
+    """A case of the rule vectors' dev half (lab/vectors: real sentences of Debian packages' documents),
     read as `briefd eval --vectors` reads it."""
     from briefd.daemon.ops.vectors import parse_vectors
-    from tests.lab.vectors_bench import VECTORS
+    from lab.vectors_bench import VECTORS
 
     _, cases = parse_vectors(json.loads((VECTORS / file).read_text(encoding="utf-8")))
     return next(c for c in cases if c.id == case_id)

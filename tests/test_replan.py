@@ -21,8 +21,8 @@ from briefd.daemon.model.llm import output_budget
 from briefd.daemon.core.settings import load_settings
 from briefd.daemon.ops.worker import model_config
 from tests.conftest import OllamaLab, SearchLab, researched, serve_ollama
-from tests.lab.corpus import TOPICS
-from tests.lab.workspace import Workspace
+from lab.corpus import TOPICS
+from lab.workspace import Workspace
 
 pytestmark = pytest.mark.lab
 

@@ -37,7 +37,7 @@ from briefd.daemon.rules.citations import Source
 from briefd.daemon.rules.judge import TIER_CAPS
 from briefd.store.briefs import Store
 from briefd.store.evaluation import RunTrace
-from tests.lab.history_bench import record_run
+from lab.history_bench import record_run
 
 # Real sentences of the docset's manuals (~/.cache/briefd-docset: openssh-client's ssh_config(5), GNU m4's
 # manual), the kind of text these reports quote. The held-out manuals are quoted nowhere.

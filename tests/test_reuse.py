@@ -16,8 +16,8 @@ from briefd.daemon.rules import decide
 from briefd.daemon.research.pages import PAGES_PER_BATCH, first_to_read, rank_batches
 from briefd.daemon.sources.sources import STORE, STORE_MIN_SHARE, store_hits
 from tests.conftest import Workspace, researched
-from tests.lab.bench import REPLAYED_TARGET, Run, changed_prompts, load_run, replayed_share
-from tests.lab.corpus import TOPICS
+from lab.bench import REPLAYED_TARGET, Run, changed_prompts, load_run, replayed_share
+from lab.corpus import TOPICS
 
 KESTREL = {"question": TOPICS["kestrel"].question, "depth": "quick"}
 ANCHORS = {"question": "Which anchorages of the Kestrel River bridge were corroded, and who repaired them?",

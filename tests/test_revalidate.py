@@ -5,7 +5,7 @@ Last-Modified) is asked for with If-None-Match / If-Modified-Since, and a 304 co
 and no extraction: the stored text and passages are read, and the page's age restarts. A page
 that changed answers 200 and is read again.
 
-Checked on the real lab web (tests/lab/web.py), at the fetch level and end to end with
+Checked on the real lab web (lab/web.py), at the fetch level and end to end with
 `briefd run --once`: a brief asked again with max_age "0" downloads no page body and quotes
 what it quoted before; once an article changes on the lab web, that page is downloaded and
 its new text quoted.
@@ -29,10 +29,10 @@ from briefd.daemon.sources.fetch import (MAX_ETAG_CHARS, FetchLimits, FetchResul
 from briefd.daemon.report.report import USAGE_KEYS
 from briefd.store import Store
 from tests.conftest import OllamaLab, researched
-from tests.lab import web
-from tests.lab.corpus import PAGES_BY_SLUG, TOPICS
-from tests.lab.servers import SearchLab, start_search_lab
-from tests.lab.workspace import Workspace
+from lab import web
+from lab.corpus import PAGES_BY_SLUG, TOPICS
+from lab.servers import SearchLab, start_search_lab
+from lab.workspace import Workspace
 
 pytestmark = pytest.mark.lab
 

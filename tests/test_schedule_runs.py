@@ -25,7 +25,7 @@ from briefd.store import CANCELLED, DONE, QUEUED, Store
 from briefd.store.db import iso_utc
 from briefd.store.schedules import Schedules
 from tests.conftest import BRIEFD, Workspace, wait_for
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 WEEK = timedelta(days=7)
 T0 = datetime(2026, 11, 24, 6, 0, tzinfo=timezone.utc)  # a Tuesday

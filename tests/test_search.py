@@ -17,8 +17,8 @@ import pytest
 from briefd.daemon.sources import search
 from briefd.daemon.core.brief import SearchOptions
 from briefd.daemon.sources.extract import MAX_TITLE_CHARS
-from tests.lab import web
-from tests.lab.corpus import TOPICS
+from lab import web
+from lab.corpus import TOPICS
 
 
 def run(coro):

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import OllamaLab, SearchLab, researched, serve_ollama
-from tests.lab.corpus import TOPICS
-from tests.lab.workspace import Workspace
+from lab.corpus import TOPICS
+from lab.workspace import Workspace
 
 pytestmark = pytest.mark.lab
 

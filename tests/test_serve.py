@@ -23,9 +23,9 @@ from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.core.settings import SERVE_TOKEN_MIN_CHARS
 from briefd.daemon.ops.serve import FRESH_MIN_S
 from tests.conftest import wait_for
-from tests.lab.corpus import TOPICS
-from tests.lab.servers import free_port
-from tests.lab.workspace import BRIEFD, Workspace
+from lab.corpus import TOPICS
+from lab.servers import free_port
+from lab.workspace import BRIEFD, Workspace
 
 pytestmark = pytest.mark.lab
 

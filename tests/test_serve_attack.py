@@ -38,8 +38,8 @@ from briefd.daemon.ops.serve import (
     RateLimit,
 )
 from tests.conftest import wait_for
-from tests.lab.servers import free_port
-from tests.lab.workspace import BRIEFD, Workspace
+from lab.servers import free_port
+from lab.workspace import BRIEFD, Workspace
 
 CLOSED_PORT = "http://127.0.0.1:9"  # the services `briefd serve` is never asked to reach here
 NOFILE = 256  # the descriptor limit the attacked daemon runs under: its API may hold a quarter of it

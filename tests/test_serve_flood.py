@@ -38,7 +38,7 @@ from briefd.daemon.ops.serve import (
     MAX_CONNECTIONS,
     WRITE_DEADLINE_S,
 )
-from tests.lab.workspace import Workspace
+from lab.workspace import Workspace
 from tests.test_retry import FlakySearx, flaky_searx  # noqa: F401 (a fixture)
 from tests.test_serve_attack import NOFILE, Served, descriptors
 

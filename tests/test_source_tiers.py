@@ -8,7 +8,7 @@ unrated, and the report says so next to the source, so the user sees why it weig
 names a tier rule whose folder or archive does not exist, or that tiers nothing briefd reads.
 
 The sentences of the verdict table are real: each is copied from the Debian manual named beside it (the
-docset the real-document bench builds, tests/lab/docset.py), not written for the test.
+docset the real-document bench builds, lab/docset.py), not written for the test.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from briefd.daemon.rules.citations import Source
 from briefd.daemon.rules.contracts import Contract
 from briefd.daemon.rules.judge import CREDIBLE, DETERMINISTIC, MODEL_TIER_CEILING, ONE_SOURCE_TIERS, SUPPORT_NEEDED, TIER_CAPS, Quoted, Stance
 from briefd.daemon.sources.archives import archive_url
-from tests.lab.workspace import BRIEFD
+from lab.workspace import BRIEFD
 
 CLOSED_PORT = "http://127.0.0.1:9"
 AUTHORITY = ONE_SOURCE_TIERS[0]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from briefd.daemon.rules.judge import DETERMINISTIC, ONE_SOURCE_TIERS, TIER_CAPS
-from tests.lab.workspace import Workspace
+from lab.workspace import Workspace
 
 pytestmark = pytest.mark.lab
 

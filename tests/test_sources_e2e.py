@@ -19,7 +19,7 @@ from briefd.daemon.report.charts import CHART_FILE, CHART_NAMES
 from briefd.daemon.rules.citations import cited_numbers
 from briefd.daemon.report.report import ALSO_USED, EVIDENCE_LEVEL_WORDS, NOT_READ_NOTE, range_text
 from tests.conftest import Workspace, researched
-from tests.lab.corpus import PAGES, TOPICS, Page
+from lab.corpus import PAGES, TOPICS, Page
 from tests.test_report_answer import VIEWER, first_lines, visible, words
 
 BRIEFS = {

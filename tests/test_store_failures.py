@@ -32,7 +32,7 @@ from briefd.daemon.ops.worker import LOCK_POLL_S
 from briefd.store import CANCELLED, QUEUED, RUNNING, Store
 from briefd.store.db import BUSY_TIMEOUT_S
 from tests.conftest import BRIEFD, Workspace, wait_for
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 # Every test here runs the real `briefd` daemon against its store in a subprocess.
 pytestmark = pytest.mark.lab

@@ -21,9 +21,9 @@ import pytest
 from briefd.daemon.research.pages import GIVEN_UP_AT_SYNTHESIS
 from briefd.store import Store
 from tests.conftest import BRIEFD, OllamaLab, SearchLab, researched, wait_for
-from tests.lab.corpus import PAGES, TOPICS
-from tests.lab.web import SLOW_SECONDS
-from tests.lab.workspace import Workspace
+from lab.corpus import PAGES, TOPICS
+from lab.web import SLOW_SECONDS
+from lab.workspace import Workspace
 
 FETCH_TIMEOUT_S = 3  # the slow page trickles for a minute: it times out, some seconds after its brief ended
 UNDER_THE_SLOW_PAGE_S = SLOW_SECONDS / 2  # a fetch timeout the slow page outlasts, and a run --once does not

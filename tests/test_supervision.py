@@ -35,8 +35,8 @@ from briefd.daemon.core.settings import Settings, load_settings
 from briefd.daemon.core.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
 from briefd.store import Store
 from tests.conftest import wait_for
-from tests.lab.servers import free_port
-from tests.lab.workspace import BRIEFD
+from lab.servers import free_port
+from lab.workspace import BRIEFD
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT = ROOT / "contrib" / "systemd" / "briefd.service"

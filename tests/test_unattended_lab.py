@@ -22,8 +22,8 @@ import pytest
 from briefd.daemon.ops.status import ORPHANED
 from briefd.daemon.ops.sdnotify import socket_address
 from tests.conftest import BRIEFD, Workspace
-from tests.lab.corpus import TOPICS
-from tests.lab.servers import free_port, start_ollama
+from lab.corpus import TOPICS
+from lab.servers import free_port, start_ollama
 from tests.test_cli_small import searxng_whose_engines_fail
 from tests.test_outages import wait_for_event
 from tests.test_unattended import HOOK

@@ -15,7 +15,7 @@ import pytest
 
 from briefd.daemon.rules import figures, judge
 from tests.conftest import Workspace, researched
-from tests.lab.corpus import TOPICS
+from lab.corpus import TOPICS
 
 PERCENT = {
     "question": TOPICS["northgate"].question + " As a percent of the approved budget?", "depth": "standard",

@@ -18,8 +18,8 @@ import pytest
 
 from briefd.daemon.ops import vectors
 from briefd.daemon.ops.vectors import FORMAT, TOTAL_KEYS, VectorFileError, parse_vectors
-from tests.lab.vectors_bench import VECTORS
-from tests.lab.workspace import BRIEFD
+from lab.vectors_bench import VECTORS
+from lab.workspace import BRIEFD
 
 DEV, TEST = VECTORS / "dev.json", VECTORS / "test.json"
 # The test half is frozen (issue 27): a change is judged on it, never tuned on it. Changing a byte of it
@@ -143,10 +143,10 @@ def test_the_common_word_cases_keep_to_their_halves_projects() -> None:
 
 
 def test_every_quote_is_a_span_of_the_text_briefd_reads_from_its_document() -> None:
-    """The cases quote real documents as briefd reads them (tests/lab/vectorset.py renders each package's files
+    """The cases quote real documents as briefd reads them (lab/vectorset.py renders each package's files
     through briefd's own readers): every quote is verbatim there, and a unit of it, as a model would cite."""
-    from tests.lab.docset import DocsetUnavailable
-    from tests.lab.vectorset import check_file
+    from lab.docset import DocsetUnavailable
+    from lab.vectorset import check_file
 
     try:
         problems = check_file(DEV) + check_file(TEST) + check_file(COMMON_DEV) + check_file(COMMON_TEST)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import serve_ollama, wait_for
-from tests.lab.corpus import TOPICS
-from tests.lab.workspace import Workspace
+from lab.corpus import TOPICS
+from lab.workspace import Workspace
 from tests.test_serve import Api, start, stop, up
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from briefd.daemon import __version__
-from tests.lab.servers import REPO_ROOT
+from lab.servers import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 

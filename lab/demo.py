@@ -2,8 +2,8 @@
 
 Starts the search lab (real SearXNG over the corpus, datasette, the local web) and the
 Ollama-compatible server with the llama driver (Gemma 3 270M via llama-cpp-python), writes
-the lab library (PDF, DOCX, Markdown and three hostile files: tests/lab/library.py) and a
-ZIM archive of the corpus (tests/lab/zim.py), copies inbox/example.json.sample into a fresh
+the lab library (PDF, DOCX, Markdown and three hostile files: lab/library.py) and a
+ZIM archive of the corpus (lab/zim.py), copies inbox/example.json.sample into a fresh
 lab inbox, runs `briefd run --once` against them (web, library and archives), and prints
 which sources were used and where the report is. Everything stays on 127.0.0.1; nothing
 needs the internet.
@@ -25,10 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.lab.drivers import LlamaDriver
-from tests.lab.library import build_library
-from tests.lab.servers import REPO_ROOT, LabServerDied, lab_with_model
-from tests.lab.zim import build_corpus_zim
+from lab.drivers import LlamaDriver
+from lab.library import build_library
+from lab.servers import REPO_ROOT, LabServerDied, lab_with_model
+from lab.zim import build_corpus_zim
 
 MODEL = LlamaDriver.MODEL
 # what a 270M model on 2 CPU cores is given (make bench-real runs with the same)

@@ -10,7 +10,7 @@ with the question, the passage before the quote and what the model said of the f
 Printed: how many right readings the model proposed, how many wrong ones the rules caught, how many wrong ones
 they kept, and how many right ones they refused, over the items of every case, with the calls' tokens and time.
 
-Run alone: python -m tests.lab.vectors_real [--half test] [--limit N]
+Run alone: python -m lab.vectors_real [--half test] [--limit N]
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from briefd.daemon.research import planner
 from briefd.daemon.research.policy import policy_for
 from briefd.daemon.rules.decide import LoopState
 from briefd.daemon.rules import amounts, figures, judge
-from tests.lab.demo import DEMO_MODEL_ENV
-from tests.lab.drivers import LlamaDriver
-from tests.lab.servers import start_ollama
-from tests.lab.vectors_bench import VECTORS
+from lab.demo import DEMO_MODEL_ENV
+from lab.drivers import LlamaDriver
+from lab.servers import start_ollama
+from lab.vectors_bench import VECTORS
 
 
 @dataclass

@@ -9,10 +9,10 @@ Then (first, and alone with --pathological-only) it times what one hostile page 
 splitter on pathological text, and reading a 4 MB page of 100,000 links, with trafilatura
 alone (what every page got before MAX_TRAFILATURA_ELEMENTS) and with briefd's reader.
 Then (alone with --library-only) the library: indexing 1,000 mixed documents, a rescan's
-bytes, search at 100,000 passages, a 200 MB PDF's memory (tests/lab/library_bench.py).
+bytes, search at 100,000 passages, a 200 MB PDF's memory (lab/library_bench.py).
 Then (alone with --queue-only) claiming and taking a brief with 10, 100, 1,000 queued
-(tests/lab/queue_bench.py). Then `briefd search` and `list` over 10,000 briefs' reports and
-quotes (tests/lab/history_bench.py). --briefs-only runs the briefs alone.
+(lab/queue_bench.py). Then `briefd search` and `list` over 10,000 briefs' reports and
+quotes (lab/history_bench.py). --briefs-only runs the briefs alone.
 
 The briefs run with the settings a user gets by default, the fetch timeout included (20 s;
 the lab workspace's 4 s is removed, and this bench no longer sets 5 s): the lab has pages
@@ -60,14 +60,14 @@ from pathlib import Path
 
 import httpx
 
-from tests.lab import web
-from tests.lab.corpus import PAGES, TOPICS
-from tests.lab.model_busy import requests_log, run_busy
-from tests.lab.history_bench import print_history
-from tests.lab.library_bench import print_library
-from tests.lab.queue_bench import print_queue
-from tests.lab.servers import lab_with_model
-from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
+from lab import web
+from lab.corpus import PAGES, TOPICS
+from lab.model_busy import requests_log, run_busy
+from lab.history_bench import print_history
+from lab.library_bench import print_library
+from lab.queue_bench import print_queue
+from lab.servers import lab_with_model
+from lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 PROSE = "The board met on Tuesday. Dr. Alvarez said costs rose by 4.5 million, e.g. for labour. "
 
@@ -321,7 +321,7 @@ def print_generations(rows: list[dict]) -> None:
               f"{from_first} | {row['startup_seconds']:.2f}")
     print(f"model busy is measured from the model's first generation to the end of run --once, the start-up before "
           f"it beside it (goal: at least {BUSY_GOAL:.0%} at {BUSY_GOAL_PACE_S:g} s an answer: "
-          f"python -m tests.lab.bench --briefs-only --seconds-per-answer {BUSY_GOAL_PACE_S:g})")
+          f"python -m lab.bench --briefs-only --seconds-per-answer {BUSY_GOAL_PACE_S:g})")
     first, again = totals["first"]["generations"], totals["again"]["generations"]
     share = again / first if first else 0.0
     print(f"the second pass made {again} generations, {share:.0%} of the first pass's {first} "

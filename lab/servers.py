@@ -20,7 +20,7 @@ fixtures stop there, instead of briefd waiting out its patience and blaming the 
 
 Run the whole lab for a demo:
 
-    python -m tests.lab.servers --workdir DIR [--searxng-port 8888]
+    python -m lab.servers --workdir DIR [--searxng-port 8888]
 
 prints one JSON line with the URLs, then serves until SIGTERM or Ctrl-C.
 """
@@ -46,11 +46,11 @@ from typing import Any, Sequence, TYPE_CHECKING
 import httpx
 
 if TYPE_CHECKING:
-    from tests.lab.corpus import Page
-    from tests.lab.search_index import Rows
-    from tests.lab.searxng import SearxngOptions, SearxngServer
+    from lab.corpus import Page
+    from lab.search_index import Rows
+    from lab.searxng import SearxngOptions, SearxngServer
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Runs before the real program: ask the kernel to SIGTERM us when our parent
 # goes away, and go now if it already has. prctl survives exec.
@@ -386,7 +386,7 @@ class LabWatch:
 
 def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama", port: int | None = None,
                  extra: Sequence[str] = (), timeout: float = 60.0) -> tuple[Proc, str]:
-    """The lab's Ollama-compatible server (tests.lab.ollama_server) on loopback, ready; returns it and its URL.
+    """The lab's Ollama-compatible server (lab.ollama_server) on loopback, ready; returns it and its URL.
 
     Requests are logged to ``log_dir/<name>.requests.ndjson``; ``extra`` adds flags such as
     ``--tokens-per-s 60``.
@@ -394,7 +394,7 @@ def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama
     port = port or free_port()
     proc = start_proc(
         name,
-        [sys.executable, "-m", "tests.lab.ollama_server", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "lab.ollama_server", "--host", "127.0.0.1", "--port", str(port),
          "--driver", driver, "--log", str(log_dir / f"{name}.requests.ndjson"), *extra],
         log_dir,
     )
@@ -431,11 +431,11 @@ def lab_with_model(root: Path, driver: str = "scripted", *, lab_dir: str = "lab"
 
 
 def start_web(workdir: Path, port: int | None = None, docs: Path | None = None) -> tuple[Proc, int]:
-    """The lab web (tests.lab.web) as a subprocess, `docs` served under /docs/; returns it and its port."""
+    """The lab web (lab.web) as a subprocess, `docs` served under /docs/; returns it and its port."""
     port = port or free_port()
     proc = start_proc(
         "web",
-        [sys.executable, "-m", "tests.lab.web", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "lab.web", "--host", "127.0.0.1", "--port", str(port),
          *(["--docs", str(docs)] if docs is not None else [])],
         workdir / "logs",
     )
@@ -459,7 +459,7 @@ class SearchLab:
 
     def page_url(self, page: Page | str) -> str:
         """The URL the search index gives for a page (or a slug)."""
-        from tests.lab.corpus import PAGES_BY_SLUG
+        from lab.corpus import PAGES_BY_SLUG
 
         if isinstance(page, str):
             page = PAGES_BY_SLUG[page]
@@ -474,7 +474,7 @@ class SearchLab:
         With ``wait=False`` it returns at once: call ``server.wait_ready()`` (start several
         in parallel that way).
         """
-        from tests.lab.searxng import SearxngOptions, start_searxng
+        from lab.searxng import SearxngOptions, start_searxng
 
         opts = options or SearxngOptions(**kwargs)  # type: ignore[arg-type]
         name = f"searxng-{len(self.extra_searxngs) + 2}"
@@ -519,10 +519,10 @@ def start_search_lab(
 ) -> SearchLab:
     """Build the index and start web, datasette and SearXNG; return when a search works (for `probe`).
 
-    Another corpus (tests/lab/docset.py): `docs` served under /docs/, `rows` its index rows."""
-    from tests.lab.corpus import TOPICS
-    from tests.lab.search_index import start_datasette
-    from tests.lab.searxng import SearxngOptions, start_searxng
+    Another corpus (lab/docset.py): `docs` served under /docs/, `rows` its index rows."""
+    from lab.corpus import TOPICS
+    from lab.search_index import start_datasette
+    from lab.searxng import SearxngOptions, start_searxng
 
     t0 = time.monotonic()
     workdir = Path(workdir)
@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--web-port", type=int, default=None)
     parser.add_argument("--datasette-port", type=int, default=None)
     parser.add_argument("--searxng-port", type=int, default=None)
-    from tests.lab.drivers import LlamaDriver
+    from lab.drivers import LlamaDriver
 
     models = {"llama": LlamaDriver.MODEL, "scripted": "lab-scripted"}  # the model each driver serves
     parser.add_argument("--driver", choices=("none", *models), default="none",

@@ -1,12 +1,12 @@
 """`make bench`'s rule-vector part: `briefd eval --vectors` on both halves of briefd's vectors (not a test).
 
-The vectors (tests/lab/vectors/dev.json and test.json: real sentences of other projects' manuals,
-configuration references, normative texts, books, changelogs and licence texts; tests/lab/vectorset.py) were
+The vectors (lab/vectors/dev.json and test.json: real sentences of other projects' manuals,
+configuration references, normative texts, books, changelogs and licence texts; lab/vectorset.py) were
 split by project into a dev half, which rules may be written from, and a test half, frozen before any rule
 changed, which a change is judged on and never tuned on. This prints the two halves side by side, by genre,
 and issue 27's goals on the test half as met or not.
 
-Run alone: python -m tests.lab.vectors_bench [--json]
+Run alone: python -m lab.vectors_bench [--json]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.lab.workspace import BRIEFD
+from lab.workspace import BRIEFD
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 HALVES = ("dev", "test")
@@ -32,7 +32,7 @@ RELEVANCE_GOAL = 0.90
 
 
 def scored(half: str) -> dict[str, Any]:
-    """`briefd eval --vectors <half>.json --json` (a file of tests/lab/vectors/), the real console script, as a site
+    """`briefd eval --vectors <half>.json --json` (a file of lab/vectors/), the real console script, as a site
     runs it."""
     path = VECTORS / f"{half}.json"
     done = subprocess.run([BRIEFD, "eval", "--vectors", str(path), "--json"], capture_output=True, text=True,

@@ -15,7 +15,7 @@ so each call stays near 30 s); every other setting is briefd's default, the fetc
 that the busy share is meant to show. Per brief it prints model calls, prompt and completion tokens,
 wall time and the model-busy share (usage.llm_seconds / usage.wall_seconds), then each mode's mean
 per brief against the peer, and the model busy from its first generation to the end of the run with the start-up
-before it (issue 28's decision; tests/lab/model_busy.py). It takes minutes (real inference); --modes and --briefs bound it.
+before it (issue 28's decision; lab/model_busy.py). It takes minutes (real inference); --modes and --briefs bound it.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.lab.bench import BRIEFS as LAB_BRIEFS
-from tests.lab.demo import DEMO_MODEL_ENV, MODEL
-from tests.lab.model_busy import Busy, requests_log, run_busy
-from tests.lab.servers import LabServerDied, lab_with_model
-from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
+from lab.bench import BRIEFS as LAB_BRIEFS
+from lab.demo import DEMO_MODEL_ENV, MODEL
+from lab.model_busy import Busy, requests_log, run_busy
+from lab.servers import LabServerDied, lab_with_model
+from lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 # the peer, local-deep-research quick mode (2 iterations x 3 questions), same model and machine (issue 11)
 PEER_TOKENS_PER_BRIEF = 2_700

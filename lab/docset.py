@@ -1,6 +1,6 @@
 """briefd's own real-document set: manuals the distribution ships, built at run time, served by the lab.
 
-Why: the synthetic lab (tests/lab/corpus.py) is one tidy paragraph a page, and real documentation is not:
+Why: the synthetic lab (lab/corpus.py) is one tidy paragraph a page, and real documentation is not:
 navigation, definition lists whose term and definition are separate elements, tables, figures inside
 formulas and command lines, units named in the subject. Issue 21 measured briefd on a held-out set
 (SQLite, PostgreSQL, Python, R); this set uses other projects, so the two measure the same thing
@@ -21,10 +21,10 @@ folder for `egress = none` runs (`Docset.folder`).
     with start_docset_lab(tmp / "lab", docset) as lab:
         lab.searxng_url, docset.url(lab.web_port, "m4-doc/Dnl.html")
 
-The questions are in tests/lab/docset/questions.json (the eval set `briefd eval` reads: daemon/evaluate.py);
+The questions are in lab/docset/questions.json (the eval set `briefd eval` reads: daemon/evaluate.py);
 tests/test_docset.py checks that each states what the documents say.
 
-Run alone: python -m tests.lab.docset [--packages m4-doc,...] [--folder DIR] prints what was built.
+Run alone: python -m lab.docset [--packages m4-doc,...] [--folder DIR] prints what was built.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.lab.servers import SearchLab
+    from lab.servers import SearchLab
 
 CACHE_ENV = "DOCSET_CACHE"  # not BRIEFD_*: briefd warns about BRIEFD_ variables it does not know
 BUILD_VERSION = 1  # bump when the way documents are rendered changes: built corpora are cached by it
@@ -60,7 +60,7 @@ SNIPPET_CHARS = 300
 MAN_LINE_LENGTH = "1000n"  # groff's line length: a paragraph on one line, so nothing is hyphenated
 BLOCK_TAGS = ("p", "div", "dt", "dd", "li", "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "br",
               "table", "blockquote")
-DOCS_ROUTE = "/docs/"  # where the lab web serves the corpus (tests/lab/web.py)
+DOCS_ROUTE = "/docs/"  # where the lab web serves the corpus (lab/web.py)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ PACKAGES: tuple[Package, ...] = (
             "Linux man pages, sections 5 and 7: kernel limits, file formats, tables of constants"),
 )
 # The second part (issue 27): other projects' manuals, none of part 1's and none the rule vectors quote
-# (tests/lab/vectorset.py), its briefs split into a dev half and a frozen test half before any rule changed.
+# (lab/vectorset.py), its briefs split into a dev half and a frozen test half before any rule changed.
 PART2: tuple[Package, ...] = (
     Package("openvpn", ("usr/share/man/man8/openvpn.8.gz",), "OpenVPN's man page: timers, windows, buffers", 2),
     Package("keepalived", ("usr/share/man/man5/keepalived.conf.5.gz",),
@@ -166,7 +166,7 @@ class Docset:
         return f"http://127.0.0.1:{web_port}{DOCS_ROUTE}{path}"
 
     def rows(self, web_port: int) -> list[dict[str, object]]:
-        """The search index's rows (tests/lab/search_index.py's `pages` table), one a document."""
+        """The search index's rows (lab/search_index.py's `pages` table), one a document."""
         return [
             {"id": number, "title": doc.title, "url": self.url(web_port, doc.path), "content": doc.text,
              "snippet": snippet_of(doc), "slug": doc.path, "topic": doc.package, "kind": doc.kind,
@@ -416,7 +416,7 @@ def start_docset_lab(workdir: Path, docset: Docset, probe: str | None = None) ->
     """The lab's real search stack over the docset: its files under the lab web's /docs/, an index row
     each in datasette, the real SearXNG in front. `probe`: a query that must find documents before this
     returns (default: the first document's title)."""
-    from tests.lab.servers import start_search_lab
+    from lab.servers import start_search_lab
 
     return start_search_lab(workdir, docs=docset.folder, rows=docset.rows,
                             probe=probe or docset.documents[0].title)

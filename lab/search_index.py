@@ -27,8 +27,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from tests.lab.corpus import PAGES
-from tests.lab.servers import Proc, free_port, start_proc
+from lab.corpus import PAGES
+from lab.servers import Proc, free_port, start_proc
 
 DB_NAME = "corpus"
 QUERY_NAME = "search"
@@ -48,7 +48,7 @@ limit {PAGE_SIZE} offset (max(cast(:page as integer), 1) - 1) * {PAGE_SIZE}
 
 
 Rows = Callable[[int], Iterable[dict[str, object]]]
-"""Another corpus's rows for the index, given the lab web's port (tests/lab/docset.py): the keys of ``pages``."""
+"""Another corpus's rows for the index, given the lab web's port (lab/docset.py): the keys of ``pages``."""
 
 
 def build_corpus_db(path: Path, web_port: int, rows: Rows | None = None) -> Path:

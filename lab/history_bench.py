@@ -4,7 +4,7 @@ Issue 12 asks that search over 10,000 briefs' evidence answers in p95 < 100 ms o
 fills a real store (store.briefs.Store, a file in a temporary folder) the way the daemon does:
 each brief accepted (`add_brief`), claimed, its evidence added (`add_evidence`, ten quotes) and
 finished with its report row (`Store.finish(report=history_row(...))`). The text is the lab
-corpus's (tests/lab/corpus.py): its sentences, with each brief's own place name and figures put
+corpus's (lab/corpus.py): its sentences, with each brief's own place name and figures put
 in, so common words ("bridge", "cost") match tens of thousands of quotes and a place name a few.
 Runs are spread over a year (their dates set afterwards: the only write not through the store's
 API), one brief in ten is re-run (a series), and some end failed or cancelled.
@@ -13,7 +13,7 @@ Then, through store.history (what the CLI and the HTTP API call), it times ~50 s
 word, several, place names, words found nowhere) and the list with each filter. The statements
 are traced as they run and their EXPLAIN QUERY PLAN printed where one reads a whole table.
 
-Run by `make bench` (`print_history()`), and alone: `python -m tests.lab.history_bench [--briefs N]`.
+Run by `make bench` (`print_history()`), and alone: `python -m lab.history_bench [--briefs N]`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from briefd.store import CANCELLED, DONE, FAILED
 from briefd.store.briefs import Store
 from briefd.store.db import iso_utc, utc_now
 from briefd.store.history import History, list_query
-from tests.lab.corpus import TOPICS, pages_for
-from tests.lab.queue_bench import traced
+from lab.corpus import TOPICS, pages_for
+from lab.queue_bench import traced
 
 BRIEFS = 10_000
 QUOTES_PER_BRIEF = 10

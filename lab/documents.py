@@ -5,7 +5,7 @@ by python-docx) or by hand where the point is the bytes themselves (ODT and EPUB
 packages written with zipfile, exactly as their specifications lay them out; the hostile
 PDFs are hand-written objects). Each returns the path it wrote.
 
-`measure_big_pdf` is the bench's measurement (`python -m tests.lab.documents bench`): it
+`measure_big_pdf` is the bench's measurement (`python -m lab.documents bench`): it
 builds a PDF of a given size and reads it through the page workers, reporting time per
 page and the reading child's peak RSS.
 """

@@ -1,7 +1,7 @@
 """An eval set built to miss at each stage, on a library the lab writes (tests/test_eval.py).
 
 Each case is a fictional subject with its own words, so the briefs do not find each other's documents,
-and its document is written so that the scripted lab model (tests/lab/drivers.py: it quotes sentences
+and its document is written so that the scripted lab model (lab/drivers.py: it quotes sentences
 sharing at least two content words with the question or a gap, figures first) and briefd's own rules
 lose the answer at one known stage:
 
@@ -161,7 +161,7 @@ def write_eval_set(path: Path) -> Path:
 
 def web_eval_set() -> dict[str, Any]:
     """Two web briefs on the lab corpus (real SearXNG, the lab web): one whose answer pages are read, and
-    one whose answer document is returned by search but answers 404 (tests/lab/corpus.py's
+    one whose answer document is returned by search but answers 404 (lab/corpus.py's
     lakeside-lead-results-pdf), lost at `read` with the fetch's error."""
     kestrel = {"id": "web-kestrel", "question": "Why was the Kestrel River bridge closed in 2025?", "depth": "quick",
                "max_rounds": 1, "sources": ["web"]}

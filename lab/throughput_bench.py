@@ -8,7 +8,7 @@ Each run: a fresh store (nothing cached), the lab's real SearXNG and pages, the 
 at a fixed pace (`--tokens-per-s`) with `--parallel 2`, `briefs` briefs (the bench's four
 topics, repeated under new ids), `briefd run --once` with BRIEFD_WORKERS = 1, 2, 4.
 
-Run: python -m tests.lab.throughput_bench [--briefs 8] [--tokens-per-s 60] [--parallel 2]
+Run: python -m lab.throughput_bench [--briefs 8] [--tokens-per-s 60] [--parallel 2]
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.lab.bench import BRIEFS
-from tests.lab.servers import lab_with_model
-from tests.lab.workspace import BRIEFD, Workspace
+from lab.bench import BRIEFS
+from lab.servers import lab_with_model
+from lab.workspace import BRIEFD, Workspace
 
 
 def run_with_workers(root: Path, searxng_url: str, ollama_url: str, workers: int, count: int) -> dict[str, float]:

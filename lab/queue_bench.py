@@ -14,7 +14,7 @@ Claim and accept: median of REPEATS, in milliseconds. A figure that grows with N
 gives SQLite's EXPLAIN QUERY PLAN of the statements these paths run (traced as they run, so it is
 store/briefs.py's own SQL) and the table names those that read a whole table. `--index` tries a
 CREATE INDEX on the scratch stores, to measure a proposed fix before and after.
-Run by `make bench` (tests/lab/bench.py), and alone: `python -m tests.lab.queue_bench`.
+Run by `make bench` (lab/bench.py), and alone: `python -m lab.queue_bench`.
 """
 
 from __future__ import annotations

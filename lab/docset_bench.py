@@ -1,9 +1,9 @@
 """`make bench`'s real-document part: `briefd eval` on briefd's own Debian documentation set (not a test).
 
-The set (tests/lab/docset/questions.json: plain questions, estimates with a wide prior, contracts; each
+The set (lab/docset/questions.json: plain questions, estimates with a wide prior, contracts; each
 answer verified by reading the document) runs through the real `briefd eval` twice per model:
 - web: the corpus served by the lab (the real SearXNG over the datasette FTS index, the files over
-  loopback HTTP: tests/lab/docset.py), `sources: ["web"]`;
+  loopback HTTP: lab/docset.py), `sources: ["web"]`;
 - library: the same files as a library folder under `egress = none` (SearXNG set to a closed port, which
   must never be tried), `sources: ["library"]`.
 Models: the scripted lab model (cites the sentence that shares most words with the question: instant,
@@ -16,7 +16,7 @@ briefs, the answer in a kept quote for at least 70 %, every verdict whose figure
 no estimate narrower than a tenth of its prior without the truth inside. --out DIR keeps each run's
 `briefd eval --json` there.
 
-Run alone: python -m tests.lab.docset_bench [--driver scripted,llama] [--source web,library]
+Run alone: python -m lab.docset_bench [--driver scripted,llama] [--source web,library]
            [--set FILE] [--limit N] [--llama-limit N] [--out DIR] [--keep]
 """
 
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.lab.demo import DEMO_MODEL_ENV
-from tests.lab.docset import (DOCS_ROUTE, PART2_TEST, PART_PACKAGES, QUESTIONS, Docset, DocsetUnavailable,
+from lab.demo import DEMO_MODEL_ENV
+from lab.docset import (DOCS_ROUTE, PART2_TEST, PART_PACKAGES, QUESTIONS, Docset, DocsetUnavailable,
                               build_docset, start_docset_lab)
-from tests.lab.servers import LabError, SearchLab, start_ollama
-from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
+from lab.servers import LabError, SearchLab, start_ollama
+from lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 SOURCES = ("web", "library")
 CLOSED_PORT = "http://127.0.0.1:9"  # nothing listens there: under egress = none SearXNG must never be tried
@@ -59,7 +59,7 @@ LIBRARY_TIER = "regulator"
 def model_name(driver: str) -> str:
     """The model the lab's server serves for a driver."""
     if driver == "llama":
-        from tests.lab.drivers import LlamaDriver
+        from lab.drivers import LlamaDriver
 
         return LlamaDriver.MODEL
     return "lab-scripted"
@@ -117,7 +117,7 @@ def eval_env(ws: Workspace, source: str, docset: Docset, driver: str = "scripted
              docs_url: str | None = None) -> dict[str, str]:
     """The settings a user of each source would have: the lab's SearXNG, with the manuals' URL prefix
     `docs_url` tiered (LIBRARY_TIER); or the library alone, egress none, tiered as the manuals it is.
-    Gemma gets the demo's settings for a 270M model on 2 cores (each call near 30 s: tests/lab/demo.py): with
+    Gemma gets the demo's settings for a 270M model on 2 cores (each call near 30 s: lab/demo.py): with
     briefd's defaults its calls ran past the 300 s model timeout here, twice in a row for one brief."""
     model = DEMO_MODEL_ENV if driver == "llama" else {}
     if source == "web":

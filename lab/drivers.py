@@ -2,7 +2,7 @@
 
 Why this exists: Ollama cannot be installed on these machines, yet briefd must be
 tested against something that behaves like a local model server. The HTTP side
-(tests/lab/ollama_server.py) speaks Ollama's API; this module decides what the
+(lab/ollama_server.py) speaks Ollama's API; this module decides what the
 model answers and how many tokens it "costs".
 
 Two drivers:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.lab.search_index import DB_NAME, QUERY_NAME
-from tests.lab.servers import LabError, Proc, free_port, start_proc
+from lab.search_index import DB_NAME, QUERY_NAME
+from lab.servers import LabError, Proc, free_port, start_proc
 
 ENGINE_NAME = "localcorpus"
 ENGINE_CATEGORIES = ("general", "news")

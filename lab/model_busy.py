@@ -2,7 +2,7 @@
 
 Issue 28's decision: model busy is measured from the model's first generation to the end of `run --once`, and the
 start-up before that generation (interpreter, imports, the first search and plan prompt) is reported beside it, not
-hidden in the share. `make bench` and `make bench-real` print both; `tests.lab.busy_timeline` shows where the idle
+hidden in the share. `make bench` and `make bench-real` print both; `lab.busy_timeline` shows where the idle
 seconds fall. The lab server answers one request at a time and a request's seconds include its wait in the
 server's queue, so the model is busy whenever a request is in the server: the union of the requests, never their sum.
 """

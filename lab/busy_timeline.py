@@ -2,13 +2,13 @@
 
 `make bench` says how busy the model is over the whole run (issue 22: at least 90 % at 0.25 s an answer);
 this says where the rest goes. It runs the bench's four briefs on the bench's harsh web and failing model
-(tests/lab/bench.py) once, then merges three clocks into one timeline: the process's spawn and exit (this
+(lab/bench.py) once, then merges three clocks into one timeline: the process's spawn and exit (this
 script), the daemon's log lines (each event, with milliseconds), and each generation's start and length as
 the lab's model server recorded them (logs/ollama.requests.ndjson). Every stretch of the run with no
 generation running longer than --min-gap is printed with the log lines around it, then the idle time summed
 by where it falls: before the first generation, between generations, after the last one.
 
-    PYTHONPATH=$PWD .venv/bin/python -m tests.lab.busy_timeline --seconds-per-answer 0.25
+    PYTHONPATH=$PWD .venv/bin/python -m lab.busy_timeline --seconds-per-answer 0.25
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from tests.lab import web
-from tests.lab.bench import BRIEFS, failing_model, harsh_web
-from tests.lab.model_busy import busy_of, generations, idle_stretches, requests_log
-from tests.lab.servers import lab_with_model
-from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
+from lab import web
+from lab.bench import BRIEFS, failing_model, harsh_web
+from lab.model_busy import busy_of, generations, idle_stretches, requests_log
+from lab.servers import lab_with_model
+from lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 
 @dataclass

@@ -1,19 +1,19 @@
 """The documents the rule vectors are read from: Debian packages briefd's real-document set does not use.
 
 Why: a rule that reads figures, units or relevance is judged on sentences it was not written from. The
-vectors (tests/lab/vectors/dev.json and test.json, `briefd eval --vectors`) quote real sentences of the
+vectors (lab/vectors/dev.json and test.json, `briefd eval --vectors`) quote real sentences of the
 manuals, configuration references, normative texts, books, changelogs and licence texts below; this module
-downloads those packages (`apt-get download`, nothing installed; tests/lab/docset.py's cache and renderer)
+downloads those packages (`apt-get download`, nothing installed; lab/docset.py's cache and renderer)
 and turns each kept file into the text briefd itself reads from it (daemon/sources/documents.py: a man page
 rendered by groff, an HTML page through briefd's extraction, a plain file shaped as a library document), so
 that a case's quote is a verbatim span of what briefd would have read.
 
 The held-out manuals (SQLite, PostgreSQL, Python, R) and the real-document set's 13 packages are not here.
 
-    python -m tests.lab.vectorset build [--packages chrony,...]   the texts, under the cache (printed)
-    python -m tests.lab.vectorset units chrony/chrony.conf.5      numbered citable units, as a model sees them
-    python -m tests.lab.vectorset quote chrony/chrony.conf.5 "maxpoll"   quote and context for a case (JSON)
-    python -m tests.lab.vectorset check tests/lab/vectors/dev.json     every quote a span of its document
+    python -m lab.vectorset build [--packages chrony,...]   the texts, under the cache (printed)
+    python -m lab.vectorset units chrony/chrony.conf.5      numbered citable units, as a model sees them
+    python -m lab.vectorset quote chrony/chrony.conf.5 "maxpoll"   quote and context for a case (JSON)
+    python -m lab.vectorset check lab/vectors/dev.json     every quote a span of its document
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.lab.docset import DocsetUnavailable, cache_root, download, render_man
+from lab.docset import DocsetUnavailable, cache_root, download, render_man
 
 BUILD_VERSION = 1  # bump when the way texts are made changes: built texts are cached by it
 VECTORS = Path(__file__).resolve().parent / "vectors"
@@ -156,7 +156,7 @@ def document(path: str, cache: Path | None = None) -> Text:
     for text in build((package,), cache):
         if text.path == path:
             return text
-    raise KeyError(f"no document {path}: `python -m tests.lab.vectorset build --packages {package}` lists them")
+    raise KeyError(f"no document {path}: `python -m lab.vectorset build --packages {package}` lists them")
 
 
 def _build_package(package: Package, deb: Path, out: Path) -> None:
@@ -184,7 +184,7 @@ def read_text(path: Path) -> tuple[str, str] | None:
     """(title, text) of one kept file as briefd's library reads it (documents.read_document): a man page
     rendered by groff first, as the real-document set renders them; None for a man page that is an alias."""
     from briefd.daemon.sources.documents import read_document
-    from tests.lab.docset import man_title
+    from lab.docset import man_title
 
     data = path.read_bytes()
     name = path.name.removesuffix(".gz")

@@ -29,7 +29,7 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   answered request whose model+messages+format+options had been answered
   before: "never pay twice"), ``truncated_prompts``, ``loads`` per model (by
   canonical name), outcomes, pending faults, ``use_extra_bufts`` (llama: False when the loaded
-  model's weights are in plain CPU buffers, tests.lab.drivers.plain_cpu_buffers; None with the
+  model's weights are in plain CPU buffers, lab.drivers.plain_cpu_buffers; None with the
   scripted driver or before a load), and ``calls``: every request;
 - ``POST /lab/fault`` ``{"kind": "status"|"delay"|"drop"|"empty"|"endless"|"answer",
   "count": 1, "status": 500, "seconds": 2.0, "model": optional, "after": 0, "message": ""}``:
@@ -48,7 +48,7 @@ What it adds, for tests (under ``/lab/``, never used by briefd itself):
   model that answers one prompt badly every time (its retry contains the text too);
 - ``POST /lab/reset``: clear stats and faults (and restart the chaos deal);
 - the model ``lab-chaos`` (scripted driver): a seeded share of its answers break
-  (``tests.lab.drivers.Chaos``): fenced, wrapped in prose, a leading <think> block,
+  (``lab.drivers.Chaos``): fenced, wrapped in prose, a leading <think> block,
   cut off mid-JSON (done_reason "length"), empty, the wrong shape, a refusal (all
   made by the driver), an HTTP 500 or a slow answer (made here). Which request
   breaks is a pure function of (``--chaos-seed``, its prompt, how many times this
@@ -64,7 +64,7 @@ answer as slowly as a real model), ``--load-delay-s`` (scripted: cost of a
 (re)load), ``--threads`` (llama), ``--chaos-seed`` / ``--chaos-share`` /
 ``--chaos-retry-share`` / ``--chaos-slow-s`` / ``--chaos-poison-share`` (lab-chaos).
 
-Run: ``python -m tests.lab.ollama_server --host 127.0.0.1 --port N --driver scripted|llama [--log FILE]``
+Run: ``python -m lab.ollama_server --host 127.0.0.1 --port N --driver scripted|llama [--log FILE]``
 (``--port 0`` picks a free port). The first stdout line is
 ``lab-ollama ready http://HOST:PORT driver=D models=a,b``. Every request is
 logged as one JSON line to ``--log`` (or stderr).
@@ -87,7 +87,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TextIO
 
-from tests.lab.drivers import (
+from lab.drivers import (
     CHAOS_CONTENT_KINDS,
     CHAOS_SERVER_KINDS,
     Chaos,
@@ -798,7 +798,7 @@ def make_server(host: str, port: int, state: LabState) -> ThreadingHTTPServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.lab.ollama_server", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m lab.ollama_server", description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=11434, help="0 picks a free port (printed in the ready line)")
     ap.add_argument("--driver", choices=("scripted", "llama"), default="scripted")

@@ -1,4 +1,4 @@
-"""The HTTP API's two floods at an attacker's scale (issue 29 #1, #2): `python -m tests.lab.flood_probe`.
+"""The HTTP API's two floods at an attacker's scale (issue 29 #1, #2): `python -m lab.flood_probe`.
 
 tests/test_serve_flood.py runs each attack small (100 connections against a cap of 64), as a test must.
 This runs them as the probe did: ATTACKERS connections against the default cap (MAX_CONNECTIONS), each
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.lab.workspace import Workspace
+from lab.workspace import Workspace
 from tests.test_serve_attack import Served
 from tests.test_serve_flood import TOKEN, Attack, Connect, NeverReads, TrickledBody, under_attack
 

@@ -10,7 +10,7 @@ it keeps dropping briefs of every kind plus hostile inputs into the inbox while 
   empty, <think>, wrong shape, refusals, HTTP 500s, slow answers);
 - with `--hostile`, also offers the lab web's hostile pages (compression bombs, pathological
   text, a 4 MB page of links) through a second SearXNG engine, and puts a proxy in front of
-  SearXNG that floods a share of answers with 200,000 results (tests/lab/hostile.py);
+  SearXNG that floods a share of answers with 200,000 results (lab/hostile.py);
 - with `--hostile-library`, runs the daemon with a library folder and, while it runs, puts in
   it what anyone who can write to the share can: chains of 1,200 nested folders (made in place
   and moved in), named pipes, unix sockets, hard links to a file outside, slow documents (a PDF
@@ -52,11 +52,11 @@ from typing import Any
 import httpx
 
 from briefd.daemon.ops.serve import HEADER_DEADLINE_S
-from tests.lab import documents, hostile, web
-from tests.lab.corpus import TOPICS
-from tests.lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
-from tests.lab.servers import Proc, free_port, start_ollama, start_proc, start_search_lab
-from tests.lab.workspace import BRIEFD, Workspace, keep_or_remove
+from lab import documents, hostile, web
+from lab.corpus import TOPICS
+from lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
+from lab.servers import Proc, free_port, start_ollama, start_proc, start_search_lab
+from lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 VALID: list[dict[str, Any]] = [
     {"question": TOPICS["kestrel"].question, "depth": "quick"},
@@ -146,7 +146,7 @@ class Services:
         return f"http://127.0.0.1:{self.proxy_port}" if self.proxy_port else self.searxng_url
 
     def start_proxy(self) -> None:
-        self.proxy = start_proc("search-proxy", [sys.executable, "-m", "tests.lab.hostile",
+        self.proxy = start_proc("search-proxy", [sys.executable, "-m", "lab.hostile",
                                                  "--port", str(self.proxy_port), "--upstream", self.searxng_url,
                                                  "--seed", str(self.seed)], self.root / "logs")
         self.proxy.wait_ready(f"{self.briefd_searxng_url}/healthz", timeout=60)

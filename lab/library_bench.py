@@ -9,7 +9,7 @@
   vocabulary, so common words match tens of thousands of passages); p50/p95/max.
 - A 200 MB PDF read through the page workers: time per page and the reading child's peak RSS.
 
-Run alone: python -m tests.lab.library_bench [--files N] [--pdf-megabytes M]
+Run alone: python -m lab.library_bench [--files N] [--pdf-megabytes M]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from briefd.daemon.sources.library import Library, search
 from briefd.daemon.sources.pagework import PageWorkers
 from briefd.store import Store
 from briefd.store.library import INDEXED, LibraryFiles
-from tests.lab.documents import measure_big_pdf, write_library
+from lab.documents import measure_big_pdf, write_library
 
 
 def kernel_read_bytes() -> int | None:

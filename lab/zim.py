@@ -6,12 +6,12 @@ index and real redirect entries. A mock would agree with whatever briefd expects
 
 `build_zim(path, articles)` writes any list of articles (with or without the full-text
 index, plus redirects and non-HTML items for the hostile cases); `build_corpus_zim(path)`
-writes the lab corpus's readable pages (tests/lab/corpus.py), so a brief can find the
+writes the lab corpus's readable pages (lab/corpus.py), so a brief can find the
 same facts offline that the lab web serves.
 
 The hostile archives of issue 19: `damaged_copies` (bytes overwritten at seeded offsets past
 the header, truncations), `build_huge_zim` (a tiny archive holding one article of hundreds of
-MB, streamed to the writer); issue 29's `build_bomb_zim` (small articles behind a cluster of zeros). `python -m tests.lab.zim probe|cost ...` runs briefd's own
+MB, streamed to the writer); issue 29's `build_bomb_zim` (small articles behind a cluster of zeros). `python -m lab.zim probe|cost ...` runs briefd's own
 Archives on them in a process of its own, so a crash or a hang there is a finding the test
 sees, not one that takes the test down (tests/test_archive_fuzz.py).
 
@@ -41,8 +41,8 @@ from libzim.writer import Blob, ContentProvider, Creator, Hint, Item, StringProv
 
 from briefd.daemon.sources.archives import ArchiveError, Archives, archive_url
 
-from tests.lab.corpus import ARTICLE_KINDS, PAGES, Page
-from tests.lab.web import render_article
+from lab.corpus import ARTICLE_KINDS, PAGES, Page
+from lab.web import render_article
 
 LANGUAGE = "eng"
 CORPUS_TITLE = "Lab Encyclopedia"
@@ -369,7 +369,7 @@ def search_cost(zim: Path, query: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.lab.zim", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m lab.zim", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     probing = commands.add_parser("probe", help="open, search and read archives; print what happened as JSON")
     probing.add_argument("--deadline", type=float, default=10.0, help="the archive reader's deadline (s)")

@@ -1,7 +1,7 @@
 """The hostile half of `make soak --hostile`: a search proxy that floods, and the engine to add.
 
 The hostile pages themselves (compression bombs, pathological text, a 4 MB page of links)
-live in the lab web (tests/lab/web.py, `/hostile/<name>`), which also answers as a SearXNG
+live in the lab web (lab/web.py, `/hostile/<name>`), which also answers as a SearXNG
 `json_engine` offering them for every query (`/hostile/engine`). Here:
 
 - `engine_settings`: that engine, for the real SearXNG's settings, so SearXNG ranks the
@@ -22,7 +22,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import parse_qs, urlsplit
 from urllib.request import Request, urlopen
 
-from tests.lab.web import FLOOD_RESULTS, flood_result
+from lab.web import FLOOD_RESULTS, flood_result
 
 
 def engine_settings(web_url: str, timeout: float = 5.0) -> dict[str, object]:

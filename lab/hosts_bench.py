@@ -6,7 +6,7 @@ fixed pace (--tokens-per-s), as Ollama with OLLAMA_NUM_PARALLEL=1 does. The brie
 snippets only (`fetch_pages: false`), so the model is the bottleneck and the figure shows what a
 second server buys. Each configuration gets a fresh workspace (no cache carries over).
 
-    PYTHONPATH=. python -m tests.lab.hosts_bench [--tokens-per-s 60] [--workers 2]
+    PYTHONPATH=. python -m lab.hosts_bench [--tokens-per-s 60] [--workers 2]
 
 Prints, per configuration: wall seconds for all four briefs, briefs per minute, the calls each
 server answered, and the speed-up over one server.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.lab.bench_real import briefs
-from tests.lab.servers import Proc, start_ollama, start_search_lab
-from tests.lab.workspace import BRIEFD, Workspace
+from lab.bench_real import briefs
+from lab.servers import Proc, start_ollama, start_search_lab
+from lab.workspace import BRIEFD, Workspace
 
 BRIEFS = briefs("snippet")  # the four lab briefs, depth quick, snippets only
 

@@ -3,10 +3,10 @@
 What an air-gapped site keeps on a share: an inspection report as a multi-page PDF, a
 committee's minutes as DOCX, an engineer's notes in Markdown, and the files that go wrong
 (a scanned PDF with no text layer, a password-protected PDF, a zip-bomb DOCX). Every file
-is written by the real library for its format (tests/lab/documents.py), so briefd reads
+is written by the real library for its format (lab/documents.py), so briefd reads
 them exactly as it would read a user's.
 
-The facts agree with the corpus (tests/lab/corpus.py, topic "kestrel"), in other words,
+The facts agree with the corpus (lab/corpus.py, topic "kestrel"), in other words,
 so a brief can be answered from the web, from the library, or from both. Each finding
 sits on a known page, so a test can check that a citation names the right one.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.lab.documents import (
+from lab.documents import (
     write_docx,
     write_encrypted_pdf,
     write_image_pdf,

@@ -17,7 +17,7 @@ Routes:
   /pages/<slug>.pdf          a page of kind "pdf": its article as a real PDF, a paragraph a page
   /go/<slug>                 301 to /pages/<slug>.html  (kind "moved")
   /loop/<slug>/a, /b         302 to each other forever  (kind "redirect_loop")
-  /docs/<path>               a file of a real-document corpus (--docs DIR; tests/lab/docset.py), as is
+  /docs/<path>               a file of a real-document corpus (--docs DIR; lab/docset.py), as is
   /hostile/<name>            hostile answers outside the corpus: compression bombs (BOMBS),
                              pathological text (PATHOLOGICAL), /hostile/engine (a SearXNG
                              json_engine offering them all) and /hostile/searxng/search, a
@@ -34,7 +34,7 @@ or the folder named by $LAB_WEB_OVERRIDES (so a lab started as a subprocess gets
 environment). It is read at each request: the next fetch sees the new text, a new ETag and a
 later Last-Modified.
 
-Run: python -m tests.lab.web --port N [--host 127.0.0.1] [--overrides DIR]
+Run: python -m lab.web --port N [--host 127.0.0.1] [--overrides DIR]
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.lab.corpus import PAGES, PAGES_BY_SLUG, PDF_KIND, TOPICS, Page, pages_for
-from tests.lab.documents import pdf_bytes
+from lab.corpus import PAGES, PAGES_BY_SLUG, PDF_KIND, TOPICS, Page, pages_for
+from lab.documents import pdf_bytes
 
 HUGE_BYTES = 30 * 1024 * 1024
 SLOW_SECONDS = 60.0
@@ -73,7 +73,7 @@ STREAM_CHUNK_DELAY = 0.005
 SEED = 20251122
 OVERRIDES_ENV = "LAB_WEB_OVERRIDES"
 DOC_TYPES = {".html": "text/html; charset=utf-8", ".pdf": "application/pdf", ".txt": "text/plain; charset=utf-8"}
-"""What /docs/ serves of a real-document corpus (tests/lab/docset.py), by suffix."""
+"""What /docs/ serves of a real-document corpus (lab/docset.py), by suffix."""
 VALIDATED_KINDS = frozenset({"article", "moved", "injection", "latin1", PDF_KIND})
 """The kinds served whole in one answer: these carry validators and answer conditional requests."""
 
