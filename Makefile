@@ -24,12 +24,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The browser test (tests/test_web_page.py) drives Debian's Chromium: installed here when missing
+# The browser test (tests/ops/test_web_page.py) drives Debian's Chromium: installed here when missing
 # and this is root on Debian (CI is); no browser is downloaded from anywhere but the distribution.
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "make test: installing Debian's chromium for the browser test (tests/test_web_page.py)"; \
+	    echo "make test: installing Debian's chromium for the browser test (tests/ops/test_web_page.py)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else \
 	    echo "make test: the browser test needs Chromium: sudo apt-get install chromium"; exit 1; \

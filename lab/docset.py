@@ -22,7 +22,7 @@ folder for `egress = none` runs (`Docset.folder`).
         lab.searxng_url, docset.url(lab.web_port, "m4-doc/Dnl.html")
 
 The questions are in lab/docset/questions.json (the eval set `briefd eval` reads: daemon/evaluate.py);
-tests/test_docset.py checks that each states what the documents say.
+tests/labtests/test_docset.py checks that each states what the documents say.
 
 Run alone: python -m lab.docset [--packages m4-doc,...] [--folder DIR] prints what was built.
 """

@@ -1,4 +1,4 @@
-"""An eval set built to miss at each stage, on a library the lab writes (tests/test_eval.py).
+"""An eval set built to miss at each stage, on a library the lab writes (tests/ops/test_eval.py).
 
 Each case is a fictional subject with its own words, so the briefs do not find each other's documents,
 and its document is written so that the scripted lab model (lab/drivers.py: it quotes sentences
@@ -121,7 +121,7 @@ EXPECTED_STAGE: dict[str, str | None] = {
     "chosen": "chosen", "refused": "refused", "reported": "reported",
 }
 # an estimate and a contract through the same run, for the range and verdict columns: where they end is the
-# rules' business (tests/test_eval.py holds eval to the report's own range and verdict), not pinned here
+# rules' business (tests/ops/test_eval.py holds eval to the report's own range and verdict), not pinned here
 MECHANICS = ("estimate", "contract")
 BRIEF_EXTRAS: dict[str, dict[str, Any]] = {
     "read": {"budget": {"pages": 1}},  # the decoy is read first and the budget is spent

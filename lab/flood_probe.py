@@ -1,6 +1,6 @@
 """The HTTP API's two floods at an attacker's scale (issue 29 #1, #2): `python -m lab.flood_probe`.
 
-tests/test_serve_flood.py runs each attack small (100 connections against a cap of 64), as a test must.
+tests/ops/test_serve_flood.py runs each attack small (100 connections against a cap of 64), as a test must.
 This runs them as the probe did: ATTACKERS connections against the default cap (MAX_CONNECTIONS), each
 reconnecting as soon as the server closes it, for --seconds while another client asks `GET /briefs` on a
 new connection every 0.25 s, and 20 s more after the attack stops reconnecting. It prints, per attack and
@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from lab.workspace import Workspace
-from tests.test_serve_attack import Served
-from tests.test_serve_flood import TOKEN, Attack, Connect, NeverReads, TrickledBody, under_attack
+from tests.ops.test_serve_attack import Served
+from tests.ops.test_serve_flood import TOKEN, Attack, Connect, NeverReads, TrickledBody, under_attack
 
 ATTACKERS = 290  # the probe's 260-300 connections
 AFTER_S = 20.0

@@ -22,7 +22,7 @@ from lab.workspace import BRIEFD
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 HALVES = ("dev", "test")
-# issue 28's relevance cases: another program's sentence sharing only a question's common words (tests/test_vectors.py)
+# issue 28's relevance cases: another program's sentence sharing only a question's common words (tests/ops/test_vectors.py)
 COMMON_WORDS = {half: f"common-words-{half}" for half in HALVES}
 # issue 27's goals, on the test half
 KEPT_GOAL = 0.90       # figures that state the quantity asked, kept with the right value

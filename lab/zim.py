@@ -13,7 +13,7 @@ The hostile archives of issue 19: `damaged_copies` (bytes overwritten at seeded 
 the header, truncations), `build_huge_zim` (a tiny archive holding one article of hundreds of
 MB, streamed to the writer); issue 29's `build_bomb_zim` (small articles behind a cluster of zeros). `python -m lab.zim probe|cost ...` runs briefd's own
 Archives on them in a process of its own, so a crash or a hang there is a finding the test
-sees, not one that takes the test down (tests/test_archive_fuzz.py).
+sees, not one that takes the test down (tests/sources/test_archive_fuzz.py).
 
 The writer prints progress lines to the process's stdout from C++ (not through
 sys.stdout, and whatever `config_verbose` says): `quiet=True` points file descriptor 1 at
