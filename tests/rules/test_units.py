@@ -7,6 +7,7 @@ import pytest
 
 from briefd.daemon.rules import units
 from briefd.daemon.rules.units import SIZE, TIME
+from tests.rules.vector_cases import mechanism_tests
 
 
 @pytest.mark.parametrize("word, wanted, unit", [
@@ -75,3 +76,15 @@ def test_other_things_per_a_duration_are_counts_not_data_rates(unit: str) -> Non
 def test_a_rate_converts_as_a_rate() -> None:
     assert units.convert(5, "mebibyte / second", "kibibyte / second") == 5120
     assert units.convert(5, "hertz", "kibibyte / second") is None
+
+
+# The units rule on real sentences of the rule vectors' dev half (lab/vectors/dev.json), both ways, decided as
+# `briefd eval --vectors` decides them: a figure in another unit of the quantity, a size letter, a unit named
+# before.
+UNIT_MECHANISMS: dict[str, list[str]] = {
+    "units": ["gnupg-03", "gnupg-04", "systemd-08", "systemd-15", "systemd-16", "systemd-02", "exim4-doc-html-05",
+              "sudo-01", "squid-common-02", "systemd-07", "e2fsprogs-06", "dnsmasq-base-02", "gzip-04"],
+}
+
+
+test_each_mechanism_reads_real_sentences_right, test_the_tables_have_both_ways = mechanism_tests(UNIT_MECHANISMS)
