@@ -200,6 +200,14 @@ def _stuffed(*phrases: str, repeat: int = 3) -> str:
     return " ".join(" ".join(phrases) for _ in range(repeat))
 
 
+def _bait(slug: str, topic: str, host: str, kind: str, source: str, published: str, *, title: str, snippet: str,
+          stuffed: tuple[str, ...]) -> Page:
+    """A hostile page that is all bait: no article, no author, an index stuffed with the question's words (the
+    failure it serves is its `kind`)."""
+    return Page(slug=slug, topic=topic, host=host, kind=kind, role="hostile", source=source, author="",
+                published=published, title=title, snippet=snippet, index_text=_stuffed(*stuffed))
+
+
 PAGES: tuple[Page, ...] = (
     # ------------------------------------------------------------------ kestrel
     Page(
@@ -547,24 +555,11 @@ PAGES: tuple[Page, ...] = (
             "Kestrel River bridge closure archive",
         ),
     ),
-    Page(
-        slug="kestrel-bridge-detour-map",
-        topic="kestrel",
-        host="localhost",
-        kind="redirect_loop",
-        role="hostile",
-        source="MapMonkey",
-        author="",
-        published="2025-03-12",
-        title="Kestrel River bridge closed: Kestrel bridge detour map and closure reasons 2025",
-        snippet=(
-            "Kestrel River bridge closed in 2025 - why? Interactive Kestrel River bridge detour "
-            "map and closure reasons."
-        ),
-        index_text=_stuffed(
-            "Kestrel River bridge closed 2025 why Kestrel bridge closed detour map",
-        ),
-    ),
+    _bait("kestrel-bridge-detour-map", "kestrel", "localhost", "redirect_loop", "MapMonkey", "2025-03-12",
+          title="Kestrel River bridge closed: Kestrel bridge detour map and closure reasons 2025",
+          snippet=("Kestrel River bridge closed in 2025 - why? Interactive Kestrel River bridge detour "
+                   "map and closure reasons."),
+          stuffed=("Kestrel River bridge closed 2025 why Kestrel bridge closed detour map",)),
     # ---------------------------------------------------------------- northgate
     Page(
         slug="northgate-audit-report",
@@ -823,45 +818,18 @@ PAGES: tuple[Page, ...] = (
             "Northgate rail tunnel overrun final figures.",
         ),
     ),
-    Page(
-        slug="northgate-cost-dataset",
-        topic="northgate",
-        host="localhost",
-        kind="binary",
-        role="hostile",
-        source="OpenSpend Downloads",
-        author="",
-        published="2025-06-01",
-        title="Northgate rail tunnel budget overrun dataset (download)",
-        snippet="Download: Northgate rail tunnel overrun budget dataset, every Northgate tunnel cost line.",
-        index_text=_stuffed("Northgate rail tunnel budget overrun dataset download"),
-    ),
-    Page(
-        slug="northgate-overrun-chart",
-        topic="northgate",
-        host="127.0.0.1",
-        kind="wrong_type",
-        role="hostile",
-        source="ChartHub",
-        author="",
-        published="2025-06-02",
-        title="Chart: how much the Northgate rail tunnel overran its budget",
-        snippet="Chart of the Northgate rail tunnel budget overrun - Northgate tunnel overrun by year.",
-        index_text=_stuffed("Northgate rail tunnel budget overrun chart how much overran"),
-    ),
-    Page(
-        slug="northgate-overrun-live-feed",
-        topic="northgate",
-        host="localhost",
-        kind="stream_forever",
-        role="hostile",
-        source="TickerTape",
-        author="",
-        published="2025-06-03",
-        title="Northgate tunnel overrun live feed: Northgate rail budget overrun ticker",
-        snippet="Live ticker: Northgate rail tunnel budget overrun, every update on the Northgate overrun.",
-        index_text=_stuffed("Northgate rail tunnel budget overrun live feed ticker"),
-    ),
+    _bait("northgate-cost-dataset", "northgate", "localhost", "binary", "OpenSpend Downloads", "2025-06-01",
+          title="Northgate rail tunnel budget overrun dataset (download)",
+          snippet="Download: Northgate rail tunnel overrun budget dataset, every Northgate tunnel cost line.",
+          stuffed=("Northgate rail tunnel budget overrun dataset download",)),
+    _bait("northgate-overrun-chart", "northgate", "127.0.0.1", "wrong_type", "ChartHub", "2025-06-02",
+          title="Chart: how much the Northgate rail tunnel overran its budget",
+          snippet="Chart of the Northgate rail tunnel budget overrun - Northgate tunnel overrun by year.",
+          stuffed=("Northgate rail tunnel budget overrun chart how much overran",)),
+    _bait("northgate-overrun-live-feed", "northgate", "localhost", "stream_forever", "TickerTape", "2025-06-03",
+          title="Northgate tunnel overrun live feed: Northgate rail budget overrun ticker",
+          snippet="Live ticker: Northgate rail tunnel budget overrun, every update on the Northgate overrun.",
+          stuffed=("Northgate rail tunnel budget overrun live feed ticker",)),
     Page(
         slug="northgate-budget-explained",
         topic="northgate",
@@ -1091,32 +1059,14 @@ PAGES: tuple[Page, ...] = (
             "older homes. The same home can test differently under the two methods.",
         ),
     ),
-    Page(
-        slug="lakeside-lead-results-pdf",
-        topic="lakeside",
-        host="127.0.0.1",
-        kind="not_found",
-        role="hostile",
-        source="Lakeside Water Data",
-        author="",
-        published="2025-07-20",
-        title="Lakeside water plant upgrade lead levels below 5 ppb results (PDF)",
-        snippet="Lakeside water plant upgrade lead levels ppb results: did lead levels fall below 5 ppb?",
-        index_text=_stuffed("Lakeside water plant upgrade lead levels below 5 ppb results"),
-    ),
-    Page(
-        slug="lakeside-water-lead-test",
-        topic="lakeside",
-        host="localhost",
-        kind="binary_html",
-        role="hostile",
-        source="TestYourTap",
-        author="",
-        published="2025-07-22",
-        title="Lakeside water lead levels test: upgrade cut lead below 5 ppb?",
-        snippet="Lakeside water plant lead levels test - did the upgrade cut lead levels below 5 ppb?",
-        index_text=_stuffed("Lakeside water plant upgrade cut lead levels below 5 ppb test"),
-    ),
+    _bait("lakeside-lead-results-pdf", "lakeside", "127.0.0.1", "not_found", "Lakeside Water Data", "2025-07-20",
+          title="Lakeside water plant upgrade lead levels below 5 ppb results (PDF)",
+          snippet="Lakeside water plant upgrade lead levels ppb results: did lead levels fall below 5 ppb?",
+          stuffed=("Lakeside water plant upgrade lead levels below 5 ppb results",)),
+    _bait("lakeside-water-lead-test", "lakeside", "localhost", "binary_html", "TestYourTap", "2025-07-22",
+          title="Lakeside water lead levels test: upgrade cut lead below 5 ppb?",
+          snippet="Lakeside water plant lead levels test - did the upgrade cut lead levels below 5 ppb?",
+          stuffed=("Lakeside water plant upgrade cut lead levels below 5 ppb test",)),
     # ------------------------------------------------------------------ orbital
     Page(
         slug="orbital-homepage",
