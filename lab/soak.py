@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,13 +202,38 @@ def drop_some(ws: Workspace, rng: random.Random, tally: Tally, n: int) -> None:
             tally.accepted.append(name)
 
 
-def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Tally) -> None:
-    """One daemon life: start it, maybe break a service meanwhile, then kill or stop it."""
+@contextlib.contextmanager
+def daemon_life(ws: Workspace, tally: Tally, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`briefd run` with two workers, logging to the workspace's daemon.log; a life that ends by an error is
+    killed and reaped all the same."""
     log = open(ws.root / "daemon.log", "a")
-    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2"), cwd=ws.root,
+    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2", **env), cwd=ws.root,
                               stdout=log, stderr=log)
     reaped = False
     try:
+        yield daemon
+        reaped = True
+    finally:
+        if not reaped:
+            daemon.kill()
+            tally.reaped(daemon, timeout=60)
+        log.close()
+
+
+def end_life(daemon: subprocess.Popen[bytes], rng: random.Random, tally: Tally, kill_share: float) -> None:
+    """kill -9 (`kill_share` of the lives) or SIGTERM, counted, then reaped."""
+    if rng.random() < kill_share:
+        os.kill(daemon.pid, signal.SIGKILL)
+        tally.kills += 1
+    else:
+        daemon.send_signal(signal.SIGTERM)
+        tally.terms += 1
+    tally.reaped(daemon, timeout=60)
+
+
+def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Tally) -> None:
+    """One daemon life: start it, maybe break a service meanwhile, then kill or stop it."""
+    with daemon_life(ws, tally) as daemon:
         time.sleep(rng.uniform(0.5, 4.0))
         if rng.random() < 0.3:
             which = rng.choice(["ollama", "searxng"])
@@ -217,19 +243,7 @@ def chaos_round(ws: Workspace, services: Services, rng: random.Random, tally: Ta
             tally.outages[which] += 1
             time.sleep(rng.uniform(0.5, 2.0))
         tally.watch(daemon.pid)
-        if rng.random() < 0.75:
-            os.kill(daemon.pid, signal.SIGKILL)
-            tally.kills += 1
-        else:
-            daemon.send_signal(signal.SIGTERM)
-            tally.terms += 1
-        tally.reaped(daemon, timeout=60)
-        reaped = True
-    finally:
-        if not reaped:
-            daemon.kill()
-            tally.reaped(daemon, timeout=60)
-        log.close()
+        end_life(daemon, rng, tally, kill_share=0.75)
 
 
 @dataclass
@@ -296,11 +310,7 @@ def _deep_chain(top: Path, levels: int) -> None:
 
 def hostile_library_round(ws: Workspace, rng: random.Random, tally: Tally, library: HostileLibrary) -> None:
     """One daemon life over the library: hostile things planted while it runs, then a kill or a stop."""
-    log = open(ws.root / "daemon.log", "a")
-    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_WORKERS="2", **library.env()), cwd=ws.root,
-                              stdout=log, stderr=log)
-    reaped = False
-    try:
+    with daemon_life(ws, tally, **library.env()) as daemon:
         until = time.monotonic() + rng.uniform(2.0, 8.0)
         while time.monotonic() < until and daemon.poll() is None:
             library.plant(rng, sum(library.made.values()))
@@ -308,19 +318,7 @@ def hostile_library_round(ws: Workspace, rng: random.Random, tally: Tally, libra
                 tally.watch(daemon.pid)
                 library.watch(daemon.pid)
                 time.sleep(0.05)
-        if rng.random() < 0.5:
-            os.kill(daemon.pid, signal.SIGKILL)
-            tally.kills += 1
-        else:
-            daemon.send_signal(signal.SIGTERM)
-            tally.terms += 1
-        tally.reaped(daemon, timeout=60)
-        reaped = True
-    finally:
-        if not reaped:
-            daemon.kill()
-            tally.reaped(daemon, timeout=60)
-        log.close()
+        end_life(daemon, rng, tally, kill_share=0.5)
 
 
 @dataclass
