@@ -100,6 +100,7 @@ from lab.drivers import (
     make_driver,
     sleep_unless,
 )
+from lab.servers import serve_until_interrupted
 
 OLLAMA_VERSION = "0.12.10"
 DEFAULT_NUM_CTX = 2048
@@ -849,12 +850,7 @@ def main(argv: list[str] | None = None) -> int:
         host, port = str(server.server_address[0]), int(server.server_address[1])
         models = ",".join(c.name for c in driver.models())
         print(f"lab-ollama ready http://{host}:{port} driver={args.driver} models={models}", flush=True)
-        try:
-            server.serve_forever(poll_interval=0.2)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.server_close()
+        serve_until_interrupted(server, poll_interval=0.2)
     return 0
 
 

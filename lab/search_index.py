@@ -28,7 +28,7 @@ from pathlib import Path
 import sqlite_utils
 
 from lab.corpus import PAGES
-from lab.servers import Proc, free_port, start_proc
+from lab.servers import Proc, free_port, ready_or_stopped, start_proc
 
 DB_NAME = "corpus"
 QUERY_NAME = "search"
@@ -156,11 +156,5 @@ def start_datasette(
         "-m",
         str(metadata_path),
     ]
-    server = DatasetteServer(start_proc("datasette", argv, workdir / "logs"), port, db_path)
-    if wait:
-        try:
-            server.wait_ready(timeout)
-        except BaseException:
-            server.stop()
-            raise
-    return server
+    return ready_or_stopped(DatasetteServer(start_proc("datasette", argv, workdir / "logs"), port, db_path), wait,
+                            timeout)

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from lab.search_index import DB_NAME, QUERY_NAME
-from lab.servers import LabError, Proc, free_port, start_proc
+from lab.servers import LabError, Proc, free_port, ready_or_stopped, start_proc
 
 ENGINE_NAME = "localcorpus"
 ENGINE_CATEGORIES = ("general", "news")
@@ -243,11 +243,4 @@ def start_searxng(
         "TMPDIR": str(home / "tmp"),  # SearXNG keeps its SQLite caches in the temp dir
     }
     proc = start_proc(name, [sys.executable, "-m", "searx.webapp"], workdir / "logs", env=env)
-    server = SearxngServer(proc, port, settings_path, options, valkey)
-    if wait:
-        try:
-            server.wait_ready(timeout)
-        except BaseException:
-            server.stop()
-            raise
-    return server
+    return ready_or_stopped(SearxngServer(proc, port, settings_path, options, valkey), wait, timeout)

@@ -33,6 +33,7 @@ import os
 import random
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -41,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence, TYPE_CHECKING
+from typing import Any, Protocol, Sequence, TYPE_CHECKING, TypeVar
 
 import httpx
 
@@ -136,6 +137,39 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # the host made every port ephemeral
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+class Startable(Protocol):
+    """A started server process briefd's lab waits for (datasette, SearXNG)."""
+
+    def wait_ready(self, timeout: float = 30.0) -> float: ...
+
+    def stop(self) -> None: ...
+
+
+StartedT = TypeVar("StartedT", bound=Startable)
+
+
+def ready_or_stopped(server: StartedT, wait: bool, timeout: float) -> StartedT:
+    """The server, once it answers when `wait` asks for it; one that never answers is stopped before the error
+    goes up, so no half-started server outlives the lab that started it."""
+    if wait:
+        try:
+            server.wait_ready(timeout)
+        except BaseException:
+            server.stop()
+            raise
+    return server
+
+
+def serve_until_interrupted(server: socketserver.BaseServer, poll_interval: float = 0.5) -> None:
+    """A lab server's own process: serve until Ctrl-C (or SIGINT from the lab), then close the socket."""
+    try:
+        server.serve_forever(poll_interval=poll_interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 @dataclass

@@ -63,6 +63,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from lab.corpus import PAGES, PAGES_BY_SLUG, PDF_KIND, TOPICS, Page, pages_for
 from lab.documents import pdf_bytes
+from lab.servers import serve_until_interrupted
 
 HUGE_BYTES = 30 * 1024 * 1024
 SLOW_SECONDS = 60.0
@@ -646,12 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = make_server(args.host, args.port, quiet=args.quiet, overrides=args.overrides, docs=args.docs)
     print(f"lab web serving on http://{args.host}:{server.server_address[1]}/", file=sys.stderr, flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_until_interrupted(server)
     return 0
 
 
