@@ -23,7 +23,7 @@ pytestmark = pytest.mark.lab
 
 def test_the_lab_runs_with_its_model_server_and_names_what_briefd_needs(tmp_path: Path) -> None:
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^lab:.*\n\t\$\(PY\) -m tests\.lab\.servers .*--driver llama", makefile, re.M)
+    assert re.search(r"^lab:.*\n\t\$\(PY\) -m lab\.servers .*--driver llama", makefile, re.M)
     proc = subprocess.Popen([sys.executable, "-m", "lab.servers", "--workdir", str(tmp_path / "lab"),
                              "--driver", "scripted"], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
