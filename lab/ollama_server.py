@@ -287,22 +287,23 @@ class LabState:
 # --------------------------------------------------------------------------- request parsing
 
 
-def _int_option(options: dict[str, Any], key: str, default: int) -> int:
+def _number_option(options: dict[str, Any], key: str, default: float, type_name: str) -> float:
+    """An option's number, the default where it is absent or null; anything else is refused as Ollama refuses
+    it (a bool is no number there either)."""
     v = options.get(key, default)
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise BadRequest(f'option "{key}" must be of type integer')
-    return int(v)
+        raise BadRequest(f'option "{key}" must be of type {type_name}')
+    return v
+
+
+def _int_option(options: dict[str, Any], key: str, default: int) -> int:
+    return int(_number_option(options, key, default, "integer"))
 
 
 def _float_option(options: dict[str, Any], key: str, default: float) -> float:
-    v = options.get(key, default)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise BadRequest(f'option "{key}" must be of type number')
-    return float(v)
+    return float(_number_option(options, key, default, "number"))
 
 
 def parse_inference(body: dict[str, Any], endpoint: str, state: LabState) -> tuple[InferenceRequest, str]:
