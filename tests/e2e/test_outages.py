@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -31,26 +32,36 @@ def wait_for_event(events_path: Path, type_: str, timeout: float = 60.0) -> dict
     return None
 
 
+def run_once_until_back(ws: Workspace, brief: str, service: str, bring_back: Callable[[dict], Any]) -> None:
+    """`briefd run --once`, one attempt a brief (an outage that spent an attempt would fail the brief at once):
+    the brief says it waits for `service`; `bring_back(waiting event)` starts the service again, and the run
+    then ends 0 on its own. The service started late is stopped after the run."""
+    daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_MAX_ATTEMPTS="1"), cwd=ws.root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiting = wait_for_event(ws.outbox / brief / "events.ndjson", "waiting")
+        assert waiting is not None and waiting["service"] == service, "the brief says what it waits for"
+        late = bring_back(waiting)
+        try:
+            assert daemon.wait(timeout=180) == 0
+        finally:
+            late.stop()
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+
+
 def test_ollama_down_then_up_the_brief_waits_and_finishes(tmp_path, search_lab) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     ws = Workspace(root=tmp_path, searxng_url=search_lab.searxng_url, ollama_url=url, model="lab-scripted")
     ws.drop("patient.json", {"question": TOPICS["orbital"].question, "depth": "quick", "fetch_pages": False})
-    # max_attempts 1: if an outage spent an attempt, the brief would fail at once
-    daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_MAX_ATTEMPTS="1"), cwd=ws.root,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        waiting = wait_for_event(ws.outbox / "patient" / "events.ndjson", "waiting")
-        assert waiting is not None and waiting["service"] == "ollama", "the brief says what it waits for"
+
+    def ollama_back(waiting: dict) -> Any:
         assert waiting["retry_at"]
-        proc, _ = start_ollama(tmp_path / "logs", "scripted", name="ollama-late", port=port)
-        try:
-            assert daemon.wait(timeout=180) == 0
-        finally:
-            proc.stop()
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
+        return start_ollama(tmp_path / "logs", "scripted", name="ollama-late", port=port)[0]
+
+    run_once_until_back(ws, "patient", "ollama", ollama_back)
     report = ws.report("patient")
     assert report["status"] == "done", report.get("error")
     assert report["evidence"]
@@ -76,21 +87,13 @@ def test_searxng_down_then_up_the_brief_waits_and_finishes(tmp_path, search_lab,
     ws = Workspace(root=tmp_path, searxng_url=f"http://127.0.0.1:{port}", ollama_url=scripted_ollama.url,
                    model="lab-scripted")
     ws.drop("search-later.json", {"question": TOPICS["orbital"].question, "depth": "quick", "fetch_pages": False})
-    daemon = subprocess.Popen([BRIEFD, "run", "--once"], env=ws.env(BRIEFD_MAX_ATTEMPTS="1"), cwd=ws.root,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        waiting = wait_for_event(ws.outbox / "search-later" / "events.ndjson", "waiting")
-        assert waiting is not None and waiting["service"] == "searxng"
+
+    def searxng_back(waiting: dict) -> Any:
         status = json.loads(ws.briefd("status", "--json").stdout)
         assert status["counts"]["failed"] == 0
-        late = start_searxng(tmp_path / "late-searxng", search_lab.datasette_url, port=port)
-        try:
-            assert daemon.wait(timeout=180) == 0
-        finally:
-            late.stop()
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
+        return start_searxng(tmp_path / "late-searxng", search_lab.datasette_url, port=port)
+
+    run_once_until_back(ws, "search-later", "searxng", searxng_back)
     report = ws.report("search-later")
     assert report["status"] == "done" and report["evidence"]
     assert report["disclaimer"] is None, "it waited for search instead of answering from the model alone"
