@@ -464,13 +464,16 @@ def lab_with_model(root: Path, driver: str = "scripted", *, lab_dir: str = "lab"
         lab.stop()
 
 
-def start_web(workdir: Path, port: int | None = None, docs: Path | None = None) -> tuple[Proc, int]:
-    """The lab web (lab.web) as a subprocess, `docs` served under /docs/; returns it and its port."""
+def start_web(workdir: Path, port: int | None = None, docs: Path | None = None,
+              overrides: Path | None = None) -> tuple[Proc, int]:
+    """The lab web (lab.web) as a subprocess, `docs` served under /docs/, the articles changed under `overrides`
+    (web.write_override) served changed; returns it and its port."""
     port = port or free_port()
     proc = start_proc(
         "web",
         [sys.executable, "-m", "lab.web", "--host", "127.0.0.1", "--port", str(port),
-         *(["--docs", str(docs)] if docs is not None else [])],
+         *(["--docs", str(docs)] if docs is not None else []),
+         *(["--overrides", str(overrides)] if overrides is not None else [])],
         workdir / "logs",
     )
     return proc, port
@@ -550,10 +553,12 @@ def start_search_lab(
     docs: Path | None = None,
     rows: Rows | None = None,
     probe: str | None = None,
+    overrides: Path | None = None,
 ) -> SearchLab:
     """Build the index and start web, datasette and SearXNG; return when a search works (for `probe`).
 
-    Another corpus (lab/docset.py): `docs` served under /docs/, `rows` its index rows."""
+    Another corpus (lab/docset.py): `docs` served under /docs/, `rows` its index rows. `overrides`: the folder
+    of the web's changed articles (web.write_override)."""
     from lab.corpus import TOPICS
     from lab.search_index import start_datasette
     from lab.searxng import SearxngOptions, start_searxng
@@ -564,7 +569,7 @@ def start_search_lab(
     opts = searxng_options or SearxngOptions()
     procs: list[Proc] = []
     try:
-        web, web_port = start_web(workdir, web_port, docs)
+        web, web_port = start_web(workdir, web_port, docs, overrides)
         procs.append(web)
         datasette = start_datasette(workdir, web_port, port=datasette_port, wait=False, rows=rows)
         procs.append(datasette.proc)

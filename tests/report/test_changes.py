@@ -406,9 +406,7 @@ def page_changed(tmp_path_factory: pytest.TempPathFactory,
     the first range rests on, would be a matter of timing)."""
     root = tmp_path_factory.mktemp("page-changed")
     overrides = root / "overrides"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(web.OVERRIDES_ENV, str(overrides))  # the lab web subprocess reads it at start
-        lab = start_search_lab(root / "lab")
+    lab = start_search_lab(root / "lab", overrides=overrides)
     try:
         ws = researched(root / "ws", lab, paced_ollama, {"tunnel": NORTHGATE}, timeout=300)
         first = ws.report("tunnel")

@@ -199,9 +199,7 @@ def rerun(tmp_path_factory: pytest.TempPathFactory, scripted_ollama: OllamaLab) 
     then goes on without it."""
     root = tmp_path_factory.mktemp("revalidate")
     overrides = root / "overrides"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(web.OVERRIDES_ENV, str(overrides))  # the lab web subprocess reads it at start
-        lab = start_search_lab(root / "lab")
+    lab = start_search_lab(root / "lab", overrides=overrides)
     try:
         ws = researched(root / "ws", lab, scripted_ollama, {"first": BRIEF}, timeout=300)
         run_once(ws, "again", {**BRIEF, "max_age": "0"})
