@@ -341,16 +341,22 @@ def test_the_same_broken_name_twice_through_briefd_keeps_both_errors(tmp_path: P
 # --------------------------------------------------------------------------- links, folders, FIFOs, permissions
 
 
+def private_brief(tmp_path: Path, marker: str) -> tuple[Path, bytes]:
+    """A brief outside the inbox (private/secret.json) whose question carries `marker`, and its bytes: what a
+    link in the inbox must never copy into the outbox nor change."""
+    secret = tmp_path / "private" / "secret.json"
+    secret.parent.mkdir()
+    secret_bytes = json.dumps({"question": f"{marker}: must not reach the outbox"}).encode()
+    secret.write_bytes(secret_bytes)
+    return secret, secret_bytes
+
 @pytest.mark.lab  # runs the briefd daemon in a subprocess
 def test_symlinks_are_rejected_and_never_followed(tmp_path: Path) -> None:
     """Decision (daemon/intake/inbox.py): a link is rejected whatever it points to; the target is never
     opened, so nothing outside the inbox is copied into the outbox; the target is untouched."""
     b = Box(tmp_path)
     b.close()
-    secret = tmp_path / "private" / "secret.json"
-    secret.parent.mkdir()
-    secret_bytes = json.dumps({"question": "TOP-SECRET-7f3a: must not reach the outbox"}).encode()
-    secret.write_bytes(secret_bytes)
+    secret, secret_bytes = private_brief(tmp_path, "TOP-SECRET-7f3a")
     os.symlink(secret, b.inbox_dir / "secret.json")
     os.symlink("/etc/passwd", b.inbox_dir / "passwd.json")
     os.symlink(tmp_path / "nowhere.json", b.inbox_dir / "dangling.json")
@@ -403,10 +409,7 @@ def test_hard_links_are_rejected_and_never_read(tmp_path: Path) -> None:
     its content reaches neither the outbox nor the store; the file itself is untouched."""
     b = Box(tmp_path)
     b.close()
-    secret = tmp_path / "private" / "secret.json"
-    secret.parent.mkdir()
-    secret_bytes = json.dumps({"question": "TOP-SECRET-h4rd: must not reach the outbox"}).encode()
-    secret.write_bytes(secret_bytes)
+    secret, secret_bytes = private_brief(tmp_path, "TOP-SECRET-h4rd")
     os.link(secret, b.inbox_dir / "linked.json")
     b.drop("fine.json", b"[]")
     run_once(tmp_path)
