@@ -13,6 +13,7 @@ sits on a known page, so a test can check that a citation names the right one.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,3 +102,26 @@ def build_library(folder: Path, *, hostile: bool = True) -> LabLibrary:
         write_encrypted_pdf(encrypted, "Kestrel River bridge repair costs, restricted.")
         write_zip_bomb_docx(bomb, size=512 << 20)
     return LabLibrary(folder, inspection, minutes, notes, scanned, encrypted, bomb)
+
+
+def folder_chain(top: Path, levels: int, bottom: tuple[str, bytes] | None = None) -> list[str]:
+    """`top`/d/d/.../d, `levels` folders below `top` (made with its parents), a file `bottom` (its name and
+    bytes) in the deepest; returns each folder's path, `top` first. Built one level at a time through
+    descriptors: os.makedirs recurses, and stops near 1,000 levels, about where os.walk does."""
+    top.mkdir(parents=True)
+    paths, fd = [str(top)], os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=fd)
+            below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+            paths.append(paths[-1] + "/d")
+        if bottom is not None:
+            name, data = bottom
+            written = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+            os.write(written, data)
+            os.close(written)
+    finally:
+        os.close(fd)
+    return paths

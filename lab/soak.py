@@ -55,6 +55,7 @@ import httpx
 from briefd.daemon.ops.serve import HEADER_DEADLINE_S
 from lab import documents, hostile, web
 from lab.corpus import TOPICS
+from lab.library import folder_chain
 from lab.searxng import SearxngOptions, SearxngServer, engine_settings, start_searxng
 from lab.servers import Proc, free_port, start_ollama, start_proc, start_search_lab
 from lab.workspace import BRIEFD, Workspace, keep_or_remove
@@ -269,7 +270,7 @@ class HostileLibrary:
         self.made[kind] = self.made.get(kind, 0) + 1
         here = self.folder / f"{kind}-{n}"
         if kind in ("deep", "deep-moved"):
-            _deep_chain(self.outside / here.name if kind == "deep-moved" else here, 1_200)
+            folder_chain(self.outside / here.name if kind == "deep-moved" else here, 1_200)
             if kind == "deep-moved":
                 os.rename(self.outside / here.name, here)
         elif kind == "fifo":
@@ -292,20 +293,6 @@ class HostileLibrary:
     def close(self) -> None:
         for listener in self.listeners:
             listener.close()
-
-
-def _deep_chain(top: Path, levels: int) -> None:
-    """`top`/d/d/.../d, built through descriptors (os.makedirs recurses, and stops near 1,000)."""
-    top.mkdir(parents=True)
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(levels):
-            os.mkdir("d", dir_fd=fd)
-            below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = below
-    finally:
-        os.close(fd)
 
 
 def hostile_library_round(ws: Workspace, rng: random.Random, tally: Tally, library: HostileLibrary) -> None:

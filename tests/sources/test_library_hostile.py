@@ -29,6 +29,7 @@ from briefd.daemon.sources.library import DEBOUNCE_S, MAX_FOLDER_DEPTH, WATCH_CH
 from briefd.daemon.sources.pagework import PageWorkers
 from briefd.store import Store
 from briefd.store.library import DUPLICATE, INDEXED, REFUSED, LibraryFiles
+from lab.library import folder_chain
 from tests.conftest import BRIEFD
 from tests.sources.test_library import BRIDGE, CountingReader, briefd, make_library, rows
 
@@ -58,21 +59,7 @@ def deep_chain(top: Path, levels: int = DEEP) -> list[str]:
     folder's path, `top` first (`top` one level below the library folder: [MAX_FOLDER_DEPTH] is
     the first one too deep). Built one level at a time through descriptors: os.makedirs
     recurses too, and stops at about the same depth as os.walk."""
-    top.mkdir()
-    paths, fd = [str(top)], os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(levels):
-            os.mkdir("d", dir_fd=fd)
-            below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = below
-            paths.append(paths[-1] + "/d")
-        bottom = os.open("buried.md", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-        os.write(bottom, BRIDGE.encode())
-        os.close(bottom)
-    finally:
-        os.close(fd)
-    return paths
+    return folder_chain(top, levels, ("buried.md", BRIDGE.encode()))
 
 
 def refused(store: Store) -> dict[str, str]:
