@@ -136,6 +136,8 @@ class Services:
         self.seed = seed
         self.ollama_port = free_port()
         self.searxng_port = free_port()
+        self.ollama_url = f"http://127.0.0.1:{self.ollama_port}"
+        self.searxng_url = f"http://127.0.0.1:{self.searxng_port}"
         self.ollama: Proc | None = None
         self.searxng: SearxngServer | None = None
         self.proxy: Proc | None = None
@@ -159,14 +161,6 @@ class Services:
             with httpx.stream("GET", f"{self.hostile_web_url}/hostile/{name}", timeout=120, trust_env=False) as r:
                 for _ in r.iter_raw():
                     pass
-
-    @property
-    def ollama_url(self) -> str:
-        return f"http://127.0.0.1:{self.ollama_port}"
-
-    @property
-    def searxng_url(self) -> str:
-        return f"http://127.0.0.1:{self.searxng_port}"
 
     def start_ollama(self) -> None:
         self.starts += 1
