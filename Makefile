@@ -5,9 +5,9 @@
 #                     lab briefs again at 1 s an answer, where model busy has its goal (issue 28: >= 90 %)
 #     SOAK_ARGS: --seconds N --seed N, and a mode: --hostile (web), --hostile-library, --api-flood
 #   make bench-vectors   `briefd eval --vectors` on the rule vectors' two halves; in make bench
-#   make bench-docs   `briefd eval` on the real-document set (Debian manuals: tests/lab/docset.py); in make bench
+#   make bench-docs   `briefd eval` on the real-document set (Debian manuals: lab/docset.py); in make bench
 #   make bench-real   tokens, wall and model-busy share per brief with real inference (Gemma 3 270M; minutes),
-#                     then Gemma reading the rule vectors' figures and the rules verifying them (tests/lab/vectors_real.py)
+#                     then Gemma reading the rule vectors' figures and the rules verifying them (lab/vectors_real.py)
 #   make wheelhouse   (connected machine) wheels of briefd and its runtime dependencies, for an air-gapped install
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -24,12 +24,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The browser test (tests/test_web_page.py) drives Debian's Chromium: installed here when missing
+# The browser test (tests/ops/test_web_page.py) drives Debian's Chromium: installed here when missing
 # and this is root on Debian (CI is); no browser is downloaded from anywhere but the distribution.
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "make test: installing Debian's chromium for the browser test (tests/test_web_page.py)"; \
+	    echo "make test: installing Debian's chromium for the browser test (tests/ops/test_web_page.py)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else \
 	    echo "make test: the browser test needs Chromium: sudo apt-get install chromium"; exit 1; \
@@ -46,20 +46,20 @@ test: $(STAMP) browser
 	  exit $$status
 
 demo: $(STAMP)
-	$(PY) -m tests.lab.demo
+	$(PY) -m lab.demo
 
 lab: $(STAMP)
-	$(PY) -m tests.lab.servers --workdir lab-run --driver llama
+	$(PY) -m lab.servers --workdir lab-run --driver llama
 
 bench: $(STAMP)
-	$(PY) -m tests.lab.bench
-	$(PY) -m tests.lab.bench --briefs-only --seconds-per-answer 1
+	$(PY) -m lab.bench
+	$(PY) -m lab.bench --briefs-only --seconds-per-answer 1
 	$(MAKE) --no-print-directory bench-vectors
 	$(MAKE) --no-print-directory bench-docs
 
-# The rules alone on the rule vectors (tests/lab/vectors: dev half and frozen test half): seconds, no services
+# The rules alone on the rule vectors (lab/vectors: dev half and frozen test half): seconds, no services
 bench-vectors: $(STAMP)
-	$(PY) -m tests.lab.vectors_bench
+	$(PY) -m lab.vectors_bench
 
 # The real-document set's man pages are rendered by Debian's groff (groff-base), installed here when missing
 # and this is root on Debian, as the browser is; the manuals themselves are downloaded, never installed.
@@ -73,18 +73,18 @@ docs-tools:
 	  fi; }
 
 # Scripted lab model and Gemma 3 270M (a slice of the set: --llama-limit), web and library; BENCH_DOCS_ARGS
-# passes flags (--driver scripted, --source library, --limit 10, --out DIR: python -m tests.lab.docset_bench -h);
+# passes flags (--driver scripted, --source library, --limit 10, --out DIR: python -m lab.docset_bench -h);
 # then the second part's frozen test half (other projects, issue 27) with the scripted model; BENCH_DOCS2_ARGS likewise
 bench-docs: $(STAMP) docs-tools
-	$(PY) -m tests.lab.docset_bench $(BENCH_DOCS_ARGS)
-	$(PY) -m tests.lab.docset_bench --part 2 --driver scripted $(BENCH_DOCS2_ARGS)
+	$(PY) -m lab.docset_bench $(BENCH_DOCS_ARGS)
+	$(PY) -m lab.docset_bench --part 2 --driver scripted $(BENCH_DOCS2_ARGS)
 
 bench-real: $(STAMP)
-	$(PY) -m tests.lab.bench_real $(BENCH_REAL_ARGS)
-	$(PY) -m tests.lab.vectors_real $(BENCH_REAL_VECTORS_ARGS)
+	$(PY) -m lab.bench_real $(BENCH_REAL_ARGS)
+	$(PY) -m lab.vectors_real $(BENCH_REAL_VECTORS_ARGS)
 
 soak: $(STAMP)
-	$(PY) -m tests.lab.soak $(SOAK_ARGS)
+	$(PY) -m lab.soak $(SOAK_ARGS)
 
 # Runtime dependencies only (no lab or test extras), built for this machine's Python and platform:
 # build it where the target's OS, CPU and Python version are the same. docs/running.md: "Installing without internet".

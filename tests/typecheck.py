@@ -19,7 +19,7 @@ from mypy.main import process_options
 from mypy.modulefinder import BuildSource
 
 ROOT = Path(__file__).resolve().parents[1]
-# Import name -> folder, as in pyproject.toml's [tool.setuptools.package-dir] (tests/test_packaging.py
+# Import name -> folder, as in pyproject.toml's [tool.setuptools.package-dir] (tests/core/test_packaging.py
 # checks they agree). `briefd` itself is briefd/.
 PACKAGE_DIRS = {"briefd": "briefd", "briefd.daemon": "daemon", "briefd.store": "store"}
 

@@ -251,7 +251,7 @@ CONFIG_VARIABLE = "BRIEFD_CONFIG"
 OTHER_VARIABLES: dict[str, str] = {
     CONFIG_VARIABLE: "the briefd.toml to read (--config)",
     crashpoints.ENV: "tests only: where the daemon kills itself (daemon/core/crashpoints.py)",
-    "BRIEFD_SOCKET_GUARD_LOG": "tests only: the socket guard's log (tests/lab/socket_guard)",
+    "BRIEFD_SOCKET_GUARD_LOG": "tests only: the socket guard's log (tests/socket_guard)",
     "BRIEFD_KILL_SEED": "tests only: the seed of tests/test_crash.py's random kills",
     # what briefd gives an on_finish command (daemon.onfinish): a command that runs briefd again passes them on
     "BRIEFD_ID": "given to on_finish: the brief's id",

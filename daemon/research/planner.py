@@ -4,7 +4,7 @@ Each task is a prompt builder, a JSON schema (sent as Ollama's `format`, title =
 the task name), a `coerce` that turns parsed JSON into typed values or raises
 ValueError naming what is wrong (which triggers the one retry), and a fallback
 that needs no model. The prompt protocol is written down in the lab's scripted
-driver too (tests/lab), so both sides agree on it.
+driver too (lab/), so both sides agree on it.
 
 Page text is untrusted: it reaches the model only inside the PASSAGES section,
 cut to the prompt budget, one sentence per line, and the model answers with

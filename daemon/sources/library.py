@@ -743,7 +743,7 @@ class LibrarySource:
     """The library as a brief's research searches it (sources.Searcher): its index in the store.
 
     Synchronous underneath, on the store's thread like every other store read: a search
-    over 100,000 passages takes milliseconds (`make bench`: tests/lab/library_bench.py)."""
+    over 100,000 passages takes milliseconds (`make bench`: lab/library_bench.py)."""
 
     store: Store
 

@@ -60,7 +60,7 @@ reading pages at half this, so slow pages give a partial text rather than none."
 CHILD_MEMORY_BYTES = 2 << 30
 """Address space a reading child may map (RLIMIT_AS). Measured: a child maps 120 MB at its peak
 after reading a 200 MB PDF, a million-page tree and a DOCX (VmPeak; 105 MB resident: the bench,
-`python -m tests.lab.documents bench`). 2 GB leaves room for a DOCX carrying its 512 MB of images
+`python -m lab.documents bench`). 2 GB leaves room for a DOCX carrying its 512 MB of images
 (`documents.MAX_ZIP_BYTES`) and stops a hostile file long before it could starve the machine."""
 
 PAGE_WORKERS = 2

@@ -1,0 +1,161 @@
+"""`make bench-real`: what a brief costs with REAL inference (Gemma 3 270M, llama-cpp-python), not a test.
+
+Issue 11 compares briefd with a peer (local-deep-research's quick mode) on the same small model and
+machine; this prints briefd's side of that comparison on the lab. The four lab briefs (the ones
+`make bench` runs) at depth quick (2 rounds) go through `briefd run --once` twice, each mode in a
+fresh store so that no answer or page cached by one mode is free for the other:
+
+- snippet mode (`fetch_pages: false`): the goal is tokens and wall at most the peer's, about
+  2,700 tokens and 20 s a brief with Gemma 3 270M on 2 cores (the issue's figures: PEER_*);
+- full mode (pages read): the goal is tokens at most 3x the same peer, which reads no pages.
+
+Settings: the demo's for the 270M model on 2 CPU cores (num_ctx 2048, num_predict 384: DEMO_MODEL_ENV,
+so each call stays near 30 s); every other setting is briefd's default, the fetch timeout included
+(20 s; the lab workspace's 4 s is removed), since a shorter one would hide the wait for slow pages
+that the busy share is meant to show. Per brief it prints model calls, prompt and completion tokens,
+wall time and the model-busy share (usage.llm_seconds / usage.wall_seconds), then each mode's mean
+per brief against the peer, and the model busy from its first generation to the end of the run with the start-up
+before it (issue 28's decision; lab/model_busy.py). It takes minutes (real inference); --modes and --briefs bound it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from lab.bench import BRIEFS as LAB_BRIEFS
+from lab.demo import DEMO_MODEL_ENV, MODEL
+from lab.model_busy import Busy, requests_log, run_busy
+from lab.servers import LabServerDied, lab_with_model
+from lab.workspace import BRIEFD, Workspace, keep_or_remove
+
+# the peer, local-deep-research quick mode (2 iterations x 3 questions), same model and machine (issue 11)
+PEER_TOKENS_PER_BRIEF = 2_700
+PEER_WALL_S_PER_BRIEF = 20.0
+LAB_MODEL_NAME = "ollama-llama"  # the lab model server's name: its request log's
+# the issue's goals against that peer
+GOALS = {"snippet": "tokens <= 1x and wall <= 1x", "full": "tokens <= 3x"}
+
+MODES: dict[str, dict[str, Any]] = {"snippet": {"fetch_pages": False}, "full": {"fetch_pages": True}}
+COLUMNS = ["mode", "brief", "status", "llm_calls", "prompt_tokens", "completion_tokens", "tokens",
+           "wall_seconds", "llm_seconds", "busy", "evidence"]
+
+
+def briefs(mode: str, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The lab briefs (make bench's), at depth quick, in one mode; `names` picks some."""
+    chosen = list(names) if names else list(LAB_BRIEFS)
+    return {name: {"question": LAB_BRIEFS[name]["question"], "depth": "quick", **MODES[mode]}
+            for name in chosen}
+
+
+def row_from_report(mode: str, brief_id: str, report: Mapping[str, Any]) -> dict[str, Any]:
+    """One table row from a report.json: its usage figures and the model-busy share."""
+    usage = report["usage"]
+    wall = float(usage["wall_seconds"] or 0.0)
+    llm = float(usage["llm_seconds"] or 0.0)
+    return {"mode": mode, "brief": brief_id, "status": report["status"], "llm_calls": usage["llm_calls"],
+            "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
+            "tokens": usage["prompt_tokens"] + usage["completion_tokens"], "wall_seconds": wall,
+            "llm_seconds": llm, "busy": llm / wall if wall else 0.0, "evidence": len(report["evidence"])}
+
+
+def mean_row(mode: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A mode's mean per brief, and its tokens and wall as multiples of the peer's."""
+    n = len(rows) or 1
+    tokens = sum(r["tokens"] for r in rows) / n
+    wall = sum(r["wall_seconds"] for r in rows) / n
+    llm = sum(r["llm_seconds"] for r in rows) / n
+    return {"mode": mode, "brief": f"(mean of {len(rows)})",
+            "status": f"{sum(r['status'] == 'done' for r in rows)}/{len(rows)} done",
+            "llm_calls": sum(r["llm_calls"] for r in rows) / n,
+            "prompt_tokens": sum(r["prompt_tokens"] for r in rows) / n,
+            "completion_tokens": sum(r["completion_tokens"] for r in rows) / n, "tokens": tokens,
+            "wall_seconds": wall, "llm_seconds": llm, "busy": llm / wall if wall else 0.0,
+            "evidence": sum(r["evidence"] for r in rows) / n,
+            "tokens_x_peer": tokens / PEER_TOKENS_PER_BRIEF, "wall_x_peer": wall / PEER_WALL_S_PER_BRIEF}
+
+
+def _cell(col: str, value: Any) -> str:
+    if col == "busy":
+        return f"{value:.0%}"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if col.endswith("seconds") or col in ("llm_calls", "evidence") else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows (row_from_report's, then each mode's mean_row) as a '|' table, then the peer lines."""
+    lines = [" | ".join(COLUMNS)]
+    lines += [" | ".join(_cell(col, row[col]) for col in COLUMNS) for row in rows]
+    for row in rows:
+        if "tokens_x_peer" in row:
+            goal = GOALS.get(row["mode"])
+            lines.append(f"{row['mode']}: {row['tokens']:,.0f} tokens and {row['wall_seconds']:.0f} s a brief = "
+                         f"{row['tokens_x_peer']:.2f}x the peer's tokens ({PEER_TOKENS_PER_BRIEF:,}), "
+                         f"{row['wall_x_peer']:.2f}x its wall ({PEER_WALL_S_PER_BRIEF:.0f} s)"
+                         + (f"; goal: {goal}" if goal else ""))
+    return "\n".join(lines)
+
+
+def run_mode(ws: Workspace, mode: str, names: Iterable[str] | None, log: Path) -> tuple[list[dict[str, Any]], Busy]:
+    """Drop one mode's briefs in the workspace's inbox, run `briefd run --once`, read the reports; and how busy the
+    model was (model_busy: from its first generation, the lab server's request `log`)."""
+    chosen = briefs(mode, names)
+    for brief_id, brief in chosen.items():
+        ws.drop(f"{brief_id}.json", brief)
+    env = ws.env(**DEMO_MODEL_ENV)
+    env.pop("BRIEFD_FETCH_TIMEOUT_S", None)  # briefd's default (20 s), as a user gets it
+    with open(ws.root / f"{mode}.log", "w") as err:
+        spawned = time.time()
+        subprocess.run([BRIEFD, "run", "--once"], env=env, cwd=ws.root, check=True, stderr=err)
+        exited = time.time()
+    return [row_from_report(mode, brief_id, ws.report(brief_id)) for brief_id in chosen], run_busy(log, spawned, exited)
+
+
+def busy_line(mode: str, busy: Busy) -> str:
+    """Issue 28's decision: model busy from the first generation to the end of the run, the start-up beside it."""
+    return (f"{mode}: model busy {busy.share:.0%} of the run --once from its first generation to its exit "
+            f"({busy.after_first_s:.1f} s), start-up before it {busy.startup_s:.1f} s; {busy.whole_share:.0%} of the "
+            f"whole {busy.whole_s:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--briefs", nargs="+", choices=list(LAB_BRIEFS), default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (stores, logs, reports)")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="briefd-bench-real-"))
+    print(f"briefd bench-real: {MODEL} (llama-cpp-python) on this machine, num_ctx "
+          f"{DEMO_MODEL_ENV['BRIEFD_NUM_CTX']}, num_predict {DEMO_MODEL_ENV['BRIEFD_NUM_PREDICT']} "
+          f"(the demo's settings for 2 cores), other settings default; work folder {root}", flush=True)
+    rows: list[dict[str, Any]] = []
+    busy_lines: list[str] = []
+    try:
+        with lab_with_model(root, "llama", name=LAB_MODEL_NAME) as (lab, url):
+            for mode in args.modes:
+                started = time.monotonic()
+                ws = Workspace(root=root / mode, searxng_url=lab.searxng_url, ollama_url=url, model=MODEL)
+                mode_rows, busy = run_mode(ws, mode, args.briefs, requests_log(root, LAB_MODEL_NAME))
+                rows += mode_rows + [mean_row(mode, mode_rows)]
+                busy_lines.append(busy_line(mode, busy))
+                print(f"briefd bench-real: {mode} mode done in {time.monotonic() - started:.0f} s", flush=True)
+                print(table(rows) + "\n" + "\n".join(busy_lines) + "\n", flush=True)
+    except LabServerDied:  # reported on stderr by the lab's watch: which server, its signal, its log's end
+        print(f"briefd bench-real: stopped, briefd with it: a lab server died (above); work folder {root} kept",
+              file=sys.stderr, flush=True)
+        return 1
+    keep_or_remove(root, args.keep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
