@@ -3,7 +3,7 @@
 The code lives in the top-level folders daemon/ and store/ (DESIGN.md's layout). A wheel holds them as
 briefd/daemon and briefd/store (pyproject.toml's package-dir). Nothing is installed as a top-level `daemon` or
 `store`: python-daemon installs `daemon`, and two distributions writing one folder break each other
-(tests/test_packaging.py checks it).
+(tests/core/test_packaging.py checks it).
 
 In a checkout, this file sits in briefd/ beside daemon/ and store/, and the checkout's root joins the
 package's path, so `briefd.daemon` is the checkout's daemon/ with nothing installed (PYTHONPATH=<checkout>,

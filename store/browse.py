@@ -7,7 +7,7 @@ and not a shipped file: the database's name in datasette is the file's stem (`br
 briefd.db, `store` for /var/lib/briefd/store.db), and metadata is keyed by that name, so
 `metadata_for(path)` keys it for the store the operator actually opens.
 
-tests/test_browse.py holds this to the schema both ways: every table and column a fresh store
+tests/store/test_browse.py holds this to the schema both ways: every table and column a fresh store
 has is described here, and everything described here exists (so neither can drift), and every
 canned query runs in a real datasette on a store with rows in it.
 """

@@ -4,7 +4,7 @@ Why a hand-written validator next to brief.schema.json: a JSON Schema validator
 reports "'three' is not of type 'integer'", while a user needs "max_rounds must be
 an integer from 1 to 10, got "three" (string)" and, for a typo, the field they
 meant. The schema is the published description (`briefd schema`); this module
-is what briefd runs. tests/test_brief.py checks, with `jsonschema`, that the two
+is what briefd runs. tests/core/test_brief.py checks, with `jsonschema`, that the two
 accept and reject the same briefs. The bytes' rules (size, UTF-8, strict JSON) and
 BriefError itself are briefjson.py's; this module checks the decoded value's fields.
 

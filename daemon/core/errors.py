@@ -4,7 +4,7 @@ Every exception briefd raises on purpose derives from `BriefdError`; any other e
 input nobody foresaw. Where a class also keeps a built-in base (ValueError, OSError, RuntimeError,
 httpcore.ConnectError), that base is kept so the callers that catch it, briefd's and the libraries',
 still do. The classes live beside the code that raises them; this drawing is the one place that shows
-them all, and tests/test_errors.py fails when it and the code disagree. Private classes (a leading
+them all, and tests/core/test_errors.py fails when it and the code disagree. Private classes (a leading
 underscore) are signals inside one module, never raised past it, and are not drawn.
 
 * BriefdError                                   briefd/errors.py: the root (store/ imports nothing of the daemon)

@@ -2,7 +2,7 @@
 
 One table (`_SPECS`) drives loading, the error messages, the CLI's setting flags and
 their --help (cli.build_parser reads `settings_table()`), and the settings page
-docs/settings.md (`settings_markdown()`; tests/test_settings.py fails when the page differs), so
+docs/settings.md (`settings_markdown()`; tests/core/test_settings.py fails when the page differs), so
 none of them can drift apart. The defaults live in one place: the `Settings` dataclass.
 
 Every bad value becomes a `SettingsError` that names where it came from
@@ -252,7 +252,7 @@ OTHER_VARIABLES: dict[str, str] = {
     CONFIG_VARIABLE: "the briefd.toml to read (--config)",
     crashpoints.ENV: "tests only: where the daemon kills itself (daemon/core/crashpoints.py)",
     "BRIEFD_SOCKET_GUARD_LOG": "tests only: the socket guard's log (tests/socket_guard)",
-    "BRIEFD_KILL_SEED": "tests only: the seed of tests/test_crash.py's random kills",
+    "BRIEFD_KILL_SEED": "tests only: the seed of tests/e2e/test_crash.py's random kills",
     # what briefd gives an on_finish command (daemon.onfinish): a command that runs briefd again passes them on
     "BRIEFD_ID": "given to on_finish: the brief's id",
     "BRIEFD_STATUS": "given to on_finish: done, failed or cancelled",

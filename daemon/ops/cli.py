@@ -54,7 +54,7 @@ def other_settings_help() -> str:
     return "\n".join(lines)
 
 
-# Each command's --help ends with these (tests/test_cli_small.py parses every one of them).
+# Each command's --help ends with these (tests/ops/test_cli_edges.py parses every one of them).
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "run": ("briefd run", "briefd run --once                      # cron: finish what is there, then exit",
             "briefd run --inbox /srv/briefd/inbox --workers 2 -v"),

@@ -424,7 +424,7 @@ class PageScheduler(RunPart[PageRun]):
             # the earlier run of this question read these here (those it gave up are given up above):
             # waited for, as a replayed round waits for the pages that run read in time, or the
             # synthesis prompt differs and the re-run pays the model for nothing (a 304 slower than
-            # the synthesis's turn, seen in tests/test_integration's second run)
+            # the synthesis's turn, seen in tests/e2e/test_integration's second run)
             await self.wait_while_arriving(round_no, replayed, PATIENT_GRACE_S)
         if not self.store.evidence_count(self.run.run_id):
             # nothing to synthesize yet: the pages still loading are waited for while they keep

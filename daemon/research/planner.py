@@ -74,7 +74,7 @@ GRAMMAR_MAX_TEXT_CHARS = 1000
 """The longest maxLength a schema may give a string. Ollama (llama.cpp) turns the JSON schema sent as
 `format` into a grammar, and refuses one that repeats a rule more than its threshold allows ("number
 of repetitions exceeds sane defaults"): a string of maxLength 1,001 or more is refused (measured with
-llama.cpp's own parser, tests/test_budgets.py), and the answer is then not constrained at all."""
+llama.cpp's own parser, tests/research/test_budgets.py), and the answer is then not constrained at all."""
 SYNTHESIS_MAX_CHARS = GRAMMAR_MAX_TEXT_CHARS
 SYNTHESIS_MAX_WORDS = 140  # what SYNTHESIS_MAX_CHARS holds: ~6 characters a word in English, plus citations
 # A summary says what its quotes say: about two sentences and a citation a quote, so a brief with one

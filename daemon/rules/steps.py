@@ -2,7 +2,7 @@
 
 The loop (daemon/research/loop.py) used to decide these inline, where only the lab could reach
 them. Each takes plain data (the loop state, the limits, counts, labels, texts) and returns a
-decision, so each has a table test (tests/test_loop_rules.py) and a change of rule is one
+decision, so each has a table test (tests/rules/test_loop_rules.py) and a change of rule is one
 function and one table row. Nothing here does I/O or imports the loop; the kind-dependent
 rules (when to stop, which queries to aim) stay in research/policy.py, the stop rule in decide.
 """

@@ -7,7 +7,7 @@ Run as a module (`python -m briefd.daemon.sources.archives`) it is that child (z
 Why it looks like this:
 - libzim runs in child processes of its own (`python -m briefd.daemon.sources.archives`, at most
   ARCHIVE_READERS, the archives shared among them), never in the daemon. Fuzzing showed why
-  (tests/test_archive_fuzz.py): of damaged copies of a valid archive, about one in a hundred makes
+  (tests/sources/test_archive_fuzz.py): of damaged copies of a valid archive, about one in a hundred makes
   a libzim search abort the whole process (SIGABRT, "terminate called after throwing an instance of
   'std::out_of_range'"), and python-libzim keeps the GIL during its calls, so a slow call stalls
   the event loop even from a thread. A child that crashes (CRASH_SIGNALS), or passes

@@ -15,7 +15,7 @@ The libraries, and why each (checked against the versions in pyproject.toml):
   "Data format error"). PDFium marks a hyphen it judged to be a line-end hyphenation with
   U+FFFE and already joins the two halves ("recon\\ufffestruction"): see `_dehyphenate`.
   Its object parser has its own recursion limit: arrays nested 200,000 deep read as a
-  normal page (tests/test_documents.py).
+  normal page (tests/sources/test_documents.py).
 - **DOCX: python-docx**: well kept, pure Python over lxml, and its XML parser is built with
   `resolve_entities=False` (an entity bomb stays one unexpanded entity). It opens the zip
   itself, so the zip guard (`_open_zip`) runs on the file first.
