@@ -14,15 +14,29 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: demo test bench bench-vectors bench-docs bench-real soak lab clean venv browser docs-tools wheelhouse
+.PHONY: FORCE demo test bench bench-vectors bench-docs bench-real soak lab clean venv browser docs-tools wheelhouse
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# `make venv` installs the checkout editable in setuptools' strict mode: build/__editable__.briefd-*/briefd/ holds
+# a link to each file of briefd/, daemon/ and store/ (as briefd/daemon/..., briefd/store/...), and the venv's path
+# leads there, where mypy and an editor's go-to-definition find briefd.daemon (briefd/__init__.py says how). A
+# file added, removed or renamed needs its link made again: the stamp depends on the list of those files, kept
+# in $(PACKAGE_FILES) and rewritten only when it changes.
+PACKAGE_FILES := $(VENV)/.package-files
+LISTED := $(sort $(shell find briefd daemon store -type f \( -name '*.py' -o -name '*.json' -o -name '*.html' -o -name py.typed \)))
+
+$(PACKAGE_FILES): FORCE
+	@mkdir -p $(VENV)
+	@echo '$(LISTED)' | cmp -s - $@ || echo '$(LISTED)' > $@
+
+$(STAMP): pyproject.toml $(PACKAGE_FILES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' --config-settings editable_mode=strict
 	touch $(STAMP)
+
+FORCE:
 
 # The browser test (tests/ops/test_web_page.py) drives Debian's Chromium: installed here when missing
 # and this is root on Debian (CI is); no browser is downloaded from anywhere but the distribution.
@@ -35,11 +49,11 @@ browser:
 	    echo "make test: the browser test needs Chromium: sudo apt-get install chromium"; exit 1; \
 	  fi; }
 
-# mypy through tests/typecheck.py, which names daemon/ and store/ as imported (briefd.daemon, briefd.store).
+# mypy with [tool.mypy] in pyproject.toml (briefd, briefd.daemon, briefd.store, read through the editable link tree).
 # The suite runs under coverage ([tool.coverage] in pyproject.toml); the total is printed, pass or fail.
 test: $(STAMP) browser
 	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml)"
-	@$(PY) -m tests.typecheck || { echo "make test: mypy found type errors (above); fix them first"; exit 1; }
+	@$(PY) -m mypy || { echo "make test: mypy found type errors (above); fix them first"; exit 1; }
 	@status=0; $(PY) -m coverage run -m pytest -q $(PYTEST_ARGS) || status=$$?; \
 	  echo "coverage: $$($(PY) -m coverage report --format=total)% of the statements in daemon/ and store/ ran" \
 	    "(per file: $(PY) -m coverage report)"; \
@@ -91,8 +105,9 @@ soak: $(STAMP)
 WHEELHOUSE ?= wheelhouse
 wheelhouse:
 	@# setuptools builds in build/ and keeps what an earlier build left there: a package since renamed
-	@# would ride along into the wheel (briefd once installed a top-level daemon that way)
-	rm -rf build
+	@# would ride along into the wheel (briefd once installed a top-level daemon that way). build/__editable__.*
+	@# stays: it is the venv's editable install (make venv)
+	rm -rf build/lib build/bdist.*
 	$(PYTHON) -m pip wheel --quiet --wheel-dir $(WHEELHOUSE) .
 	@echo "wheelhouse: $$(ls $(WHEELHOUSE) | wc -l) wheels in $(WHEELHOUSE)/; install with:"
 	@echo "  pip install --no-index --find-links $(WHEELHOUSE) briefd"

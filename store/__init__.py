@@ -1,4 +1,11 @@
-"""briefd's SQLite store. `from briefd.store import Store`."""
+"""briefd's SQLite store. `from briefd.store import Store`.
+
+This folder is the package `briefd.store`, never a top-level `store`: in a checkout, where it sits on the path as
+a folder of its own, `import store` fails here, as it does where briefd is installed.
+"""
+
+if __name__ != "briefd.store":
+    raise ModuleNotFoundError(f"No module named {__name__!r}: this folder is briefd.store", name=__name__)
 
 from .briefs import BriefRow, ModelUsage, PageRow, PassageRow, Store
 from .db import (

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlite_utils
-from ..errors import BriefdError
+from briefd.errors import BriefdError
 
 SCHEMA_VERSION = 11
 BUSY_TIMEOUT_S = 30.0

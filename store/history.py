@@ -35,7 +35,7 @@ from typing import Any
 
 from .briefs import Store
 from .db import CANCELLED, DONE, FAILED, QUEUED, REJECTED, RUNNING, fts_or_query, iso_utc
-from ..errors import BriefdError
+from briefd.errors import BriefdError
 
 KINDS = ("plain", "estimate", "hypothesis")
 STATES = (QUEUED, RUNNING, DONE, FAILED, CANCELLED, REJECTED)

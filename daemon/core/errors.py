@@ -57,7 +57,7 @@ the daemon (exit 3). The research loop turns SearXNG's failures into `Outage`, w
 
 from __future__ import annotations
 
-from ...errors import BriefdError
+from briefd.errors import BriefdError
 
 __all__ = ["BriefdError", "ServiceUnavailable"]
 

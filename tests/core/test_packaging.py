@@ -1,7 +1,10 @@
 """One import name (issue 13 #6): briefd's code is `briefd.daemon` and `briefd.store`, never a top-level
 `daemon` (python-daemon's) or `store`. In a checkout the folders daemon/ and store/ sit at the top, so
-`import daemon` would still find them there: a module imported under both names is two modules, with
-two copies of every constant and class. No file may use the old names.
+`import daemon` would find them there: a module imported under both names is two modules, with two copies of
+every constant and class. No file may use the old names, and from a checkout they fail as from a wheel.
+
+Every tool sees that one package (issue 30): the interpreter, mypy and an editor's go-to-definition (jedi) all
+name daemon/ops/cli.py `briefd.daemon.ops.cli`, and coverage counts it once, as daemon/ops/cli.py.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import briefd
 import briefd.daemon
 import briefd.store
 from briefd.daemon.sources.pagework import child_environment
-from tests import typecheck
 from lab.servers import REPO_ROOT
 
 OLD_NAMES = ("daemon", "store")
@@ -60,8 +62,11 @@ def test_the_package_is_the_checkout_s_folders_and_the_wheel_names_only_briefd()
     folders = sorted(p.parent.name for p in (REPO_ROOT / "daemon").glob("*/__init__.py"))
     assert sorted(setuptools["packages"]) == sorted(["briefd", "briefd.daemon", "briefd.store",
                                                      *(f"briefd.daemon.{name}" for name in folders)])
-    # The wheel's mapping and the type check's are one: a folder mypy names otherwise is checked as another module.
-    assert {"briefd": "briefd", **setuptools["package-dir"]} == typecheck.PACKAGE_DIRS
+    # The wheel's mapping, the checkout's and the type check's are one: a folder left out of one is a module
+    # the checkout cannot import, or one mypy does not check.
+    assert setuptools["package-dir"] == {f"briefd.{folder}": folder for folder in briefd.FOLDERS}
+    mypy = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert mypy["packages"] == ["briefd", *setuptools["package-dir"]]
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["scripts"]["briefd"].startswith("briefd.daemon.")
 
@@ -122,23 +127,77 @@ def test_coverage_measures_daemon_and_store_from_the_checkout(tmp_path: Path) ->
     assert all(name.startswith(("daemon/", "store/")) for name in files), sorted(files)[:5]
 
 
-def test_the_type_check_names_each_file_as_imported_and_sees_errors_across_folders(tmp_path: Path) -> None:
-    named = {Path(s.path or "").relative_to(REPO_ROOT).as_posix(): s.module for s in typecheck.sources(REPO_ROOT)}
+def test_the_old_names_and_other_folders_of_the_checkout_are_not_modules() -> None:
+    """From the checkout, with the checkout on the path (as pytest, `python -m` and a page-reading child have it),
+    `import daemon` and `import store` fail as they do where the wheel is installed, and briefd holds only its
+    own modules and the two folders: the checkout's tests/ is no `briefd.tests`."""
+    code = ("import importlib, sys\n"
+            "for name in ('daemon', 'store', 'briefd.tests', 'briefd.inbox'):\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except ModuleNotFoundError as e:\n"
+            "        print(name, 'missing', e.name)\n"
+            "    else:\n"
+            "        print(name, 'imported')\n"
+            "import briefd.daemon, briefd.store\n"
+            "print(sorted(n for n in sys.modules if n.split('.')[0] in ('daemon', 'store')))\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.splitlines() == ["daemon missing daemon", "store missing store",
+                                        "briefd.tests missing briefd.tests", "briefd.inbox missing briefd.inbox", "[]"]
+
+
+def test_mypy_names_each_file_as_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make test`'s `python -m mypy` checks what [tool.mypy] names: every file of briefd/, daemon/ and store/,
+    under its import name, read through the link tree `make venv` installs (pyproject.toml says how)."""
+    from mypy.main import process_options
+    monkeypatch.chdir(REPO_ROOT)  # mypy looks for packages from the working directory first, as `make test` runs it
+    sources, _ = process_options(["--config-file", str(REPO_ROOT / "pyproject.toml")], require_targets=True)
+    named = {Path(os.path.realpath(s.path or "")).relative_to(REPO_ROOT.resolve()).as_posix(): s.module
+             for s in sources if s.path and s.path.endswith(".py")}
     assert named["daemon/ops/cli.py"] == "briefd.daemon.ops.cli" and named["store/__init__.py"] == "briefd.store"
-    on_disk = {p.relative_to(REPO_ROOT).as_posix() for d in ("daemon", "store") for p in (REPO_ROOT / d).rglob("*.py")}
-    assert on_disk <= set(named)
-    for folder in ("briefd", "daemon/ops", "store"):
-        (tmp_path / folder).mkdir(parents=True)
-        (tmp_path / folder / "__init__.py").write_text("")
-    (tmp_path / "daemon" / "__init__.py").write_text("")
-    (tmp_path / "store" / "__init__.py").write_text("LIMIT: int = 3\n")
-    (tmp_path / "daemon" / "ops" / "cli.py").write_text("from ...store import LIMIT\n\nname: str = LIMIT\n")
-    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\nstrict = true\n")
-    messages, count = typecheck.check(tmp_path, ["--no-incremental", "--cache-dir", os.devnull])
-    assert count == 5
-    assert [m for m in messages if ": error:" in m] == [
-        f"{tmp_path / 'daemon' / 'ops' / 'cli.py'}:3: error: Incompatible types in assignment "
-        "(expression has type \"int\", variable has type \"str\")  [assignment]"]
+    assert named["briefd/errors.py"] == "briefd.errors"
+    on_disk = {p.relative_to(REPO_ROOT).as_posix() for d in ("briefd", "daemon", "store")
+               for p in (REPO_ROOT / d).rglob("*.py")}
+    assert on_disk - set(named) == set(), "a module mypy does not see: `make venv` links a new module"
+
+
+def test_mypy_sees_types_across_the_folders() -> None:
+    """A module of daemon/ reaches store/ and briefd/ by relative imports, and mypy holds it to their types:
+    `...store` from briefd.daemon.ops is briefd.store, found with the configuration alone."""
+    from mypy.build import build
+    from mypy.main import process_options
+    from mypy.modulefinder import BuildSource
+    _, options = process_options(["--config-file", str(REPO_ROOT / "pyproject.toml"), "--no-incremental",
+                                  "--cache-dir", os.devnull], require_targets=False)
+    probe = "from ...errors import BriefdError\nfrom ...store import Store\n\nname: str = Store\ncode: int = BriefdError\n"
+    result = build([BuildSource(None, "briefd.daemon.ops.probe", text=probe)], options)
+    assert [m for m in result.errors if ": error:" in m] == [
+        '<string>:4: error: Incompatible types in assignment (expression has type "type[Store]", variable has '
+        'type "str")  [assignment]',
+        '<string>:5: error: Incompatible types in assignment (expression has type "type[BriefdError]", variable '
+        'has type "int")  [assignment]']
+
+
+def test_an_editor_goes_to_the_definitions_of_briefd_imports() -> None:
+    """jedi, the engine behind go-to-definition in several editors, opened on the checkout: an absolute
+    `briefd.daemon...` import of a test and a package module's import of briefd/errors.py land on the files."""
+    jedi = pytest.importorskip("jedi", reason="jedi is the test extra's: make test installs it and runs this")
+    project = jedi.Project(REPO_ROOT, environment_path=sys.prefix)
+
+    def landing(path: Path, needle: str) -> set[Path]:
+        line, text = next((n, t) for n, t in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                          if needle in t)
+        found = jedi.Script(path=path, project=project).goto(line, text.index(needle) + len(needle) - 1,
+                                                              follow_imports=True)
+        return {Path(os.path.realpath(d.module_path)) for d in found if d.module_path}
+
+    here = Path(__file__)
+    assert landing(here, "pagework import child_environment") == {REPO_ROOT / "daemon/sources/pagework.py"}
+    assert landing(here, "from briefd.daemon.sources.pagework") == {REPO_ROOT / "daemon/sources/pagework.py"}
+    assert landing(REPO_ROOT / "daemon/core/brief.py", "import BriefdError") == {REPO_ROOT / "briefd/errors.py"}
+    assert landing(REPO_ROOT / "daemon/ops/cli.py", "from ...store") == {REPO_ROOT / "store/__init__.py"}
 
 
 def test_a_page_reading_child_of_the_checkout_imports_the_checkout_s_code(tmp_path: Path) -> None:

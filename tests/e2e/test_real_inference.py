@@ -84,7 +84,7 @@ def test_estimate_and_hypothesis_briefs_finish_with_well_formed_numbers(
     assert 0.0 <= est["progress_score"] <= 1.0
     for item in cost["evidence"]:
         if item["low"] is not None:
-            from briefd.daemon.rules.judge import number_in_quote
+            from briefd.daemon.rules.figures import number_in_quote
             assert number_in_quote(item["low"], item["quote"], "USD million"), "kept numbers are in their quote"
     assert (ws.outbox / "cost" / "chart.png").read_bytes()[:4] == b"\x89PNG"
     assert (ws.outbox / "cost" / "chart.svg").read_text(encoding="utf-8").startswith("<svg ")
