@@ -187,8 +187,10 @@ def test_an_editor_goes_to_the_definitions_of_briefd_imports() -> None:
     project = jedi.Project(REPO_ROOT, environment_path=sys.prefix)
 
     def landing(path: Path, needle: str) -> set[Path]:
-        line, text = next((n, t) for n, t in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-                          if needle in t)
+        where = next(((n, t) for n, t in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                      if needle in t), None)
+        assert where, f"{path.name} no longer says {needle!r}: point this test at a line that imports it"
+        line, text = where
         found = jedi.Script(path=path, project=project).goto(line, text.index(needle) + len(needle) - 1,
                                                               follow_imports=True)
         return {Path(os.path.realpath(d.module_path)) for d in found if d.module_path}
@@ -196,7 +198,7 @@ def test_an_editor_goes_to_the_definitions_of_briefd_imports() -> None:
     here = Path(__file__)
     assert landing(here, "pagework import child_environment") == {REPO_ROOT / "daemon/sources/pagework.py"}
     assert landing(here, "from briefd.daemon.sources.pagework") == {REPO_ROOT / "daemon/sources/pagework.py"}
-    assert landing(REPO_ROOT / "daemon/core/brief.py", "import BriefdError") == {REPO_ROOT / "briefd/errors.py"}
+    assert landing(REPO_ROOT / "daemon/core/errors.py", "import BriefdError") == {REPO_ROOT / "briefd/errors.py"}
     assert landing(REPO_ROOT / "daemon/ops/cli.py", "from ...store") == {REPO_ROOT / "store/__init__.py"}
 
 
