@@ -44,21 +44,11 @@ LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "paced_ollama", "llam
                           "hostile_web"})
 
 
-# The modules whose bounds are wall-clock deadlines kept under a load they make themselves (floods and
-# attacks on the HTTP API, archive bombs, a watch that must answer at once): `make test` runs the suite in
-# two processes (pytest-xdist, --dist loadgroup), and these share one xdist group, so that two of them never
-# run side by side and starve each other. Named by file, wherever the file sits under tests/.
-TIMING_BOUND_MODULES = frozenset({"test_serve_flood.py", "test_serve_attack.py", "test_archive_fuzz.py",
-                                  "test_lab_watch.py"})
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `lab` every test whose fixture closure starts a lab server; group the timing-bound ones."""
+    """Mark `lab` every test whose fixture closure starts a lab server."""
     for item in items:
         if LAB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.lab)
-        if item.path.name in TIMING_BOUND_MODULES:
-            item.add_marker(pytest.mark.xdist_group("timing-bound"))
 
 
 @pytest.fixture(scope="session")
