@@ -50,11 +50,16 @@ browser:
 	  fi; }
 
 # mypy with [tool.mypy] in pyproject.toml (briefd, briefd.daemon, briefd.store, read through the editable link tree).
-# The suite runs under coverage ([tool.coverage] in pyproject.toml); the total is printed, pass or fail.
+# The suite runs in TEST_PROCS processes (pytest-xdist; each lab draws its own ports), a test module whole
+# in one process (--dist loadfile: a module's costly module-scoped runs of the daemon are made once, and its
+# timing-bound tests never run beside each other), under coverage in every process (pytest-cov,
+# [tool.coverage] in pyproject.toml); the total is printed, pass or fail.
+# TEST_PROCS=0 runs it in this one process; PYTEST_ARGS passes more (-m "not lab": the pure tests, a minute).
+TEST_PROCS ?= 2
 test: $(STAMP) browser
 	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml)"
 	@$(PY) -m mypy || { echo "make test: mypy found type errors (above); fix them first"; exit 1; }
-	@status=0; $(PY) -m coverage run -m pytest -q $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(PY) -m pytest -q -n $(TEST_PROCS) --dist loadfile --cov --cov-report= $(PYTEST_ARGS) || status=$$?; \
 	  echo "coverage: $$($(PY) -m coverage report --format=total)% of the statements in daemon/ and store/ ran" \
 	    "(per file: $(PY) -m coverage report)"; \
 	  exit $$status
@@ -113,4 +118,4 @@ wheelhouse:
 	@echo "  pip install --no-index --find-links $(WHEELHOUSE) briefd"
 
 clean:
-	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache build wheelhouse .coverage
+	rm -rf $(VENV) lab-run .pytest_cache .mypy_cache build wheelhouse .coverage .coverage.*

@@ -37,8 +37,11 @@ __all__ = ["BRIEFD", "LAB_FIXTURES", "OllamaLab", "Workspace", "serve_ollama", "
 T = TypeVar("T")
 
 # The fixtures that start the lab's servers. One list, read by the hook below: a new test that
-# asks for any of them (even through a fixture of its own) is a lab test without anyone marking it.
-LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "llama_ollama", "workspace", "hostile_web"})
+# asks for any of them (even through a fixture of its own) is a lab test without anyone marking it,
+# and `_lab_servers_alive` arms the watch for it (a fixture that adds its servers to `lab_watch` but is
+# missing here would be waited out when its server dies; the lab watch's tests hold the two together).
+LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "paced_ollama", "llama_ollama", "workspace",
+                          "hostile_web"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -10,6 +10,7 @@ that was running is gone.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import queue
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from briefd.daemon.core.settings import Settings
+from tests import conftest
 from tests.conftest import wait_for
 from lab.servers import REPO_ROOT, LabServerDied, LabWatch, Proc, start_proc
 
@@ -127,23 +129,42 @@ NESTED_TESTS = """
 import os, signal, threading
 from lab.workspace import Workspace
 
-def test_briefd_on_a_model_server_that_dies(scripted_ollama, tmp_path):
-    ws = Workspace(root=tmp_path, searxng_url="http://127.0.0.1:9", ollama_url=scripted_ollama.url,
+def test_briefd_on_a_model_server_that_dies({fixture}, tmp_path):
+    ws = Workspace(root=tmp_path, searxng_url="http://127.0.0.1:9", ollama_url={fixture}.url,
                    model="lab-scripted")
-    ws.drop("doomed.json", {"question": "Why are bridges inspected every six years?", "depth": "quick"})
-    threading.Timer(1.0, os.kill, (scripted_ollama.proc.pid, signal.SIGSEGV)).start()
+    ws.drop("doomed.json", {{"question": "Why are bridges inspected every six years?", "depth": "quick"}})
+    threading.Timer(1.0, os.kill, ({fixture}.proc.pid, signal.SIGSEGV)).start()
     result = ws.briefd("run", "--once", timeout=600)
     print("BRIEFD ENDED", result.returncode, result.stderr[-2000:])
 
-def test_a_later_test_on_the_same_server(scripted_ollama):
+def test_a_later_test_on_the_same_server({fixture}):
     print("RAN ON A DEAD SERVER")
 """
 
 
-def test_a_fixture_server_that_dies_fails_the_test_at_once_and_the_next_that_uses_it(tmp_path: Path) -> None:
+def session_fixtures_watching_a_server() -> set[str]:
+    """The conftest fixtures that hand their servers to `lab_watch` (they ask for it), read from its source."""
+    tree = ast.parse(Path(conftest.__file__).read_text(encoding="utf-8"))
+    return {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+            and any("fixture" in ast.unparse(decorator) for decorator in node.decorator_list)
+            and "lab_watch" in [arg.arg for arg in node.args.args]}
+
+
+def test_every_fixture_whose_servers_are_watched_is_a_lab_fixture() -> None:
+    """A fixture missing from LAB_FIXTURES is watched but never armed: its dead server is waited out
+    (paced_ollama was, issue 30)."""
+    watching = session_fixtures_watching_a_server()
+    assert {"search_lab", "scripted_ollama", "paced_ollama", "llama_ollama"} <= watching
+    assert watching <= conftest.LAB_FIXTURES, sorted(watching - conftest.LAB_FIXTURES)
+
+
+@pytest.mark.parametrize(("fixture", "server"), [("scripted_ollama", "ollama-scripted"),
+                                                 ("paced_ollama", "ollama-paced")])
+def test_a_fixture_server_that_dies_fails_the_test_at_once_and_the_next_that_uses_it(
+        tmp_path: Path, fixture: str, server: str) -> None:
     """The session fixtures (tests/conftest.py), in a pytest of their own: the test's briefd is stopped."""
     tests = tmp_path / "test_nested_lab.py"
-    tests.write_text(textwrap.dedent(NESTED_TESTS), encoding="utf-8")
+    tests.write_text(textwrap.dedent(NESTED_TESTS.format(fixture=fixture)), encoding="utf-8")
     started = time.monotonic()
     pytest_args = ["-p", "tests.conftest", "-c", str(REPO_ROOT / "pyproject.toml"), "--rootdir", str(REPO_ROOT),
                    "-p", "no:cacheprovider", "-q", "-s", "--basetemp", str(tmp_path / "base"), str(tests)]
@@ -152,7 +173,7 @@ def test_a_fixture_server_that_dies_fails_the_test_at_once_and_the_next_that_use
     elapsed = time.monotonic() - started
     out = run.stdout + run.stderr
     assert "1 failed, 1 error" in out, out[-4000:]
-    assert "LabServerDied: lab: the model server (ollama-scripted, pid " in out and "died of SIGSEGV" in out
+    assert f"LabServerDied: lab: the model server ({server}, pid " in out and "died of SIGSEGV" in out
     assert "Fatal Python error: Segmentation fault" in out, "the end of its log: faulthandler's trace of the crash"
     assert "BRIEFD ENDED" not in out and "start Ollama" not in out, "briefd was stopped, not left to wait"
     assert "RAN ON A DEAD SERVER" not in out
