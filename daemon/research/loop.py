@@ -206,8 +206,11 @@ class Research:
             self.state.next_action, self.state.why = step.next_action, step.why
             if step.stop_reason is not None:
                 self.state.stop_reason = step.stop_reason
-                self.state.stop_explanation = step.explanation
                 await self.pages.last_stragglers()
+                # the stragglers read just now may have moved the range: the sentence says where the
+                # answer was left, so it is made from the facts after them (the reason stays the one
+                # that stopped the rounds)
+                self.state.stop_explanation = self.policy.explain_stop(self.facts(), step.stop_reason)
                 self.state.phase = "synthesis"
                 self.checkpoint()
                 break
