@@ -721,13 +721,15 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_adversarial_one_mib_briefs_are_judged_quickly(name: str) -> None:
+    """The bound is on this process's CPU time, the work the judging does: a machine busy with other
+    processes (the suite's second worker, the lab's servers) stretches the wall clock, not the work."""
     import time
 
     data = ADVERSARIAL[name]()
     assert MAX_BRIEF_BYTES - 100 < len(data) <= MAX_BRIEF_BYTES
-    started = time.perf_counter()
+    started = time.process_time()
     brief = only_brief_errors(data)
-    assert time.perf_counter() - started < 3.0
+    assert time.process_time() - started < 3.0
     if name.startswith("distinct domains") or name.startswith("distinct engines"):
         assert brief is not None and len(brief.search.include_domains or brief.search.engines) > 50_000
     else:
