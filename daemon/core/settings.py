@@ -23,7 +23,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from . import crashpoints
@@ -641,13 +641,20 @@ def _to_bindhost(spec: _Spec, raw: Any, source: _Source) -> str:
     raise _Bad("an address to listen on, such as 127.0.0.1, ::1 or 0.0.0.0 (no scheme, no port: that is serve_port)")
 
 
-def _to_ollama(spec: _Spec, raw: Any, source: _Source) -> str:
+def _normalized(raw: Any, normalize: Callable[[str], str], not_text: str, expected: str) -> str:
+    """Text read by `normalize`: `not_text` when it is no text at all, `expected` with the reason it was refused."""
     if not isinstance(raw, str):
-        raise _Bad("an address such as \"127.0.0.1:11434\" or \"http://gpu-box:11434\"")
+        raise _Bad(not_text)
     try:
-        return normalize_ollama_host(raw)
+        return normalize(raw)
     except ValueError as exc:
-        raise _Bad("an address such as 127.0.0.1:11434 or http://gpu-box:11434", str(exc)) from None
+        raise _Bad(expected, str(exc)) from None
+
+
+def _to_ollama(spec: _Spec, raw: Any, source: _Source) -> str:
+    return _normalized(raw, normalize_ollama_host,
+                       "an address such as \"127.0.0.1:11434\" or \"http://gpu-box:11434\"",
+                       "an address such as 127.0.0.1:11434 or http://gpu-box:11434")
 
 
 def _to_ollamas(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
@@ -675,12 +682,8 @@ def _to_ollamas(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
 
 
 def _to_url(spec: _Spec, raw: Any, source: _Source) -> str:
-    if not isinstance(raw, str):
-        raise _Bad("a URL such as http://127.0.0.1:8888")
-    try:
-        return normalize_searxng_url(raw)
-    except ValueError as exc:
-        raise _Bad("a URL such as http://127.0.0.1:8888", str(exc)) from None
+    expected = "a URL such as http://127.0.0.1:8888"
+    return _normalized(raw, normalize_searxng_url, expected, expected)
 
 
 def _to_model(spec: _Spec, raw: Any, source: _Source) -> str:

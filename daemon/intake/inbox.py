@@ -452,24 +452,16 @@ class Inbox:
     def _reject(self, path: Path, st: os.stat_result, err: BriefError, data: bytes,
                 source: BinaryIO | None) -> Accepted | None:
         """error.json and the bytes into the outbox, a row in the store, then out of the inbox."""
-        name = utf8_safe(path.name)
-        brief_id = id_from_filename(path.name)
         details = {"field": err.field, **(err.details or {})}
-        try:
-            written = write_rejection(self.outbox, brief_id, name, str(err), details, data, source=source,
-                                      aside=self._outdir_busy(brief_id))
-        except (OSError, ValueError) as exc:
-            if shortage(exc):
-                raise
-            self._leave(path, f"its rejection ({err}) could not be written to the outbox: {exc}; it stays "
-                              f"in the inbox and is tried again when it changes or briefd restarts", st)
+        filed = self._file_rejection(
+            path, st, str(err), details, data, data, utf8_safe(str(path)), source,
+            lambda exc: f"its rejection ({err}) could not be written to the outbox: {exc}; it stays "
+                        f"in the inbox and is tried again when it changes or briefd restarts")
+        if filed is None:
             return None
-        run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=data,
-                                          error=str(err), details=details, inbox_path=utf8_safe(str(path)))
-        self._remove(path, st)
-        self.store.mark_inbox_removed(run_id)
-        log.warning("%s rejected: %s (%s)", log_text(name), log_text(err), log_text(written))
-        return Accepted(run_id, brief_id, rejected=True, error=str(err))
+        run_id, written = filed
+        log.warning("%s rejected: %s (%s)", log_text(utf8_safe(path.name)), log_text(err), log_text(written))
+        return Accepted(run_id, id_from_filename(path.name), rejected=True, error=str(err))
 
     def _reject_link(self, path: Path, st: os.stat_result) -> Accepted | None:
         """A symlink: rejected without ever opening what it points to (see the module docstring)."""
@@ -503,22 +495,35 @@ class Inbox:
         inbox_path = utf8_safe(str(path))
         if self._already_recorded(path, st, inbox_path, sha256_hex(received)):
             return None
+        filed = self._file_rejection(
+            path, st, error, details, None, received, inbox_path, None,
+            lambda exc: f"it is {what} and its rejection could not be written to the outbox: {exc}")
+        if filed is None:
+            return None
+        log.warning("%s rejected: %s", log_text(utf8_safe(path.name)), log_text(error))
+        return Accepted(filed[0], id_from_filename(path.name), rejected=True, error=error)
+
+    def _file_rejection(self, path: Path, st: os.stat_result, error: str, details: dict[str, Any],
+                        content: bytes | None, received: bytes, inbox_path: str, source: BinaryIO | None,
+                        unwritten: Callable[[Exception], str]) -> tuple[int, Path] | None:
+        """error.json (with `content`, the bytes kept) into the outbox, a row in the store (`received`, what its
+        hash is of), then the name out of the inbox: the run's id and where it was written, or None when the outbox
+        could not be written (the file is left, `unwritten(exc)` says why)."""
         name = utf8_safe(path.name)
         brief_id = id_from_filename(path.name)
         try:
-            write_rejection(self.outbox, brief_id, name, error, details, None, aside=self._outdir_busy(brief_id))
+            written = write_rejection(self.outbox, brief_id, name, error, details, content, source=source,
+                                      aside=self._outdir_busy(brief_id))
         except (OSError, ValueError) as exc:
             if shortage(exc):
                 raise
-            self._leave(path, f"it is {what} and its rejection could not be written to the "
-                              f"outbox: {exc}", st)
+            self._leave(path, unwritten(exc), st)
             return None
         run_id = self.store.add_rejection(brief_id=brief_id, source_file=name, received=received, error=error,
                                           details=details, inbox_path=inbox_path)
         self._remove(path, st)
         self.store.mark_inbox_removed(run_id)
-        log.warning("%s rejected: %s", log_text(name), log_text(error))
-        return Accepted(run_id, brief_id, rejected=True, error=error)
+        return run_id, written
 
     def _leave_unreadable(self, path: Path, st: os.stat_result, exc: OSError) -> None:
         if shortage(exc):

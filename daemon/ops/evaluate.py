@@ -224,13 +224,23 @@ def _patterns(value: Any, where: str) -> tuple[str, ...]:
     return patterns
 
 
-def _truth(value: Any, kind: Kind, brief: Brief, where: str) -> Truth | None:
+def _expected(value: Any, kind: Kind, owner: Kind, missing: str, misplaced: str) -> bool:
+    """Whether an expectation that belongs to briefs of kind `owner` is given: required of them (`missing` when
+    absent), refused of any other kind (`misplaced`)."""
     if value is None:
-        if kind == "estimate":
-            raise EvalFileError(f"{where}: an estimate needs \"expect.number\": {{\"value\": ..., \"unit\": ...}}")
+        if kind == owner:
+            raise EvalFileError(missing)
+        return False
+    if kind != owner:
+        raise EvalFileError(misplaced)
+    return True
+
+
+def _truth(value: Any, kind: Kind, brief: Brief, where: str) -> Truth | None:
+    if not _expected(value, kind, "estimate",
+                     f"{where}: an estimate needs \"expect.number\": {{\"value\": ..., \"unit\": ...}}",
+                     f"{where}: \"expect.number\" is for estimates; this brief has no estimate block"):
         return None
-    if kind != "estimate":
-        raise EvalFileError(f"{where}: \"expect.number\" is for estimates; this brief has no estimate block")
     if not isinstance(value, dict):
         raise EvalFileError(f"{where}: \"expect.number\" must be {{\"value\": number, \"unit\": string}}")
     _no_unknown(value, _NUMBER_KEYS, f"{where}, expect.number")
@@ -245,12 +255,10 @@ def _truth(value: Any, kind: Kind, brief: Brief, where: str) -> Truth | None:
 
 
 def _verdict(value: Any, kind: Kind, where: str) -> str | None:
-    if value is None:
-        if kind == "contract":
-            raise EvalFileError(f"{where}: a contract needs \"expect.verdict\": one of {', '.join(VERDICTS)}")
+    if not _expected(value, kind, "contract",
+                     f"{where}: a contract needs \"expect.verdict\": one of {', '.join(VERDICTS)}",
+                     f"{where}: \"expect.verdict\" is for contracts; this brief has no hypothesis"):
         return None
-    if kind != "contract":
-        raise EvalFileError(f"{where}: \"expect.verdict\" is for contracts; this brief has no hypothesis")
     if value not in VERDICTS:
         raise EvalFileError(f"{where}: \"expect.verdict\" must be one of {', '.join(VERDICTS)}, not {value!r}")
     return str(value)

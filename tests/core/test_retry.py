@@ -12,10 +12,8 @@ import asyncio
 import json
 import random
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -29,6 +27,7 @@ from briefd.daemon.sources import search
 from briefd.daemon.core.brief import SearchOptions
 from briefd.daemon.core.retry import IN_CALL, IN_CALL_ATTEMPTS, QUEUE, Backoff, Transient
 from briefd.daemon.core.settings import Settings
+from tests.httpstub import QuietHandler, serving
 
 TROUBLESHOOTING = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 TOP = 1.0 - 1e-12  # the largest draw random.random() can return, near enough
@@ -233,7 +232,7 @@ def test_one_attempt_means_no_wait_at_all() -> None:
 # ---- on loopback: a SearXNG outage is the policy's transient --------------------------------------
 
 
-class FlakySearx(BaseHTTPRequestHandler):
+class FlakySearx(QuietHandler):
     """Answers 503 for the first `fail` requests, then one result."""
 
     fail = 0
@@ -247,27 +246,14 @@ class FlakySearx(BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = json.dumps({"results": [{"url": "http://127.0.0.1/a", "title": "A", "content": "a"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(body)
 
 
 @pytest.fixture
 def flaky_searx() -> Iterator[tuple[str, type[FlakySearx]]]:
     handler = type("Flaky", (FlakySearx,), {"fail": 0, "seen": 0})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(handler) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def searched(url: str, rec: Recorder) -> search.SearchResponse | BaseException:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,6 +24,7 @@ from briefd.daemon.core.settings import (
     stray_variables,
 )
 from tests.conftest import CONTRACT
+from tests.httpstub import QuietHandler, serving
 
 
 @pytest.fixture()
@@ -345,29 +344,16 @@ def test_listen_everywhere_addresses_mean_this_machine(value: str, expected: str
     assert normalize_ollama_host(value) == expected
 
 
-class _TagsHandler(BaseHTTPRequestHandler):
+class _TagsHandler(QuietHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         body = json.dumps({"models": [{"model": "qwen2.5:3b", "name": "qwen2.5:3b"}]}).encode()
-        self.send_response(200 if self.path == "/api/tags" else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_json(body, 200 if self.path == "/api/tags" else 404)
 
 
 @pytest.fixture()
 def tags_server() -> Iterator[int]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _TagsHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_TagsHandler) as server:
         yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.parametrize("form", ["127.0.0.1:{port}", "0.0.0.0:{port}", "http://localhost:{port}/",

@@ -35,6 +35,7 @@ from briefd.daemon.core.settings import Settings, load_settings
 from briefd.daemon.core.supervise import OPEN_FILES_WANTED, REPEAT_EVERY_S, Policy, RepeatLog, raise_open_files_limit
 from briefd.store import Store
 from tests.conftest import wait_for
+from tests.polling import until
 from lab.servers import free_port
 from lab.workspace import BRIEFD
 
@@ -89,17 +90,6 @@ def descriptors_exhausted(headroom: int = 32) -> Iterator[int]:
 
 def taken(store: Store, brief_id: str) -> bool:
     return store.latest_run(brief_id) is not None
-
-
-async def until(check: object, timeout: float) -> bool:
-    """Poll `check()` on the loop for up to `timeout` seconds (the daemon's tasks run meanwhile)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.05)
-    return False
 
 
 # --------------------------------------------------------------------------- intake under EMFILE

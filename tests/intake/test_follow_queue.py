@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,77 +41,71 @@ def _queued(store: Store, brief_id: str, follows: str | None = None) -> int:
                            inbox_path=f"/nowhere/{brief_id}.json")
 
 
-def test_a_follow_up_is_not_taken_until_its_parent_has_finished(tmp_path: Path) -> None:
-    store = Store(tmp_path / "briefd.db")
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A store of its own for the test, closed after it."""
+    opened = Store(tmp_path / "briefd.db")
     try:
-        parent = _queued(store, "northgate")
-        child = _queued(store, "northgate-next", follows="northgate")
-        other = _queued(store, "other")
-        taken = store.claim_next()
-        assert taken is not None and taken.run_id == parent
-        assert store.get_brief(parent).state == RUNNING  # type: ignore[union-attr]
-        taken = store.claim_next()
-        assert taken is not None and taken.run_id == other, "the follow-up waits; the queue goes on"
-        store.finish(other, state=DONE, stop_reason="max_rounds")
-        assert store.claim_next() is None, "its parent is still running"
-        assert store.pending_work() == 2
-        store.finish(parent, state=DONE, stop_reason="max_rounds")
-        taken = store.claim_next()
-        assert taken is not None and taken.run_id == child
+        yield opened
     finally:
-        store.close()
+        opened.close()
 
 
-def test_briefs_following_each_others_later_runs_never_wait_for_ever(tmp_path: Path) -> None:
+def test_a_follow_up_is_not_taken_until_its_parent_has_finished(store: Store) -> None:
+    parent = _queued(store, "northgate")
+    child = _queued(store, "northgate-next", follows="northgate")
+    other = _queued(store, "other")
+    taken = store.claim_next()
+    assert taken is not None and taken.run_id == parent
+    assert store.get_brief(parent).state == RUNNING  # type: ignore[union-attr]
+    taken = store.claim_next()
+    assert taken is not None and taken.run_id == other, "the follow-up waits; the queue goes on"
+    store.finish(other, state=DONE, stop_reason="max_rounds")
+    assert store.claim_next() is None, "its parent is still running"
+    assert store.pending_work() == 2
+    store.finish(parent, state=DONE, stop_reason="max_rounds")
+    taken = store.claim_next()
+    assert taken is not None and taken.run_id == child
+
+
+def test_briefs_following_each_others_later_runs_never_wait_for_ever(store: Store) -> None:
     """a (done) <- b follows a; a asked again following b: b must not wait for the later a, nor a for ever."""
-    store = Store(tmp_path / "briefd.db")
-    try:
-        first = _queued(store, "a")
-        assert store.claim_next() is not None
-        store.finish(first, state=DONE, stop_reason="max_rounds")
-        b = _queued(store, "b", follows="a")
-        a_again = _queued(store, "a", follows="b")
-        order = []
-        while (taken := store.claim_next()) is not None:
-            order.append(taken.run_id)
-            store.finish(taken.run_id, state=DONE, stop_reason="max_rounds")
-        assert order == [b, a_again]
-    finally:
-        store.close()
+    first = _queued(store, "a")
+    assert store.claim_next() is not None
+    store.finish(first, state=DONE, stop_reason="max_rounds")
+    b = _queued(store, "b", follows="a")
+    a_again = _queued(store, "a", follows="b")
+    order = []
+    while (taken := store.claim_next()) is not None:
+        order.append(taken.run_id)
+        store.finish(taken.run_id, state=DONE, stop_reason="max_rounds")
+    assert order == [b, a_again]
 
 
-def test_run_once_does_not_wait_for_a_follow_up_behind_a_parent_it_set_aside(tmp_path: Path) -> None:
-    store = Store(tmp_path / "briefd.db")
-    try:
-        parent = _queued(store, "p")
-        _queued(store, "c", follows="p")
-        _queued(store, "g", follows="c")
-        assert store.pending_work() == 3
-        assert store.pending_work(skip=[parent]) == 0, "parked parent: its follow-ups, however deep, wait too"
-        assert store.claim_next(skip=[parent]) is None
-    finally:
-        store.close()
+def test_run_once_does_not_wait_for_a_follow_up_behind_a_parent_it_set_aside(store: Store) -> None:
+    parent = _queued(store, "p")
+    _queued(store, "c", follows="p")
+    _queued(store, "g", follows="c")
+    assert store.pending_work() == 3
+    assert store.pending_work(skip=[parent]) == 0, "parked parent: its follow-ups, however deep, wait too"
+    assert store.claim_next(skip=[parent]) is None
 
 
-def test_the_queue_stays_cheap_with_thousands_of_follow_ups_waiting(tmp_path: Path) -> None:
+def test_the_queue_stays_cheap_with_thousands_of_follow_ups_waiting(store: Store) -> None:
     """2,000 follow-ups behind one running (then set aside) parent: claim_next runs on every turn of the
     daemon's loop and pending_work on every turn of run --once. Measured here: about 8 ms and 10 ms (a
     recursive query that read each brief's JSON once per parent took 2.3 s); the bound is 1 s."""
-    store = Store(tmp_path / "briefd.db")
-    try:
-        parent = _queued(store, "p")
-        for n in range(2000):
-            _queued(store, f"c{n}", follows="p")
-        assert store.claim_next() is not None  # the parent
-        started = time.monotonic()
-        assert store.claim_next() is None
-        claimed_s = time.monotonic() - started
-        started = time.monotonic()
-        assert store.pending_work(skip=[parent]) == 0
-        counted_s = time.monotonic() - started
-        assert claimed_s < 1 and counted_s < 1, (claimed_s, counted_s)
-    finally:
-        store.close()
+    parent = _queued(store, "p")
+    for n in range(2000):
+        _queued(store, f"c{n}", follows="p")
+    assert store.claim_next() is not None  # the parent
+    started = time.monotonic()
+    assert store.claim_next() is None
+    claimed_s = time.monotonic() - started
+    started = time.monotonic()
+    assert store.pending_work(skip=[parent]) == 0
+    counted_s = time.monotonic() - started
+    assert claimed_s < 1 and counted_s < 1, (claimed_s, counted_s)
 
 
 def test_the_doors_accept_a_follow_up_of_a_brief_still_queued_or_running(tmp_path: Path) -> None:

@@ -12,9 +12,7 @@ import os
 import re
 import shlex
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from briefd.daemon.core.settings import (
 )
 from briefd.store import Store
 from lab.workspace import BRIEFD
+from tests.httpstub import QuietHandler, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 CLOSED_PORT = "http://127.0.0.1:9"
@@ -183,25 +182,12 @@ def searxng_whose_engines_fail() -> Iterator[str]:
     body = json.dumps({"query": "briefd check", "results": [], "answers": [],
                        "unresponsive_engines": [["duckduckgo", "timeout"], ["wikipedia", "HTTP error"]]}).encode()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_json(body)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_check_points_at_the_engines_when_searxng_runs_but_its_engines_fail(tmp_path: Path) -> None:

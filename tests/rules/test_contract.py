@@ -240,6 +240,11 @@ def test_source_tiers_setting_from_the_environment_and_briefd_toml(tmp_path: Pat
     ("ftp://x.example/=news", ["not an http(s) URL prefix"]),
 ])
 def test_a_bad_source_tiers_rule_is_named_with_its_fix(value: str, words: list[str]) -> None:
+    assert_source_tiers_refused(value, words)
+
+
+def assert_source_tiers_refused(value: str, words: list[str]) -> None:
+    """BRIEFD_SOURCE_TIERS=`value` is refused as the source_tiers setting, in a message with each of `words`."""
     with pytest.raises(SettingsError) as caught:
         load_settings({}, {"BRIEFD_SOURCE_TIERS": value})
     for word in words:

@@ -31,6 +31,7 @@ from briefd.store import Store
 from briefd.store.library import DUPLICATE, INDEXED, REFUSED, LibraryFiles
 from lab.library import folder_chain
 from tests.conftest import BRIEFD
+from tests.polling import until
 from tests.sources.test_library import BRIDGE, CountingReader, briefd, make_library, rows
 
 DEEP = 1_200
@@ -64,16 +65,6 @@ def deep_chain(top: Path, levels: int = DEEP) -> list[str]:
 
 def refused(store: Store) -> dict[str, str]:
     return {r["path"]: r["reason"] for r in LibraryFiles(store).status()["refused"]}
-
-
-async def until(check: object, timeout: float = 60.0) -> bool:
-    """Poll `check()` every 0.1 s; a bound only a hang reaches."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 # --------------------------------------------------------------------------- deep folders (#2)

@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -19,6 +17,7 @@ from briefd.daemon.core.brief import SearchOptions
 from briefd.daemon.sources.extract import MAX_TITLE_CHARS
 from lab import web
 from lab.corpus import TOPICS
+from tests.httpstub import QuietHandler, serving
 
 
 def run(coro):
@@ -97,24 +96,12 @@ def test_titles_and_snippets_are_cleaned_where_they_enter() -> None:
         "content": "Rates rose\u2028three\u2066 points\u2069\ufeff today.\u009b2J",
     }]}).encode()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send_json(payload)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
+    with serving(Handler) as httpd:
         response = run(_search(f"http://127.0.0.1:{httpd.server_address[1]}", "rates"))
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     [hit] = response.hits
     assert hit.title == "Rates rise exe.txt"
     assert hit.content == "Rates rose\nthree points today.2J"
