@@ -250,10 +250,18 @@ def test_property_a_point_needs_two_sources(raw: list[tuple[float, float, str]])
         assert judge.credible_sources(readings) >= judge.CORROBORATION
 
 
+@pytest.fixture(scope="module")
+def units_loaded() -> None:
+    """The units library builds its registry on first use (seconds): done once before a property test,
+    so Hypothesis' per-example deadline measures the rule, not the registry (a test process that met no
+    unit before failed the first example so)."""
+    figures.read_figure(5.0, "5 ms", "seconds")
+
+
 @given(st.one_of(st.floats(), st.integers(-10**20, 10**20)), st.text(max_size=200),
        st.sampled_from(["USD million", "percent", "fraction", "ppb", "people", ""]))
 @example(float("9" * 300), "$" + "9" * 300 + " trillion", "USD million")   # converts to inf: no usable figure
-def test_property_read_figure_is_total(proposed: float, quote: str, unit: str) -> None:
+def test_property_read_figure_is_total(units_loaded: None, proposed: float, quote: str, unit: str) -> None:
     """Any number against any page text: kept with a finite value, or discarded with a reason."""
     figure = figures.read_figure(proposed, quote, unit)
     assert (figure.value is None) == (figure.reason is not None)
