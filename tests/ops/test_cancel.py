@@ -12,6 +12,8 @@ import json
 import re
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from briefd.daemon.report.html import render_html
@@ -51,6 +53,19 @@ def offline_workspace(root: Path) -> Workspace:
 # --------------------------------------------------------------------------- a running brief
 
 
+@contextmanager
+def running_daemon(ws: Workspace, log: Path, **env: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`briefd run` in the workspace, its output in `log`; at the end it gets SIGTERM, which it must obey
+    with exit 0 (a cancelled brief leaves no daemon that cannot stop)."""
+    with open(log, "w") as sink:
+        daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(**env), cwd=ws.root, stdout=sink, stderr=sink)
+    try:
+        yield daemon
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0, log.read_text()[-3000:]
+
+
 def test_a_brief_cancelled_after_its_first_round_keeps_its_research(tmp_path: Path, search_lab: SearchLab) -> None:
     # a model that answers like a real one (60 tokens/s): the cancel lands while round 2 is at work
     proc, url = start_ollama(tmp_path / "logs", "scripted", name="ollama-slow", extra=("--tokens-per-s", "60"))
@@ -60,18 +75,13 @@ def test_a_brief_cancelled_after_its_first_round_keeps_its_research(tmp_path: Pa
     events_file = ws.outbox / "overrun" / "events.ndjson"
     log = tmp_path / "daemon.log"
     try:
-        with open(log, "w") as sink:
-            daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(), cwd=ws.root, stdout=sink, stderr=sink)
-        try:
+        with running_daemon(ws, log):
             wait_for(lambda: any(e["type"] == "round_started" and e.get("round") == 2
                                  for e in read_events(events_file)), 240, "round 2 to start")
             said = ws.briefd("cancel", "overrun", timeout=60)
             assert said.returncode == 0, said.stderr
             wait_for(lambda: (ws.outbox / "overrun" / "report.json").exists(), 120, "the cancelled brief's report")
             paid = lab.stats()["total_chat_calls"]
-        finally:
-            daemon.send_signal(signal.SIGTERM)
-            assert daemon.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
         proc.stop()
 
@@ -119,10 +129,7 @@ def test_a_brief_waiting_for_the_model_after_a_round_is_cancelled_with_its_resea
     ws.drop("stranded.json", ESTIMATE_BRIEF)
     events_file = ws.outbox / "stranded" / "events.ndjson"
     log = tmp_path / "daemon.log"
-    with open(log, "w") as sink:
-        daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(BRIEFD_PATIENCE_S="3600"), cwd=ws.root,
-                                  stdout=sink, stderr=sink)
-    try:
+    with running_daemon(ws, log, BRIEFD_PATIENCE_S="3600"):
         try:
             wait_for(lambda: any(e["type"] == "signal" and e.get("message") == "round 1 done"
                                  for e in read_events(events_file)), 240, "round 1 to finish")
@@ -134,9 +141,6 @@ def test_a_brief_waiting_for_the_model_after_a_round_is_cancelled_with_its_resea
         said = ws.briefd("cancel", "stranded", timeout=60)
         assert said.returncode == 0, said.stderr
         wait_for(lambda: (ws.outbox / "stranded" / "report.json").exists(), 60, "the cancelled brief's report")
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(timeout=60) == 0, log.read_text()[-3000:]
 
     report = ws.report("stranded")
     assert report["status"] == CANCELLED and report["stop_reason"] == CANCELLED
@@ -257,16 +261,11 @@ def test_a_cancel_while_the_synthesis_is_written_ends_the_brief_cancelled(tmp_pa
                           "fetch_pages": False})
     log = tmp_path / "daemon.log"
     try:
-        with open(log, "w") as sink:
-            daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(), cwd=ws.root, stdout=sink, stderr=sink)
-        try:
+        with running_daemon(ws, log):
             wait_for(lambda: synthesis_phase(ws, "late"), 240, "the synthesis to be asked")
             said = ws.briefd("cancel", "late", timeout=60)
             wait_for(lambda: (ws.outbox / "late" / "report.json").exists() and ws.events("late")[-1]["type"]
                      in ("complete", "cancelled"), 120, "the brief to end")
-        finally:
-            daemon.send_signal(signal.SIGTERM)
-            assert daemon.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
         proc.stop()
     report = ws.report("late")
