@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -43,6 +45,7 @@ from lab.workspace import BRIEFD, Workspace
 
 CLOSED_PORT = "http://127.0.0.1:9"  # the services `briefd serve` is never asked to reach here
 NOFILE = 256  # the descriptor limit the attacked daemon runs under: its API may hold a quarter of it
+CAP = min(MAX_CONNECTIONS, NOFILE // FD_SHARE)  # the connections the API holds under that limit
 SLOW = 250  # connections that never finish their heads: enough to take every descriptor before the fix
 JSON = {"Content-Type": "application/json"}
 
@@ -132,17 +135,40 @@ def closed_by_server(socks: dict[socket.socket, bool]) -> None:
             socks[sock] = False
 
 
+@dataclass
+class Flood:
+    """A daemon's API under attack: the connections held open (each with whether the server still has it
+    open), the daemon's descriptors before them, and when they began."""
+
+    server: Served
+    socks: dict[socket.socket, bool] = field(default_factory=dict)
+    before: int = 0
+    started: float = 0.0
+
+
+@contextmanager
+def flooded(ws: Workspace, connect: Callable[[int], socket.socket], count: int) -> Iterator[Flood]:
+    """A served daemon under `count` connections made by `connect`; at the end they are closed and the
+    daemon is stopped (its log is then whole, for the test to read)."""
+    flood = Flood(Served(ws, nofile=NOFILE))
+    try:
+        flood.before = descriptors(flood.server.proc.pid)
+        flood.started = time.monotonic()
+        for _ in range(count):
+            flood.socks[connect(flood.server.port)] = True
+        yield flood
+    finally:
+        for sock in flood.socks:
+            sock.close()
+        flood.server.stop()
+
+
 @pytest.mark.lab
 @pytest.mark.slow
 def test_connections_that_never_finish_their_heads_cannot_take_the_api(ws: Workspace) -> None:
-    server = Served(ws, nofile=NOFILE)
-    cap = min(MAX_CONNECTIONS, NOFILE // FD_SHARE)
-    socks: dict[socket.socket, bool] = {}
-    try:
-        before = descriptors(server.proc.pid)
-        started = time.monotonic()
-        for _ in range(SLOW):
-            socks[slow_head(server.port)] = True
+    cap = CAP
+    with flooded(ws, slow_head, SLOW) as flood:
+        server, socks, before, started = flood.server, flood.socks, flood.before, flood.started
         peak, answered = before, 0
         with server.client() as client:
             while time.monotonic() - started < HEADER_DEADLINE_S * 0.7:  # while the flood is held
@@ -164,10 +190,6 @@ def test_connections_that_never_finish_their_heads_cannot_take_the_api(ws: Works
         with server.client() as client:
             assert client.get("/briefs").status_code == 200
         assert descriptors(server.proc.pid) <= before + 4
-    finally:
-        for sock in socks:
-            sock.close()
-        server.stop()
     log = server.log.read_text()
     assert f"HTTP API: closed a connection that sent no whole request head within {HEADER_DEADLINE_S:g} s" in log
     assert len(log.splitlines()) < 50, "the closing of each connection is rate-limited in the log"
@@ -201,14 +223,9 @@ def test_bodies_that_never_end_hold_the_api_no_longer_than_their_deadline(ws: Wo
     """Past the cap, the connection that has owed its body longest is closed for a client that asks
     (issue 29 #2: before, the new one was closed, and trickled bodies shut the API), and a body that
     never ends is closed at its deadline, however it trickles."""
-    server = Served(ws, nofile=NOFILE)
-    cap = min(MAX_CONNECTIONS, NOFILE // FD_SHARE)
-    socks: dict[socket.socket, bool] = {}
-    try:
-        before = descriptors(server.proc.pid)
-        started = time.monotonic()
-        for _ in range(cap):
-            socks[slow_body(server.port)] = True
+    cap = CAP
+    with flooded(ws, slow_body, cap) as flood:
+        server, socks, before, started = flood.server, flood.socks, flood.before, flood.started
         time.sleep(1)
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
             extra.sendall(f"GET /briefs HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode())
@@ -228,10 +245,6 @@ def test_bodies_that_never_end_hold_the_api_no_longer_than_their_deadline(ws: Wo
         assert time.monotonic() - started >= BODY_DEADLINE_S * 0.9
         with server.client() as client:
             assert client.get("/briefs").status_code == 200
-    finally:
-        for sock in socks:
-            sock.close()
-        server.stop()
     assert f"sent no whole request body within {BODY_DEADLINE_S:g} s" in server.log.read_text()
     assert not [p for p in ws.inbox.iterdir() if not p.name.startswith(".")], "nothing half-posted was written"
 

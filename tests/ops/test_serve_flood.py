@@ -32,18 +32,15 @@ import pytest
 from briefd.daemon.ops.api import FRESH_MIN_S
 from briefd.daemon.ops.serve import (
     BODY_DEADLINE_S,
-    FD_SHARE,
     LINGER_S,
     LISTEN_BACKLOG,
-    MAX_CONNECTIONS,
     WRITE_DEADLINE_S,
 )
 from lab.workspace import Workspace
 from tests.core.test_retry import FlakySearx, flaky_searx  # noqa: F401 (a fixture)
-from tests.ops.test_serve_attack import NOFILE, Served, descriptors
+from tests.ops.test_serve_attack import CAP, NOFILE, Served, descriptors
 
 TOKEN = "flood-test-token-0123456789abcdef"
-CAP = min(MAX_CONNECTIONS, NOFILE // FD_SHARE)  # the connections the attacked API may hold
 ANSWER_WITHIN_S = 5.0  # a fresh request counts as answered when its answer came within this
 SHARE = 0.95  # ... and at least this share of them must be
 ATTACKERS = CAP + 36  # connections the attack keeps open: past the cap, as in the finding
