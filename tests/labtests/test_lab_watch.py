@@ -20,7 +20,8 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,26 @@ def read_until(lines: queue.Queue[str], text: str, timeout: float) -> list[str]:
         if text in line:
             return seen
         assert line, f"the script ended before {text!r}: {''.join(seen)}"
+
+
+@contextmanager
+def started(argv: list[str]) -> Iterator[subprocess.Popen[str]]:
+    """A lab command run from the checkout, its output piped; killed at the end if it is still running
+    (its pipes stay open, for the test to read what it said)."""
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def seconds_to_exit(parent: subprocess.Popen[str], server: int, sig: signal.Signals, timeout: float) -> float:
+    """Kill one of the parent's servers with `sig`: the seconds until the parent exits, which it must with 1."""
+    os.kill(server, sig)
+    killed = time.monotonic()
+    assert parent.wait(timeout=timeout) == 1
+    return time.monotonic() - killed
 
 
 def last_line(path: Path) -> str:
@@ -182,20 +203,13 @@ def test_a_fixture_server_that_dies_fails_the_test_at_once_and_the_next_that_use
 
 @pytest.mark.slow
 def test_make_demo_stops_at_once_when_its_model_server_dies_and_says_of_what(tmp_path: Path) -> None:
-    demo = subprocess.Popen([sys.executable, "-m", "lab.demo", "--driver", "scripted",
-                             "--workdir", str(tmp_path / "demo")],
-                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with started([sys.executable, "-m", "lab.demo", "--driver", "scripted", "--workdir", str(tmp_path / "demo")]) \
+            as demo:
         read_until(lines_of(demo.stdout), "briefd demo: researching", timeout=300)
         briefd = wait_for(lambda: children(demo.pid, is_briefd_run), 30, "briefd run --once")[0]
         model = module_child(demo.pid, "lab.ollama_server")
-        os.kill(model, signal.SIGSEGV)  # as llama.cpp's AMX kernel did
-        killed = time.monotonic()
-        assert demo.wait(timeout=ONCE_PATIENCE_S * 2) == 1
-        elapsed = time.monotonic() - killed
-    finally:
-        if demo.poll() is None:
-            demo.kill()
+        # SIGSEGV, as llama.cpp's AMX kernel did
+        elapsed = seconds_to_exit(demo, model, signal.SIGSEGV, timeout=ONCE_PATIENCE_S * 2)
     assert demo.stderr is not None
     said = demo.stderr.read()
     log = tmp_path / "demo" / "logs" / "ollama-scripted.log"
@@ -209,19 +223,11 @@ def test_make_demo_stops_at_once_when_its_model_server_dies_and_says_of_what(tmp
 
 @pytest.mark.slow
 def test_make_lab_reports_a_dead_server_at_once_with_its_signal_and_log(tmp_path: Path) -> None:
-    lab = subprocess.Popen([sys.executable, "-m", "lab.servers", "--workdir", str(tmp_path / "lab"),
-                            "--driver", "scripted"],
-                           cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with started([sys.executable, "-m", "lab.servers", "--workdir", str(tmp_path / "lab"), "--driver", "scripted"]) \
+            as lab:
         json.loads(read_until(lines_of(lab.stdout), "searxng_url", timeout=300)[-1])
         index = module_child(lab.pid, "datasette")
-        os.kill(index, signal.SIGKILL)
-        killed = time.monotonic()
-        assert lab.wait(timeout=ONCE_PATIENCE_S) == 1
-        elapsed = time.monotonic() - killed
-    finally:
-        if lab.poll() is None:
-            lab.kill()
+        elapsed = seconds_to_exit(lab, index, signal.SIGKILL, timeout=ONCE_PATIENCE_S)
     assert lab.stderr is not None
     said = lab.stderr.read()
     log = tmp_path / "lab" / "logs" / "datasette.log"
