@@ -222,6 +222,23 @@ def sweep_temp_files(folder: Path) -> int:
     return removed
 
 
+def file_kind(mode: int) -> str:
+    """What a directory entry that is not a regular file is, in words for a refusal ("notes.txt is a
+    named pipe (FIFO), not a regular file"): the inbox and the library refuse such entries unopened
+    (a FIFO's open waits for a writer), and both say what the entry is the same way."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a special file"
+
+
 class TooLarge(BriefdError, ValueError):
     """An input over its size limit. `size` is its real size where stat knows it (a regular
     file), None where only reading could tell (a device such as /dev/zero, a pipe)."""

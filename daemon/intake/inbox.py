@@ -83,7 +83,7 @@ from ..core import crashpoints
 # utf8_safe: a name or message with lone surrogates (a non-UTF-8 file name) made writable as UTF-8.
 from ..core.brief import Brief, id_from_filename, parse_brief
 from ..core.briefjson import MAX_BRIEF_BYTES, BriefError, too_large, utf8_safe
-from ..core.files import ProcessLock, hold_lock, read_at_most
+from ..core.files import ProcessLock, file_kind, hold_lock, read_at_most
 from ..research.followup import check_follows
 from ..report.outbox import write_rejection
 from .names import is_dir, not_a_brief
@@ -173,18 +173,6 @@ def _version(st: os.stat_result) -> _Version:
 def _same_content(a: os.stat_result, b: os.stat_result) -> bool:
     """The same file with the same size and mtime: nothing was written in between."""
     return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_dev, b.st_ino, b.st_size, b.st_mtime_ns)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISFIFO(mode):
-        return "FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    return "special file"
 
 
 def _received(path: Path) -> bytes | None:
@@ -375,8 +363,8 @@ class Inbox:
         if is_hard_link(st):
             return self._reject_hard_link(path, st)
         if not stat.S_ISREG(st.st_mode):
-            kind = _kind(st.st_mode)
-            self._leave(path, f"{utf8_safe(path.name)} is a {kind}, not a file: briefd takes only files "
+            kind = file_kind(st.st_mode)
+            self._leave(path, f"{utf8_safe(path.name)} is {kind}, not a file: briefd takes only files "
                               f"named *.json; it stays in the inbox untouched (rename or remove it)",
                         st, notice={"reason": "not a file", "kind": kind})
             return None

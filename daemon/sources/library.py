@@ -53,7 +53,7 @@ from .pagework import LIBRARY_WORKERS, PAGE_WORKERS, PageUnreadable, PageWorkers
 from .search import SNIPPET_MAX_CHARS, SearchHit
 from .sources import LIBRARY
 from .structure import marks_json
-from ..core.files import Locked, acquire_store_lock
+from ..core.files import Locked, acquire_store_lock, file_kind
 from ..core.untrusted import clean
 
 log = logging.getLogger("briefd")
@@ -184,26 +184,13 @@ def _classify(path: str, folder: str, roots: tuple[str, ...], into: Walk) -> Non
         return
     into.present.add(path)
     if not stat.S_ISREG(st.st_mode):  # never opened: a FIFO's open would wait for a writer
-        kind = _special_kind(st.st_mode)
+        kind = file_kind(st.st_mode)
         into.refused.append((path, folder, f"{kind}, not a regular file: briefd reads only regular files "
                                            f"and opens nothing else"))
     elif document_type(Path(path)) is not None:
         into.found.append(Found(path, folder, real, st.st_size, st.st_mtime_ns, st.st_nlink, (st.st_dev, st.st_ino)))
     else:
         into.skipped.append((path, folder, st.st_size, st.st_mtime_ns))
-
-
-def _special_kind(mode: int) -> str:
-    """What a directory entry that is neither a folder nor a regular file is, in words."""
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return "a special file"
 
 
 def _too_deep(folder: str) -> str:
