@@ -44,11 +44,29 @@ LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "paced_ollama", "llam
                           "hostile_web"})
 
 
+# What a test costs, roughly, by its marks (seconds; from `--durations` of the whole suite: a `slow` test
+# takes 10 s or more, one that starts the daemon or a lab server a few, a pure one a few hundredths).
+EXPECTED_S = {"slow": 12.0, "lab": 1.5, "pure": 0.05}
+
+
+def expected_seconds(item: pytest.Item) -> float:
+    return EXPECTED_S["slow" if item.get_closest_marker("slow") else "lab" if item.get_closest_marker("lab") else "pure"]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `lab` every test whose fixture closure starts a lab server."""
+    """Mark `lab` every test whose fixture closure starts a lab server; then put the costliest modules first.
+
+    `make test` hands whole modules to its two processes (xdist's loadfile) in this order, each to the first
+    process free: in the folders' order the last ones held one process for minutes while the other had
+    nothing left to take. Longest first (the modules' `expected_seconds`) leaves only short modules at the
+    end. A module's tests keep their order and stay together (its module-scoped fixtures are made once)."""
     for item in items:
         if LAB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.lab)
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[item.nodeid.partition("::")[0]] = cost.get(item.nodeid.partition("::")[0], 0.0) + expected_seconds(item)
+    items.sort(key=lambda item: -cost[item.nodeid.partition("::")[0]])  # stable: within a module, as written
 
 
 @pytest.fixture(scope="session")

@@ -53,16 +53,10 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+import functools
+from typing import IO, TYPE_CHECKING, Any
 
-import docx
 import lxml.etree
-import pypdfium2 as pdfium  # ships no types: pyproject.toml's mypy override reads it as Any
-from docx.table import Table
-from docx.text.hyperlink import Hyperlink
-from docx.text.paragraph import Paragraph
-from docx.text.run import Run
-from markdown_it import MarkdownIt
 
 from .extract import (
     Extracted,
@@ -82,6 +76,23 @@ from ..rules.layout import Region
 from .structure import plain_regions
 from ..core.untrusted import fold
 from ..core.errors import BriefdError
+
+if TYPE_CHECKING:
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+    from markdown_it import MarkdownIt
+
+
+def load_readers() -> None:
+    """Import the document libraries (python-docx, pypdfium2, markdown-it) now.
+
+    They are imported where a document is read, not with this module: the daemon's own process only
+    routes by `is_document` and builds PageText from a child's answer, and importing them cost every
+    `briefd` start (each daemon, each command) 0.1-0.15 s. A page-reading child calls this as it starts,
+    so its first document is read at the speed of its next one, and a broken install is found there."""
+    import docx  # noqa: F401
+    import markdown_it  # noqa: F401
+    import pypdfium2  # noqa: F401
 
 MAX_DOCUMENT_CHARS = 4_000_000
 """A document's text is cut here (about 2,000 dense pages): a bound on what one file can make
@@ -218,7 +229,7 @@ def read_document(data: bytes | None, path: Path | None, name: str, content_type
         return _read_docx(data, path, name)  # python-docx opens the zip itself, after the guard
     body, notes = _read_bytes(data, path)
     if kind == "markdown":
-        page = _from_html(_MARKDOWN.render(_decode_text(body, content_type)).encode(), name)
+        page = _from_html(_markdown().render(_decode_text(body, content_type)).encode(), name)
     elif kind == "html":
         extracted = extract_page(body, name, "text/html", MAX_DOCUMENT_CHARS)
         page = _page(extracted.title or name, extracted.text, extracted.method, regions=extracted.regions) \
@@ -258,7 +269,10 @@ def _page(title: str, text: str, method: str, notes: list[str] | None = None,
 
 # --------------------------------------------------------------------------- text files
 
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
+@functools.cache
+def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
 def _decode_text(body: bytes, content_type: str) -> str:
@@ -349,6 +363,7 @@ def _pdf_paragraphs(raw: str) -> str:
 
 
 def _open_pdf(data: bytes | None, path: Path | None, name: str) -> Any:
+    import pypdfium2 as pdfium  # ships no types: pyproject.toml's mypy override reads it as Any
     try:
         return pdfium.PdfDocument(data if data is not None else str(path))
     except pdfium.PdfiumError as exc:
@@ -363,6 +378,7 @@ def read_pdf(data: bytes | None, path: Path | None, name: str) -> PageText:
     it parsed until the document closes, so one open document grows by each page's content
     (220 MB of RSS after the 400 pages of a 200 MB PDF, 45 MB when reopened every 50).
     """
+    import pypdfium2 as pdfium
     document = _open_pdf(data, path, name)
     notes: list[str] = []
     pages: list[tuple[int, str]] = []
@@ -543,6 +559,9 @@ _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 def _read_docx(data: bytes | None, path: Path | None, name: str) -> PageText | None:
     """Body paragraphs and tables in document order; the core title, else the first heading."""
+    import docx
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
     try:
         document = docx.Document(io.BytesIO(data) if data is not None else str(path))
     except lxml.etree.XMLSyntaxError as exc:
@@ -567,6 +586,8 @@ def _read_docx(data: bytes | None, path: Path | None, name: str) -> PageText | N
 
 def _visible_text(paragraph: Paragraph) -> str:
     """A paragraph's text without runs marked hidden (w:vanish: a reader never sees them)."""
+    from docx.text.hyperlink import Hyperlink
+    from docx.text.run import Run
     pieces = []
     for item in paragraph.iter_inner_content():
         if isinstance(item, Run):

@@ -28,12 +28,18 @@ from ..core.untrusted import clean, fold
 from ..rules.layout import Region
 from .structure import html_kinds, line_key, plain_regions, text_regions
 
-try:  # trafilatura needs lxml.html.clean, which lxml 5.2+ moved to lxml_html_clean
-    import trafilatura
-except ImportError as exc:  # pragma: no cover - an install problem, said plainly
-    raise ImportError(
-        f"trafilatura cannot be imported ({exc}); install the 'lxml_html_clean' package next to lxml"
-    ) from exc
+
+def load_trafilatura() -> Any:
+    """trafilatura, imported where a page is read (the page-reading children: their warm-up page imports it
+    as they start), not with this module: the daemon's own process never extracts a page, and the import
+    cost every `briefd` start 0.2 s."""
+    try:  # trafilatura needs lxml.html.clean, which lxml 5.2+ moved to lxml_html_clean
+        import trafilatura
+    except ImportError as exc:  # pragma: no cover - an install problem, said plainly
+        raise ImportError(
+            f"trafilatura cannot be imported ({exc}); install the 'lxml_html_clean' package next to lxml"
+        ) from exc
+    return trafilatura
 
 LOGGER = logging.getLogger(__name__)
 
@@ -612,6 +618,7 @@ def _mark_rows_and_items(tree: lxml.html.HtmlElement) -> None:
 
 def _trafilatura(tree: lxml.html.HtmlElement, url: str) -> Any:
     """trafilatura's reading of the tree, or None when it fails."""
+    trafilatura = load_trafilatura()  # outside the try: a broken install is said, not read as a page's failure
     try:
         return trafilatura.bare_extraction(
             tree,

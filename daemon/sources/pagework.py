@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .documents import DocumentRefused, is_document, read_document
+from .documents import DocumentRefused, is_document, load_readers, read_document
 from .extract import Extracted, PageText, Passage, extract_page, mark_passages, split_passages, url_name
 from .structure import marks_from_json, marks_json
 from ..core.errors import BriefdError
@@ -439,7 +439,8 @@ def serve_child() -> None:
     source = sys.stdin.buffer
     trim = _memory_trimmer()
     limit_memory()
-    read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's first call is slow: not a page's
+    load_readers()  # the document libraries, imported here rather than at a first document
+    read_page(_WARM_UP, "http://warm-up.invalid/", "text/html")  # trafilatura's import and first call: not a page's
     _write_child_frame(out, _READY)
     while True:
         header = _read_child_frame(source)
