@@ -243,12 +243,25 @@ class PageWorkers:
 
         if spawned is not None and missing == 0:
             spawned.set()
-        started = await asyncio.gather(*(_start_child(one_spawned) for _ in range(missing)), return_exceptions=True)
-        for child in started:
-            if not isinstance(child, _Child):
-                if not isinstance(child, Exception):
-                    raise child  # a cancel: the daemon is closing
-            elif len(self._idle) + len(self._busy) < self.capacity:
+        starts = [asyncio.create_task(_start_child(one_spawned)) for _ in range(missing)]
+        try:
+            if starts:
+                await asyncio.wait(starts)
+        except BaseException:
+            # A cancel (the daemon is closing, or failed to start): a start still under way stops its own child
+            # as it is cancelled, and a child that was ready by then is stopped here. gather() would have
+            # dropped the ready ones with its result, and left them running (one was, under load, in CI).
+            for start in starts:
+                start.cancel()
+            await asyncio.gather(*starts, return_exceptions=True)
+            ready = [start.result() for start in starts if not start.cancelled() and start.exception() is None]
+            await asyncio.gather(*(child.stop() for child in ready))
+            raise
+        for start in starts:
+            if start.exception() is not None:
+                continue  # left to the first read, which says why
+            child = start.result()
+            if len(self._idle) + len(self._busy) < self.capacity:
                 self._idle.append(child)
             else:  # a read started a child of its own meanwhile: the pool stays at its size
                 await child.stop()

@@ -37,7 +37,8 @@ from briefd.daemon.sources.archives import (
     Archives,
 )
 from briefd.daemon.sources.zim import FIX_DAMAGED, FIX_NOT_ZIM
-from briefd.daemon.sources.pagework import CHILD_MEMORY_BYTES
+from briefd.daemon.sources import pagework
+from briefd.daemon.sources.pagework import CHILD_MEMORY_BYTES, PageWorkers
 from briefd.daemon.ops.checks import run_checks
 from briefd.daemon.core.outages import OutageLog
 from briefd.daemon.core.settings import Settings
@@ -435,9 +436,7 @@ def test_a_search_made_while_an_archive_opens_waits_for_it(good: Path) -> None:
 
 
 def pagework_children() -> list[psutil.Process]:
-    """This process's own page-reading children. Not its grandchildren: a `briefd` subprocess another test
-    of this worker left closing starts children of its own (its pool) at any time, which CI once counted
-    here as left behind by the services (a child started after `before` was taken, its parent alive)."""
+    """This process's own page-reading children (a `briefd` subprocess of another test has its own)."""
     return [child for child in psutil.Process().children(recursive=False)
             if "briefd.daemon.sources.pagework" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE]
 
@@ -467,6 +466,41 @@ def test_services_that_fail_to_start_close_what_they_started(tmp_path: Path, mon
         store.close()
     left = [child for child in pagework_children() if child.pid not in before]
     assert left == [], [(child.pid, child.ppid(), child.status(), child.create_time()) for child in left]
+
+
+def test_a_warm_up_cancelled_with_one_child_ready_and_one_starting_leaves_neither(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race CI met under load: the daemon closing (here, failing to start) while its warm-up had one child
+    ready and the other still importing. Each start is its own task: the one under way stops its own child as
+    it is cancelled, and the ready one is stopped by the warm-up (gathered, it was dropped and left running)."""
+    real_start = pagework._start_child
+    starts = 0
+
+    async def second_never_ready(spawned: object = None) -> object:
+        nonlocal starts
+        starts += 1
+        if starts == 1:
+            return await real_start()
+        await asyncio.Event().wait()  # a child still importing its readers when the cancel comes
+        raise AssertionError("not reached")
+
+    monkeypatch.setattr(pagework, "_start_child", second_never_ready)
+    before = {child.pid for child in pagework_children()}
+
+    async def cancel_after_the_first() -> None:
+        pool = PageWorkers(size=2)
+        warming = asyncio.create_task(pool.warm())
+        while not [child for child in pagework_children() if child.pid not in before]:
+            await asyncio.sleep(0.05)  # the first child exists (its process), then is ready
+        await asyncio.sleep(1.0)
+        warming.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await warming
+        await pool.close()
+
+    asyncio.run(asyncio.wait_for(cancel_after_the_first(), 60))
+    assert starts == 2
+    left = [child for child in pagework_children() if child.pid not in before]
+    assert left == [], [(child.pid, child.status()) for child in left]
 
 
 # ---------------------------------------------------------------------------- the daemon
