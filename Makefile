@@ -58,7 +58,9 @@ browser:
 # The suite starts about 600 Python processes (daemons, their page readers, CLI commands) that import briefd:
 # with PYTHONDONTWRITEBYTECODE set (this machine's shells set it) each one compiled briefd's ~90 modules from source
 # again, 0.3 s of CPU apiece; the run writes the bytecode (__pycache__, ignored by git) once instead.
-TEST_PROCS ?= 2
+# Three processes on two cores: a third of the suite's time is waiting (a lock held past SQLite's timeout, API
+# deadlines, servers starting), which a third process fills; two left a core idle a quarter of the run.
+TEST_PROCS ?= 3
 test: $(STAMP) browser
 	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml)"
 	@$(PY) -m mypy || { echo "make test: mypy found type errors (above); fix them first"; exit 1; }

@@ -56,7 +56,7 @@ def expected_seconds(item: pytest.Item) -> float:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `lab` every test whose fixture closure starts a lab server; then put the costliest modules first.
 
-    `make test` hands whole modules to its two processes (xdist's loadfile) in this order, each to the first
+    `make test` hands whole modules to its processes (xdist's loadfile) in this order, each to the first
     process free: in the folders' order the last ones held one process for minutes while the other had
     nothing left to take. Longest first (the modules' `expected_seconds`) leaves only short modules at the
     end. A module's tests keep their order and stay together (its module-scoped fixtures are made once)."""

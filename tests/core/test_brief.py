@@ -639,6 +639,7 @@ def test_any_json_value_gives_a_brief_or_a_brief_error(value: Any) -> None:
     only_brief_errors(encode(value))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(field_names, near_briefs, max_size=12))
 def test_near_briefs_give_a_brief_or_a_brief_error(value: dict[str, Any]) -> None:

@@ -109,6 +109,7 @@ def flat(tokens: list[Any]) -> list[Any]:
     return [t for token in tokens for t in [token, *(token.children or [])]]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_reports())
 def test_report_md_holds_no_tag_link_or_image_briefd_did_not_write(report: dict[str, Any]) -> None:
@@ -193,6 +194,7 @@ class Elements(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_reports())
 def test_report_html_holds_no_element_attribute_or_link_briefd_did_not_write(report: dict[str, Any]) -> None:

@@ -48,6 +48,7 @@ def ran(tmp_path_factory, search_lab, paced_ollama) -> tuple[Workspace, dict[str
     return ws, urls
 
 
+@pytest.mark.slow
 def test_a_contract_gives_a_deterministic_verdict_computed_from_the_quoted_figures(ran) -> None:
     ws, _ = ran
     report = ws.report("lakeside-contract")

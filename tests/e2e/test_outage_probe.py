@@ -39,6 +39,7 @@ def push_retry(db: Path, service: str) -> int:
             return 0
 
 
+@pytest.mark.slow
 @pytest.mark.lab
 def test_a_brief_waiting_for_the_model_server_resumes_when_it_answers_not_at_its_retry_time(
         tmp_path: Path, search_lab: object) -> None:

@@ -261,6 +261,7 @@ def once(ws: Workspace) -> tuple[datetime, datetime]:
 LAB_BRIEF = {"question": TOPICS["kestrel"].question, "depth": "quick", "max_rounds": 1, "every": "7d"}
 
 
+@pytest.mark.slow
 def test_a_weekly_brief_runs_once_a_week_across_restarts_downtime_and_cancel(workspace: Workspace) -> None:
     ws = workspace
     ws.drop("weekly.json", LAB_BRIEF)

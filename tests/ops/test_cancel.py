@@ -66,6 +66,7 @@ def running_daemon(ws: Workspace, log: Path, **env: str) -> Iterator[subprocess.
         assert daemon.wait(timeout=60) == 0, log.read_text()[-3000:]
 
 
+@pytest.mark.slow
 def test_a_brief_cancelled_after_its_first_round_keeps_its_research(tmp_path: Path, search_lab: SearchLab) -> None:
     # a model that answers like a real one (60 tokens/s): the cancel lands while round 2 is at work
     proc, url = start_ollama(tmp_path / "logs", "scripted", name="ollama-slow", extra=("--tokens-per-s", "60"))
@@ -120,6 +121,7 @@ def test_a_brief_cancelled_after_its_first_round_keeps_its_research(tmp_path: Pa
         store.close()
 
 
+@pytest.mark.slow
 def test_a_brief_waiting_for_the_model_after_a_round_is_cancelled_with_its_research(
         tmp_path: Path, search_lab: SearchLab) -> None:
     """Round 1 done, then the model server goes away: the brief waits (queued, retry later).
@@ -185,6 +187,7 @@ def test_a_queued_brief_cancelled_before_it_started_gets_a_full_report(tmp_path:
 # --------------------------------------------------------------------------- a failed brief
 
 
+@pytest.mark.slow
 def test_a_failed_brief_has_the_full_report_shape(tmp_path: Path) -> None:
     ws = offline_workspace(tmp_path)
     ws.drop("impatient.json", {"question": TOPICS["kestrel"].question, "depth": "quick"})
@@ -249,6 +252,7 @@ def synthesis_phase(ws: Workspace, brief_id: str) -> bool:
         store.close()
 
 
+@pytest.mark.slow
 def test_a_cancel_while_the_synthesis_is_written_ends_the_brief_cancelled(tmp_path: Path,
                                                                           search_lab: SearchLab) -> None:
     """Issue 22, item 3: the cancel came after the last step's own check (the synthesis, a model call

@@ -250,6 +250,7 @@ def _run_once_logging(tmp_path: Path, *flags: str, **env: str) -> str:
     return result.stderr
 
 
+@pytest.mark.slow
 def test_log_level_is_applied(tmp_path: Path) -> None:
     """Issue 9 #10: log_level was parsed and validated, then never used."""
     levels = {}

@@ -618,6 +618,7 @@ def test_briefs_a_service_down_kept_from_running_are_listed_not_run_and_exit_3(t
     assert "ollama" in result.stderr.lower(), "the log says which service"
 
 
+@pytest.mark.slow
 def test_a_run_replayed_from_the_store_says_so_and_fresh_asks_the_model_again(tmp_path: Path,
                                                                             scripted_ollama: Any) -> None:
     """Issue 28: run again on a store that holds the briefs' earlier runs, every model call was replayed

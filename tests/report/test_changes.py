@@ -420,6 +420,7 @@ def page_changed(tmp_path_factory: pytest.TempPathFactory,
         lab.stop()
 
 
+@pytest.mark.slow
 def test_a_page_changed_between_runs_shows_in_what_changed_with_the_quote_that_moved_the_range(
         page_changed: tuple[Workspace, dict, dict, str]) -> None:
     ws, first, second, url = page_changed

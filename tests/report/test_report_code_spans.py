@@ -73,6 +73,7 @@ def test_a_pipe_in_a_table_cells_code_does_not_split_the_cell() -> None:
     assert f"x|{TAG}" in cells, cells
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(code_reports())
 def test_report_md_has_no_html_whatever_backticks_the_untrusted_text_holds(report: dict[str, Any]) -> None:

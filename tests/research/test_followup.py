@@ -212,6 +212,7 @@ def _report_of(ws: Workspace, run_id: int) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_a_follow_up_reuses_its_parents_evidence_with_the_dates_it_was_read(lab: Workspace) -> None:
     child = lab.report("kestrel-cost")
     parent_run = _runs(lab, "kestrel")[0]  # the run done when the follow-up started (pass 3 ran kestrel again)
