@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from briefd.daemon.report.html import render_html
 from briefd.daemon.report.markdown import render_markdown
 from briefd.daemon.report.report import REPORT_KEYS, USAGE_KEYS, blank_report
