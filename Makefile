@@ -53,9 +53,10 @@ browser:
 # beside the tests (one core for 12 s, in a run that leaves a core idle that long); its verdict is said at the end.
 # The suite runs in TEST_PROCS processes (pytest-xdist; each lab draws its own ports), a test module whole
 # in one process (--dist loadfile: a module's costly module-scoped runs of the daemon are made once, and its
-# timing-bound tests never run beside each other; the costliest modules first, tests/conftest.py says why),
-# under coverage in every process (pytest-cov,
-# [tool.coverage] in pyproject.toml); the total is printed, pass or fail.
+# timing-bound tests never run beside each other), under coverage in every process (pytest-cov,
+# [tool.coverage] in pyproject.toml); the total is printed, pass or fail. xdist hands out the modules with the
+# most tests first: tried, the costliest first (by their `slow` marks) ran the real-inference tests beside the
+# other heavy modules, where llama.cpp's two threads slowed fourfold (420 s, not 100), and the run took 16 min.
 # TEST_PROCS=0 runs it in this one process; PYTEST_ARGS passes more (-m "not lab": the pure tests, a minute).
 # The suite starts about 600 Python processes (daemons, their page readers, CLI commands) that import briefd:
 # with PYTHONDONTWRITEBYTECODE set (this machine's shells set it) each one compiled briefd's ~90 modules from source
@@ -66,7 +67,7 @@ TEST_PROCS ?= 3
 test: $(STAMP) browser
 	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml) beside the tests; said at the end"
 	@$(PY) -m mypy > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	  status=0; PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_PROCS) --dist loadfile --no-loadscope-reorder --cov --cov-report= $(PYTEST_ARGS) || status=$$?; \
+	  status=0; PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_PROCS) --dist loadfile --cov --cov-report= $(PYTEST_ARGS) || status=$$?; \
 	  echo "coverage: $$($(PY) -m coverage report --format=total)% of the statements in daemon/ and store/ ran" \
 	    "(per file: $(PY) -m coverage report)"; \
 	  if wait $$mypy; then echo "mypy: $$(tail -n 1 $(VENV)/mypy.log)"; \

@@ -44,30 +44,11 @@ LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "paced_ollama", "llam
                           "hostile_web"})
 
 
-# What a test costs, roughly, by its marks (seconds; from `--durations` of the whole suite: a `slow` test
-# takes 10 to 70 s, one that starts the daemon or asks a lab server under a second, a pure one hundredths).
-EXPECTED_S = {"slow": 20.0, "lab": 0.5, "pure": 0.05}
-
-
-def expected_seconds(item: pytest.Item) -> float:
-    return EXPECTED_S["slow" if item.get_closest_marker("slow") else "lab" if item.get_closest_marker("lab") else "pure"]
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `lab` every test whose fixture closure starts a lab server; then put the costliest modules first.
-
-    `make test` hands whole modules to its processes (xdist's loadfile, with --no-loadscope-reorder: xdist
-    would order them by their number of tests) in this order, each to the first process free: in the folders'
-    order, or by number of tests, the last ones (two real-inference tests, a wheel installed in a new venv)
-    held one process for minutes while the others had nothing left to take. Longest first (the modules' `expected_seconds`) leaves only short modules at the
-    end. A module's tests keep their order and stay together (its module-scoped fixtures are made once)."""
+    """Mark `lab` every test whose fixture closure starts a lab server."""
     for item in items:
         if LAB_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.lab)
-    cost: dict[str, float] = {}
-    for item in items:
-        cost[item.nodeid.partition("::")[0]] = cost.get(item.nodeid.partition("::")[0], 0.0) + expected_seconds(item)
-    items.sort(key=lambda item: -cost[item.nodeid.partition("::")[0]])  # stable: within a module, as written
 
 
 @pytest.fixture(scope="session")
