@@ -14,6 +14,7 @@ import re
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -109,9 +110,14 @@ def flat(tokens: list[Any]) -> list[Any]:
     return [t for token in tokens for t in [token, *(token.children or [])]]
 
 
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(hostile_reports())
+def on_hostile_reports(test: Callable[[dict[str, Any]], None]) -> Any:
+    """A rendering test run on 300 hostile reports (one setting for both renderings; 20 to 30 s each under
+    coverage, so `slow`)."""
+    examples = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    return pytest.mark.slow(examples(given(hostile_reports())(test)))
+
+
+@on_hostile_reports
 def test_report_md_holds_no_tag_link_or_image_briefd_did_not_write(report: dict[str, Any]) -> None:
     text = render_markdown(report)
     assert not UNSAFE_RE.search(text), f"a control or bidi character reached report.md: {text!r}"
@@ -194,9 +200,7 @@ class Elements(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(hostile_reports())
+@on_hostile_reports
 def test_report_html_holds_no_element_attribute_or_link_briefd_did_not_write(report: dict[str, Any]) -> None:
     text = render_html(report)
     assert not UNSAFE_RE.search(text), f"a control or bidi character reached report.html: {text!r}"
