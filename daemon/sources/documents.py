@@ -44,6 +44,7 @@ Untrusted text passes `daemon.untrusted.clean` once: document text in extract's 
 from __future__ import annotations
 
 import codecs
+import functools
 import io
 import posixpath
 import re
@@ -53,7 +54,6 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-import functools
 from typing import IO, TYPE_CHECKING, Any
 
 import lxml.etree
@@ -93,6 +93,7 @@ def load_readers() -> None:
     import docx  # noqa: F401
     import markdown_it  # noqa: F401
     import pypdfium2  # noqa: F401
+
 
 MAX_DOCUMENT_CHARS = 4_000_000
 """A document's text is cut here (about 2,000 dense pages): a bound on what one file can make

@@ -41,6 +41,7 @@ def load_trafilatura() -> Any:
         ) from exc
     return trafilatura
 
+
 LOGGER = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 200_000
