@@ -50,19 +50,15 @@ browser:
 	  fi; }
 
 # mypy with [tool.mypy] in pyproject.toml (briefd, briefd.daemon, briefd.store, read through the editable link tree),
-# beside the tests (one core for 12 s, in a run that leaves a core idle that long); its verdict is said at the end.
-# The suite runs in TEST_PROCS processes (pytest-xdist; each lab draws its own ports), a test module whole
-# in one process (--dist loadfile: a module's costly module-scoped runs of the daemon are made once, and its
-# timing-bound tests never run beside each other), under coverage in every process (pytest-cov,
-# [tool.coverage] in pyproject.toml); the total is printed, pass or fail. xdist hands out the modules with the
-# most tests first: tried, the costliest first (by their `slow` marks) ran the real-inference tests beside the
-# other heavy modules, where llama.cpp's two threads slowed fourfold (420 s, not 100), and the run took 16 min.
-# TEST_PROCS=0 runs it in this one process; PYTEST_ARGS passes more (-m "not lab": the pure tests, a minute).
-# The suite starts about 600 Python processes (daemons, their page readers, CLI commands) that import briefd:
-# with PYTHONDONTWRITEBYTECODE set (this machine's shells set it) each one compiled briefd's ~90 modules from source
-# again, 0.3 s of CPU apiece; the run writes the bytecode (__pycache__, ignored by git) once instead.
-# Three processes on two cores: a third of the suite's time is waiting (a lock held past SQLite's timeout, API
-# deadlines, servers starting), which a third process fills; two left a core idle a quarter of the run.
+# beside the tests (one core for 12 s); its verdict is said at the end and a type error fails the run.
+# The suite runs in TEST_PROCS processes (pytest-xdist; each lab draws its own ports), a test module whole in one
+# process (--dist loadfile: a module's costly module-scoped runs of the daemon are made once, and its timing-bound
+# tests never run beside each other), under coverage in every process (pytest-cov, [tool.coverage] in
+# pyproject.toml); the total is printed, pass or fail. Three processes on two cores: a third of the suite waits
+# (a lock held past SQLite's timeout, API deadlines, servers starting). PYTHONDONTWRITEBYTECODE (set in this
+# machine's shells) is unset for the run: the ~600 Python processes the tests start each compiled briefd again.
+# TEST_PROCS=0 runs it in this one process; PYTEST_ARGS passes more (-m "not lab": the pure tests, 5 minutes).
+# How long it takes, and what was tried: docs/development.md, "Running part of the tests".
 TEST_PROCS ?= 3
 test: $(STAMP) browser
 	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml) beside the tests; said at the end"
