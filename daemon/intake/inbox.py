@@ -86,7 +86,7 @@ from ..core.briefjson import MAX_BRIEF_BYTES, BriefError, too_large, utf8_safe
 from ..core.files import ProcessLock, file_kind, hold_lock, read_at_most
 from ..research.followup import check_follows
 from ..report.outbox import write_rejection
-from .names import is_dir, not_a_brief
+from .names import is_brief_name, is_dir, not_a_brief
 from .series import record_accepted
 from ..core.supervise import RepeatLog
 from ..core.untrusted import log_text
@@ -141,8 +141,7 @@ def stray_notice(shown: str) -> str:
 
 def is_candidate(path: Path, inbox: Path) -> bool:
     """Top-level, not hidden, ends in .json (case-insensitive)."""
-    return (path.parent == inbox and not path.name.startswith(".")
-            and path.name.lower().endswith(".json"))
+    return path.parent == inbox and is_brief_name(path.name)
 
 
 @dataclass

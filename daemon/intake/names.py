@@ -25,6 +25,21 @@ def not_a_brief(name: str, is_dir: bool) -> str | None:
     return f"{utf8_safe(name)}/" if is_dir else utf8_safe(name)
 
 
+def is_brief_name(name: str) -> bool:
+    """A name the inbox takes as a brief: not hidden, ends in .json (case-insensitive)."""
+    return not name.startswith(".") and name.lower().endswith(".json")
+
+
+def briefs_waiting(folder: Path) -> bool:
+    """Does the inbox hold a file the daemon would take (`is_brief_name`)? A glance, not a check: `briefd run`
+    starts its page readers early only when it does (launch.run_daemon); an inbox it cannot read: no."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(is_brief_name(entry.name) for entry in entries)
+    except OSError:
+        return False
+
+
 def not_briefs(folder: Path) -> list[str]:
     """The inbox's entries that are not briefs and never will be (`briefd status` lists them)."""
     try:

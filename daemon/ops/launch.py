@@ -5,7 +5,7 @@ the research loop) takes about 1 s on a busy 2-core box, and the page-reading ch
 (daemon.sources.pagework) take about as long again to import their readers and read a warm-up
 page. One after the other, the first brief's first pages waited for children still starting,
 with the model idle (issue 22: 0.6 s in `make bench`'s first run). Here research's own reader is
-started first (PageWorkers.start), then the daemon is imported while it imports its readers on the
+started first (PageWorkers.start, when the inbox holds a brief), then the daemon is imported while it imports its readers on the
 other core; the rest of the pool starts once the daemon is loaded.
 
 This module is kept light (nothing of the daemon's at import): `briefd run` reaches the child's start
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 from ..core.settings import Settings
+from ..intake.names import briefs_waiting
 
 if TYPE_CHECKING:
     from .worker import Daemon
@@ -42,8 +43,10 @@ def load_daemon() -> "type[Daemon]":
 
 
 async def run_daemon(settings: Settings, once: bool, load: Callable[[], "type[Daemon]"] = load_daemon) -> int:
-    """Start the page-reading children (PageWorkers.start), then load and run the daemon with them
-    (`worker.serve`'s work).
+    """Start the page-reading children (PageWorkers.start) when the inbox holds a brief, then load and run
+    the daemon with them (`worker.serve`'s work). With nothing in the inbox they start when the daemon
+    claims its first brief (`PageWorkers.warm_soon`: one from the store, the HTTP API or a later file), and
+    a cron tick on an empty inbox starts none.
 
     The children are the daemon's own once it has started its services (it closes them at its end,
     in their usual order); they are closed here as well for every way out before that (another daemon
@@ -53,13 +56,12 @@ async def run_daemon(settings: Settings, once: bool, load: Callable[[], "type[Da
     from ..sources.pagework import PageWorkers
 
     pages = PageWorkers()
-    warming = await pages.start()
+    if briefs_waiting(settings.inbox):
+        await pages.start()
     try:
-        daemon = load()(settings, once, pages=(pages, warming))
+        daemon = load()(settings, once, pages=pages)
         return await daemon.serve()
     finally:
-        warming.cancel()
-        await asyncio.gather(warming, return_exceptions=True)
         await pages.close()
         global daemon_ended
         daemon_ended = True

@@ -91,7 +91,6 @@ STATUS_EVERY_S = 5.0         # under systemd: the queue line (STATUS=) is refres
 IDLE_POLL_S = 0.5            # a worker with nothing to claim looks again this often, or when woken (`work`)
 
 T = TypeVar("T")
-Prestarted = tuple[PageWorkers, "asyncio.Task[None]"]  # a pool and its warm-up task (PageWorkers.start)
 
 # What each long-lived task's death does (daemon.supervise), and why. Restarted ones that die more than
 # `restarts` times within supervise.RESTART_WINDOW_S stop the daemon (exit 3): systemd starts a fresh one.
@@ -174,10 +173,10 @@ class Daemon:
     store: Store   # opened by serve(), once the locks are held
     inbox: Inbox
 
-    def __init__(self, settings: Settings, once: bool, pages: "Prestarted | None" = None) -> None:
+    def __init__(self, settings: Settings, once: bool, pages: PageWorkers | None = None) -> None:
         self.settings = settings
         self.once = once
-        self.pages = pages  # the page-reading children `briefd run` started before importing this module
+        self.pages = pages  # the page-reading children of `briefd run` (started before this module loaded, if a brief waited)
         self.stopping = asyncio.Event()
         self.work = asyncio.Event()
         self.running: dict[int, asyncio.Task[None]] = {}
@@ -557,6 +556,7 @@ class Daemon:
                     pass
                 continue
             crashpoints.reached("claimed")
+            svc.pages.warm_soon()  # the children start while the brief's plan is asked (none for an idle daemon)
             task = asyncio.create_task(self.run_brief(svc, run))
             self.running[run.run_id] = task
             try:
@@ -775,7 +775,7 @@ class _ServicesContext:
     their warm-up task, left behind when opening the archives raised, kept a daemon that
     took no brief alive past SIGTERM (issue 19 #3)."""
 
-    def __init__(self, settings: Settings, store: Store, outages: OutageLog, pages: Prestarted | None = None) -> None:
+    def __init__(self, settings: Settings, store: Store, outages: OutageLog, pages: PageWorkers | None = None) -> None:
         self.settings = settings
         self.store = store
         self.outages = outages
@@ -802,13 +802,9 @@ class _ServicesContext:
         self.hosts = ModelHosts.build(model, model_hosts(settings), lambda cfg: make_llm_client(
             cfg, service_transport(settings, cfg.host, model=True)))
         self.llm_client = next(iter(self.hosts.clients.values()))
-        if self.prestarted is not None:  # started by `briefd run` before the daemon's imports: closed as our own
-            self.pages, self.warming = self.prestarted
-        else:
-            self.pages = PageWorkers()
-            self.warming = asyncio.create_task(self.pages.warm())  # while the first brief is planned
-        started.push_async_callback(self.pages.close)
-        started.push_async_callback(self.cancelled, self.warming)  # before the children close
+        # `briefd run`'s own (closed as ours too), else a pool whose children start at the first claim (warm_soon)
+        self.pages = self.prestarted if self.prestarted is not None else PageWorkers()
+        started.push_async_callback(self.pages.close)  # its warm-up first, then the children
         # the relevance rule's word frequencies (decide.is_rare_word), loaded off the event loop meanwhile
         self.words = asyncio.create_task(asyncio.to_thread(decide.load_word_frequencies))
         started.push_async_callback(self.cancelled, self.words)

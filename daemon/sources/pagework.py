@@ -144,6 +144,7 @@ class PageWorkers:
     _slots: asyncio.Semaphore | None = None
     _background: asyncio.Semaphore | None = None  # the library's share (`library_share`)
     _research: asyncio.Semaphore | None = None    # research's: `size`, as before the library had a share
+    _warming: asyncio.Task[None] | None = None    # the warm-up (`start`, `warm_soon`), cancelled by `close`
 
     @property
     def library_share(self) -> int:
@@ -229,8 +230,8 @@ class PageWorkers:
 
     async def warm(self, spawned: asyncio.Event | None = None) -> None:
         """Start the children before the first page arrives: each takes about 0.3 s to import its
-        readers, which the model would otherwise sit through at a brief's first pages. The worker
-        starts this with the daemon, so it overlaps the first plan. A child that cannot start is
+        readers, which the model would otherwise sit through at a brief's first pages. The daemon
+        starts this as it claims its first brief (`warm_soon`), so it overlaps the first plan. A child that cannot start is
         left to the first read, which says why. `spawned` is set once every child's process exists."""
         missing = max(0, self.capacity - len(self._idle) - len(self._busy))
         count = 0
@@ -266,24 +267,31 @@ class PageWorkers:
             else:  # a read started a child of its own meanwhile: the pool stays at its size
                 await child.stop()
 
-    async def start(self) -> "asyncio.Task[None]":
-        """`warm` as a task, returned as soon as every child's process exists (not once they are ready).
+    async def start(self) -> None:
+        """`warm` in the background, returned from as soon as every child's process exists (not once they are ready).
 
         `briefd run` calls this before it imports the daemon's own modules (about 1 s on a busy 2-core
-        box, in which the event loop runs nothing): the children import theirs meanwhile on the other
-        core, instead of after it, and are ready when the first brief's first pages are (issue 22: the
-        model sat idle 0.6 s at the first pages for children still starting). The whole pool, not one
-        child: with one reader for the first second, several briefs' first pages queued behind each other
-        and came after their round (late, then given up at the synthesis), which cost pages a report
-        would have read; the daemon's own imports take about 0.3 s longer beside two importing children.
-        A spawn that fails ends the wait too; the first read says why."""
+        box, in which the event loop runs nothing) when the inbox holds a brief: the children import theirs
+        meanwhile on the other core, instead of after it, and are ready when the first brief's first pages
+        are (issue 22: the model sat idle 0.6 s at the first pages for children still starting). The whole
+        pool, not one child: with one reader for the first second, several briefs' first pages queued behind
+        each other and came after their round (late, then given up at the synthesis), which cost pages a
+        report would have read; the daemon's own imports take about 0.3 s longer beside two importing
+        children. A spawn that fails ends the wait too; the first read says why."""
         spawned = asyncio.Event()
-        task = asyncio.create_task(self.warm(spawned))
+        self._warming = asyncio.create_task(self.warm(spawned))
         waiting = asyncio.create_task(spawned.wait())
-        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({self._warming, waiting}, return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
-        return task
+
+    def warm_soon(self) -> None:
+        """`warm` in the background, once: the daemon calls it as it claims a brief, so the children start
+        while the brief's plan is asked and a daemon with nothing to do starts none. Half the daemons the
+        test suite started never read a page, and each idle pair cost about a second of CPU and 150 MB held
+        for as long as the daemon ran (a `run --once` from cron on an empty inbox, an idle service)."""
+        if self._warming is None:
+            self._warming = asyncio.create_task(self.warm())
 
     async def _take(self) -> _Child:
         """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""
@@ -295,7 +303,10 @@ class PageWorkers:
         return await _start_child()
 
     async def close(self) -> None:
-        """Stop every child (each also stops by itself when the daemon's end of its pipe closes)."""
+        """Stop the warm-up and every child (each also stops by itself when the daemon's end of its pipe closes)."""
+        if self._warming is not None:  # a start under way stops its own child (`warm`)
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
         children = [*self._idle, *self._busy]
         self._idle.clear()
         self._busy.clear()

@@ -1,9 +1,12 @@
-"""`briefd run` starts its page-reading children before it loads the daemon (issue 22, the model's idle time).
+"""`briefd run` starts its page-reading children before it loads the daemon when a brief waits (issue 22,
+the model's idle time), and none when nothing does.
 
 The daemon's imports take about a second on a busy 2-core box and the children take about as long to
 import their readers. One after the other, `make bench`'s first brief had its first pages fetched and
 then waited 0.6 s, the model idle, for children still starting. These tests look at the order, not
 at the seconds: which processes exist when the daemon's module starts loading, and that none is left.
+A run with nothing to do (cron's `run --once` on an empty inbox) starts no child at all: each pair cost
+about a second of CPU for nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,13 +30,25 @@ from lab.corpus import TOPICS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# `briefd run --once` on an empty inbox, with an import hook that writes, when the daemon's module
-# (daemon.ops.worker) is first looked for, the command lines of this process's children at that moment.
+# `briefd run --once`, with an import hook that writes, when the daemon's module (daemon.ops.worker) is
+# first looked for, the command lines of this process's children at that moment (to argv[1]), and every
+# command line the run starts a process with (to argv[2]).
 WATCHED_RUN = r"""
-import importlib.abc, os, sys
+import asyncio, importlib.abc, os, sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
+started = Path(sys.argv[2])
+spawn = asyncio.create_subprocess_exec
+
+
+async def watched_spawn(program, *args, **kwargs):
+    with started.open("a") as log:
+        log.write(" ".join(map(str, (program, *args))) + "\n")
+    return await spawn(program, *args, **kwargs)
+
+
+asyncio.create_subprocess_exec = watched_spawn
 
 
 class Watch(importlib.abc.MetaPathFinder):
@@ -53,31 +69,52 @@ sys.exit(main(["run", "--once"]))
 """
 
 
-@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
-                    reason="needs Linux's /proc/<pid>/task/<tid>/children")
-def test_the_page_readers_are_started_before_the_daemons_modules_load(tmp_path: Path) -> None:
-    seen = tmp_path / "children-at-import.txt"
+def watched_run(tmp_path: Path) -> tuple[list[str], list[str]]:
+    """`briefd run --once` on `tmp_path`'s inbox: the page readers alive when the daemon's module began to
+    load, and every page reader the run started."""
+    seen, started = tmp_path / "children-at-import.txt", tmp_path / "started.txt"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BRIEFD_INBOX": str(tmp_path / "inbox"),
            "BRIEFD_OUTBOX": str(tmp_path / "outbox"), "BRIEFD_DB": str(tmp_path / "briefd.db")}
     env.pop("BRIEFD_CONFIG", None)
-    result = subprocess.run([sys.executable, "-c", WATCHED_RUN, str(seen)], env=env, cwd=tmp_path,
+    result = subprocess.run([sys.executable, "-c", WATCHED_RUN, str(seen), str(started)], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
-    readers = [line for line in seen.read_text().splitlines() if "briefd.daemon.sources.pagework" in line]
-    assert len(readers) == PAGE_WORKERS, \
-        f"the page readers were not started before the daemon's modules loaded: {seen.read_text()!r}"
+
+    def readers(path: Path) -> list[str]:
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [line for line in lines if "briefd.daemon.sources.pagework" in line]
+    return readers(seen), readers(started)
 
 
-def test_the_children_started_first_are_closed_when_the_daemon_cannot_start() -> None:
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+                    reason="needs Linux's /proc/<pid>/task/<tid>/children")
+def test_the_page_readers_are_started_before_the_daemons_modules_load_when_a_brief_waits(tmp_path: Path) -> None:
+    (tmp_path / "inbox").mkdir()
+    (tmp_path / "inbox" / "broken.json").write_text('{"question": ')  # taken (and refused): the readers start first
+    at_import, _started = watched_run(tmp_path)
+    assert len(at_import) == PAGE_WORKERS, \
+        f"the page readers were not started before the daemon's modules loaded: {at_import!r}"
+    assert (tmp_path / "outbox" / "broken" / "error.json").exists(), "the brief waiting was taken"
+
+
+def test_run_once_on_an_empty_inbox_starts_no_page_reader(tmp_path: Path) -> None:
+    """A cron tick with nothing to do: no child is started, before the daemon loads or after."""
+    at_import, started = watched_run(tmp_path)
+    assert at_import == [] and started == [], f"page readers started with nothing to read: {started!r}"
+
+
+def test_the_children_started_first_are_closed_when_the_daemon_cannot_start(tmp_path: Path) -> None:
     """Another daemon holds the store, the store is damaged, a bug at start: the children go with the run."""
+    (tmp_path / "waiting.json").write_text("{}")  # a brief waits: the children start before the daemon loads
+    settings = SimpleNamespace(inbox=tmp_path)
     pools: list[PageWorkers] = []
 
     class Refused(Exception):
         pass
 
     class Daemon:
-        def __init__(self, settings: object, once: bool, pages: tuple[PageWorkers, "asyncio.Task[None]"]) -> None:
-            pools.append(pages[0])
+        def __init__(self, settings: object, once: bool, pages: PageWorkers) -> None:
+            pools.append(pages)
 
         async def serve(self) -> int:
             await pools[0].read(b"<html><body><article><p>A page. It is read.</p></article></body></html>",
@@ -85,7 +122,7 @@ def test_the_children_started_first_are_closed_when_the_daemon_cannot_start() ->
             raise Refused()
 
     with pytest.raises(Refused):
-        asyncio.run(launch.run_daemon(object(), True, load=lambda: Daemon))  # type: ignore[arg-type,return-value]
+        asyncio.run(launch.run_daemon(settings, True, load=lambda: Daemon))  # type: ignore[arg-type,return-value]
     [pool] = pools
     assert not pool._idle and not pool._busy, "every child was closed"
 

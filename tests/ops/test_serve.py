@@ -40,7 +40,10 @@ class Api:
     def __init__(self, ws: Workspace, port: int, proc: subprocess.Popen[bytes]) -> None:
         self.ws, self.port, self.proc = ws, port, proc
         self.base = f"http://127.0.0.1:{port}"
-        self.client = httpx.Client(base_url=self.base, timeout=30, trust_env=False)
+        # connections kept idle 1 s at most: uvicorn closes them after 5 s, httpx kept them 5 s too, and a request
+        # sent as the server closed its connection failed "Server disconnected" (once in a loaded run)
+        self.client = httpx.Client(base_url=self.base, timeout=30, trust_env=False,
+                                   limits=httpx.Limits(keepalive_expiry=1.0))
 
     def done(self, brief_id: str, timeout: float = 120) -> dict:
         def finished() -> dict | None:

@@ -443,7 +443,8 @@ def pagework_children() -> list[psutil.Process]:
 
 def test_services_that_fail_to_start_close_what_they_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A step failing after the page-reading children and their warm-up started (here, opening the
-    archives) leaves no child and no task running: left behind, they kept the daemon alive past SIGTERM."""
+    archives; the children are `briefd run`'s, started as a brief waited) leaves no child and no task
+    running: left behind, they kept the daemon alive past SIGTERM."""
     def refuse(settings: Settings, **_: object) -> Archives:
         time.sleep(1.0)  # the warm-up has started its children by now
         raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "a libzim message quoting a damaged file")
@@ -455,8 +456,10 @@ def test_services_that_fail_to_start_close_what_they_started(tmp_path: Path, mon
     before = {child.pid for child in pagework_children()}
 
     async def start() -> list[asyncio.Task[object]]:
+        pages = PageWorkers()
+        await pages.start()
         with pytest.raises(UnicodeDecodeError):
-            async with _ServicesContext(settings, store, OutageLog()):
+            async with _ServicesContext(settings, store, OutageLog(), pages):
                 pass
         return [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
 
@@ -501,6 +504,39 @@ def test_a_warm_up_cancelled_with_one_child_ready_and_one_starting_leaves_neithe
     assert starts == 2
     left = [child for child in pagework_children() if child.pid not in before]
     assert left == [], [(child.pid, child.status()) for child in left]
+
+
+def test_the_children_start_once_when_work_comes_and_a_close_mid_start_leaves_none() -> None:
+    """`warm_soon` (a daemon claiming a brief) starts the pool once however often it is called; a pool never
+    asked starts nothing; closing while the children are still importing leaves no child running."""
+    before = {child.pid for child in pagework_children()}
+
+    def new_children() -> list[psutil.Process]:
+        return [child for child in pagework_children() if child.pid not in before]
+
+    async def claims() -> tuple[int, int, int]:
+        idle_pool = PageWorkers(size=2)
+        await asyncio.sleep(0.5)
+        never_asked = len(new_children())
+        await idle_pool.close()
+        pool = PageWorkers(size=2)
+        for _ in range(3):
+            pool.warm_soon()
+        while len(pool._idle) < pool.capacity:
+            await asyncio.sleep(0.05)
+        ready = len(new_children())
+        await pool.close()
+        closing = PageWorkers(size=2)
+        closing.warm_soon()
+        while not new_children():
+            await asyncio.sleep(0.01)  # its children exist, still importing their readers
+        await closing.close()
+        return never_asked, ready, len(new_children())
+
+    never_asked, ready, left = asyncio.run(asyncio.wait_for(claims(), 60))
+    assert never_asked == 0, "a pool no one asked started children"
+    assert ready == 2, f"three claims started {ready} children for a pool of two"
+    assert left == 0, "a close during the warm-up left children running"
 
 
 # ---------------------------------------------------------------------------- the daemon
