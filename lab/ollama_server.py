@@ -23,6 +23,14 @@ What it copies from Ollama (checked against ollama/server/routes.go, prompt.go):
 - a client that hangs up (a timeout) stops its generation and leaves the queue,
   as in Ollama (logged as outcome ``client-gone``).
 
+The same models on the OpenAI-compatible API, as vLLM, llama.cpp's server and Ollama's ``/v1`` serve
+it: ``GET /v1/models`` (``max_model_len`` as vLLM reports it: ``--default-num-ctx``) and ``POST
+/v1/chat/completions`` (not streamed): ``response_format`` ``json_schema`` or ``json_object`` with a
+``schema`` (``--openai-formats`` says which are taken; others get 400), ``max_tokens``, ``usage``,
+``finish_reason``; a prompt and budget past the context get vLLM's 400 "maximum context length" (no
+silent cut); errors in the OpenAI shape ``{"error": {"message", "type", "code"}}``. The faults below
+apply to both APIs, and a ``status`` fault may carry ``retry_after`` (sent as ``Retry-After``).
+
 What it adds, for tests (under ``/lab/``, never used by briefd itself):
 - ``GET /lab/stats``: calls that reached a model, by endpoint, model name as
   sent and task title (``chat_calls``), retries, ``duplicate_prompts`` (an
@@ -108,6 +116,10 @@ DEFAULT_MAX_QUEUE = 512
 SERVER_BUSY = "server busy, please try again.  maximum pending requests exceeded"
 RUNNER_CRASHED = "llama runner process has terminated: exit status 2"  # Ollama's 500 when the runner dies
 CHAOS_MODEL = "lab-chaos:latest"
+OPENAI_PREFIX = "/v1"
+OPENAI_FORMATS = ("json_schema", "json_object")
+OPENAI_ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
+                      429: "RateLimitError", 503: "ServiceUnavailableError", 500: "InternalServerError"}
 
 
 def go_time(ns_since_epoch: int) -> str:
@@ -135,9 +147,10 @@ def ns(seconds: float) -> int:
 
 
 class BadRequest(Exception):
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after  # sent as Retry-After (seconds) when set
 
 
 FAULT_KINDS = ("status", "delay", "drop", "empty", "endless", "poison", "answer")
@@ -154,6 +167,7 @@ class Fault:
     after: int = 0  # inference calls to let through before this fault starts
     match: str = ""  # poison, answer: the text that makes a request fail, every time
     also: str = ""  # with match: a second text the request must hold too
+    retry_after: float | None = None  # status: sent as Retry-After, as vLLM's or a proxy's 429/503 may be
 
     def matches(self, model: str) -> bool:
         return not self.model or canonical_name(self.model) == model
@@ -184,6 +198,8 @@ class LabState:
     loaded: dict[str, tuple[int, float]] = field(default_factory=dict)  # model -> (num_ctx, loaded_at)
     chaos: Chaos = field(default_factory=Chaos)
     asked: dict[str, int] = field(default_factory=dict)  # prompt key -> times this exact request came
+    openai_formats: tuple[str, ...] = OPENAI_FORMATS  # the response_format types /v1 takes (--openai-formats)
+    openai_answers: int = 0
 
     def count_ask(self, key: str) -> int:
         """The attempt number of this exact request: 1 the first time, 2 when re-asked (after a 500)."""
@@ -322,7 +338,7 @@ def parse_inference(body: dict[str, Any], endpoint: str, state: LabState) -> tup
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise BadRequest("options must be an object")
-    if endpoint == "chat":
+    if endpoint in ("chat", "openai"):
         raw = body.get("messages") or []
         if not isinstance(raw, list):
             raise BadRequest("messages must be a list")
@@ -372,6 +388,62 @@ def endless_answer(request: InferenceRequest) -> Completion:
     return Completion(text, prompt_tokens, approx_tokens(text), "length", 0.0, 0.0)
 
 
+# --------------------------------------------------------------------------- the OpenAI-compatible API (/v1)
+
+
+
+def openai_body(body: dict[str, Any], state: LabState) -> dict[str, Any]:
+    """An OpenAI chat-completions request as the Ollama-style body `_inference` reads: the schema of
+    `response_format` (``json_schema``, or ``json_object`` with a ``schema`` as llama.cpp's server takes it)
+    becomes ``format``, ``max_tokens`` ``num_predict``; the context is the server's own (``--default-num-ctx``,
+    what /v1/models says as ``max_model_len``, as vLLM does). A format the server is not told to take
+    (``--openai-formats``) is refused with 400, as a server without it refuses it."""
+    fmt: dict[str, Any] | str | None = None
+    response_format = body.get("response_format")
+    if response_format is not None:
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind != "text" and kind not in state.openai_formats:
+            raise BadRequest(f"response_format: type {kind!r} is not supported by this server "
+                             f"(it takes: text, {', '.join(state.openai_formats) or 'nothing else'})")
+        if kind == "json_schema":
+            spec = response_format.get("json_schema")
+            fmt = spec.get("schema") if isinstance(spec, dict) and isinstance(spec.get("schema"), dict) else "json"
+        elif kind == "json_object":
+            fmt = response_format.get("schema") if isinstance(response_format.get("schema"), dict) else "json"
+    if body.get("stream") is True:
+        raise BadRequest("the lab's /v1 does not stream (briefd never asks it to)")
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    options: dict[str, Any] = {"num_ctx": state.default_num_ctx}
+    for key, value in (("num_predict", limit), ("temperature", body.get("temperature")), ("seed", body.get("seed"))):
+        if value is not None:
+            options[key] = value
+    return {"model": body.get("model"), "messages": body.get("messages"), "format": fmt, "options": options,
+            "stream": False}
+
+
+def refuse_past_context(request: InferenceRequest) -> None:
+    """vLLM refuses a request whose prompt and output budget pass the model's context, with 400 and these
+    words, where Ollama cuts the prompt silently."""
+    prompt = approx_tokens(" ".join(m.content for m in request.messages))
+    asked = prompt + max(request.num_predict, 0)
+    if asked > request.num_ctx:
+        raise BadRequest(f"This model's maximum context length is {request.num_ctx} tokens. However, you requested "
+                         f"{asked} tokens ({prompt} in the messages, {max(request.num_predict, 0)} in the "
+                         f"completion). Please reduce the length of the messages or completion.")
+
+
+def openai_answer(model: str, completion: Completion, state: LabState) -> dict[str, Any]:
+    """A chat.completion object: the text, why it stopped, and the usage."""
+    with state.state_lock:
+        state.openai_answers += 1
+        number = state.openai_answers
+    return {"id": f"chatcmpl-lab-{number}", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": completion.text},
+                         "finish_reason": "length" if completion.done_reason == "length" else "stop"}],
+            "usage": {"prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
+                      "total_tokens": completion.prompt_tokens + completion.completion_tokens}}
+
+
 # --------------------------------------------------------------------------- HTTP
 
 
@@ -388,10 +460,13 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing
 
-    def _send_json(self, status: int, obj: Any, content_type: str = "application/json; charset=utf-8") -> None:
+    def _send_json(self, status: int, obj: Any, content_type: str = "application/json; charset=utf-8",
+                   headers: dict[str, str] | None = None) -> None:
         data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
@@ -452,6 +527,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"models": self._ps()})
         elif path == "/lab/stats":
             self._send_json(200, st.stats())
+        elif path == OPENAI_PREFIX + "/models":
+            self._send_json(200, {"object": "list", "data": [
+                {"id": c.name, "object": "model", "created": 1_762_000_000, "owned_by": "lab",
+                 "max_model_len": st.default_num_ctx} for c in st.cards().values()]})
         else:
             self._send_text(404, "404 page not found")
 
@@ -463,6 +542,7 @@ class Handler(BaseHTTPRequestHandler):
             "/api/show": self._show,
             "/api/pull": self._pull,
             "/lab/fault": self._add_fault,
+            OPENAI_PREFIX + "/chat/completions": lambda b: self._inference(b, "openai"),
         }
         if path == "/lab/reset":
             self.state.reset()
@@ -475,7 +555,12 @@ class Handler(BaseHTTPRequestHandler):
             body = self._read_body()
             routes[path](body)
         except BadRequest as e:
-            self._send_json(e.status, {"error": str(e)})
+            headers = {"Retry-After": f"{e.retry_after:g}"} if e.retry_after is not None else {}
+            if path.startswith(OPENAI_PREFIX + "/"):  # the OpenAI error shape (vLLM, llama.cpp's server, Ollama's /v1)
+                self._send_json(e.status, {"error": {"message": str(e), "type": OPENAI_ERROR_TYPES.get(
+                    e.status, "server_error"), "param": None, "code": e.status}}, headers=headers)
+            else:
+                self._send_json(e.status, {"error": str(e)}, headers=headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -563,6 +648,7 @@ class Handler(BaseHTTPRequestHandler):
             after=max(0, int(body.get("after", 0))),
             match=str(body.get("match", "")),
             also=str(body.get("also", "")),
+            retry_after=float(body["retry_after"]) if body.get("retry_after") is not None else None,
         )
         with self.state.state_lock:
             self.state.faults.append(fault)
@@ -574,7 +660,11 @@ class Handler(BaseHTTPRequestHandler):
         st = self.state
         started = time.monotonic()
         try:
+            if endpoint == "openai":  # read as the Ollama-style body below; a format or length it refuses is logged
+                body = openai_body(body, st)
             request, sent_model = parse_inference(body, endpoint, st)
+            if endpoint == "openai":
+                refuse_past_context(request)
         except BadRequest as e:
             st.record(
                 {
@@ -602,6 +692,8 @@ class Handler(BaseHTTPRequestHandler):
             "stream": stream,
             "reached_model": True,
         }
+        if not request.messages and endpoint == "openai":
+            raise BadRequest("messages: at least one message is required")
         if not request.messages:  # an empty request loads (or unloads) the model
             with st.inference_slots:
                 load_s = self._load(request)
@@ -637,7 +729,7 @@ class Handler(BaseHTTPRequestHandler):
                 if fault and fault.kind in ("status", "poison"):
                     entry.update(outcome=f"{'fault' if fault.kind == 'status' else 'poison'}-{fault.status}")
                     st.record(entry)
-                    raise BadRequest(fault.message or RUNNER_CRASHED, fault.status)
+                    raise BadRequest(fault.message or RUNNER_CRASHED, fault.status, fault.retry_after)
                 if fault and fault.kind == "drop":
                     self._hang_up(entry, "fault-drop")
                     return
@@ -697,6 +789,8 @@ class Handler(BaseHTTPRequestHandler):
             outcome=completion.done_reason + (f" dirty:{completion.dirty}" if completion.dirty else ""),
         )
         final = self._final(endpoint, sent_model, completion.text, completion.done_reason, completion, load_s, started)
+        if endpoint == "openai":
+            final = openai_answer(sent_model, completion, st)
         try:
             if not stream:
                 self._send_json(200, final)
@@ -821,6 +915,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chaos-slow-s", type=float, default=2.0, help="lab-chaos: seconds a slow answer stalls")
     ap.add_argument("--chaos-poison-share", type=float, default=0.0,
                     help="lab-chaos: share of prompts refused with HTTP 500 every time they are asked")
+    ap.add_argument("--openai-formats", default=",".join(OPENAI_FORMATS),
+                    help="the response_format types /v1/chat/completions takes, comma-separated (\"\": none, "
+                         "as a server that refuses them; text is always taken)")
     args = ap.parse_args(argv)
     try:
         if args.driver == "scripted":
@@ -842,7 +939,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         state = LabState(driver=driver, default_num_ctx=args.default_num_ctx, max_queue=args.max_queue, log=log,
-                         chaos=chaos, inference_slots=threading.BoundedSemaphore(args.parallel))
+                         chaos=chaos, inference_slots=threading.BoundedSemaphore(args.parallel),
+                         openai_formats=tuple(f for f in args.openai_formats.split(",") if f))
         try:
             server = make_server(args.host, args.port, state)
         except OSError as e:

@@ -11,7 +11,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * ServiceUnavailable                          here: a service briefs need is out; they wait, never fail
     * Outage                                    research/run.py: SearXNG out through the loop's retries
     * ServiceDown                               model/llm.py: the model server unreachable or answering 5xx
-    * ModelMissing                              model/llm.py: the model is not pulled (fix: ollama pull)
+    * ModelMissing                              model/llm.py: the model is not pulled, or not served (404)
     * ModelRefused                              model/llm.py: the model server refuses briefd (a 4xx, its probe too)
     * SearchRefused                             sources/search.py: SearXNG refuses us (json off, limiter on)
     * SearchUnavailable                         sources/search.py: SearXNG unreachable or 5xx (also Transient)
@@ -27,6 +27,7 @@ underscore) are signals inside one module, never raised past it, and are not dra
   * NestedTooDeep                               core/jsontext.py: JSON nested past MAX_DEPTH (ValueError)
   * Locked                                      core/files.py: another briefd holds the lock
   * AnswerError                                 model/jsonrepair.py: the model's answer holds no usable JSON
+  * ModelHTTPError                              model/wire.py: a model server's HTTP error, read by model/llm.py
   * DocumentUnavailable                         sources/sources.py: a library document or article unreadable
     * ArchiveError                              sources/zim.py: a ZIM archive or its entry
       * BadArchiveUrl                           sources/zim.py: a zim:// URL that names nothing

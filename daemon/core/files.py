@@ -239,6 +239,33 @@ def file_kind(mode: int) -> str:
     return "a special file"
 
 
+def secret_line(path: Path, setting: str, what: str) -> str:
+    """The first line of a file that holds a secret (serve_token_file, openai_api_key_file), stripped; a
+    file that cannot be read, or is not UTF-8 text, raises ValueError naming `setting`, the path and the fix
+    (never a line of the file)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.readline(4096).strip()
+    except OSError as exc:
+        raise ValueError(f"{setting} {path}: cannot read it ({exc.strerror or exc}); write {what} on its first "
+                         "line, readable by briefd alone (chmod 600)") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{setting} {path}: not UTF-8 text; write {what} on its first line") from None
+
+
+def readable_by_others(path: Path | None, setting: str) -> str | None:
+    """A warning when a file holding a secret can be read by others than its owner (the docs say chmod 600)."""
+    if path is None:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if mode & 0o077:
+        return f"{setting} {path} can be read by other users (mode {mode & 0o777:04o}): chmod 600 {path}"
+    return None
+
+
 class TooLarge(BriefdError, ValueError):
     """An input over its size limit. `size` is its real size where stat knows it (a regular
     file), None where only reading could tell (a device such as /dev/zero, a pipe)."""

@@ -85,7 +85,8 @@ class OutageLog:
 
 PROBE_EVERY_S = 2.0    # while a service is down, its probe runs this often (one cheap GET per server)
 PROBE_TIMEOUT_S = 2.0  # a probe that takes longer is a failed knock
-PROBE_PATHS = {"ollama": "/api/version", "searxng": "/healthz"}  # each service's cheapest answer
+# each service's cheapest answer; "openai": the model service's when model_api = openai (under its /v1 base)
+PROBE_PATHS = {"ollama": "/api/version", "openai": "/models", "searxng": "/healthz"}
 
 
 async def answers(client: httpx.AsyncClient, url: str) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "IN_CALL",
     "IN_CALL_ATTEMPTS",
     "QUEUE",
+    "RETRY_AFTER_CAP_S",
     "Backoff",
     "RetryAtOnce",
     "OnWait",
@@ -46,6 +47,8 @@ __all__ = [
 # The knobs, in one place. Tests import them rather than copy the numbers.
 IN_CALL_ATTEMPTS = 4           # tries of one call (the first included) before the brief goes back to the queue
 _MAX_DOUBLINGS = 62            # 2**62 × any base is far past every cap; keeps the float finite
+RETRY_AFTER_CAP_S = 300.0      # the longest Retry-After waited inside a call (QUEUE's cap): a server asking for
+                               # more is asked again after this, and the brief's own patience still ends the wait
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Transient(BriefdError):
     """
 
     fix: str | None = None
+    retry_after_s: float | None = None  # the server's Retry-After (429, 503): the wait before the next try is at least this
 
 
 class RetryAtOnce(Transient):
@@ -135,6 +139,7 @@ async def call_with_retries(
 ) -> T:
     """Run `call` until it returns, trying again after each `Transient` up to `attempts` tries in all.
 
+    A failure that carries the server's Retry-After waits at least that long (up to `RETRY_AFTER_CAP_S`).
     Before each wait `on_wait(service, retry_at, reason, fix)` hears what is awaited. After the
     last try the last `Transient` is raised as it is: the caller turns it into its own
     outage (which sends the brief back to the queue). Anything else raised by `call` is not
@@ -155,6 +160,8 @@ async def call_with_retries(
                     on_wait(service, time.time(), str(exc), exc.fix)
                 continue
             delay = backoff_delay(schedule, failures, rand)
+            if exc.retry_after_s is not None:  # the server said how long it needs: never sooner, within the cap
+                delay = max(delay, min(exc.retry_after_s, RETRY_AFTER_CAP_S))
             if on_wait is not None:
                 on_wait(service, time.time() + delay, str(exc), exc.fix)
         await sleep(delay)

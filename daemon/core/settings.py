@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from . import crashpoints
-from .files import TooLarge, read_file_at_most
+from .files import TooLarge, read_file_at_most, secret_line
 from ..rules.judge import TIERS
 from ..rules.numbers import finite, number_text
 from .schedule import DURATION_EXAMPLE, ScheduleError, format_duration, parse_duration
@@ -54,6 +54,7 @@ DEFAULT_OLLAMA_HOST = f"http://127.0.0.1:{DEFAULT_OLLAMA_PORT}"
 DEFAULT_MODEL = "qwen2.5:3b"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+MODEL_APIS = ("ollama", "openai")  # model.wire's protocols (the setting `model_api`)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -74,6 +75,10 @@ class Settings:
     searxng_url: str = "http://127.0.0.1:8888"
     workers: int = 1
     ollama_hosts: tuple[str, ...] = ()  # several model servers (daemon.hosts); empty: ollama_host alone
+    model_api: str = "ollama"  # ollama | openai: the protocol of every model call (model.wire)
+    openai_base_url: tuple[str, ...] = ()  # model_api = openai: the server(s), each with its /v1
+    openai_api_key: str | None = None  # ... the key they ask for (never shown: a secret)
+    openai_api_key_file: Path | None = None  # ... or a file holding it (kept out of ps and the environment)
     num_ctx: int = 8192
     num_predict: int = 1024
     llm_timeout_s: float = 300.0
@@ -134,7 +139,7 @@ class SettingsError(BriefdError, ValueError):
 class _Spec:
     name: str
     kind: str  # path | paths | ollama | ollamas | url | model | int | float | bool | level | mode | tiers | egress | hosts
-    #       | duration | optpath | secret | bindhost | argv
+    #       | duration | optpath | secret | apikey | bindhost | argv | modelapi | openaiurls
     help: str
     flag: str | None = None  # only the contract settings have a documented flag
     env: str | None = None  # None: BRIEFD_<NAME>
@@ -168,6 +173,17 @@ _SPECS: tuple[_Spec, ...] = (
                                      "tried again later; comma-separated in the environment, a list in "
                                      "briefd.toml; unset: ollama_host alone",
           shown_default="none", example="gpu-1:11434"),
+    _Spec("model_api", "modelapi", "how briefd talks to the model server: ollama (Ollama's own API) or openai "
+                                   "(the OpenAI-compatible /v1 API of vLLM, llama.cpp's server, LM Studio, "
+                                   "LocalAI, TGI, or Ollama's /v1)", example="openai"),
+    _Spec("openai_base_url", "openaiurls", "model_api = openai: the server's base URL with its /v1 (e.g. "
+                                           "http://gpu-box:8000/v1); several, comma-separated (a TOML list in "
+                                           "briefd.toml), share the work as ollama_hosts do",
+          example="http://gpu-box:8000/v1"),
+    _Spec("openai_api_key", "apikey", "model_api = openai: the API key the server asks for (vLLM's --api-key), "
+                                      "sent as a bearer token and never shown; prefer openai_api_key_file"),
+    _Spec("openai_api_key_file", "optpath", "model_api = openai: a file whose first line is the API key "
+                                            "(mode 0600)"),
     _Spec("num_ctx", "int", "model context window in tokens (one value per model: changing it reloads the model)",
           low=2048, high=1_048_576),
     _Spec("num_predict", "int", "most tokens a model answer may use (less than num_ctx)", low=64, high=1_048_576),
@@ -348,6 +364,11 @@ def load_settings(flags: Mapping[str, Any], env: Mapping[str, str], config_path:
         sources[spec.name] = source
     for warning in stray_variables(env):
         log.warning("%s", warning)
+    if values["model_api"] == "openai" and not values["openai_base_url"]:
+        source = sources["model_api"]
+        raise SettingsError(f"{source.label} sets model_api = openai, but no openai_base_url names the server; set "
+                            f"BRIEFD_OPENAI_BASE_URL (or openai_base_url in briefd.toml) to its base URL with its /v1, "
+                            f"e.g. http://gpu-box:8000/v1", source.label, "openai_base_url")
     if values["num_predict"] >= values["num_ctx"]:
         source = sources["num_predict"] if sources["num_predict"].kind != "default" else sources["num_ctx"]
         raise SettingsError(
@@ -367,11 +388,37 @@ def settings_table() -> list[dict[str, Any]]:
     ]
 
 
+SECRET_KINDS = ("secret", "apikey")
+
+
 def is_secret(name: str) -> bool:
-    """A setting whose value must never be shown or passed on: its kind is "secret" (serve_token).
-    The kind, not the name: serve_token_file's value is a path, no secret, and `briefd config` shows it."""
+    """A setting whose value must never be shown or passed on: its kind is a secret's (serve_token,
+    openai_api_key). The kind, not the name: serve_token_file's value is a path, no secret, and `briefd
+    config` shows it."""
     spec = _BY_NAME.get(name)
-    return spec is not None and spec.kind == "secret"
+    return spec is not None and spec.kind in SECRET_KINDS
+
+
+def openai_key(settings: Settings) -> str | None:
+    """The API key of the OpenAI-compatible server: openai_api_key, else the first line of openai_api_key_file;
+    None when neither is set or model_api is not openai. A file that cannot be used raises SettingsError
+    naming it and the fix (`briefd run`, `check` and `eval` read it before anything starts); the key itself
+    is never in a message."""
+    if settings.model_api != "openai":
+        return None
+    if settings.openai_api_key:
+        return settings.openai_api_key
+    path = settings.openai_api_key_file
+    if path is None:
+        return None
+    try:
+        key = secret_line(path, "openai_api_key_file", "the API key")
+    except ValueError as exc:
+        raise SettingsError(str(exc), f"openai_api_key_file {path}", "openai_api_key_file") from None
+    if not key or not all(33 <= ord(c) < 127 for c in key):
+        raise SettingsError(f"openai_api_key_file {path}: its first line must be the API key, printable ASCII "
+                            "without spaces", f"openai_api_key_file {path}", "openai_api_key_file")
+    return key
 
 
 def secret_variables() -> frozenset[str]:
@@ -560,18 +607,21 @@ def _toml_label(path: Path, text: str, key: str) -> str:
 
 
 class _Bad(Exception):
-    def __init__(self, expected: str, why: str = "") -> None:
+    def __init__(self, expected: str, why: str = "", hide: bool = False) -> None:
         super().__init__(expected)
         self.expected = expected
         self.why = why
+        self.hide = hide  # the value holds a secret (a key in a URL): the message never shows it
 
 
 def _convert(spec: _Spec, raw: Any, source: _Source) -> Any:
     try:
         return _CONVERTERS[spec.kind](spec, raw, source)
     except _Bad as bad:
+        got = f"{len(raw)} characters (not shown: a secret)" if (spec.kind in SECRET_KINDS or bad.hide) and \
+            isinstance(raw, str) else _shown(raw)
         raise SettingsError(
-            f"{_lead(source, spec.name)}{_subject(source, spec.name)} must be {bad.expected}, got {_shown(raw)}"
+            f"{_lead(source, spec.name)}{_subject(source, spec.name)} must be {bad.expected}, got {got}"
             f"{f' ({bad.why})' if bad.why else ''}; {_fix(spec, source)}", source.label, spec.name) from None
 
 
@@ -627,6 +677,46 @@ def _to_secret(spec: _Spec, raw: Any, source: _Source) -> str | None:
         raise _Bad(f"at least {SERVE_TOKEN_MIN_CHARS} printable ASCII characters without spaces "
                    "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))' makes one)")
     return text
+
+
+def _to_apikey(spec: _Spec, raw: Any, source: _Source) -> str | None:
+    """An API key of someone else's server: any printable ASCII without spaces (its length is that server's
+    business). The reason given never quotes it."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if not isinstance(raw, str) or not all(33 <= ord(c) < 127 for c in raw.strip()):
+        raise _Bad("printable ASCII characters without spaces (the key the server was started with)")
+    return raw.strip()
+
+
+def _to_modelapi(spec: _Spec, raw: Any, source: _Source) -> str:
+    if isinstance(raw, str) and raw.strip().lower() in MODEL_APIS:
+        return raw.strip().lower()
+    raise _Bad(f"one of {', '.join(MODEL_APIS)}")
+
+
+def _to_openaiurls(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
+    """Base URLs of OpenAI-compatible servers: a TOML list, or comma-separated text; each http(s), no query, no
+    user or password (a key in a URL would be shown wherever the URL is: it goes in openai_api_key)."""
+    if raw is None or raw == ():
+        return ()
+    expected = "base URLs such as \"http://gpu-box:8000/v1\""
+    items: list[Any] = ([part.strip() for part in raw.split(",") if part.strip()] if isinstance(raw, str)
+                        else list(raw) if isinstance(raw, (list, tuple)) else [None])
+    urls: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise _Bad(expected, "an empty or non-text entry")
+        if "@" in urlsplit(item.strip() if "://" in item else f"http://{item.strip()}").netloc:
+            raise _Bad(expected, "a user or key in the URL: put the key in BRIEFD_OPENAI_API_KEY or "
+                                 "openai_api_key_file instead", hide=True)
+        try:
+            url = normalize_searxng_url(item)
+        except ValueError as exc:
+            raise _Bad(expected, f"'{item.strip()}': {exc}") from None
+        if url not in urls:
+            urls.append(url)
+    return tuple(urls)
 
 
 def _to_bindhost(spec: _Spec, raw: Any, source: _Source) -> str:
@@ -920,6 +1010,7 @@ _CONVERTERS = {
     "ollamas": _to_ollamas, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
     "tiers": _to_tiers, "duration": _to_duration, "optpath": _to_optpath, "secret": _to_secret,
+    "apikey": _to_apikey, "modelapi": _to_modelapi, "openaiurls": _to_openaiurls,
     "bindhost": _to_bindhost, "argv": _to_argv,
 }
 

@@ -1,4 +1,5 @@
-"""What `briefd check` asks the model server: is it reachable, which version, is the model pulled.
+"""What `briefd check` asks the model server: is it reachable, which version, is the model pulled (an
+OpenAI-compatible server: does it answer GET /v1/models, and does it serve the model).
 
 Why apart from llm.py: the check talks to Ollama's plain HTTP API (`/api/version`, `/api/tags`), not through the
 chat client, and answers a person with a message and a fix instead of raising; it shares only the 4xx rule
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 
 from .llm import AUTH_STATUSES, refusal_fix, transport_reason
+from .wire import listed_context, same_model
 
 __all__ = ["ProbeResult", "base_url", "probe"]
 
@@ -62,14 +64,11 @@ def _model_names(tags: Any) -> list[str]:
     return names
 
 
-def _same_model(wanted: str, listed: str) -> bool:
-    def norm(name: str) -> str:
-        return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
-    return norm(wanted) == norm(listed)
-
-
-async def probe(host: str, model: str, timeout_s: float) -> ProbeResult:
-    """Is Ollama reachable at `host`, which version, and is `model` pulled? Says what to fix."""
+async def probe(host: str, model: str, timeout_s: float, api: str = "ollama", api_key: str | None = None) -> ProbeResult:
+    """Is Ollama reachable at `host`, which version, and is `model` pulled? Says what to fix. With `api`
+    "openai", `host` is an OpenAI-compatible server's base URL: `probe_openai`."""
+    if api == "openai":
+        return await probe_openai(host, model, timeout_s, api_key)
     url = base_url(host)
     start_fix = "start Ollama (`ollama serve`), or point OLLAMA_HOST / --ollama-host at it"
     try:
@@ -103,10 +102,54 @@ async def probe(host: str, model: str, timeout_s: float) -> ProbeResult:
                            f"Ollama {version} at {url} did not list its models (GET /api/tags gave "
                            f"HTTP {tags_resp.status_code})", "check the Ollama server's log")
     names = _model_names(tags)
-    if any(_same_model(model, name) for name in names):
+    if any(same_model(model, name) for name in names):
         return ProbeResult(url, model, True, version, True, names,
                            f"Ollama {version} at {url}; model {model!r} is pulled")
     listed = ", ".join(names) if names else "none"
     return ProbeResult(url, model, True, version, False, names,
                        f"Ollama {version} at {url} does not have model {model!r} (pulled: {listed})",
                        f"run: ollama pull {model}")
+
+
+async def probe_openai(base: str, model: str, timeout_s: float, api_key: str | None = None) -> ProbeResult:
+    """Does the OpenAI-compatible server at `base` answer GET /models, and does it serve `model`? Says what to
+    fix: a server not running, a base URL without its /v1 (the server answers, /models is not there), a key
+    refused, a model it does not serve (with the ones it does). `version` is None: the API has none."""
+    url = base.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    start_fix = ("start the server (vLLM: `vllm serve MODEL`; llama.cpp: `llama-server -m FILE`), or point "
+                 "openai_base_url / BRIEFD_OPENAI_BASE_URL at it, with its /v1")
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s, headers=headers) as http:
+            resp = await http.get(url + "/models")
+    except httpx.HTTPError as exc:
+        return ProbeResult(url, model, False, None, False, [],
+                           f"the model server at {url} is unreachable: {transport_reason(exc)}", start_fix)
+    if resp.status_code in AUTH_STATUSES:
+        said = "no API key was sent" if not api_key else "the API key was refused"
+        return ProbeResult(url, model, False, None, False, [],
+                           f"the model server at {url} refuses briefd (GET /models gave HTTP {resp.status_code}: "
+                           f"{said})", refusal_fix(resp.status_code, "openai"))
+    if resp.status_code == 404 and not url.endswith("/v1"):
+        return ProbeResult(url, model, False, None, False, [],
+                           f"something answers at {url}, but has no /models there (HTTP 404)",
+                           f"add /v1 to the base URL: openai_base_url = \"{url}/v1\"")
+    try:
+        listed = resp.json() if resp.status_code == 200 else None
+    except ValueError:
+        listed = None
+    entries = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(entries, list):
+        return ProbeResult(url, model, False, None, False, [],
+                           f"something answers at {url}, but GET /models gave HTTP {resp.status_code}, not an "
+                           f"OpenAI-compatible model list", start_fix)
+    names = [entry["id"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
+    context = listed_context(listed, model)
+    if any(same_model(model, name) for name in names):
+        told = f" (context {context} tokens)" if context else ""
+        return ProbeResult(url, model, True, None, True, names,
+                           f"OpenAI-compatible server at {url}; model {model!r} is served{told}")
+    return ProbeResult(url, model, True, None, False, names,
+                       f"the model server at {url} does not serve model {model!r} (it serves: "
+                       f"{', '.join(names) or 'none'})",
+                       "set `model` (BRIEFD_MODEL) to the name the server lists, exactly as listed")

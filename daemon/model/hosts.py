@@ -1,4 +1,5 @@
-"""Several model servers (setting `ollama_hosts`): which one takes the next call, and failover.
+"""Several model servers (setting `ollama_hosts`, or several `openai_base_url`s): which one takes the next
+call, and failover. Both APIs route the same way: the pool sees hosts, not protocols.
 
 Why: one Ollama serves a few requests at once; a site with two GPU boxes should get about
 twice the briefs an hour, and lose none when one box goes down. The rule lives in one pure
@@ -31,10 +32,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import ollama
-
 from . import llm
 from .llm import AnswerCache, CallRecord, CallResult, ModelConfig, ModelMissing, ModelRefused, ServiceDown
+from .wire import ChatClient
 from ..core.retry import Backoff, OnWait, backoff_delay
 from ..core.settings import Settings
 
@@ -51,7 +51,10 @@ FAILOVER_ATTEMPTS = llm.PROBE_AFTER_REFUSALS
 
 
 def model_hosts(settings: Settings) -> tuple[str, ...]:
-    """The model servers calls go to: `ollama_hosts` when set, else the one `ollama_host`."""
+    """The model servers calls go to: with `model_api = "openai"` the `openai_base_url`s, else `ollama_hosts`
+    when set, else the one `ollama_host`."""
+    if settings.model_api == "openai":
+        return settings.openai_base_url
     return settings.ollama_hosts or (settings.ollama_host,)
 
 
@@ -151,16 +154,16 @@ class ModelHosts:
     """The model clients, one per host, behind one `call_json` that routes each call through the pool."""
 
     model: ModelConfig
-    clients: dict[str, ollama.AsyncClient]
+    clients: dict[str, ChatClient]
     pool: HostPool
 
     @classmethod
-    def single(cls, client: ollama.AsyncClient, model: ModelConfig) -> ModelHosts:
+    def single(cls, client: ChatClient, model: ModelConfig) -> ModelHosts:
         return cls(model, {model.host: client}, HostPool([model.host]))
 
     @classmethod
     def build(cls, model: ModelConfig, hosts: Sequence[str],
-              make_client: Callable[[ModelConfig], ollama.AsyncClient]) -> ModelHosts:
+              make_client: Callable[[ModelConfig], ChatClient]) -> ModelHosts:
         """One client per host, made by `make_client` from the model's config with that host."""
         clients = {h: make_client(dataclasses.replace(model, host=h)) for h in dict.fromkeys(hosts)}
         return cls(model, clients, HostPool(list(clients)))

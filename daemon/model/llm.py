@@ -61,6 +61,7 @@ Facts about the `ollama` client 0.6.x this relies on (read from its source):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -88,6 +89,7 @@ from ..core.settings import Settings
 from ..core.untrusted import clean_json
 from ..core.errors import ServiceUnavailable
 from .jsonrepair import AnswerError, one_line, parse_json_answer_ex
+from .wire import ChatClient, ChatReply, ModelHTTPError, OllamaChat, OpenAIChat, is_context_refusal
 
 T = TypeVar("T")
 
@@ -132,8 +134,9 @@ __all__ = [
 class ModelConfig:
     """One model, one context size: Ollama reloads the model whenever `num_ctx` changes."""
 
-    host: str
+    host: str  # Ollama's address, or the OpenAI-compatible server's base URL (with its /v1)
     model: str
+    api: str = "ollama"  # the protocol (wire.MODEL_APIS): the setting `model_api`
     # Defaults of the knobs a user sets: Settings' (settings.config_knobs carries a user's values here by name).
     num_ctx: int = Settings.num_ctx
     num_predict: int = Settings.num_predict
@@ -165,20 +168,47 @@ class ModelConfig:
         """This model's waits between transport attempts, as the one retry policy's schedule."""
         return Backoff(base_s=self.backoff_base_s, cap_s=self.backoff_cap_s)
 
+    @property
+    def server(self) -> str:
+        """The server as messages name it: "Ollama", or "the model server" (an OpenAI-compatible one)."""
+        return "Ollama" if self.api == "ollama" else "the model server"
 
-def make_client(cfg: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> ollama.AsyncClient:
-    """The client every call goes through. The library's default timeout is none (waits forever).
+
+def make_client(cfg: ModelConfig, transport: httpx.AsyncBaseTransport | None = None,
+                api_key: str | None = None) -> ChatClient:
+    """The client every call goes through, for `cfg.api`. The libraries' default timeout is none (waits forever).
 
     Connecting gets its own short limit: a dead host should be noticed in seconds, while a
     slow model on a busy machine may legitimately take minutes to answer. `transport` is
     the daemon's egress transport (checked at connect, counted per brief); with it,
     trust_env=False, as a proxy from the environment would carry calls past it.
-    ollama.AsyncClient hands extra keyword arguments to its httpx.AsyncClient.
+    ollama.AsyncClient hands extra keyword arguments to its httpx.AsyncClient. `api_key` (OpenAI-compatible
+    servers only) goes in the Authorization header and nowhere else.
     """
     timeout = httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0))
+    if cfg.api == "openai":
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return OpenAIChat(cfg.host, httpx.AsyncClient(timeout=timeout, transport=transport, headers=headers,
+                                                      trust_env=transport is None))
     if transport is None:
-        return ollama.AsyncClient(host=cfg.host, timeout=timeout)
-    return ollama.AsyncClient(host=cfg.host, timeout=timeout, transport=transport, trust_env=False)
+        return OllamaChat(ollama.AsyncClient(host=cfg.host, timeout=timeout))
+    return OllamaChat(ollama.AsyncClient(host=cfg.host, timeout=timeout, transport=transport, trust_env=False))
+
+
+async def served_config(cfg: ModelConfig, client: ChatClient) -> ModelConfig:
+    """`cfg` with the context an OpenAI-compatible server reports for the model (vLLM's `max_model_len`):
+    the prompts are then sized to what it takes, whatever num_ctx says. Unchanged for Ollama (num_ctx is
+    sent with every request), for a server that does not report it (set num_ctx to its context), one that
+    does not answer now, or a context too small for num_predict and the margin (the calls will say so)."""
+    if not isinstance(client, OpenAIChat):
+        return cfg
+    try:
+        context = await client.served_context(cfg.model)
+    except (ConnectionError, httpx.HTTPError, ValueError):
+        return cfg
+    if context is None or context == cfg.num_ctx or context <= cfg.num_predict + PROMPT_MARGIN_TOKENS:
+        return cfg
+    return dataclasses.replace(cfg, num_ctx=context)
 
 
 def request_options(cfg: ModelConfig, num_predict: int | None = None) -> dict[str, Any]:
@@ -420,23 +450,29 @@ class CallResult(Generic[T]):
 
 
 class ServiceDown(ServiceUnavailable):
-    """Ollama stayed unreachable (or kept answering 5xx) through every transport attempt.
+    """The model server stayed unreachable (or kept answering 5xx) through every transport attempt.
 
     The brief should wait and try again later; it has not failed.
     """
 
-    def __init__(self, host: str, reason: str) -> None:
-        said = f"Ollama at {host} is unavailable: {reason}"
+    def __init__(self, host: str, reason: str, api: str = "ollama") -> None:
+        said = f"{'Ollama' if api == 'ollama' else 'the model server'} at {host} is unavailable: {reason}"
         super().__init__("ollama", said, said=said)  # the whole line is what briefs waiting for it say
         self.host = host
 
 
 class ModelMissing(ServiceUnavailable):
-    """Ollama answered 404 for the model: it is not pulled. Only the user can fix that."""
+    """The server answered 404 for the model: Ollama has not pulled it, an OpenAI-compatible server does not
+    serve it under that name. Only the user can fix that."""
 
-    def __init__(self, model: str, host: str, detail: str = "") -> None:
-        fix = f"run: ollama pull {model}"
-        said = f"model {model!r} is not available on Ollama at {host}{f' ({detail})' if detail else ''}; {fix}"
+    def __init__(self, model: str, host: str, detail: str = "", api: str = "ollama") -> None:
+        if api == "ollama":
+            fix = f"run: ollama pull {model}"
+            said = f"model {model!r} is not available on Ollama at {host}{f' ({detail})' if detail else ''}; {fix}"
+        else:
+            fix = (f"set `model` to a name the server serves (`briefd check` lists them), or start the server "
+                   f"with {model!r}; a base URL without its /v1 gets 404 too")
+            said = f"model {model!r} is not served by the model server at {host}{f' ({detail})' if detail else ''}; {fix}"
         super().__init__("ollama", said, fix, said=said)
         self.model = model
         self.host = host
@@ -448,9 +484,15 @@ class ModelMissing(ServiceUnavailable):
 AUTH_STATUSES = (401, 403, 407)
 
 
-def refusal_fix(status: int) -> str:
+def refusal_fix(status: int, api: str = "ollama") -> str:
     """What ends a model server's refusal of briefd itself (HTTP `status` to every request): the one
     wording the daemon's log, the brief's waiting events and `briefd check` say."""
+    if api == "openai":
+        if status in AUTH_STATUSES:
+            return ("check the API key (BRIEFD_OPENAI_API_KEY or openai_api_key_file) against the server's "
+                    "(vLLM's --api-key), and the token of any proxy in front of it")
+        return ("check that openai_base_url / BRIEFD_OPENAI_BASE_URL points at the OpenAI-compatible server, "
+                "with its /v1, and read that server's log")
     if status in AUTH_STATUSES:
         return ("check the token or credentials of the proxy in front of Ollama (and its address allow-list), "
                 "or point OLLAMA_HOST / --ollama-host at Ollama itself")
@@ -464,8 +506,8 @@ class ModelRefused(ServiceUnavailable):
     not a failure a retry cures: the brief waits for the user's fix, as for a model that is not pulled.
     `status` and `detail` are the probe's: what the server says to any request."""
 
-    def __init__(self, host: str, status: int, detail: str = "") -> None:
-        fix = refusal_fix(status)
+    def __init__(self, host: str, status: int, detail: str = "", api: str = "ollama") -> None:
+        fix = refusal_fix(status, api)
         said = (f"the model server at {host} refuses briefd (HTTP {status}{f': {detail}' if detail else ''}; "
                 f"a one-word health probe was refused too); {fix}")
         super().__init__("ollama", said, fix, said=said)
@@ -478,11 +520,16 @@ class _Rejected(Exception):
     """A 4xx other than 404 while the health probe was answered: this request is refused, so asking again
     will not help. `probe` is the answered probe: it cost model time, and it is the proof."""
 
-    def __init__(self, status: int, detail: str, probe: HealthProbe) -> None:
-        super().__init__(f"Ollama refused the request: HTTP {status}: {detail} (it answers others: a health "
+    def __init__(self, server: str, status: int, detail: str, probe: HealthProbe) -> None:
+        super().__init__(f"{server} refused the request: HTTP {status}: {detail} (it answers others: a health "
                          f"probe succeeded)")
         self.status = status
         self.probe = probe
+
+
+class _TooLong(Exception):
+    """An OpenAI-compatible server refused the prompt as longer than its context (vLLM's 400 "maximum
+    context length"): a fact of this request on this model, which asking again cannot change."""
 
 
 class _Unusable(Exception):
@@ -495,7 +542,7 @@ class _Unusable(Exception):
 class HealthProbe:
     """What the health probe found: `response` is set when the model answered it (healthy)."""
 
-    response: ollama.ChatResponse | None
+    response: ChatReply | None
     started_at: str
     seconds: float
     reason: str = ""  # why it failed, when it did
@@ -544,8 +591,13 @@ def _year_only(prompt: str) -> str:
 
 
 def prompt_key(cfg: ModelConfig, messages: list[dict[str, str]], schema: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of (model, messages, format, options): the cache key."""
-    payload = {"model": cfg.model, "messages": messages, "format": schema, "options": request_options(cfg)}
+    """sha256 of the canonical JSON of (model, messages, format, options), and the API where it is not Ollama's:
+    the cache key. The same name on two APIs may be two models (a vLLM's "gemma-3" is no Ollama "gemma-3"),
+    so neither replays the other's answers; Ollama's keys are those of every earlier version (a cache kept)."""
+    payload: dict[str, Any] = {"model": cfg.model, "messages": messages, "format": schema,
+                               "options": request_options(cfg)}
+    if cfg.api != "ollama":
+        payload["api"] = cfg.api
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -579,7 +631,7 @@ def probe_options(cfg: ModelConfig) -> dict[str, Any]:
     return {**request_options(cfg), "num_predict": 1}
 
 
-async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthProbe:
+async def health_probe(client: ChatClient, cfg: ModelConfig) -> HealthProbe:
     """Can the model answer anything right now? A one-word prompt, one token, the same model and context.
 
     Any failure (an HTTP error, no connection, a timeout, an unreadable answer) is "no": an
@@ -588,13 +640,11 @@ async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthPr
     """
     started_at, t0 = utc_now(), time.monotonic()
     try:
-        response = await client.chat(
-            model=cfg.model, messages=[{"role": "user", "content": PROBE_PROMPT}], options=probe_options(cfg),
-            think=False, stream=False, keep_alive=cfg.keep_alive,
-        )
-    except ollama.ResponseError as exc:
-        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3),
-                           one_line(f"HTTP {exc.status_code}: {exc.error}"), exc.status_code, one_line(exc.error))
+        response = await client.chat(cfg.model, [{"role": "user", "content": PROBE_PROMPT}], None,
+                                     probe_options(cfg), cfg.keep_alive)
+    except ModelHTTPError as exc:
+        return HealthProbe(None, started_at, round(time.monotonic() - t0, 3), f"HTTP {exc.status}: {exc.detail}",
+                           exc.status, exc.detail)
     except (ConnectionError, httpx.HTTPError) as exc:
         return HealthProbe(None, started_at, round(time.monotonic() - t0, 3), transport_reason(exc))
     except (ValueError, TypeError, AttributeError) as exc:
@@ -603,9 +653,9 @@ async def health_probe(client: ollama.AsyncClient, cfg: ModelConfig) -> HealthPr
     return HealthProbe(response, started_at, round(time.monotonic() - t0, 3))
 
 
-async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dict[str, str]],
+async def _chat(client: ChatClient, cfg: ModelConfig, messages: list[dict[str, str]],
                 schema: dict[str, Any], on_wait: OnWait | None,
-                num_predict: int | None = None) -> tuple[ollama.ChatResponse, str, float]:
+                num_predict: int | None = None) -> tuple[ChatReply, str, float]:
     """One model attempt; transport failures are waited out by the retry policy, up to `transport_attempts`.
 
     From the second HTTP 500 for this request on, each refusal is judged by a health probe:
@@ -613,61 +663,67 @@ async def _chat(client: ollama.AsyncClient, cfg: ModelConfig, messages: list[dic
     the outage is waited out, and the next refusal probes again. A 4xx other than 404 is judged by a
     probe at once: answered → `_Rejected` (this prompt is refused; the caller falls back), refused with
     a 4xx too → `ModelRefused` (the server refuses briefd: the brief waits for the fix), not answered
-    otherwise → an outage, waited out.
+    otherwise → an outage, waited out. A refusal that says the prompt passes the context (an
+    OpenAI-compatible server's 400, `wire.is_context_refusal`) → `_TooLong` at once, no probe. A busy
+    server's Retry-After (429, 503) is waited at least (`Transient.retry_after_s`).
     """
     refusals = 0
     probe_failed = ""  # said with every later reason: the user learns that the whole server is down
 
-    async def attempt() -> tuple[ollama.ChatResponse, str, float]:
+    async def attempt() -> tuple[ChatReply, str, float]:
         nonlocal refusals, probe_failed
         started_at, t0 = utc_now(), time.monotonic()
+        retry_after: float | None = None
         try:
-            response = await client.chat(
-                model=cfg.model, messages=messages, format=schema, options=request_options(cfg, num_predict),
-                think=False, stream=False, keep_alive=cfg.keep_alive,
-            )
+            response = await client.chat(cfg.model, messages, schema, request_options(cfg, num_predict),
+                                         cfg.keep_alive)
             return response, started_at, round(time.monotonic() - t0, 3)
-        except ollama.ResponseError as exc:
-            if exc.status_code == 404:
-                raise ModelMissing(cfg.model, cfg.host, one_line(exc.error)) from None
-            reason = one_line(f"HTTP {exc.status_code}: {exc.error}")
-            if not transient_status(exc.status_code):
+        except ModelHTTPError as exc:
+            if exc.status == 404:
+                raise ModelMissing(cfg.model, cfg.host, exc.detail, cfg.api) from None
+            if is_context_refusal(exc):
+                raise _TooLong(f"HTTP {exc.status}: {exc.detail}") from None
+            reason = f"HTTP {exc.status}: {exc.detail}"
+            retry_after = exc.retry_after
+            if not transient_status(exc.status):
                 # this prompt refused, or briefd itself (a proxy whose token was rotated)? Only a request the
                 # server answers tells: a refusal kept as the prompt's would be replayed for a day after the fix
                 probe = await health_probe(client, cfg)
                 if probe.healthy:
-                    raise _Rejected(exc.status_code, one_line(exc.error), probe) from None
+                    raise _Rejected(cfg.server, exc.status, exc.detail, probe) from None
                 if probe.status == 404:
-                    raise ModelMissing(cfg.model, cfg.host, probe.detail) from None
+                    raise ModelMissing(cfg.model, cfg.host, probe.detail, cfg.api) from None
                 if probe.status is not None and not transient_status(probe.status):
-                    raise ModelRefused(cfg.host, probe.status, probe.detail) from None
+                    raise ModelRefused(cfg.host, probe.status, probe.detail, cfg.api) from None
                 probe_failed = f"; a health probe failed too ({probe.reason})"  # down meanwhile: waited out
-            elif exc.status_code == RUNNER_FAILED_STATUS:
+            elif exc.status == RUNNER_FAILED_STATUS:
                 refusals += 1
                 if refusals >= PROBE_AFTER_REFUSALS:  # each refusal from the second: a failed probe may be a reload
                     probe = await health_probe(client, cfg)
                     if probe.healthy:
                         raise _Poisoned(
-                            f"Ollama refused this request {refusals} times ({reason}) but answers others "
+                            f"{cfg.server} refused this request {refusals} times ({reason}) but answers others "
                             f"(a health probe succeeded): the request itself crashes the model",
                             probe) from None
                     probe_failed = f"; a health probe failed too ({probe.reason})"
                 else:  # the re-ask itself waits for Ollama's new runner: no backoff keeps the model idle before it
                     raise RetryAtOnce(reason) from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-            raise ServiceDown(cfg.host, f"bad Ollama address: {exc}") from None
+            raise ServiceDown(cfg.host, f"bad {cfg.server} address: {exc}", cfg.api) from None
         except (ConnectionError, httpx.TransportError) as exc:
             reason = transport_reason(exc)
         except (ValueError, TypeError, AttributeError) as exc:
             # A 200 that is not a chat response, or an error body the client cannot read.
             reason = one_line(f"unreadable response ({type(exc).__name__}: {exc})", 200)
-        raise Transient(reason + probe_failed)
+        failure = Transient(reason + probe_failed)
+        failure.retry_after_s = retry_after
+        raise failure
 
     try:
         return await call_with_retries(attempt, service="ollama", on_wait=on_wait,
                                        attempts=cfg.transport_attempts, schedule=cfg.backoff)
     except Transient as exc:
-        raise ServiceDown(cfg.host, f"{exc} (after {cfg.transport_attempts} attempts)") from None
+        raise ServiceDown(cfg.host, f"{exc} (after {cfg.transport_attempts} attempts)", cfg.api) from None
 
 
 def _use(answer: str, coerce: Callable[[Any], T]) -> tuple[T, list[str]]:
@@ -688,9 +744,9 @@ def _probe_record(cfg: ModelConfig, probe: HealthProbe) -> CallRecord:
     """The answered health probe as a model call: it is not free, so usage counts it."""
     response = probe.response
     return CallRecord(purpose=PROBE_PURPOSE, model=cfg.model, prompt_hash="", started_at=probe.started_at,
-                      seconds=probe.seconds, prompt_tokens=response.prompt_eval_count if response else None,
-                      completion_tokens=response.eval_count if response else None, outcome="probe",
-                      answer=(response.message.content or "") if response else "")
+                      seconds=probe.seconds, prompt_tokens=response.prompt_tokens if response else None,
+                      completion_tokens=response.completion_tokens if response else None, outcome="probe",
+                      answer=response.content if response else "")
 
 
 def _retry_messages(cfg: ModelConfig, messages: list[dict[str, str]], bad: str, reason: str) -> list[dict[str, str]]:
@@ -705,7 +761,7 @@ def _retry_messages(cfg: ModelConfig, messages: list[dict[str, str]], bad: str, 
 
 
 async def call_json(
-    client: ollama.AsyncClient,
+    client: ChatClient,
     cfg: ModelConfig,
     *,
     purpose: str,
@@ -797,10 +853,18 @@ async def call_json(
                             seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="poisoned",
                             answer="", error=exc.reason, truncated_prompt=over_budget, attempt=attempt))
             return failed("poisoned")
-        answer = response.message.content or ""
-        prompt_tokens, completion_tokens = response.prompt_eval_count, response.eval_count
-        truncated_answer = response.done_reason == "length"
-        server_cut = prompt_tokens is not None and prompt_tokens >= cfg.num_ctx - cfg.num_predict
+        except _TooLong as exc:  # the server's context is smaller than num_ctx says: the prompt cannot be sent
+            emit(CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=utc_now(),
+                            seconds=0.0, prompt_tokens=None, completion_tokens=None, outcome="fallback",
+                            answer="", error=(f"the prompt is too long for this model's context ({exc}); set num_ctx "
+                                              f"to the server's context, {cfg.num_ctx} tokens now"),
+                            truncated_prompt=True, attempt=attempt))
+            return failed("fallback")
+        answer = response.content
+        prompt_tokens, completion_tokens = response.prompt_tokens, response.completion_tokens
+        truncated_answer = response.cut
+        # Ollama cuts a prompt past num_ctx silently (an OpenAI-compatible server refuses it: _TooLong)
+        server_cut = cfg.api == "ollama" and prompt_tokens is not None and prompt_tokens >= cfg.num_ctx - cfg.num_predict
         rec = CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=started_at,
                          seconds=seconds, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                          outcome="ok", answer=answer, truncated_prompt=over_budget or server_cut,
@@ -819,7 +883,7 @@ async def call_json(
                 reason = (f"it was cut off at the {budget}-token limit ({reason}); "
                           f"give a shorter answer with {', '.join(shorter.asks)}")
                 attempt_schema = shorter.schema
-            elif not answer.strip() and response.message.thinking:
+            elif not answer.strip() and response.thinking:
                 reason = "it was empty: the model spent its output on thinking"
             rec.outcome, rec.error = ("error" if attempt == 1 else "fallback"), reason
             emit(rec)

@@ -8,10 +8,10 @@ start-up says it (serve.py); none of them needs the others' code for it.
 from __future__ import annotations
 
 import ipaddress
-import os
 from dataclasses import dataclass
 
 from ..core.errors import BriefdError
+from ..core.files import readable_by_others, secret_line
 from ..core.settings import SERVE_TOKEN_MIN_CHARS, Settings
 
 
@@ -52,13 +52,9 @@ def read_token(settings: Settings) -> str | None:
         return None
     path = settings.serve_token_file
     try:
-        with open(path, encoding="utf-8") as handle:
-            token = handle.readline(4096).strip()
-    except OSError as exc:
-        raise ServeError(f"serve_token_file {path}: cannot read it ({exc.strerror or exc}); "
-                         "write the token on its first line, readable by briefd alone (chmod 600)") from None
-    except UnicodeDecodeError:
-        raise ServeError(f"serve_token_file {path}: not UTF-8 text; write the token on its first line") from None
+        token = secret_line(path, "serve_token_file", "the token")
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
     if len(token) < SERVE_TOKEN_MIN_CHARS or " " in token:
         raise ServeError(f"serve_token_file {path}: its first line must be a token of at least "
                          f"{SERVE_TOKEN_MIN_CHARS} characters without spaces; make one with "
@@ -93,17 +89,7 @@ def access_for(settings: Settings) -> Access:
 
 def token_file_warning(settings: Settings) -> str | None:
     """A warning when serve_token_file can be read by others than its owner (docs/http-api.md says chmod 600)."""
-    path = settings.serve_token_file
-    if path is None or settings.serve_token:
-        return None
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    if mode & 0o077:
-        return (f"serve_token_file {path} can be read by other users (mode {mode & 0o777:04o}): "
-                f"chmod 600 {path}")
-    return None
+    return None if settings.serve_token else readable_by_others(settings.serve_token_file, "serve_token_file")
 
 
 def start_line(settings: Settings, access: Access) -> str:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from .status import open_store
-from ..core.settings import Settings, settings_table
+from ..core.settings import Settings, openai_key, settings_table
 from ...store import Store, damaged, diagnose
 from ..model import check
 from ..rules.judge import is_path_key
@@ -29,7 +29,9 @@ async def run_checks(settings: Settings, *, create_store: bool = True) -> list[C
     `create_store` False (GET /healthz): a store not made yet is said so, not created by asking."""
     results: list[Check] = []
     models = model_hosts(settings)
-    for probe in await asyncio.gather(*(check.probe(host, settings.model, 10.0) for host in models)):
+    key = openai_key(settings)
+    for probe in await asyncio.gather(*(check.probe(host, settings.model, 10.0, settings.model_api, key)
+                                        for host in models)):
         results.append((probe.ok, probe.message, probe.fix))  # one line per model server
     if settings.egress == "none":  # never contacted under none: probing it would break the promise
         results.append((True, f"SearXNG {settings.searxng_url} is not used (egress = none)", None))

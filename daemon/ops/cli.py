@@ -24,7 +24,8 @@ from . import launch
 from ..core.brief import load_schema
 from ..core.briefjson import MAX_BRIEF_BYTES, BriefError, too_large
 from ..core.files import use_file_mode
-from ..core.settings import CONFIG_VARIABLE, Settings, SettingsError, effective_settings, load_settings, settings_table
+from ..core.settings import (CONFIG_VARIABLE, Settings, SettingsError, effective_settings, load_settings, openai_key,
+                             settings_table)
 
 if TYPE_CHECKING:  # the store is imported by the commands that open it, not for --help
     from ...store import BriefRow, Store
@@ -267,6 +268,8 @@ def command(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     try:
         settings = load(args)
+        if args.command in ("run", "check", "eval", "serve"):
+            openai_key(settings)  # a key file that cannot be used is said now, not at the first model call
     except SettingsError as exc:
         print(f"briefd: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -64,7 +64,7 @@ from ..core.files import WriteFailed, acquire_store_lock, atomic_write_bytes, sw
 from ..model.hosts import ModelHosts, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
 from ..model.check import base_url
-from ..model.llm import ModelConfig, make_client as make_llm_client
+from ..model.llm import ModelConfig, make_client as make_llm_client, served_config
 from ..research.loop import Research, Services, seconds_since
 from ..research.run import Cancelled
 from ..rules import decide
@@ -75,7 +75,7 @@ from ..report.report import history_row
 from ..core.retry import out_of_patience, queue_delay
 from .ending import FAILED_NOTE, brief_of, cancel_note, ended_report, kind_of
 from .sdnotify import Notifier
-from ..core.settings import Settings, config_knobs
+from ..core.settings import Settings, config_knobs, openai_key
 from ..core.supervise import Policy, quiet_loop_errors, raise_open_files_limit, supervise
 from .serve import serving_inside
 
@@ -109,7 +109,8 @@ SERVE_TASK = "briefd-serve"  # the name daemon.serve.serving_inside gives the HT
 
 def model_config(settings: Settings) -> ModelConfig:
     """The model's knobs as the user set them (settings.config_knobs: `llm_timeout_s` is its `timeout_s`)."""
-    return ModelConfig(host=settings.ollama_host, **config_knobs(settings, ModelConfig, "llm_"))
+    return ModelConfig(host=model_hosts(settings)[0], api=settings.model_api,
+                       **config_knobs(settings, ModelConfig, "llm_"))
 
 
 def fetch_limits(settings: Settings) -> FetchLimits:
@@ -493,15 +494,17 @@ class Daemon:
 
     def probe_targets(self, svc: Services,
                       clients: contextlib.AsyncExitStack) -> dict[str, list[tuple[httpx.AsyncClient, str]]]:
-        """Each service's probe: every model host's /api/version through its own egress transport, and
-        SearXNG's /healthz through the search client (not under egress = none: it is never contacted)."""
+        """Each service's probe: every model host's /api/version (an OpenAI-compatible one's /v1/models)
+        through its own egress transport, and SearXNG's /healthz through the search client (not under
+        egress = none: it is never contacted)."""
         settings = self.settings
         targets: dict[str, list[tuple[httpx.AsyncClient, str]]] = {"ollama": []}
         for host in model_hosts(settings):
             http = httpx.AsyncClient(timeout=PROBE_TIMEOUT_S, trust_env=False,
                                      transport=service_transport(settings, host, model=True))
             clients.push_async_callback(http.aclose)  # closed with the probe task
-            targets["ollama"].append((http, base_url(host).rstrip("/") + PROBE_PATHS["ollama"]))
+            url = (base_url(host) if settings.model_api == "ollama" else host).rstrip("/")
+            targets["ollama"].append((http, url + PROBE_PATHS[settings.model_api]))
         if settings.egress != "none":
             targets["searxng"] = [(svc.http, settings.searxng_url.rstrip("/") + PROBE_PATHS["searxng"])]
         return targets
@@ -799,9 +802,15 @@ class _ServicesContext:
         started.push_async_callback(self.fetch_client.aclose)
         model = model_config(settings)
         # One client per model server, each through its own egress transport (its host allowed).
+        key = openai_key(settings)
         self.hosts = ModelHosts.build(model, model_hosts(settings), lambda cfg: make_llm_client(
-            cfg, service_transport(settings, cfg.host, model=True)))
+            cfg, service_transport(settings, cfg.host, model=True), key))
         self.llm_client = next(iter(self.hosts.clients.values()))
+        served = await served_config(model, self.llm_client)  # an OpenAI-compatible server's own context
+        if served != model:
+            log.info("the model server reports a context of %d tokens for %s: prompts are sized to it (num_ctx "
+                     "says %d)", served.num_ctx, settings.model, model.num_ctx)
+            model = self.hosts.model = served
         # `briefd run`'s own (closed as ours too), else a pool whose children start at the first claim (warm_soon)
         self.pages = self.prestarted if self.prestarted is not None else PageWorkers()
         started.push_async_callback(self.pages.close)  # its warm-up first, then the children

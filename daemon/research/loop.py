@@ -28,7 +28,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import httpx
-import ollama
 
 from ...store import Store
 from ..core import crashpoints
@@ -38,6 +37,7 @@ from ..core.outages import OutageLog
 from ..core.settings import Settings
 from ..model.hosts import ModelHosts
 from ..model.llm import ModelConfig
+from ..model.wire import ChatClient
 from ..report.assemble import Judged, run_report
 from ..rules import decide, figures, judge, steps
 from ..rules.citations import Source, number_sources, renumber
@@ -69,7 +69,7 @@ class Services:
     store: Store
     http: httpx.AsyncClient
     fetch_client: httpx.AsyncClient
-    llm_client: ollama.AsyncClient
+    llm_client: ChatClient
     model: ModelConfig
     fetch_limits: FetchLimits
     fetch_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
