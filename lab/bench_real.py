@@ -16,6 +16,13 @@ that the busy share is meant to show. Per brief it prints model calls, prompt an
 wall time and the model-busy share (usage.llm_seconds / usage.wall_seconds), then each mode's mean
 per brief against the peer, and the model busy from its first generation to the end of the run with the start-up
 before it (issue 28's decision; lab/model_busy.py). It takes minutes (real inference); --modes and --briefs bound it.
+
+Both model APIs (issue 31; --apis picks): `ollama`, the lab's Ollama-compatible server with the llama driver, and
+`openai`, llama-cpp-python's own OpenAI-compatible server (lab.openai_llama) with the same weights. The openai
+runs ask for JSON with `structured = none` unless --openai-structured says otherwise: that server runs its grammar
+over all 262k Gemma tokens at every step (2.5 s a token measured here, against about 0.1 s unconstrained), so
+`schema` there takes hours for the four briefs. Its model-busy line is the usage's (llm_seconds / wall): that
+server keeps no request log.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import Any
 from lab.bench import BRIEFS as LAB_BRIEFS
 from lab.demo import DEMO_MODEL_ENV, MODEL
 from lab.model_busy import Busy, requests_log, run_busy
-from lab.servers import LabServerDied, lab_with_model
+from lab.servers import LabServerDied, lab_with_model, start_openai_llama
 from lab.workspace import BRIEFD, Workspace, keep_or_remove
 
 # the peer, local-deep-research quick mode (2 iterations x 3 questions), same model and machine (issue 11)
@@ -43,7 +50,8 @@ LAB_MODEL_NAME = "ollama-llama"  # the lab model server's name: its request log'
 GOALS = {"snippet": "tokens <= 1x and wall <= 1x", "full": "tokens <= 3x"}
 
 MODES: dict[str, dict[str, Any]] = {"snippet": {"fetch_pages": False}, "full": {"fetch_pages": True}}
-COLUMNS = ["mode", "brief", "status", "llm_calls", "prompt_tokens", "completion_tokens", "tokens",
+APIS = ("ollama", "openai")
+COLUMNS = ["api", "mode", "brief", "status", "llm_calls", "prompt_tokens", "completion_tokens", "tokens",
            "wall_seconds", "llm_seconds", "busy", "evidence"]
 
 
@@ -54,24 +62,24 @@ def briefs(mode: str, names: Iterable[str] | None = None) -> dict[str, dict[str,
             for name in chosen}
 
 
-def row_from_report(mode: str, brief_id: str, report: Mapping[str, Any]) -> dict[str, Any]:
+def row_from_report(mode: str, brief_id: str, report: Mapping[str, Any], api: str = "ollama") -> dict[str, Any]:
     """One table row from a report.json: its usage figures and the model-busy share."""
     usage = report["usage"]
     wall = float(usage["wall_seconds"] or 0.0)
     llm = float(usage["llm_seconds"] or 0.0)
-    return {"mode": mode, "brief": brief_id, "status": report["status"], "llm_calls": usage["llm_calls"],
+    return {"api": api, "mode": mode, "brief": brief_id, "status": report["status"], "llm_calls": usage["llm_calls"],
             "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
             "tokens": usage["prompt_tokens"] + usage["completion_tokens"], "wall_seconds": wall,
             "llm_seconds": llm, "busy": llm / wall if wall else 0.0, "evidence": len(report["evidence"])}
 
 
-def mean_row(mode: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def mean_row(mode: str, rows: list[dict[str, Any]], api: str = "ollama") -> dict[str, Any]:
     """A mode's mean per brief, and its tokens and wall as multiples of the peer's."""
     n = len(rows) or 1
     tokens = sum(r["tokens"] for r in rows) / n
     wall = sum(r["wall_seconds"] for r in rows) / n
     llm = sum(r["llm_seconds"] for r in rows) / n
-    return {"mode": mode, "brief": f"(mean of {len(rows)})",
+    return {"api": api, "mode": mode, "brief": f"(mean of {len(rows)})",
             "status": f"{sum(r['status'] == 'done' for r in rows)}/{len(rows)} done",
             "llm_calls": sum(r["llm_calls"] for r in rows) / n,
             "prompt_tokens": sum(r["prompt_tokens"] for r in rows) / n,
@@ -98,26 +106,28 @@ def table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         if "tokens_x_peer" in row:
             goal = GOALS.get(row["mode"])
-            lines.append(f"{row['mode']}: {row['tokens']:,.0f} tokens and {row['wall_seconds']:.0f} s a brief = "
+            lines.append(f"{row['api']} {row['mode']}: {row['tokens']:,.0f} tokens and {row['wall_seconds']:.0f} s a brief = "
                          f"{row['tokens_x_peer']:.2f}x the peer's tokens ({PEER_TOKENS_PER_BRIEF:,}), "
                          f"{row['wall_x_peer']:.2f}x its wall ({PEER_WALL_S_PER_BRIEF:.0f} s)"
                          + (f"; goal: {goal}" if goal else ""))
     return "\n".join(lines)
 
 
-def run_mode(ws: Workspace, mode: str, names: Iterable[str] | None, log: Path) -> tuple[list[dict[str, Any]], Busy]:
+def run_mode(ws: Workspace, mode: str, names: Iterable[str] | None, log: Path | None,
+             api_env: Mapping[str, str] | None = None, api: str = "ollama") -> tuple[list[dict[str, Any]], Busy | None]:
     """Drop one mode's briefs in the workspace's inbox, run `briefd run --once`, read the reports; and how busy the
-    model was (model_busy: from its first generation, the lab server's request `log`)."""
+    model was (model_busy: from its first generation, the lab server's request `log`; None without one)."""
     chosen = briefs(mode, names)
     for brief_id, brief in chosen.items():
         ws.drop(f"{brief_id}.json", brief)
-    env = ws.env(**DEMO_MODEL_ENV)
+    env = ws.env(**DEMO_MODEL_ENV, **(api_env or {}))
     env.pop("BRIEFD_FETCH_TIMEOUT_S", None)  # briefd's default (20 s), as a user gets it
     with open(ws.root / f"{mode}.log", "w") as err:
         spawned = time.time()
         subprocess.run([BRIEFD, "run", "--once"], env=env, cwd=ws.root, check=True, stderr=err)
         exited = time.time()
-    return [row_from_report(mode, brief_id, ws.report(brief_id)) for brief_id in chosen], run_busy(log, spawned, exited)
+    rows = [row_from_report(mode, brief_id, ws.report(brief_id), api) for brief_id in chosen]
+    return rows, run_busy(log, spawned, exited) if log is not None else None
 
 
 def busy_line(mode: str, busy: Busy) -> str:
@@ -132,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--briefs", nargs="+", choices=list(LAB_BRIEFS), default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work folder (stores, logs, reports)")
+    parser.add_argument("--apis", nargs="+", choices=APIS, default=list(APIS))
+    parser.add_argument("--openai-structured", choices=("schema", "json", "none"), default="none",
+                        help="how the openai runs ask for JSON (default none: see the module's doc)")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="briefd-bench-real-"))
     print(f"briefd bench-real: {MODEL} (llama-cpp-python) on this machine, num_ctx "
@@ -141,14 +154,31 @@ def main(argv: list[str] | None = None) -> int:
     busy_lines: list[str] = []
     try:
         with lab_with_model(root, "llama", name=LAB_MODEL_NAME) as (lab, url):
-            for mode in args.modes:
-                started = time.monotonic()
-                ws = Workspace(root=root / mode, searxng_url=lab.searxng_url, ollama_url=url, model=MODEL)
-                mode_rows, busy = run_mode(ws, mode, args.briefs, requests_log(root, LAB_MODEL_NAME))
-                rows += mode_rows + [mean_row(mode, mode_rows)]
-                busy_lines.append(busy_line(mode, busy))
-                print(f"briefd bench-real: {mode} mode done in {time.monotonic() - started:.0f} s", flush=True)
-                print(table(rows) + "\n" + "\n".join(busy_lines) + "\n", flush=True)
+            for api in args.apis:
+                api_env: dict[str, str] = {}
+                server = None
+                if api == "openai":
+                    server, base = start_openai_llama(root)
+                    api_env = {"BRIEFD_MODEL_API": "openai", "BRIEFD_OPENAI_BASE_URL": base,
+                               "BRIEFD_STRUCTURED": args.openai_structured}
+                try:
+                    for mode in args.modes:
+                        started = time.monotonic()
+                        ws = Workspace(root=root / api / mode, searxng_url=lab.searxng_url, ollama_url=url,
+                                       model=MODEL)
+                        log = requests_log(root, LAB_MODEL_NAME) if api == "ollama" else None
+                        mode_rows, busy = run_mode(ws, mode, args.briefs, log, api_env, api)
+                        mean = mean_row(mode, mode_rows, api)
+                        rows += mode_rows + [mean]
+                        busy_lines.append(f"{api} " + (busy_line(mode, busy) if busy is not None else
+                                                       f"{mode}: model busy {mean['busy']:.0%} of the briefs' wall "
+                                                       f"(usage; structured = {args.openai_structured})"))
+                        print(f"briefd bench-real: {api} {mode} mode done in {time.monotonic() - started:.0f} s",
+                              flush=True)
+                        print(table(rows) + "\n" + "\n".join(busy_lines) + "\n", flush=True)
+                finally:
+                    if server is not None:
+                        server.stop()
     except LabServerDied:  # reported on stderr by the lab's watch: which server, its signal, its log's end
         print(f"briefd bench-real: stopped, briefd with it: a lab server died (above); work folder {root} kept",
               file=sys.stderr, flush=True)

@@ -441,6 +441,22 @@ def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama
     return proc, url
 
 
+def start_openai_llama(log_dir: Path, *, name: str = "openai-llama", port: int | None = None,
+                       n_ctx: int = 2048, timeout: float = 180.0) -> tuple[Proc, str]:
+    """llama-cpp-python's OpenAI-compatible server with Gemma 3 270M (lab.openai_llama) on loopback, ready
+    (its model loaded); returns it and its base URL, with the /v1."""
+    port = port or free_port()
+    proc = start_proc(name, [sys.executable, "-m", "lab.openai_llama", "--port", str(port), "--n-ctx", str(n_ctx)],
+                      log_dir)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        proc.wait_ready(f"{url}/models", timeout=timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc, url
+
+
 @contextmanager
 def lab_with_model(root: Path, driver: str = "scripted", *, lab_dir: str = "lab", name: str = "ollama",
                    extra: Sequence[str] = ()) -> Iterator[tuple[SearchLab, str]]:

@@ -50,6 +50,7 @@ class ModelUsage(TypedDict):
     fallback_answers: int
     poisoned_answers: int
     replayed_failures: int
+    structured: dict[str, int]  # answered calls by how their JSON was asked for (model.wire): schema, json, none
 
 
 @dataclass
@@ -504,7 +505,7 @@ class Store:
             "outcome": rec.outcome, "attempt": rec.attempt,
             "truncated_prompt": int(bool(rec.truncated_prompt)),
             "truncated_answer": int(bool(rec.truncated_answer)),
-            "error": rec.error, "answer": rec.answer,
+            "error": rec.error, "answer": rec.answer, "structured": getattr(rec, "structured", None),
         })
 
     def model_usage(self, run_id: int) -> ModelUsage:
@@ -535,6 +536,9 @@ class Store:
             "repaired_answers": int(row[5] or 0), "retried_answers": int(row[6] or 0),
             "fallback_answers": int(row[7] or 0), "poisoned_answers": int(row[8] or 0),
             "replayed_failures": int(row[9] or 0),
+            "structured": {path: count for path, count in self.db.execute(
+                f"""SELECT structured, count(*) FROM model_calls WHERE run_id = ? AND structured IS NOT NULL
+                    AND outcome NOT IN {NOT_MODEL_CALLS} GROUP BY structured ORDER BY structured""", [run_id])},
         }
 
     def model_outcomes(self, run_id: int) -> dict[str, int]:

@@ -166,6 +166,8 @@ COLUMNS: dict[str, dict[str, str]] = {
         "truncated_answer": "1 when the answer was cut off at its token budget",
         "error": "what went wrong with this attempt",
         "answer": "the model's raw answer",
+        "structured": "how its JSON was asked for: schema (decoding held to it), json (JSON mode, the schema in "
+                      "the prompt) or none (the schema in the prompt only); empty before issue 31",
     },
     "model_answers": {
         "prompt_hash": "the prompt's key (model_calls.prompt_hash)",

@@ -26,7 +26,7 @@ from pathlib import Path
 import sqlite_utils
 from briefd.errors import BriefdError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -349,9 +349,17 @@ def _migration_11(db: sqlite_utils.Database) -> None:
     db.table("evidence").add_column("unit_kind", str)
 
 
+def _migration_12(db: sqlite_utils.Database) -> None:
+    """A second model API (issue 31): each model call keeps how its JSON was asked for (`structured`: schema,
+    json or none; model.wire), since OpenAI-compatible servers take different kinds of structured output and
+    the report's usage says which path the calls took. Rows of earlier versions have none (NULL: Ollama's
+    `format` with the schema, the only path then)."""
+    db.table("model_calls").add_column("structured", str)
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
               6: _migration_6, 7: _migration_7, 8: _migration_8, 9: _migration_9, 10: _migration_10,
-              11: _migration_11}
+              11: _migration_11, 12: _migration_12}
 
 
 class SchemaTooNew(BriefdError, RuntimeError):

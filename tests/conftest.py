@@ -29,7 +29,7 @@ from hypothesis import settings
 
 from lab import web
 from lab.docset import Docset, DocsetUnavailable, build_docset
-from lab.servers import LabWatch, Proc, SearchLab, start_ollama, start_search_lab
+from lab.servers import LabWatch, Proc, SearchLab, start_ollama, start_openai_llama, start_search_lab
 from lab.workspace import BRIEFD, Workspace
 
 __all__ = ["BRIEFD", "LAB_FIXTURES", "OllamaLab", "Workspace", "serve_ollama", "wait_for"]
@@ -40,8 +40,8 @@ T = TypeVar("T")
 # asks for any of them (even through a fixture of its own) is a lab test without anyone marking it,
 # and `_lab_servers_alive` arms the watch for it (a fixture that adds its servers to `lab_watch` but is
 # missing here would be waited out when its server dies; the lab watch's tests hold the two together).
-LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "paced_ollama", "llama_ollama", "workspace",
-                          "hostile_web"})
+LAB_FIXTURES = frozenset({"search_lab", "scripted_ollama", "paced_ollama", "llama_ollama", "llama_openai",
+                          "workspace", "hostile_web"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -133,6 +133,24 @@ def llama_ollama(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) 
     for lab in serve_ollama(tmp_path_factory.mktemp("ollama-llama"), "llama", name="ollama-llama"):
         lab_watch.add("llama_ollama", lab.proc)
         yield lab
+
+
+@dataclass
+class OpenAILab:
+    """llama-cpp-python's own OpenAI-compatible server (lab.openai_llama): `url` is its base URL, with the /v1."""
+
+    url: str
+    proc: Proc
+
+
+@pytest.fixture(scope="session")
+def llama_openai(tmp_path_factory: pytest.TempPathFactory, lab_watch: LabWatch) -> Iterator[OpenAILab]:
+    proc, url = start_openai_llama(tmp_path_factory.mktemp("openai-llama"))
+    lab_watch.add("llama_openai", proc)
+    try:
+        yield OpenAILab(url=url, proc=proc)
+    finally:
+        proc.stop()
 
 
 @pytest.fixture(scope="session")

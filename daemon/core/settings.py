@@ -55,6 +55,7 @@ DEFAULT_MODEL = "qwen2.5:3b"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 MODEL_APIS = ("ollama", "openai")  # model.wire's protocols (the setting `model_api`)
+STRUCTURED = ("schema", "json", "none")  # how a call asks for JSON (the setting `structured`, model.wire)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -79,6 +80,7 @@ class Settings:
     openai_base_url: tuple[str, ...] = ()  # model_api = openai: the server(s), each with its /v1
     openai_api_key: str | None = None  # ... the key they ask for (never shown: a secret)
     openai_api_key_file: Path | None = None  # ... or a file holding it (kept out of ps and the environment)
+    structured: str = "schema"  # schema | json | none: how a model call asks for JSON (model.wire)
     num_ctx: int = 8192
     num_predict: int = 1024
     llm_timeout_s: float = 300.0
@@ -184,6 +186,11 @@ _SPECS: tuple[_Spec, ...] = (
                                       "sent as a bearer token and never shown; prefer openai_api_key_file"),
     _Spec("openai_api_key_file", "optpath", "model_api = openai: a file whose first line is the API key "
                                             "(mode 0600)"),
+    _Spec("structured", "structured", "how a model call asks for JSON: schema (decoding constrained by the JSON "
+                                      "schema: Ollama's format, response_format), json (JSON mode, the schema in "
+                                      "the prompt) or none (the schema in the prompt only; parse, repair and retry "
+                                      "as ever): a grammar costs some servers several times the time per token",
+          example="none"),
     _Spec("num_ctx", "int", "model context window in tokens (one value per model: changing it reloads the model)",
           low=2048, high=1_048_576),
     _Spec("num_predict", "int", "most tokens a model answer may use (less than num_ctx)", low=64, high=1_048_576),
@@ -689,6 +696,12 @@ def _to_apikey(spec: _Spec, raw: Any, source: _Source) -> str | None:
     return raw.strip()
 
 
+def _to_structured(spec: _Spec, raw: Any, source: _Source) -> str:
+    if isinstance(raw, str) and raw.strip().lower() in STRUCTURED:
+        return raw.strip().lower()
+    raise _Bad(f"one of {', '.join(STRUCTURED)}")
+
+
 def _to_modelapi(spec: _Spec, raw: Any, source: _Source) -> str:
     if isinstance(raw, str) and raw.strip().lower() in MODEL_APIS:
         return raw.strip().lower()
@@ -1010,7 +1023,7 @@ _CONVERTERS = {
     "ollamas": _to_ollamas, "url": _to_url, "model": _to_model,
     "int": _to_int, "float": _to_float, "bool": _to_bool, "level": _to_level, "mode": _to_mode,
     "tiers": _to_tiers, "duration": _to_duration, "optpath": _to_optpath, "secret": _to_secret,
-    "apikey": _to_apikey, "modelapi": _to_modelapi, "openaiurls": _to_openaiurls,
+    "apikey": _to_apikey, "modelapi": _to_modelapi, "openaiurls": _to_openaiurls, "structured": _to_structured,
     "bindhost": _to_bindhost, "argv": _to_argv,
 }
 

@@ -136,7 +136,8 @@ class ModelConfig:
 
     host: str  # Ollama's address, or the OpenAI-compatible server's base URL (with its /v1)
     model: str
-    api: str = "ollama"  # the protocol (wire.MODEL_APIS): the setting `model_api`
+    api: str = "ollama"  # the protocol (settings.MODEL_APIS): the setting `model_api`
+    structured: str = Settings.structured  # how JSON is asked for (wire.STRUCTURED): the setting `structured`
     # Defaults of the knobs a user sets: Settings' (settings.config_knobs carries a user's values here by name).
     num_ctx: int = Settings.num_ctx
     num_predict: int = Settings.num_predict
@@ -434,6 +435,7 @@ class CallRecord:
     truncated_answer: bool = False
     attempt: int = 1
     num_predict: int | None = None  # the output budget this attempt was sent (None: no request was answered)
+    structured: str | None = None  # how its JSON was asked for (wire.STRUCTURED); None: no request was answered
 
 
 @dataclass
@@ -598,6 +600,8 @@ def prompt_key(cfg: ModelConfig, messages: list[dict[str, str]], schema: dict[st
                                "options": request_options(cfg)}
     if cfg.api != "ollama":
         payload["api"] = cfg.api
+    if cfg.structured != "schema":  # another request, another answer (the schema asked in words, say)
+        payload["structured"] = cfg.structured
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -676,7 +680,7 @@ async def _chat(client: ChatClient, cfg: ModelConfig, messages: list[dict[str, s
         retry_after: float | None = None
         try:
             response = await client.chat(cfg.model, messages, schema, request_options(cfg, num_predict),
-                                         cfg.keep_alive)
+                                         cfg.keep_alive, cfg.structured)
             return response, started_at, round(time.monotonic() - t0, 3)
         except ModelHTTPError as exc:
             if exc.status == 404:
@@ -868,7 +872,8 @@ async def call_json(
         rec = CallRecord(purpose=purpose, model=cfg.model, prompt_hash=key, started_at=started_at,
                          seconds=seconds, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                          outcome="ok", answer=answer, truncated_prompt=over_budget or server_cut,
-                         truncated_answer=truncated_answer, attempt=attempt, num_predict=budget)
+                         truncated_answer=truncated_answer, attempt=attempt, num_predict=budget,
+                         structured=response.structured)
         try:
             value, repairs = _use(answer, coerce)
         except _Unusable as exc:

@@ -13,8 +13,8 @@ as ValueError/TypeError/AttributeError: the policy already reads those as the se
 What the OpenAI-compatible servers differ in, and how it is met:
 - Structured output. The standard is `response_format` `{"type": "json_schema", ...}` (vLLM's guided
   decoding, Ollama's /v1, LM Studio); llama-cpp-python's server takes only `{"type": "json_object",
-  "schema": ...}` and refuses the other with 422; some servers take neither. A client asks the
-  standard first and, refused for the format itself (a 400 or 422 naming `response_format`), the
+  "schema": ...}` and refuses the other (with 500); some servers take neither. A client asks the
+  standard first and, refused for the format itself (`refuses_format`), the
   next (`STRUCTURED_PATHS`), down to none: the answer is then parsed, repaired and retried as any
   other. The path a server took is kept per client (asked once) and said in usage (`ChatReply.structured`).
 - Context. There is no `num_ctx` to send: the server has one context, reported by vLLM as
@@ -28,6 +28,7 @@ What the OpenAI-compatible servers differ in, and how it is met:
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import re
 import time
@@ -54,8 +55,14 @@ __all__ = [
 ]
 
 STRUCTURED_PATHS = ("json_schema", "json_object", "none")
-"""How an OpenAI-compatible server is asked for JSON, most constrained first: `response_format` with the
-schema as OpenAI defines it, then as llama.cpp's server takes it, then not at all (parse and repair)."""
+"""How an OpenAI-compatible server is asked for JSON under `structured = "schema"`, most constrained first:
+`response_format` with the schema as OpenAI defines it, then as llama.cpp's server takes it, then not at all
+(the schema in the prompt; parse and repair)."""
+
+SCHEMA_LEAD = "Your answer must be one JSON object that matches this JSON schema:"
+"""Where the server is not given the schema (`structured` json or none, or a server that takes no
+`response_format`), the system prompt carries it, compact, after these words: without it a model never
+learns the keys the answer must have."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,7 @@ class ChatReply:
     completion_tokens: int | None
     cut: bool  # generation stopped at the output budget (Ollama's done_reason / OpenAI's finish_reason "length")
     thinking: str = ""  # what a thinking model said before its answer, where the server returns it apart
-    structured: str = "format"  # how the schema was sent: Ollama's `format`, or one of STRUCTURED_PATHS
+    structured: str = "schema"  # how JSON was asked for: schema (decoding held to it), json (JSON mode), none
 
 
 class ModelHTTPError(BriefdError):
@@ -87,9 +94,18 @@ class ChatClient(Protocol):
     api: str  # one of settings.MODEL_APIS
 
     async def chat(self, model: str, messages: list[dict[str, str]], schema: dict[str, Any] | None,
-                   options: dict[str, Any], keep_alive: str | float | None) -> ChatReply: ...
+                   options: dict[str, Any], keep_alive: str | float | None,
+                   structured: str = "schema") -> ChatReply: ...
 
     async def close(self) -> None: ...
+
+
+def schema_in_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
+    """`messages` with the schema told in words (`SCHEMA_LEAD`), at the end of the system message."""
+    told = f"{SCHEMA_LEAD} {json.dumps(schema, separators=(',', ':'), ensure_ascii=False)}"
+    if messages and messages[0].get("role") == "system":
+        return [{**messages[0], "content": f"{messages[0]['content']}\n{told}"}, *messages[1:]]
+    return [{"role": "system", "content": told}, *messages]
 
 
 # ---- Ollama ----------------------------------------------------------------------------------------
@@ -107,15 +123,23 @@ class OllamaChat:
         await self.client.close()  # type: ignore[no-untyped-call]  # ollama 0.6 leaves it untyped
 
     async def chat(self, model: str, messages: list[dict[str, str]], schema: dict[str, Any] | None,
-                   options: dict[str, Any], keep_alive: str | float | None) -> ChatReply:
+                   options: dict[str, Any], keep_alive: str | float | None,
+                   structured: str = "schema") -> ChatReply:
+        fmt: dict[str, Any] | None = schema
+        if schema is not None and structured != "schema":
+            messages, fmt = schema_in_prompt(messages, schema), None
         try:
-            response = await self.client.chat(model=model, messages=messages, format=schema, options=options,
-                                              think=False, stream=False, keep_alive=keep_alive)
+            if structured == "json" and schema is not None:  # Ollama's JSON mode: any JSON, the schema told in words
+                response = await self.client.chat(model=model, messages=messages, format="json", options=options,
+                                                  think=False, stream=False, keep_alive=keep_alive)
+            else:
+                response = await self.client.chat(model=model, messages=messages, format=fmt, options=options,
+                                                  think=False, stream=False, keep_alive=keep_alive)
         except ollama.ResponseError as exc:  # Ollama sends no Retry-After, and its client keeps no headers
             raise ModelHTTPError(exc.status_code, one_line(str(exc.error))) from None
         return ChatReply(content=response.message.content or "", prompt_tokens=response.prompt_eval_count,
                          completion_tokens=response.eval_count, cut=response.done_reason == "length",
-                         thinking=response.message.thinking or "")
+                         thinking=response.message.thinking or "", structured=structured)
 
 
 # ---- OpenAI-compatible -----------------------------------------------------------------------------
@@ -130,18 +154,20 @@ class OpenAIChat:
     def __init__(self, base_url: str, http: httpx.AsyncClient) -> None:
         self.base_url = base_url.rstrip("/")
         self.http = http
-        self.path = 0  # index into STRUCTURED_PATHS: the most constrained one this server has not refused
+        self.refused: set[str] = set()  # response_format kinds this server refused: never asked again
 
     async def close(self) -> None:
         await self.http.aclose()
 
     async def chat(self, model: str, messages: list[dict[str, str]], schema: dict[str, Any] | None,
-                   options: dict[str, Any], keep_alive: str | float | None) -> ChatReply:
+                   options: dict[str, Any], keep_alive: str | float | None,
+                   structured: str = "schema") -> ChatReply:
         while True:
-            path = STRUCTURED_PATHS[self.path] if schema is not None else "none"
-            body: dict[str, Any] = {"model": model, "messages": messages, "stream": False,
-                                    "max_tokens": options.get("num_predict"),
+            path = self._path(structured) if schema is not None else "none"
+            body: dict[str, Any] = {"model": model, "stream": False, "max_tokens": options.get("num_predict"),
                                     "temperature": options.get("temperature"), "seed": options.get("seed")}
+            told = schema is not None and path in ("json", "none")  # the server is not given the schema
+            body["messages"] = schema_in_prompt(messages, schema) if told and schema is not None else messages
             if path != "none" and schema is not None:
                 body["response_format"] = response_format(path, schema)
             response = await self.http.post(self.base_url + "/chat/completions",
@@ -149,10 +175,17 @@ class OpenAIChat:
             if response.status_code >= 400:
                 error = http_error(response)
                 if path != "none" and refuses_format(error):
-                    self.path += 1  # this server does not take that format: the next, for every later call too
+                    self.refused.add(path)  # this server does not take it: the next, for every later call too
                     continue
                 raise error
-            return read_completion(response.json(), path)
+            return read_completion(response.json(), "schema" if path in STRUCTURED_PATHS[:2] else path)
+
+    def _path(self, structured: str) -> str:
+        """The response_format to ask (`response_format`'s name for it), the first of the setting's own that
+        this server has not refused: schema → json_schema, json_object with the schema; json → JSON mode
+        ("json"); none, or all refused → none."""
+        wanted = {"schema": STRUCTURED_PATHS[:2], "json": ("json",)}.get(structured, ())
+        return next((path for path in wanted if path not in self.refused), "none")
 
 
     async def served_context(self, model: str) -> int | None:
@@ -162,10 +195,13 @@ class OpenAIChat:
 
 
 def response_format(path: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The `response_format` of one of STRUCTURED_PATHS (not "none")."""
+    """The `response_format` of a path: json_schema (OpenAI's), json_object with the schema (llama.cpp's
+    server), json (JSON mode: json_object alone)."""
     if path == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
-    return {"type": "json_object", "schema": schema}
+    if path == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_object"}
 
 
 def read_completion(data: Any, structured: str) -> ChatReply:
@@ -215,8 +251,11 @@ def error_detail(response: httpx.Response) -> str:
 
 
 def refuses_format(error: ModelHTTPError) -> bool:
-    """Was the request refused for its `response_format` (a server without that kind of structured output)?"""
-    return error.status in (400, 422) and "response_format" in error.detail
+    """Was the request refused for its `response_format` (a server without that kind of structured output)?
+    400 or 422 naming it, and 500 too: llama-cpp-python 0.3.36's server answers its own validation error
+    ("body.response_format.type: Input should be 'text' or 'json_object'") with 500. Read as a crashed
+    runner, that 500 was asked again, probed, and the call given up as poisoned."""
+    return error.status in (400, 422, 500) and "response_format" in error.detail
 
 
 _CONTEXT_REFUSAL = re.compile(

@@ -130,6 +130,9 @@ def usage_block(model: Mapping[str, Any], searches: int, state: LoopState, wall_
         # failures kept by an earlier run of the same prompt (model and options unchanged): its fallback again
         "replayed_failures": model["replayed_failures"],
         "fallbacks": dict(state.fallbacks),
+        # answered model calls by how their JSON was asked for: schema (constrained by it), json (JSON mode, the
+        # schema in the prompt), none (the schema in the prompt only): a server that refuses a kind is asked the next
+        "structured_output": model["structured"],
         "calls_skipped": dict(state.calls_skipped),  # model calls not made: they could not help
         # pages a round went on without (stragglers), and those of them never read
         "late_pages": len(state.late),

@@ -94,6 +94,10 @@ def _usage_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
             value = usage[key]
             shown = _seconds(value) if key.endswith("seconds") else value_text(value)
             rows.append((_USAGE_LABELS[key], shown))
+    structured = _dict(usage.get("structured_output"))
+    if structured:
+        rows.append(("Model calls by how their JSON was asked for",
+                     ", ".join(f"{fold(path)} {value_text(n)}" for path, n in structured.items())))
     skipped = _dict(usage.get("calls_skipped"))
     if skipped:
         rows.append(("Model calls skipped (they could not change the outcome)",

@@ -42,10 +42,10 @@ def test_bench_real_table_comes_from_the_report_usage() -> None:
     text = bench_real.table([a, b, mean])
     lines = text.splitlines()
     assert lines[0].split(" | ") == bench_real.COLUMNS
-    assert lines[1].split(" | ") == ["snippet", "kestrel", "done", "6", "2,000", "700", "2,700", "40.0", "30.0",
+    assert lines[1].split(" | ") == ["ollama", "snippet", "kestrel", "done", "6", "2,000", "700", "2,700", "40.0", "30.0",
                                      "75%", "2"]
     assert "(mean of 2) | 1/2 done" in lines[3]
-    assert lines[4].startswith("snippet: 2,000 tokens and 20 s a brief") and "goal: tokens <= 1x and wall <= 1x" in lines[4]
+    assert lines[4].startswith("ollama snippet: 2,000 tokens and 20 s a brief") and "goal: tokens <= 1x and wall <= 1x" in lines[4]
 
 
 def test_queue_bench_claims_and_takes_every_brief_from_a_real_store_and_inbox() -> None:

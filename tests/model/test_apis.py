@@ -30,7 +30,13 @@ from briefd.daemon.model.llm import (
     prompt_key,
     served_config,
 )
-from briefd.daemon.model.wire import STRUCTURED_PATHS, ModelHTTPError, is_context_refusal, retry_after_s
+from briefd.daemon.model.wire import (
+    SCHEMA_LEAD,
+    STRUCTURED_PATHS,
+    ModelHTTPError,
+    is_context_refusal,
+    retry_after_s,
+)
 from briefd.daemon.research import planner
 
 pytestmark = pytest.mark.lab
@@ -168,6 +174,31 @@ def test_a_model_the_server_does_not_have_is_missing_with_the_fix_for_that_api(l
     assert raised.value.fix == ("run: ollama pull not-there" if api == "ollama" else raised.value.fix)
     if api == "openai":
         assert "briefd check" in (raised.value.fix or "") and "/v1" in (raised.value.fix or "")
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("structured", ["json", "none"])
+def test_json_asked_in_words_carries_the_schema_in_the_prompt_and_not_as_a_grammar(
+        lab: Any, api: str, structured: str) -> None:
+    """`structured` json or none: the server gets no schema to decode by (JSON mode, or nothing), the system
+    prompt carries it, and the call's record says which way it was asked."""
+    answer = json.dumps({"research_question": "BER overrun", "angles": ["cost"], "queries": ["BER cost audit"],
+                         "gaps": ["final cost"]})
+    lab.fault(kind="answer", match=SCHEMA_LEAD, message=answer)  # only a prompt that tells the schema gets it
+    records: list[CallRecord] = []
+    result = plan(config(lab, api, structured=structured), records)
+    assert result.outcome == "ok" and result.value.queries == ["BER cost audit"], [r.error for r in records]
+    [record] = records
+    assert record.structured == structured
+    [call] = lab_calls(lab)
+    assert call["task"] == "", "no schema was sent for the server to decode by"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_schema_path_is_recorded(lab: Any, api: str) -> None:
+    records: list[CallRecord] = []
+    plan(config(lab, api), records)
+    assert [r.structured for r in records] == ["schema"]
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -315,3 +346,12 @@ def test_check_probes_v1_models_and_names_the_fix(lab: Any) -> None:
     assert not missing.ok and "lab-scripted:latest" in missing.message and "model" in (missing.fix or "")
     no_v1 = asyncio.run(probe(lab.url, "lab-scripted", 10.0, api="openai"))
     assert not no_v1.ok and "/v1" in (no_v1.fix or "")
+
+
+def test_several_openai_servers_share_the_work_as_ollama_hosts_do() -> None:
+    from briefd.daemon.model.hosts import model_hosts
+
+    settings = load_settings({}, {"BRIEFD_MODEL_API": "openai",
+                                  "BRIEFD_OPENAI_BASE_URL": "http://gpu-1:8000/v1, gpu-2:8000/v1/"})
+    assert model_hosts(settings) == ("http://gpu-1:8000/v1", "http://gpu-2:8000/v1")
+    assert model_hosts(Settings()) == (Settings().ollama_host,), "Ollama's hosts unless model_api = openai"

@@ -129,19 +129,21 @@ def test_model_usage_comes_from_recorded_calls(tmp_path: Path) -> None:
 
     store = Store(tmp_path / "b.db")
     run = add(store, "a")
-    for outcome, pt, ct in (("ok", 100, 20), ("retried", 50, 5), ("cached", None, None),
-                            ("repaired", 10, 2), ("fallback", None, None), ("fallback", None, None),
-                            ("poisoned", None, None), ("replayed", 0, 0)):
+    for outcome, pt, ct, structured in (("ok", 100, 20, "schema"), ("retried", 50, 5, "none"),
+                                        ("cached", None, None, None), ("repaired", 10, 2, "schema"),
+                                        ("fallback", None, None, None), ("fallback", None, None, None),
+                                        ("poisoned", None, None, None), ("replayed", 0, 0, None)):
         store.record_model_call(run, CallRecord(
             purpose="plan", model="m", prompt_hash="h", started_at="2026-11-22T00:00:00Z", seconds=1.5,
             prompt_tokens=pt, completion_tokens=ct, outcome=outcome, answer="{}", error=None,
-            truncated_prompt=False, truncated_answer=False, attempt=1))
+            truncated_prompt=False, truncated_answer=False, attempt=1, structured=structured))
     usage = store.model_usage(run)
     # a request the server refused every time got no answer: not a model call, counted apart; nor is a
     # kept failure replayed (issue 22): no model time
     assert usage == {"llm_calls": 5, "prompt_tokens": 160, "completion_tokens": 27,
                      "llm_cache_hits": 1, "llm_seconds": 7.5, "repaired_answers": 1,
-                     "retried_answers": 1, "fallback_answers": 2, "poisoned_answers": 1, "replayed_failures": 1}
+                     "retried_answers": 1, "fallback_answers": 2, "poisoned_answers": 1, "replayed_failures": 1,
+                     "structured": {"none": 1, "schema": 2}}  # answered calls by how their JSON was asked
 
 
 def test_page_cache_respects_age(tmp_path: Path) -> None:
