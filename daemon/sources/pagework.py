@@ -45,6 +45,7 @@ from .documents import DocumentRefused, is_document, load_readers, read_document
 from .extract import Extracted, PageText, Passage, extract_page, mark_passages, split_passages, url_name
 from .structure import marks_from_json, marks_json
 from ..core.errors import BriefdError
+from ..core.spawn import creations_done, spawn, stop_process
 
 PAGE_DEADLINE_S = 15.0
 """Wall-clock time one page may take to read. An article takes well under a second, the
@@ -83,6 +84,8 @@ MAX_ANSWER_BYTES = 64 << 20
 characters, up to 6 bytes each as JSON escapes) plus its passages' offsets. Past it the child is
 killed and the document refused: the daemon never holds more for one document."""
 
+CLOSED = "the page readers are closed (briefd is stopping)"
+
 _LENGTH = struct.Struct(">I")
 _READY = b"ready"
 _WARM_UP = b"<html><head><title>t</title></head><body><article><p>A first page. It is read once.</p></article></body></html>"
@@ -120,14 +123,8 @@ class _Child:
     process: asyncio.subprocess.Process
 
     async def stop(self) -> None:
-        """Kill, reap, and close the pipes now (asyncio's Process has no close(): left to the
-        garbage collector, its transport warns and closes from a finalizer at a random time)."""
-        if self.process.returncode is None:
-            self.process.kill()
-        await self.process.wait()
-        transport = getattr(self.process, "_transport", None)
-        if transport is not None:
-            transport.close()
+        """Kill, reap, and close the pipes now (`spawn.stop_process`)."""
+        await stop_process(self.process)
 
 
 @dataclass
@@ -145,6 +142,7 @@ class PageWorkers:
     _background: asyncio.Semaphore | None = None  # the library's share (`library_share`)
     _research: asyncio.Semaphore | None = None    # research's: `size`, as before the library had a share
     _warming: asyncio.Task[None] | None = None    # the warm-up (`start`, `warm_soon`), cancelled by `close`
+    _closed: bool = False                         # `close` was called: no child is started any more
 
     @property
     def library_share(self) -> int:
@@ -262,9 +260,9 @@ class PageWorkers:
             if start.exception() is not None:
                 continue  # left to the first read, which says why
             child = start.result()
-            if len(self._idle) + len(self._busy) < self.capacity:
+            if len(self._idle) + len(self._busy) < self.capacity and not self._closed:
                 self._idle.append(child)
-            else:  # a read started a child of its own meanwhile: the pool stays at its size
+            else:  # a read started a child of its own meanwhile (the pool stays at its size), or it closed
                 await child.stop()
 
     async def start(self) -> None:
@@ -290,23 +288,38 @@ class PageWorkers:
         while the brief's plan is asked and a daemon with nothing to do starts none. Half the daemons the
         test suite started never read a page, and each idle pair cost about a second of CPU and 150 MB held
         for as long as the daemon ran (a `run --once` from cron on an empty inbox, an idle service)."""
-        if self._warming is None:
+        if self._warming is None and not self._closed:
             self._warming = asyncio.create_task(self.warm())
 
     async def _take(self) -> _Child:
-        """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one."""
+        """An idle child still alive (one killed meanwhile, by the OOM killer say, is replaced), or a new one;
+        none once the pool is closed (a straggler's read after the daemon closed it: its child would be no one's)."""
         while self._idle:
             child = self._idle.pop()
             if child.process.returncode is None:
                 return child
             await child.stop()
-        return await _start_child()
+        if self.is_closed():
+            raise PageUnreadable(CLOSED)
+        child = await _start_child()
+        if self.is_closed():  # closed while it started: no one would stop it
+            await child.stop()
+            raise PageUnreadable(CLOSED)
+        return child
+
+    def is_closed(self) -> bool:
+        """Was `close` called (a method, not the field: a close may come during any await)?"""
+        return self._closed
 
     async def close(self) -> None:
-        """Stop the warm-up and every child (each also stops by itself when the daemon's end of its pipe closes)."""
+        """Stop the warm-up and every child (each also stops by itself when the daemon's end of its pipe closes),
+        start no more, and wait for the processes being made to exist (`spawn.creations_done`): one cut off by
+        the loop's end would hang the process at its exit. Those the readers still start stop as they come."""
+        self._closed = True
         if self._warming is not None:  # a start under way stops its own child (`warm`)
             self._warming.cancel()
             await asyncio.gather(self._warming, return_exceptions=True)
+        await creations_done()
         children = [*self._idle, *self._busy]
         self._idle.clear()
         self._busy.clear()
@@ -328,9 +341,8 @@ def child_environment() -> dict[str, str]:
 async def _start_child(spawned: Callable[[], None] | None = None) -> _Child:
     """A ready child; `spawned` is called once its process exists (it then imports its readers)."""
     env = child_environment()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "briefd.daemon.sources.pagework", stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, env=env)
+    process = await spawn(sys.executable, "-m", "briefd.daemon.sources.pagework", stdin=asyncio.subprocess.PIPE,
+                          stdout=asyncio.subprocess.PIPE, env=env)  # not create_subprocess_exec: its cancel hangs
     if spawned is not None:
         spawned()
     child = _Child(process)
