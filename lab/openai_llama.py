@@ -38,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lab-openai: llama-cpp-python's server is not installed ({exc}); fix: make venv "
               f"(the lab extra installs llama-cpp-python[server])", file=sys.stderr)
         return 3
+    # logits_all off: the server's default (on, for logprobs) keeps Gemma's 262k logits for every position of
+    # the context, 2.5 GB resident here and prompts evaluated the slow way; no site serving briefd needs them
     model = ModelSettings(model=str(assemble()), model_alias=MODEL, n_ctx=args.n_ctx, n_threads=args.threads,
-                          n_threads_batch=args.threads, verbose=False)
+                          n_threads_batch=args.threads, logits_all=False, verbose=False)
     with plain_cpu_buffers():  # the model loads here, in create_app
         app = create_app(server_settings=ServerSettings(host=args.host, port=args.port), model_settings=[model])
     print(f"lab-openai ready http://{args.host}:{args.port}/v1 model={MODEL}", flush=True)

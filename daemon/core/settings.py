@@ -182,7 +182,7 @@ _SPECS: tuple[_Spec, ...] = (
                                            "http://gpu-box:8000/v1); several, comma-separated (a TOML list in "
                                            "briefd.toml), share the work as ollama_hosts do",
           example="http://gpu-box:8000/v1"),
-    _Spec("openai_api_key", "apikey", "model_api = openai: the API key the server asks for (vLLM's --api-key), "
+    _Spec("openai_api_key", "apikey", "model_api = openai: the API key the server asks for (the one it was started with), "
                                       "sent as a bearer token and never shown; prefer openai_api_key_file"),
     _Spec("openai_api_key_file", "optpath", "model_api = openai: a file whose first line is the API key "
                                             "(mode 0600)"),

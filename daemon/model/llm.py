@@ -491,8 +491,8 @@ def refusal_fix(status: int, api: str = "ollama") -> str:
     wording the daemon's log, the brief's waiting events and `briefd check` say."""
     if api == "openai":
         if status in AUTH_STATUSES:
-            return ("check the API key (BRIEFD_OPENAI_API_KEY or openai_api_key_file) against the server's "
-                    "(vLLM's --api-key), and the token of any proxy in front of it")
+            return ("check the API key (BRIEFD_OPENAI_API_KEY or openai_api_key_file) against the one the server "
+                    "was started with, and the token of any proxy in front of it")
         return ("check that openai_base_url / BRIEFD_OPENAI_BASE_URL points at the OpenAI-compatible server, "
                 "with its /v1, and read that server's log")
     if status in AUTH_STATUSES:

@@ -21,8 +21,8 @@ What the OpenAI-compatible servers differ in, and how it is met:
   `max_model_len` in `/v1/models` (`OpenAIChat.served_context`), set by `num_ctx` where it is not. A prompt past it
   is refused with 400 (vLLM: "maximum context length"; llama.cpp: "exceed context window"), not cut
   silently as Ollama cuts it: `is_context_refusal` tells that refusal from others.
-- Keys. An API key (vLLM's `--api-key`, a gateway's token) goes in one header, never in a message:
-  `ModelHTTPError` carries the server's words, which never echo a bearer token back.
+- Keys. An API key (the one a vLLM server was started with, a gateway's token) goes in one header, never in
+  a message: `ModelHTTPError` carries the server's words, which never echo a bearer token back.
 """
 
 from __future__ import annotations
@@ -186,7 +186,6 @@ class OpenAIChat:
         ("json"); none, or all refused → none."""
         wanted = {"schema": STRUCTURED_PATHS[:2], "json": ("json",)}.get(structured, ())
         return next((path for path in wanted if path not in self.refused), "none")
-
 
     async def served_context(self, model: str) -> int | None:
         """The context the server reports for `model` (GET /models: vLLM's `max_model_len`), or None."""

@@ -146,7 +146,8 @@ def test_every_wait_on_a_page_is_an_event_with_its_seconds_and_counted_in_usage(
     assert all(0 <= e["seconds"] < PATIENT_GRACE_S + MARGIN_S for e in waits), waits
     usage = usage_block({key: 0 for key in ("llm_calls", "prompt_tokens", "completion_tokens", "llm_cache_hits",
                                             "llm_seconds", "repaired_answers", "retried_answers",
-                                            "fallback_answers", "poisoned_answers", "replayed_failures")},
+                                            "fallback_answers", "poisoned_answers", "replayed_failures")}
+                        | {"structured": {}},
                         0, run.state, 1.0, [], LATE_GIVEN_UP)
     assert usage["page_wait_seconds"] == pytest.approx(sum(e["seconds"] for e in waits), abs=0.05)
     assert usage["page_wait_seconds"] >= STRAGGLER_GRACE_S * 0.9  # the model did wait, once, for the grace

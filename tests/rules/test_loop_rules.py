@@ -441,7 +441,7 @@ def test_source_items() -> None:
 
 MODEL_USAGE = {"llm_calls": 3, "prompt_tokens": 900, "completion_tokens": 100, "llm_cache_hits": 1,
                "llm_seconds": 2.5, "repaired_answers": 1, "retried_answers": 0, "fallback_answers": 0,
-               "poisoned_answers": 0, "replayed_failures": 2}
+               "poisoned_answers": 0, "replayed_failures": 2, "structured": {"schema": 3}}
 
 
 @pytest.mark.parametrize("late, evidence, given_up, reused", [
@@ -452,10 +452,11 @@ def test_usage_block(late: dict[str, str], evidence: list[dict[str, Any]], given
     state = LoopState(pages_fetched=2, page_cache_hits=1, local_reads=4, late=late, fallbacks={"replan": 1},
                       calls_skipped={"evidence": 2})
     usage = usage_block(MODEL_USAGE, 5, state, 12.34567, evidence, "given up")
-    assert set(usage) == {*USAGE_KEYS, "fallbacks", "calls_skipped"}
+    assert set(usage) == {*USAGE_KEYS, "fallbacks", "calls_skipped", "structured_output"}
     assert (usage["searches"], usage["pages_fetched"], usage["documents_read"], usage["wall_seconds"]) == (
         5, 2, 4, 12.346)
     assert (usage["late_pages"], usage["late_pages_given_up"], usage["evidence_reused"]) == (len(late), given_up,
                                                                                              reused)
     assert (usage["fallbacks"], usage["calls_skipped"], usage["llm_calls"]) == ({"replan": 1}, {"evidence": 2}, 3)
     assert usage["replayed_failures"] == 2
+    assert usage["structured_output"] == {"schema": 3}, "the calls by how their JSON was asked for"

@@ -322,9 +322,10 @@ def test_under_none_the_model_server_is_reached_and_counted_but_nothing_it_redir
 
     async def go() -> dict[str, object]:
         log = egress.start("none")
-        listed = await client.list()  # GET /api/tags on the model server
+        ollama_client = client.client  # the official client inside llm's OllamaChat
+        listed = await ollama_client.list()  # GET /api/tags on the model server
         assert listed.models == []
-        inner = client._client
+        inner = ollama_client._client
         with pytest.raises(httpx.ConnectError, match="refused by egress = none"):
             await inner.get(f"/to/http://localhost:{port}/api/tags")  # the model server sends briefd elsewhere
         return log.block()
