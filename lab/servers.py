@@ -418,6 +418,16 @@ class LabWatch:
             self._previous(signum, frame)  # not ours: another watch's (nested) signal
 
 
+def answering(proc: Proc, url: str, timeout: float) -> Proc:
+    """`proc` once `url` answers; stopped before the error goes up when it never does."""
+    try:
+        proc.wait_ready(url, timeout=timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc
+
+
 def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama", port: int | None = None,
                  extra: Sequence[str] = (), timeout: float = 60.0) -> tuple[Proc, str]:
     """The lab's Ollama-compatible server (lab.ollama_server) on loopback, ready; returns it and its URL.
@@ -433,12 +443,7 @@ def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama
         log_dir,
     )
     url = f"http://127.0.0.1:{port}"
-    try:
-        proc.wait_ready(f"{url}/api/version", timeout=timeout)
-    except BaseException:
-        proc.stop()
-        raise
-    return proc, url
+    return answering(proc, f"{url}/api/version", timeout), url
 
 
 def start_openai_llama(log_dir: Path, *, name: str = "openai-llama", port: int | None = None,
@@ -449,12 +454,7 @@ def start_openai_llama(log_dir: Path, *, name: str = "openai-llama", port: int |
     proc = start_proc(name, [sys.executable, "-m", "lab.openai_llama", "--port", str(port), "--n-ctx", str(n_ctx)],
                       log_dir)
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        proc.wait_ready(f"{url}/models", timeout=timeout)
-    except BaseException:
-        proc.stop()
-        raise
-    return proc, url
+    return answering(proc, f"{url}/models", timeout), url
 
 
 @contextmanager

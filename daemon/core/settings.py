@@ -711,25 +711,38 @@ def _to_modelapi(spec: _Spec, raw: Any, source: _Source) -> str:
 def _to_openaiurls(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
     """Base URLs of OpenAI-compatible servers: a TOML list, or comma-separated text; each http(s), no query, no
     user or password (a key in a URL would be shown wherever the URL is: it goes in openai_api_key)."""
+    def with_no_user(item: str) -> str:
+        if "@" in urlsplit(item if "://" in item else f"http://{item}").netloc:
+            raise _Bad(expected, "a user or key in the URL: put the key in BRIEFD_OPENAI_API_KEY or "
+                                 "openai_api_key_file instead", hide=True)
+        return normalize_searxng_url(item)
+
+    expected = "base URLs such as \"http://gpu-box:8000/v1\""
+    return _addresses(raw, expected, with_no_user)
+
+
+def _addresses(raw: Any, expected: str, normalize: Callable[[str], str]) -> tuple[str, ...]:
+    """Several addresses (`ollama_hosts`, `openai_base_url`): a TOML list, or comma-separated text; each read by
+    `normalize` (a ValueError is its reason), duplicates dropped."""
     if raw is None or raw == ():
         return ()
-    expected = "base URLs such as \"http://gpu-box:8000/v1\""
-    items: list[Any] = ([part.strip() for part in raw.split(",") if part.strip()] if isinstance(raw, str)
-                        else list(raw) if isinstance(raw, (list, tuple)) else [None])
-    urls: list[str] = []
+    if isinstance(raw, str):
+        items: list[Any] = [part.strip() for part in raw.split(",") if part.strip()]
+    elif isinstance(raw, (list, tuple)):
+        items = list(raw)
+    else:
+        raise _Bad(expected)
+    found: list[str] = []
     for item in items:
         if not isinstance(item, str) or not item.strip():
             raise _Bad(expected, "an empty or non-text entry")
-        if "@" in urlsplit(item.strip() if "://" in item else f"http://{item.strip()}").netloc:
-            raise _Bad(expected, "a user or key in the URL: put the key in BRIEFD_OPENAI_API_KEY or "
-                                 "openai_api_key_file instead", hide=True)
         try:
-            url = normalize_searxng_url(item)
+            address = normalize(item.strip())
         except ValueError as exc:
             raise _Bad(expected, f"'{item.strip()}': {exc}") from None
-        if url not in urls:
-            urls.append(url)
-    return tuple(urls)
+        if address not in found:
+            found.append(address)
+    return tuple(found)
 
 
 def _to_bindhost(spec: _Spec, raw: Any, source: _Source) -> str:
@@ -762,26 +775,7 @@ def _to_ollama(spec: _Spec, raw: Any, source: _Source) -> str:
 
 def _to_ollamas(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
     """Several Ollama addresses: a TOML list, or comma-separated text; each as `normalize_ollama_host` reads it."""
-    if raw is None or raw == ():
-        return ()
-    expected = "Ollama addresses such as \"gpu-1:11434, http://gpu-2:11434\""
-    if isinstance(raw, str):
-        items: list[Any] = [part.strip() for part in raw.split(",") if part.strip()]
-    elif isinstance(raw, (list, tuple)):
-        items = list(raw)
-    else:
-        raise _Bad(expected)
-    hosts: list[str] = []
-    for item in items:
-        if not isinstance(item, str) or not item.strip():
-            raise _Bad(expected, "an empty or non-text entry")
-        try:
-            host = normalize_ollama_host(item)
-        except ValueError as exc:
-            raise _Bad(expected, f"'{item.strip()}': {exc}") from None
-        if host not in hosts:
-            hosts.append(host)
-    return tuple(hosts)
+    return _addresses(raw, "Ollama addresses such as \"gpu-1:11434, http://gpu-2:11434\"", normalize_ollama_host)
 
 
 def _to_url(spec: _Spec, raw: Any, source: _Source) -> str:
