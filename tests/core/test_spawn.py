@@ -1,7 +1,7 @@
 """A child process started from the event loop and cancelled while it starts: the cancel ends promptly and no
 child is left (daemon/core/spawn.py). With `asyncio.create_subprocess_exec` itself, Python 3.11 sometimes waits
 for ever in `base_subprocess._wait` under such a cancel: a brief cut off while a page reader started hung its
-process (2 in 240 briefs under load, and a `make test` run). These cancels alone do not hang the raw call on
+process (1 in 180 briefs under load, and a `make test` run). These cancels alone do not hang the raw call on
 this machine (300 tries); the hang needs the load of a run, so what they hold is the contract: the cancel is
 raised at once, and the child it made does not outlive it."""
 
