@@ -1,9 +1,10 @@
 """A child process started from the event loop and cancelled while it starts: the cancel ends promptly and no
 child is left (daemon/core/spawn.py). With `asyncio.create_subprocess_exec` itself, Python 3.11 sometimes waits
 for ever in `base_subprocess._wait` under such a cancel: a brief cut off while a page reader started hung its
-process (1 in 180 briefs under load, and a `make test` run). These cancels alone do not hang the raw call on
-this machine (300 tries); the hang needs the load of a run, so what they hold is the contract: the cancel is
-raised at once, and the child it made does not outlive it."""
+process (1 in 180 briefs under load, and a `make test` run). A plain cancel does not hang the raw call (300
+tries here): the hang needs the loop's final cancel, which reaches the pipe-connecting task too (the last test
+but one, which hangs on the old code). The first tests hold the contract: the cancel is raised at once, and
+the child it made does not outlive it."""
 
 from __future__ import annotations
 
