@@ -722,8 +722,8 @@ def _to_openaiurls(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
 
 
 def _addresses(raw: Any, expected: str, normalize: Callable[[str], str]) -> tuple[str, ...]:
-    """Several addresses (`ollama_hosts`, `openai_base_url`): a TOML list, or comma-separated text; each read by
-    `normalize` (a ValueError is its reason), duplicates dropped."""
+    """Several addresses (`ollama_hosts`, `openai_base_url`, `egress_hosts`, `serve_hosts`): a TOML list, or
+    comma-separated text; each read by `normalize` (a ValueError is its reason), duplicates dropped."""
     if raw is None or raw == ():
         return ()
     if isinstance(raw, str):
@@ -966,28 +966,16 @@ def _to_egress(spec: _Spec, raw: Any, source: _Source) -> str:
 
 def _to_hosts(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:
     """Host names (or literal addresses): a TOML list, or comma-separated text."""
-    if raw is None or raw == ():
-        return ()
-    if isinstance(raw, str):
-        items: list[Any] = [part.strip() for part in raw.split(",") if part.strip()]
-    elif isinstance(raw, (list, tuple)):
-        items = list(raw)
-    else:
-        raise _Bad('host names, e.g. "search.example.org, 203.0.113.7"')
-    hosts: list[str] = []
-    for item in items:
-        if not isinstance(item, str) or not item.strip():
-            raise _Bad('host names, e.g. "search.example.org, 203.0.113.7"', "an empty or non-text entry")
-        host = item.strip().lower().rstrip(".").strip("[]")
+    def host_name(item: str) -> str:
+        host = item.lower().rstrip(".").strip("[]")
         try:
-            host = str(ipaddress.ip_address(host))
+            return str(ipaddress.ip_address(host))
         except ValueError:
             if not _TIER_HOST.fullmatch(host):
-                raise _Bad('host names, e.g. "search.example.org, 203.0.113.7"',
-                           f"'{item}' is not a host name or address (no scheme, port or path)") from None
-        if host not in hosts:
-            hosts.append(host)
-    return tuple(hosts)
+                raise ValueError("not a host name or address (no scheme, port or path)") from None
+        return host
+
+    return _addresses(raw, 'host names, e.g. "search.example.org, 203.0.113.7"', host_name)
 
 
 def _to_argv(spec: _Spec, raw: Any, source: _Source) -> tuple[str, ...]:

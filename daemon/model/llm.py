@@ -171,8 +171,13 @@ class ModelConfig:
 
     @property
     def server(self) -> str:
-        """The server as messages name it: "Ollama", or "the model server" (an OpenAI-compatible one)."""
-        return "Ollama" if self.api == "ollama" else "the model server"
+        """The server as messages name it (`server_name`)."""
+        return server_name(self.api)
+
+
+def server_name(api: str) -> str:
+    """A model server as messages name it: "Ollama", or "the model server" (an OpenAI-compatible one)."""
+    return "Ollama" if api == "ollama" else "the model server"
 
 
 def make_client(cfg: ModelConfig, transport: httpx.AsyncBaseTransport | None = None,
@@ -458,7 +463,7 @@ class ServiceDown(ServiceUnavailable):
     """
 
     def __init__(self, host: str, reason: str, api: str = "ollama") -> None:
-        said = f"{'Ollama' if api == 'ollama' else 'the model server'} at {host} is unavailable: {reason}"
+        said = f"{server_name(api)} at {host} is unavailable: {reason}"
         super().__init__("ollama", said, said=said)  # the whole line is what briefs waiting for it say
         self.host = host
 

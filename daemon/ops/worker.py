@@ -60,7 +60,7 @@ from ..sources.egress import service_allowed
 from ..sources.fetch import FetchLimits, make_client as make_fetch_client, vetted_transport
 from ..research.followup import check_follows_at_start
 from ..core.errors import ServiceUnavailable
-from ..core.files import WriteFailed, acquire_store_lock, atomic_write_bytes, sweep_temp_files
+from ..core.files import WriteFailed, acquire_store_lock, atomic_write_bytes, readable_by_others, sweep_temp_files
 from ..model.hosts import ModelHosts, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
 from ..model.check import base_url
@@ -803,6 +803,10 @@ class _ServicesContext:
         model = model_config(settings)
         # One client per model server, each through its own egress transport (its host allowed).
         key = openai_key(settings)
+        if settings.model_api == "openai" and not settings.openai_api_key:
+            exposed = readable_by_others(settings.openai_api_key_file, "openai_api_key_file")
+            if exposed:
+                log.warning("%s", exposed)
         self.hosts = ModelHosts.build(model, model_hosts(settings), lambda cfg: make_llm_client(
             cfg, service_transport(settings, cfg.host, model=True), key))
         self.llm_client = next(iter(self.hosts.clients.values()))

@@ -355,3 +355,15 @@ def test_several_openai_servers_share_the_work_as_ollama_hosts_do() -> None:
                                   "BRIEFD_OPENAI_BASE_URL": "http://gpu-1:8000/v1, gpu-2:8000/v1/"})
     assert model_hosts(settings) == ("http://gpu-1:8000/v1", "http://gpu-2:8000/v1")
     assert model_hosts(Settings()) == (Settings().ollama_host,), "Ollama's hosts unless model_api = openai"
+
+
+def test_a_key_file_others_can_read_is_warned_about_with_the_fix(tmp_path: Any) -> None:
+    from briefd.daemon.core.files import readable_by_others
+
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    key_file.chmod(0o644)
+    warning = readable_by_others(key_file, "openai_api_key_file")
+    assert warning is not None and f"chmod 600 {key_file}" in warning and KEY not in warning
+    key_file.chmod(0o600)
+    assert readable_by_others(key_file, "openai_api_key_file") is None
