@@ -128,6 +128,11 @@ class Completion:
     dirty: str = ""  # lab-messy / lab-chaos: which kind of dirt was applied ("" when clean)
     # done_reason may also be "cancelled" (lab-only): the client hung up mid-answer
     truncated: bool = False  # the prompt did not fit num_ctx and was cut (lab-only fact)
+    # lab-only: how the grammar cost its time (llama driver): tokens it refused after sampling (each re-sampled among
+    # the likeliest it allows), of those the ones that needed the whole vocabulary, and its seconds in all
+    grammar_refused: int = 0
+    grammar_whole_vocab: int = 0
+    grammar_seconds: float = 0.0
 
 
 class Driver(Protocol):
@@ -1127,7 +1132,8 @@ class LlamaDriver:
         reserve = min(request.num_predict if request.num_predict > 0 else num_ctx // 4, num_ctx // 2)
         tokens, truncated = self._fit(request.messages, num_ctx - reserve)
         grammar = self._grammar(request.format)
-        out, finish, prompt_s, eval_s = self._generate(tokens, request, grammar._grammar if grammar else "", cancelled)
+        out, finish, prompt_s, eval_s, spent = self._generate(tokens, request, grammar._grammar if grammar else "",
+                                                              cancelled)
         text = self._llm.detokenize(out).decode("utf-8", errors="replace") if out else ""
         return Completion(
             text=text,
@@ -1137,11 +1143,14 @@ class LlamaDriver:
             prompt_seconds=prompt_s,
             eval_seconds=eval_s,
             truncated=truncated,
+            grammar_refused=spent.refused,
+            grammar_whole_vocab=spent.whole_vocab,
+            grammar_seconds=spent.seconds,
         )
 
     def _generate(
         self, tokens: list[int], request: InferenceRequest, grammar_text: str, cancelled: Callable[[], bool]
-    ) -> tuple[list[int], str, float, float]:
+    ) -> tuple[list[int], str, float, float, "_GrammarCost"]:
         """Generate like llama.cpp's common sampler and Ollama do: sample from the
         plain chain first and ask the grammar about that one token; only when it is
         rejected, let the grammar filter the 512 likeliest tokens, and only when it
@@ -1199,6 +1208,7 @@ class LlamaDriver:
         limit = request.num_predict if request.num_predict > 0 else self._n_ctx
         out: list[int] = []
         finish = "length"
+        spent = _GrammarCost()
         try:
             while len(out) < limit:
                 if llm.n_tokens >= self._n_ctx:
@@ -1209,14 +1219,18 @@ class LlamaDriver:
                 logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,))
                 token = full.sample(chain.sampler, all_ids, logits)
                 if gsampler is not None:
+                    asked = time.monotonic()
                     if not one.allows(gsampler, token):
                         # the grammar said no: choose among the likeliest tokens it allows,
                         # and only if none of those, among the whole vocabulary
+                        spent.refused += 1
                         ids = np.argpartition(logits, -_TOP_N)[-_TOP_N:].astype(np.intc)
                         token = top.sample(chain.sampler, ids, logits[ids], gsampler)
                         if token < 0:
+                            spent.whole_vocab += 1
                             token = full.sample(chain.sampler, all_ids, logits, gsampler)
                     llama_cpp.llama_sampler_accept(gsampler, token)
+                    spent.seconds += time.monotonic() - asked
                 chain.accept(token)
                 if llama_cpp.llama_vocab_is_eog(vocab, token):
                     finish = "stop"
@@ -1227,7 +1241,16 @@ class LlamaDriver:
             if gsampler is not None:
                 llama_cpp.llama_sampler_free(gsampler)
             chain.close()
-        return out, finish, prompt_s, time.monotonic() - start - prompt_s
+        return out, finish, prompt_s, time.monotonic() - start - prompt_s, spent
+
+
+@dataclass
+class _GrammarCost:
+    """What the grammar cost one generation (Completion's grammar_* fields)."""
+
+    refused: int = 0
+    whole_vocab: int = 0
+    seconds: float = 0.0
 
 
 def make_driver(kind: str, **kwargs: Any) -> Driver:

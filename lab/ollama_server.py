@@ -441,7 +441,10 @@ def openai_answer(model: str, completion: Completion, state: LabState) -> dict[s
             "choices": [{"index": 0, "message": {"role": "assistant", "content": completion.text},
                          "finish_reason": "length" if completion.done_reason == "length" else "stop"}],
             "usage": {"prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-                      "total_tokens": completion.prompt_tokens + completion.completion_tokens}}
+                      "total_tokens": completion.prompt_tokens + completion.completion_tokens},
+            # llama.cpp's server (llama-server) adds its clock as `timings`; vLLM and llama-cpp-python's do not
+            "timings": {"prompt_n": completion.prompt_tokens, "prompt_ms": completion.prompt_seconds * 1e3,
+                        "predicted_n": completion.completion_tokens, "predicted_ms": completion.eval_seconds * 1e3}}
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -780,6 +783,9 @@ class Handler(BaseHTTPRequestHandler):
             eval_tokens=completion.completion_tokens,
             load_s=round(load_s, 4),
             seconds=round(time.monotonic() - started, 4),
+            grammar_refused=completion.grammar_refused,
+            grammar_whole_vocab=completion.grammar_whole_vocab,
+            grammar_s=round(completion.grammar_seconds, 4),
         )
         if completion.done_reason == "cancelled":  # the client hung up mid-answer: nothing to send
             self._hang_up(entry, "client-gone")

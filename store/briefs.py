@@ -506,6 +506,7 @@ class Store:
             "truncated_prompt": int(bool(rec.truncated_prompt)),
             "truncated_answer": int(bool(rec.truncated_answer)),
             "error": rec.error, "answer": rec.answer, "structured": getattr(rec, "structured", None),
+            "prompt_seconds": getattr(rec, "prompt_seconds", None), "eval_seconds": getattr(rec, "eval_seconds", None),
         })
 
     def model_usage(self, run_id: int) -> ModelUsage:

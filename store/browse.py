@@ -168,6 +168,10 @@ COLUMNS: dict[str, dict[str, str]] = {
         "answer": "the model's raw answer",
         "structured": "how its JSON was asked for: schema (decoding held to it), json (JSON mode, the schema in "
                       "the prompt) or none (the schema in the prompt only); empty before issue 31",
+        "prompt_seconds": "the server's own seconds reading the prompt (Ollama's prompt_eval_duration, llama.cpp's "
+                          "timings); empty where it does not say",
+        "eval_seconds": "the server's own seconds generating the answer (Ollama's eval_duration, llama.cpp's "
+                        "timings); empty where it does not say",
     },
     "model_answers": {
         "prompt_hash": "the prompt's key (model_calls.prompt_hash)",

@@ -26,7 +26,7 @@ from pathlib import Path
 import sqlite_utils
 from briefd.errors import BriefdError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 BUSY_TIMEOUT_S = 30.0
 
 # Brief states. `rejected` rows record invalid files so nothing dropped is ever unaccounted for.
@@ -357,9 +357,18 @@ def _migration_12(db: sqlite_utils.Database) -> None:
     db.table("model_calls").add_column("structured", str)
 
 
+def _migration_13(db: sqlite_utils.Database) -> None:
+    """What a call's time went to (issue 32): the server's own seconds reading the prompt (`prompt_seconds`) and
+    generating the answer (`eval_seconds`), where it says them (Ollama's durations, llama.cpp's timings), so
+    that seconds per generated token can be compared between ways of asking for JSON. Rows of earlier versions,
+    and servers that do not say, have none (NULL)."""
+    db.table("model_calls").add_column("prompt_seconds", float)
+    db.table("model_calls").add_column("eval_seconds", float)
+
+
 MIGRATIONS = {1: _migration_1, 2: _migration_2, 3: _migration_3, 4: _migration_4, 5: _migration_5,
               6: _migration_6, 7: _migration_7, 8: _migration_8, 9: _migration_9, 10: _migration_10,
-              11: _migration_11, 12: _migration_12}
+              11: _migration_11, 12: _migration_12, 13: _migration_13}
 
 
 class SchemaTooNew(BriefdError, RuntimeError):

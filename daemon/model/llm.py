@@ -441,6 +441,8 @@ class CallRecord:
     attempt: int = 1
     num_predict: int | None = None  # the output budget this attempt was sent (None: no request was answered)
     structured: str | None = None  # how its JSON was asked for (wire.STRUCTURED); None: no request was answered
+    prompt_seconds: float | None = None  # the server's seconds reading the prompt (ChatReply's); None: not said
+    eval_seconds: float | None = None  # the server's seconds generating the answer; None: not said
 
 
 @dataclass
@@ -878,7 +880,8 @@ async def call_json(
                          seconds=seconds, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                          outcome="ok", answer=answer, truncated_prompt=over_budget or server_cut,
                          truncated_answer=truncated_answer, attempt=attempt, num_predict=budget,
-                         structured=response.structured)
+                         structured=response.structured, prompt_seconds=response.prompt_seconds,
+                         eval_seconds=response.eval_seconds)
         try:
             value, repairs = _use(answer, coerce)
         except _Unusable as exc:

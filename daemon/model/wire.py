@@ -75,6 +75,10 @@ class ChatReply:
     cut: bool  # generation stopped at the output budget (Ollama's done_reason / OpenAI's finish_reason "length")
     thinking: str = ""  # what a thinking model said before its answer, where the server returns it apart
     structured: str = "schema"  # how JSON was asked for: schema (decoding held to it), json (JSON mode), none
+    # the server's own clock, where it says (Ollama's prompt_eval_duration and eval_duration, llama.cpp's `timings`):
+    # seconds reading the prompt and generating the answer, without the queue, the load or the transport
+    prompt_seconds: float | None = None
+    eval_seconds: float | None = None
 
 
 class ModelHTTPError(BriefdError):
@@ -139,7 +143,9 @@ class OllamaChat:
             raise ModelHTTPError(exc.status_code, one_line(str(exc.error))) from None
         return ChatReply(content=response.message.content or "", prompt_tokens=response.prompt_eval_count,
                          completion_tokens=response.eval_count, cut=response.done_reason == "length",
-                         thinking=response.message.thinking or "", structured=structured)
+                         thinking=response.message.thinking or "", structured=structured,
+                         prompt_seconds=_seconds(response.prompt_eval_duration, 1e9),
+                         eval_seconds=_seconds(response.eval_duration, 1e9))
 
 
 # ---- OpenAI-compatible -----------------------------------------------------------------------------
@@ -215,15 +221,27 @@ def read_completion(data: Any, structured: str) -> ChatReply:
     usage: dict[str, Any] = found if isinstance(found, dict) else {}
     content = message.get("content")
     thinking = message.get("reasoning_content") or message.get("reasoning") or ""
+    found = data.get("timings")  # llama.cpp's server (llama-server) adds its clock; vLLM and others do not
+    timings: dict[str, Any] = found if isinstance(found, dict) else {}
     return ChatReply(content=content if isinstance(content, str) else "",
                      prompt_tokens=_count(usage.get("prompt_tokens")),
                      completion_tokens=_count(usage.get("completion_tokens")),
                      cut=choice.get("finish_reason") == "length",
-                     thinking=thinking if isinstance(thinking, str) else "", structured=structured)
+                     thinking=thinking if isinstance(thinking, str) else "", structured=structured,
+                     prompt_seconds=_seconds(timings.get("prompt_ms"), 1e3),
+                     eval_seconds=_seconds(timings.get("predicted_ms"), 1e3))
 
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _seconds(value: Any, per_second: float) -> float | None:
+    """A server's duration (nanoseconds, milliseconds: `per_second` of them make a second) in seconds, or None
+    where it said nothing usable."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return value / per_second
 
 
 def http_error(response: httpx.Response) -> ModelHTTPError:

@@ -4,8 +4,11 @@ figures are measured by the benches, never asserted by a test)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from briefd.daemon.core.brief import DEPTH_PRESETS, parse_brief
+from briefd.daemon.model.llm import CallRecord
+from briefd.store import Store
 from lab import bench_real, queue_bench
 from lab.bench import BRIEFS as LAB_BRIEFS
 
@@ -42,10 +45,50 @@ def test_bench_real_table_comes_from_the_report_usage() -> None:
     text = bench_real.table([a, b, mean])
     lines = text.splitlines()
     assert lines[0].split(" | ") == bench_real.COLUMNS
-    assert lines[1].split(" | ") == ["ollama", "snippet", "kestrel", "done", "6", "2,000", "700", "2,700", "40.0", "30.0",
+    assert lines[1].split(" | ") == ["ollama", "schema", "snippet", "kestrel", "done", "6", "2,000", "700", "2,700", "40.0", "30.0",
                                      "75%", "2"]
     assert "(mean of 2) | 1/2 done" in lines[3]
-    assert lines[4].startswith("ollama snippet: 2,000 tokens and 20 s a brief") and "goal: tokens <= 1x and wall <= 1x" in lines[4]
+    assert lines[4].startswith("ollama schema snippet: 2,000 tokens and 20 s a brief") and "goal: tokens <= 1x and wall <= 1x" in lines[4]
+
+
+def test_bench_real_reads_each_call_kind_from_the_store_with_the_servers_clock(tmp_path: Path) -> None:
+    store = Store(tmp_path / "briefd.db")
+    run = 1  # model_calls keys no run row: one run id is enough here
+
+    def call(purpose: str, outcome: str, generated: int, eval_s: float | None, attempt: int = 1,
+             seconds: float = 9.0) -> None:
+        store.record_model_call(run, CallRecord(purpose=purpose, model="m", prompt_hash="h", started_at="t",
+                                                seconds=seconds, prompt_tokens=100, completion_tokens=generated,
+                                                outcome=outcome, answer="", attempt=attempt, prompt_seconds=0.5,
+                                                eval_seconds=eval_s))
+    call("plan", "ok", 40, 2.0)
+    call("plan", "error", 10, 1.0)  # the re-plan's first answer did not parse...
+    call("plan", "retried", 10, 1.0, attempt=2)  # ...and its retry did: both are the re-plan's
+    call("evidence", "fallback", 100, None, seconds=6.0)  # a server with no clock: its wall is what there is
+    call("evidence", "cached", 0, None)  # no model time: not a call here
+    call("synthesis", "repaired", 50, 2.5)
+    store.close()
+    kinds = bench_real.kind_table(bench_real.call_rows(tmp_path / "briefd.db"))
+    by = {k["kind"]: k for k in kinds}
+    assert [k["kind"] for k in kinds] == ["plan", "re-plan", "evidence", "synthesis", "all"]
+    assert (by["re-plan"]["calls"], by["re-plan"]["parsed"], by["re-plan"]["generated"]) == (2, 0.5, 20)
+    assert by["evidence"]["ms_per_token"] == 60.0 and by["evidence"]["parsed"] == 0.0
+    assert by["all"]["calls"] == 5 and by["all"]["generated"] == 210
+    assert by["all"]["ms_per_token"] == 1000 * (2.0 + 1.0 + 1.0 + 6.0 + 2.5) / 210
+    assert by["all"]["prompt_s"] == 5 * 0.5 and by["all"]["parsed"] == 3 / 5
+
+
+def test_bench_real_compares_each_choice_with_unconstrained_generation_on_the_same_server() -> None:
+    def mean(structured: str) -> dict:
+        return {"api": "ollama", "mode": "snippet", "structured": structured, "wall_seconds": 30.0, "quotes": 3,
+                "fallbacks": 1}
+    text = bench_real.choices_text([(mean("schema"), {"ms_per_token": 45.0, "parsed": 1.0}),
+                                    (mean("none"), {"ms_per_token": 30.0, "parsed": 0.5})])
+    lines = text.splitlines()
+    assert lines[1].split(" | ") == ["ollama", "snippet", "schema", "30.0", "0.045", "1.50x", "100%", "3", "1"]
+    assert lines[2].split(" | ")[5] == "1.00x"
+    alone = bench_real.choices_text([(mean("schema"), {"ms_per_token": 45.0, "parsed": 1.0})])
+    assert "(none not run)" in alone  # no ratio without the unconstrained run to divide by
 
 
 def test_queue_bench_claims_and_takes_every_brief_from_a_real_store_and_inbox() -> None:

@@ -35,6 +35,7 @@ from briefd.daemon.model.wire import (
     STRUCTURED_PATHS,
     ModelHTTPError,
     is_context_refusal,
+    read_completion,
     retry_after_s,
 )
 from briefd.daemon.research import planner
@@ -94,6 +95,9 @@ def test_a_clean_answer_is_used_with_its_token_counts(lab: Any, api: str) -> Non
     assert call["endpoint"] == ("chat" if api == "ollama" else "openai")
     assert call["num_predict"] == record.num_predict, "the output budget is sent (num_predict / max_tokens)"
     assert call["task"] == "plan", "the schema reached the server (the lab reads its title)"
+    # the server's own clock is kept (Ollama's durations, llama-server's timings), as the lab's driver measured it
+    assert record.prompt_seconds is not None and record.eval_seconds is not None
+    assert 0 <= record.prompt_seconds + record.eval_seconds <= record.seconds
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -281,6 +285,17 @@ def test_context_refusals_are_told_from_other_refusals() -> None:
     }
     for words, too_long in said.items():
         assert is_context_refusal(ModelHTTPError(400, words)) is too_long, words
+
+
+def test_a_servers_clock_is_read_where_it_says_one_and_none_is_invented_where_not() -> None:
+    answer = {"choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}],
+              "usage": {"prompt_tokens": 12, "completion_tokens": 3}}
+    said = read_completion({**answer, "timings": {"prompt_ms": 250.0, "predicted_ms": 1500}}, "none")
+    assert (said.prompt_seconds, said.eval_seconds) == (0.25, 1.5)
+    silent = read_completion(answer, "none")  # vLLM, llama-cpp-python's server: no timings
+    assert (silent.prompt_seconds, silent.eval_seconds) == (None, None)
+    odd = read_completion({**answer, "timings": {"prompt_ms": "soon", "predicted_ms": -3}}, "none")
+    assert (odd.prompt_seconds, odd.eval_seconds) == (None, None)
 
 
 def test_retry_after_is_read_as_seconds_or_a_date() -> None:
