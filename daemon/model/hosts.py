@@ -36,12 +36,12 @@ from . import llm
 from .llm import AnswerCache, CallRecord, CallResult, ModelConfig, ModelMissing, ModelRefused, ServiceDown
 from .wire import ChatClient
 from ..core.retry import Backoff, OnWait, backoff_delay
-from ..core.settings import Settings
+from ..core.settings import Settings, config_knobs
 
 log = logging.getLogger("briefd")
 T = TypeVar("T")
 
-__all__ = ["FAILOVER_ATTEMPTS", "OUT", "HostPool", "HostState", "ModelHosts", "Pick", "model_hosts"]
+__all__ = ["FAILOVER_ATTEMPTS", "OUT", "HostPool", "HostState", "ModelHosts", "Pick", "model_config", "model_hosts"]
 
 OUT = Backoff(base_s=5.0, cap_s=300.0)  # how long a failed host is out before its probe: 5 s doubling to 5 min
 # Tries of one call on a host while another is usable: two, so a request the server refuses with
@@ -56,6 +56,13 @@ def model_hosts(settings: Settings) -> tuple[str, ...]:
     if settings.model_api == "openai":
         return settings.openai_base_url
     return settings.ollama_hosts or (settings.ollama_host,)
+
+
+def model_config(settings: Settings) -> ModelConfig:
+    """The model's knobs as the user set them (settings.config_knobs: `llm_timeout_s` is its `timeout_s`), on the
+    first model server."""
+    return ModelConfig(host=model_hosts(settings)[0], api=settings.model_api,
+                       **config_knobs(settings, ModelConfig, "llm_"))
 
 
 @dataclass

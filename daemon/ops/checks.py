@@ -14,25 +14,32 @@ from .status import open_store
 from ..core.settings import Settings, openai_key, settings_table
 from ...store import Store, damaged, diagnose
 from ..model import check
+from ..model.decoding import decoding_line, time_structured
 from ..rules.judge import is_path_key
-from ..model.hosts import model_hosts
+from ..model.hosts import model_config, model_hosts
 from ..sources import egress, library, search
 from ..sources.archives import Archives
 
 Check = tuple[bool, str, str | None]
 
 
-async def run_checks(settings: Settings, *, create_store: bool = True) -> list[Check]:
+async def run_checks(settings: Settings, *, create_store: bool = True, decoding: bool = False) -> list[Check]:
     """Every check, in the order `briefd check` prints them: each model server, SearXNG, egress,
     the folders, the database, the library and each archive. The checks of folders and files run
     on a thread (a store's quick_check reads the whole file): the API's event loop is the daemon's.
-    `create_store` False (GET /healthz): a store not made yet is said so, not created by asking."""
+    `create_store` False (GET /healthz): a store not made yet is said so, not created by asking.
+    `decoding` (`briefd check`, not /healthz: it costs three short generations): how fast the model
+    writes JSON each way `structured` can ask for it, on the first model server, when it serves the model."""
     results: list[Check] = []
     models = model_hosts(settings)
     key = openai_key(settings)
-    for probe in await asyncio.gather(*(check.probe(host, settings.model, 10.0, settings.model_api, key)
-                                        for host in models)):
+    probes = await asyncio.gather(*(check.probe(host, settings.model, 10.0, settings.model_api, key)
+                                    for host in models))
+    for probe in probes:
         results.append((probe.ok, probe.message, probe.fix))  # one line per model server
+    if decoding and probes and probes[0].ok:
+        trials = await time_structured(model_config(settings), key)
+        results.append((True, decoding_line(trials, settings.structured, settings.model), None))
     if settings.egress == "none":  # never contacted under none: probing it would break the promise
         results.append((True, f"SearXNG {settings.searxng_url} is not used (egress = none)", None))
     else:

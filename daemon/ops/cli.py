@@ -724,7 +724,7 @@ def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     from .checks import run_checks
 
     problems = 0
-    for ok, message, fix in asyncio.run(run_checks(settings)):
+    for ok, message, fix in asyncio.run(run_checks(settings, decoding=True)):
         print(f"{'ok  ' if ok else 'FAIL'} {message}")
         if not ok:
             problems += 1

@@ -61,7 +61,7 @@ from ..sources.fetch import FetchLimits, make_client as make_fetch_client, vette
 from ..research.followup import check_follows_at_start
 from ..core.errors import ServiceUnavailable
 from ..core.files import WriteFailed, acquire_store_lock, atomic_write_bytes, readable_by_others, sweep_temp_files
-from ..model.hosts import ModelHosts, model_hosts
+from ..model.hosts import ModelHosts, model_config, model_hosts
 from ..intake.inbox import Inbox, acquire_lock, start_observer
 from ..model.check import base_url
 from ..model.llm import ModelConfig, make_client as make_llm_client, served_config
@@ -105,12 +105,6 @@ API = Policy(0, "the HTTP API's socket closes with its server; a restart by syst
                 "every brief resumes from its checkpoint")
 SERVE_TASK = "briefd-serve"  # the name daemon.serve.serving_inside gives the HTTP API's task
 
-
-
-def model_config(settings: Settings) -> ModelConfig:
-    """The model's knobs as the user set them (settings.config_knobs: `llm_timeout_s` is its `timeout_s`)."""
-    return ModelConfig(host=model_hosts(settings)[0], api=settings.model_api,
-                       **config_knobs(settings, ModelConfig, "llm_"))
 
 
 def fetch_limits(settings: Settings) -> FetchLimits:

@@ -18,7 +18,8 @@ from briefd.daemon import __version__
 from briefd.daemon.core.settings import Settings, config_knobs
 from briefd.daemon.model import llm
 from briefd.daemon.model.llm import ModelConfig
-from briefd.daemon.ops.worker import fetch_limits, model_config
+from briefd.daemon.model.hosts import model_config
+from briefd.daemon.ops.worker import fetch_limits
 from briefd.daemon.report import assemble, outbox
 from briefd.daemon.rules.decide import LoopState
 from briefd.daemon.sources.fetch import USER_AGENT, FetchLimits

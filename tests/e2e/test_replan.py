@@ -19,7 +19,7 @@ from briefd.daemon.core.brief import DEPTH_PRESETS
 from briefd.daemon.rules.decide import PLAN_RELEVANCE_MIN
 from briefd.daemon.model.llm import output_budget
 from briefd.daemon.core.settings import load_settings
-from briefd.daemon.ops.worker import model_config
+from briefd.daemon.model.hosts import model_config
 from tests.conftest import OllamaLab, SearchLab, researched, serve_ollama
 from lab.corpus import TOPICS
 from lab.workspace import Workspace

@@ -124,7 +124,9 @@ def test_flags_before_and_after_the_command_both_count(tmp_path: Path) -> None:
 def test_check_passes_against_the_lab(workspace: Workspace) -> None:
     result = workspace.briefd("check")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("ok  ") == 7  # Ollama, SearXNG, egress, inbox, outbox, database, library
+    # Ollama, structured output, SearXNG, egress, inbox, outbox, database, library
+    assert result.stdout.count("ok  ") == 8
+    assert "ok   structured output, one short call each way on lab-scripted: schema " in result.stdout
 
 
 def test_check_names_each_problem_and_its_fix(workspace: Workspace, search_lab, tmp_path: Path) -> None:
