@@ -189,7 +189,8 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("structured", "structured", "how a model call asks for JSON: schema (decoding constrained by the JSON "
                                       "schema: Ollama's format, response_format), json (JSON mode, the schema in "
                                       "the prompt) or none (the schema in the prompt only; parse, repair and retry "
-                                      "as ever): a grammar costs some servers several times the time per token",
+                                      "as ever): a grammar costs some servers many times the time per token; "
+                                      "`briefd check` times one short call each way on the model",
           example="none"),
     _Spec("num_ctx", "int", "model context window in tokens (one value per model: changing it reloads the model)",
           low=2048, high=1_048_576),
