@@ -13,6 +13,7 @@ The decisions (`Trial`, `valid_answer`, `decoding_line`) are pure; `time_structu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -21,7 +22,8 @@ from typing import Any
 
 from ..core.settings import STRUCTURED
 from .llm import ModelConfig, make_client, request_options
-from .wire import ChatClient
+from .wire import ChatClient, ModelHTTPError
+from .jsonrepair import one_line
 
 __all__ = ["PROBE_SCHEMA", "Trial", "decoding_line", "time_structured", "valid_answer"]
 
@@ -44,6 +46,7 @@ PROBE_SCHEMA: dict[str, Any] = {
     "required": ["colours"],
     "additionalProperties": False,
 }
+TRIAL_TIMEOUT_S = 120.0  # a call of PROBE_TOKENS: a large model on a CPU takes about a minute
 PROBE_TOKENS = 128  # room for the five items (about 70 tokens); few enough that check stays quick
 FASTER_BY = 1.3  # a way at least this much faster per token than the one set is worth a line of advice
 
@@ -59,6 +62,7 @@ class Trial:
     clock: bool  # the seconds are the server's generating (True) or the call's wall (False: it keeps no clock)
     valid: bool
     error: str = ""
+    answered: bool = False  # with `error`: the server answered (an HTTP refusal), so it is up
 
     @property
     def per_token(self) -> float | None:
@@ -76,10 +80,19 @@ def valid_answer(text: str, schema: dict[str, Any] = PROBE_SCHEMA) -> bool:
 
 async def time_structured(cfg: ModelConfig, api_key: str | None = None,
                           ways: Sequence[str] = STRUCTURED) -> list[Trial]:
-    """One short call each way on `cfg`'s model and server (the first host), one after another."""
+    """One short call each way on `cfg`'s model and server (the first host), one after another, each given at
+    most TRIAL_TIMEOUT_S; after a call the server did not answer in time (or at all), the rest are not asked
+    (said as not tried): `briefd check` must not wait three timeouts for one dead server."""
+    cfg = dataclasses.replace(cfg, timeout_s=min(cfg.timeout_s, TRIAL_TIMEOUT_S))
     client = make_client(cfg, api_key=api_key)
+    trials: list[Trial] = []
     try:
-        return [await _trial(client, cfg, way) for way in ways]
+        for way in ways:
+            if trials and trials[-1].error and not trials[-1].answered:
+                trials.append(Trial(way, 0, 0.0, False, False, error="not tried: the server did not answer"))
+                continue
+            trials.append(await _trial(client, cfg, way))
+        return trials
     finally:
         await client.close()
 
@@ -90,8 +103,10 @@ async def _trial(client: ChatClient, cfg: ModelConfig, way: str) -> Trial:
     try:
         reply = await client.chat(cfg.model, messages, PROBE_SCHEMA, request_options(cfg, PROBE_TOKENS),
                                   cfg.keep_alive, structured=way)
+    except ModelHTTPError as exc:  # the server answered, refusing: the next way may fare better
+        return Trial(way, 0, 0.0, False, False, error=one_line(str(exc), 200), answered=True)
     except Exception as exc:  # noqa: BLE001 - a probe: its failure is its finding, said in the line
-        return Trial(way, 0, 0.0, False, False, error=f"{type(exc).__name__}: {exc}"[:200])
+        return Trial(way, 0, 0.0, False, False, error=one_line(f"{type(exc).__name__}: {exc}", 200))
     wall = time.monotonic() - started
     clock = reply.eval_seconds is not None
     return Trial(way, reply.completion_tokens or 0, reply.eval_seconds if reply.eval_seconds is not None else wall,

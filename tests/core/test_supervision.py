@@ -66,26 +66,45 @@ def daemon_with_inbox(root: Path, **flags: str) -> Iterator[worker.Daemon]:
 
 
 @contextlib.contextmanager
-def descriptors_exhausted(headroom: int = 32) -> Iterator[int]:
+def descriptors_exhausted(headroom: int = 32) -> Iterator[list[int]]:
     """Every descriptor this process may open taken, as an API flood takes them: the soft RLIMIT_NOFILE
     lowered to what is open plus `headroom`, then /dev/null opened until the kernel says EMFILE. Yields
-    how many were taken; all are closed and the limit restored at the end."""
+    the descriptors taken (`take_the_rest` takes any freed since); all are closed and the limit restored at
+    the end."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     in_use = len(os.listdir("/proc/self/fd"))
     resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + headroom, hard))
     held: list[int] = []
     try:
-        while True:
-            try:
-                held.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError as exc:
-                assert exc.errno == errno.EMFILE, exc
-                break
-        yield len(held)
+        take_the_rest(held)
+        yield held
     finally:
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def take_the_rest(held: list[int]) -> None:
+    """Open /dev/null into `held` until the kernel says EMFILE."""
+    while True:
+        try:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError as exc:
+            assert exc.errno == errno.EMFILE, exc
+            return
+
+
+def scandir_refused(folder: Path, held: list[int], tries: int = 5) -> OSError:
+    """The error os.scandir(folder) gets with every descriptor taken. Another thread of this process (a client
+    or a child's pipe of an earlier test closing) can free one between the taking and the scan: then the rest
+    is taken again, a few times, before the condition is called unreal."""
+    for _ in range(tries):
+        try:
+            os.scandir(folder).close()
+        except OSError as exc:
+            return exc
+        take_the_rest(held)
+    raise AssertionError(f"os.scandir({folder}) kept finding a free descriptor: the condition could not be made")
 
 
 def taken(store: Store, brief_id: str) -> bool:
@@ -104,10 +123,10 @@ def test_intake_outlives_emfile_and_takes_a_brief_dropped_after_it_clears(
         async def scenario() -> tuple[int, bool, bool]:
             watcher = asyncio.create_task(daemon.watch_inbox())
             try:
-                with descriptors_exhausted() as held:
-                    with pytest.raises(OSError) as scandir:  # the condition is real, not assumed
-                        os.scandir(daemon.inbox.folder)
-                    assert scandir.value.errno == errno.EMFILE
+                with descriptors_exhausted() as fds:
+                    # the condition is real, not assumed
+                    assert scandir_refused(daemon.inbox.folder, fds).errno == errno.EMFILE
+                    held = len(fds)
                     await asyncio.sleep(2.0)
                 alive = not watcher.done()
                 (daemon.inbox.folder / "after.json").write_text(json.dumps(BRIEF))
@@ -136,7 +155,8 @@ def test_a_brief_noticed_while_descriptors_are_out_is_taken_when_they_are_back(t
         path = daemon.inbox.folder / "during.json"
         path.write_text(json.dumps(BRIEF))
         daemon.inbox.notice(path, complete=True)  # what the observer thread does on the close event
-        with descriptors_exhausted():
+        with descriptors_exhausted() as fds:
+            assert scandir_refused(daemon.inbox.folder, fds).errno == errno.EMFILE  # none was freed since
             assert daemon.inbox.take_ready() == []
         accepted = daemon.inbox.take_ready()
         assert [a.brief_id for a in accepted] == ["during"] and not path.exists()

@@ -12,6 +12,7 @@ import pytest
 from briefd.daemon.core.settings import STRUCTURED
 from briefd.daemon.model.decoding import FASTER_BY, PROBE_SCHEMA, Trial, decoding_line, time_structured, valid_answer
 from briefd.daemon.model.llm import ModelConfig
+from lab.servers import free_port
 
 
 def trial(way: str, ms: float, valid: bool = True, tokens: int = 50, clock: bool = True) -> Trial:
@@ -43,6 +44,13 @@ def test_a_failed_call_and_a_server_without_a_clock_are_said_as_such() -> None:
     assert "json 30 ms a token (wall), valid JSON" in line
     nothing = decoding_line([trial("json", 30, valid=False), trial("none", 28, valid=False)], "json", "m")
     assert 'no way gave valid JSON: keep structured = "json"' in nothing
+
+
+def test_a_server_that_does_not_answer_is_tried_once_not_three_times() -> None:
+    cfg = ModelConfig(host=f"http://127.0.0.1:{free_port()}", model="m", api="ollama", num_ctx=2048, num_predict=512)
+    trials = asyncio.run(time_structured(cfg))
+    assert trials[0].error and not trials[0].answered
+    assert [t.error for t in trials[1:]] == ["not tried: the server did not answer"] * 2
 
 
 @pytest.mark.lab
