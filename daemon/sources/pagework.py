@@ -4,8 +4,9 @@ Extraction (lxml, trafilatura) and splitting are CPU-bound and run in C or in lo
 Python loops: in the daemon's process they would hold the event loop (or, in a
 thread, the GIL and the daemon's exit) for as long as one hostile page makes them
 take, and a thread cannot be stopped. A child process can: each read has a
-wall-clock deadline, and a child that passes it is killed and replaced. So one page
-costs at most `PAGE_DEADLINE_S`, and SIGTERM never waits for a page.
+deadline in the child's CPU time (a cap in wall time too), and a child that passes it is
+killed and replaced. So one page costs at most `PAGE_DEADLINE_S` of CPU, however busy the
+model keeps the cores, and SIGTERM never waits for a page.
 
 The children are plain `python -m briefd.daemon.sources.pagework` processes (no fork of a
 threaded daemon), started on first use, reused, and at most `PAGE_WORKERS` at once:
@@ -36,7 +37,7 @@ import os
 import resource
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -48,15 +49,24 @@ from ..core.errors import BriefdError
 from ..core.spawn import creations_done, spawn, stop_process
 
 PAGE_DEADLINE_S = 15.0
-"""Wall-clock time one page may take to read. An article takes well under a second, the
-worst tree trafilatura is still given (`MAX_TRAFILATURA_ELEMENTS`) a few seconds on a busy
-2-core box; past this the page is given up for good."""
+"""CPU time one page may take to read (the child's, not the clock's). An article takes well under a
+second, the worst tree trafilatura is still given (`MAX_TRAFILATURA_ELEMENTS`) a few seconds; past
+this the page is given up for good. CPU, not wall: on a box whose cores the model takes (llama.cpp
+runs a thread a core), a page of 6 s of work took over 15 s of wall and was given up, a good page
+lost for the model's load; its cost is what the bound is about."""
 
 DOCUMENT_DEADLINE_S = 120.0
-"""Wall-clock time one document may take. A 2,000-page PDF (`documents.MAX_PDF_PAGES`) reads in
+"""CPU time one document may take. A 2,000-page PDF (`documents.MAX_PDF_PAGES`) reads in
 a few seconds at the measured few ms a page; a document is chosen by the user (their library)
 or is a PDF a search found, worth far more than a page, and `documents.MAX_PDF_SECONDS` stops
 reading pages at half this, so slow pages give a partial text rather than none."""
+
+WALL_FACTOR = 4.0
+"""A read is also given up after this many times its deadline of wall time, whatever its CPU: a child
+that waits rather than works (stopped, swapped out, blocked) must not hold a brief for ever."""
+
+CPU_POLL_S = 0.5
+"""How often the parent reads a busy child's CPU time (at most; a quarter of a short deadline)."""
 
 CHILD_MEMORY_BYTES = 2 << 30
 """Address space a reading child may map (RLIMIT_AS). Measured: a child maps 120 MB at its peak
@@ -193,14 +203,8 @@ class PageWorkers:
             self._busy.add(child)
             healthy = False
             try:
-                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that
-                # lands as the answer arrives, and SIGTERM must always stop a brief mid-page
-                async with asyncio.timeout(deadline_s):
-                    answer = await _ask(child, job, body)
+                answer = await _within(child, _ask(child, job, body), deadline_s, what)
                 healthy = True
-            except TimeoutError:
-                raise PageUnreadable(
-                    f"reading the {what} took over {deadline_s:g} s (a {what} this costly is not read)") from None
             except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
                 raise PageUnreadable(f"the reader stopped on this {what} ({type(exc).__name__}: out of memory "
                                      "or a crash in a library)") from None
@@ -356,6 +360,53 @@ async def _start_child(spawned: Callable[[], None] | None = None) -> _Child:
         await child.stop()
         raise RuntimeError("the page reader child did not start: run `python -m briefd.daemon.sources.pagework` to see why")
     return child
+
+
+async def _within(child: _Child, asked: Coroutine[Any, Any, dict[str, Any]], deadline_s: float,
+                  what: str) -> dict[str, Any]:
+    """The child's answer to `asked`, or PageUnreadable once the child has spent `deadline_s` of CPU on it (or,
+    where its CPU cannot be read, of wall), or WALL_FACTOR times that of wall.
+
+    asyncio.wait, not wait_for: Python 3.11's wait_for can swallow a cancel that lands as the answer arrives,
+    and SIGTERM must always stop a brief mid-page; a cancel here cancels the question too."""
+    loop = asyncio.get_running_loop()
+    started, spent_before = loop.time(), cpu_seconds(child.process.pid)
+    task = asyncio.ensure_future(asked)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=max(0.01, min(CPU_POLL_S, deadline_s / 4)))
+            if done:
+                return task.result()
+            wall = loop.time() - started
+            spent = cpu_seconds(child.process.pid)
+            cpu = spent - spent_before if spent is not None and spent_before is not None else None
+            if wall > WALL_FACTOR * deadline_s:
+                raise PageUnreadable(f"reading the {what} was not done after {WALL_FACTOR * deadline_s:g} s "
+                                     f"(its reader waited rather than worked: {cpu or 0:.1f} s of CPU)")
+            if (cpu if cpu is not None else wall) > deadline_s:
+                raise PageUnreadable(f"reading the {what} took over {deadline_s:g} s{' of CPU' if cpu is not None else ''}"
+                                     f" (a {what} this costly is not read)")
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """The CPU seconds (user and system) process `pid` has spent, from /proc; None where it cannot be read
+    (another OS, a process gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+    except (OSError, IndexError, TypeError):
+        return None
+    try:  # utime and stime: fields 14 and 15 of the line, 12th and 13th after the name
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (IndexError, ValueError):
+        return None
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 async def _ask(child: _Child, job: dict[str, str], body: bytes) -> dict[str, Any]:
