@@ -1,7 +1,6 @@
 # briefd: the README's two commands, and a few more.
 #   make demo   venv + install + lab servers on loopback + the example brief, with real inference
-#   make test   venv with test extras + mypy (daemon/, store/) + the whole suite
-#   make coverage   the same, the suite under coverage (the share of daemon/ and store/ it ran printed)
+#   make test   venv with test extras + mypy (daemon/, store/) + the whole suite under coverage (total printed)
 #   make bench / make soak   speed, and what survives kills and outages (scripts, not tests); make bench runs the
 #                     lab briefs again at 1 s an answer, where model busy has its goal (issue 28: >= 90 %)
 #     SOAK_ARGS: --seconds N --seed N, and a mode: --hostile (web), --hostile-library, --api-flood
@@ -15,7 +14,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: FORCE demo test coverage bench bench-vectors bench-docs bench-real soak lab clean venv browser docs-tools wheelhouse
+.PHONY: FORCE demo test bench bench-vectors bench-docs bench-real soak lab clean venv browser docs-tools wheelhouse
 
 venv: $(STAMP)
 
@@ -54,29 +53,22 @@ browser:
 # beside the tests (one core for 12 s); its verdict is said at the end and a type error fails the run.
 # The suite runs in TEST_PROCS processes (pytest-xdist; each lab draws its own ports), a test module whole in one
 # process (--dist loadfile: a module's costly module-scoped runs of the daemon are made once, and its timing-bound
-# tests never run beside each other). Three processes on two cores: a third of the suite waits
+# tests never run beside each other), under coverage in every process (pytest-cov, [tool.coverage] in
+# pyproject.toml); the total is printed, pass or fail. Three processes on two cores: a third of the suite waits
 # (a lock held past SQLite's timeout, API deadlines, servers starting). PYTHONDONTWRITEBYTECODE (set in this
 # machine's shells) is unset for the run: the ~600 Python processes the tests start each compiled briefd again.
-# TEST_PROCS=0 runs it in this one process; PYTEST_ARGS passes more (-m "not lab": the pure tests, 4 minutes).
-# `make coverage` (COVERAGE=1) runs it under coverage in every process (pytest-cov, [tool.coverage] in
-# pyproject.toml) and prints the total, pass or fail: the tracer costs the tests in the workers 45 % more CPU
-# (the pure tests: 445 CPU-seconds and 260 s without, 648 and 372 s with), so it is asked for, not paid every run.
+# TEST_PROCS=0 runs it in this one process; PYTEST_ARGS passes more (-m "not lab": the pure tests, 5 minutes).
 # How long it takes, and what was tried: docs/development.md, "Running part of the tests".
 TEST_PROCS ?= 3
-COVERAGE ?=
-COV_ARGS := $(if $(COVERAGE),--cov --cov-report=,)
 test: $(STAMP) browser
 	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml) beside the tests; said at the end"
 	@$(PY) -m mypy > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	  status=0; PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_PROCS) --dist loadfile $(COV_ARGS) $(PYTEST_ARGS) || status=$$?; \
-	  if [ -n "$(COVERAGE)" ]; then echo "coverage: $$($(PY) -m coverage report --format=total)% of the statements in" \
-	    "daemon/ and store/ ran (per file: $(PY) -m coverage report)"; fi; \
+	  status=0; PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_PROCS) --dist loadfile --cov --cov-report= $(PYTEST_ARGS) || status=$$?; \
+	  echo "coverage: $$($(PY) -m coverage report --format=total)% of the statements in daemon/ and store/ ran" \
+	    "(per file: $(PY) -m coverage report)"; \
 	  if wait $$mypy; then echo "mypy: $$(tail -n 1 $(VENV)/mypy.log)"; \
 	  else cat $(VENV)/mypy.log; echo "make test: mypy found type errors (above); fix them"; status=1; fi; \
 	  exit $$status
-
-coverage: FORCE
-	$(MAKE) test COVERAGE=1
 
 demo: $(STAMP)
 	$(PY) -m lab.demo

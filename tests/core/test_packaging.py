@@ -111,7 +111,7 @@ def test_the_search_check_sees_a_tree_shown_twice_by_a_link(tmp_path: Path) -> N
 
 
 def test_coverage_measures_daemon_and_store_from_the_checkout(tmp_path: Path) -> None:
-    """`make coverage` runs the suite under coverage with [tool.coverage]'s source (daemon/, store/): the modules a
+    """`make test` runs the suite under coverage with [tool.coverage]'s source (daemon/, store/): the modules a
     run imports as briefd.daemon.* are counted as the checkout's daemon/ files, each once."""
     pytest.importorskip("coverage", reason="coverage is the test extra's: make test installs it and runs this")
     env = {**os.environ, "COVERAGE_FILE": str(tmp_path / "data"), "PYTHONPATH": str(REPO_ROOT)}
