@@ -146,6 +146,7 @@ class PageWorkers:
     _idle: list[_Child] = field(default_factory=list)
     _busy: set[_Child] = field(default_factory=set)
     document_deadline_s: float = DOCUMENT_DEADLINE_S
+    wall_factor: float = WALL_FACTOR  # a read is given up at this many times its deadline of wall, whatever its CPU
     peak_rss_mb: float = 0.0
     """The highest peak RSS a child has reported (each answer carries its own): for the bench."""
     _slots: asyncio.Semaphore | None = None
@@ -203,7 +204,7 @@ class PageWorkers:
             self._busy.add(child)
             healthy = False
             try:
-                answer = await _within(child, _ask(child, job, body), deadline_s, what)
+                answer = await _within(child, _ask(child, job, body), deadline_s, what, self.wall_factor)
                 healthy = True
             except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
                 raise PageUnreadable(f"the reader stopped on this {what} ({type(exc).__name__}: out of memory "
@@ -363,9 +364,9 @@ async def _start_child(spawned: Callable[[], None] | None = None) -> _Child:
 
 
 async def _within(child: _Child, asked: Coroutine[Any, Any, dict[str, Any]], deadline_s: float,
-                  what: str) -> dict[str, Any]:
+                  what: str, wall_factor: float = WALL_FACTOR) -> dict[str, Any]:
     """The child's answer to `asked`, or PageUnreadable once the child has spent `deadline_s` of CPU on it (or,
-    where its CPU cannot be read, of wall), or WALL_FACTOR times that of wall.
+    where its CPU cannot be read, of wall), or `wall_factor` times that of wall.
 
     asyncio.wait, not wait_for: Python 3.11's wait_for can swallow a cancel that lands as the answer arrives,
     and SIGTERM must always stop a brief mid-page; a cancel here cancels the question too."""
@@ -380,8 +381,8 @@ async def _within(child: _Child, asked: Coroutine[Any, Any, dict[str, Any]], dea
             wall = loop.time() - started
             spent = cpu_seconds(child.process.pid)
             cpu = spent - spent_before if spent is not None and spent_before is not None else None
-            if wall > WALL_FACTOR * deadline_s:
-                raise PageUnreadable(f"reading the {what} was not done after {WALL_FACTOR * deadline_s:g} s "
+            if wall > wall_factor * deadline_s:
+                raise PageUnreadable(f"reading the {what} was not done after {wall_factor * deadline_s:g} s "
                                      f"(its reader waited rather than worked: {cpu or 0:.1f} s of CPU)")
             if (cpu if cpu is not None else wall) > deadline_s:
                 raise PageUnreadable(f"reading the {what} took over {deadline_s:g} s{' of CPU' if cpu is not None else ''}"
