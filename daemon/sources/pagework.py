@@ -364,7 +364,7 @@ async def _start_child(spawned: Callable[[], None] | None = None) -> _Child:
 
 
 async def _within(child: _Child, asked: Coroutine[Any, Any, dict[str, Any]], deadline_s: float,
-                  what: str, wall_factor: float = WALL_FACTOR) -> dict[str, Any]:
+                  what: str, wall_factor: float) -> dict[str, Any]:
     """The child's answer to `asked`, or PageUnreadable once the child has spent `deadline_s` of CPU on it (or,
     where its CPU cannot be read, of wall), or `wall_factor` times that of wall.
 
