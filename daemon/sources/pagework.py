@@ -381,12 +381,13 @@ async def _within(child: _Child, asked: Coroutine[Any, Any, dict[str, Any]], dea
             wall = loop.time() - started
             spent = cpu_seconds(child.process.pid)
             cpu = spent - spent_before if spent is not None and spent_before is not None else None
-            if wall > wall_factor * deadline_s:
-                raise PageUnreadable(f"reading the {what} was not done after {wall_factor * deadline_s:g} s "
-                                     f"(its reader waited rather than worked: {cpu or 0:.1f} s of CPU)")
+            # its cost first: a read past its CPU bound is costly, whatever the wall says by the time it is seen
             if (cpu if cpu is not None else wall) > deadline_s:
                 raise PageUnreadable(f"reading the {what} took over {deadline_s:g} s{' of CPU' if cpu is not None else ''}"
                                      f" (a {what} this costly is not read)")
+            if wall > wall_factor * deadline_s:
+                raise PageUnreadable(f"reading the {what} was not done after {wall_factor * deadline_s:g} s "
+                                     f"(its reader waited rather than worked: {cpu or 0:.1f} s of CPU)")
     finally:
         if not task.done():
             task.cancel()
