@@ -63,7 +63,7 @@ TEST_PROCS ?= 3
 test: $(STAMP) browser
 	@echo "mypy: type-checking briefd/, daemon/ and store/ ([tool.mypy] in pyproject.toml) beside the tests; said at the end"
 	@$(PY) -m mypy > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	  status=0; PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_PROCS) --dist loadfile --cov --cov-report= $(PYTEST_ARGS) || status=$$?; \
+	  status=0; PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_PROCS) --dist loadfile --no-loadscope-reorder --cov --cov-report= $(PYTEST_ARGS) || status=$$?; \
 	  echo "coverage: $$($(PY) -m coverage report --format=total)% of the statements in daemon/ and store/ ran" \
 	    "(per file: $(PY) -m coverage report)"; \
 	  if wait $$mypy; then echo "mypy: $$(tail -n 1 $(VENV)/mypy.log)"; \

@@ -22,8 +22,9 @@ from tests.conftest import OllamaLab, OpenAILab, Workspace
 from tests.e2e.test_openai_api import keys, research
 from lab.corpus import TOPICS
 
-# Real inference on CPU: each test takes half a minute to a minute (lab: by its llama_ollama fixture).
-pytestmark = pytest.mark.slow
+# Real inference on CPU: each test takes half a minute to a minute (lab: by its llama_ollama fixture); the
+# suite's longest module, handed out first (early: tests/conftest.py, run_order).
+pytestmark = [pytest.mark.slow, pytest.mark.early]
 
 
 def test_a_brief_finishes_with_a_well_formed_report_whatever_the_tiny_model_says(

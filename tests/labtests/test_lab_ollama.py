@@ -39,6 +39,7 @@ from briefd.daemon.research.planner import (
     PassageIn,
 )
 from lab.drivers import CHAOS_KINDS, REFUSAL, read_quantity
+from tests.conftest import LLAMA_THREADS
 
 # Starts the lab servers itself (a module-scoped fixture), not through the conftest fixtures.
 pytestmark = pytest.mark.lab
@@ -800,7 +801,7 @@ def test_a_client_that_times_out_stops_its_generation(tmp_path: Path) -> None:
 
 def test_llama_driver_answers_a_real_chat_in_ollama_shape(tmp_path: Path) -> None:
     """Gemma 3 270M through llama-cpp-python: the JSON may be poor, the envelope must be Ollama's."""
-    server = start_server(tmp_path, "--driver", "llama")
+    server = start_server(tmp_path, "--driver", "llama", "--threads", str(LLAMA_THREADS))
     try:
         client = server.client(timeout=300)
         assert [m.model for m in client.list().models] == ["gemma3:270m"]
