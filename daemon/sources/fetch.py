@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import errno
+import functools
 import ipaddress
 import re
 import socket
@@ -221,6 +222,22 @@ class FetchResult:
     @property
     def ok(self) -> bool:
         return self.error is None and self.status is not None and 200 <= self.status < 300
+
+
+@functools.cache
+def default_tls() -> ssl.SSLContext:
+    """The TLS context of every briefd client that is not given one: httpx's own default (certifi's CAs; no
+    SSL_CERT_FILE from the environment, as each client here has trust_env off), made once a process.
+
+    Why: each context loads the CA bundle again, about 40 ms of CPU, and the daemon made five as it started
+    (one per service client and the page client), each `briefd run --once` from cron among them. httpcore
+    sets only the ALPN list on a context it is given (http/1.1 for every client here), so one is shared."""
+    return httpx.create_ssl_context(verify=True, trust_env=False)
+
+
+def tls(verify: ssl.SSLContext | bool) -> ssl.SSLContext | bool:
+    """`verify` as a transport takes it: True (the default) is the shared `default_tls()`."""
+    return default_tls() if verify is True else verify
 
 
 def make_client(limits: FetchLimits, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
@@ -491,7 +508,7 @@ def vetted_transport(limits: FetchLimits, pool_limits: httpx.Limits = httpx.Limi
     Under egress = open the connections are not vetted (as before: the operator chose
     the service); they are still counted.
     """
-    transport = httpx.AsyncHTTPTransport(limits=pool_limits, trust_env=False, verify=verify)
+    transport = httpx.AsyncHTTPTransport(limits=pool_limits, trust_env=False, verify=tls(verify))
     if limits.egress != "open":
         _wrap_backend(transport, lambda inner: VettingBackend(inner, limits))
     return CountingTransport(transport)
@@ -504,7 +521,7 @@ def pinned_transport(limits: httpx.Limits, verify: ssl.SSLContext | bool = True)
     place; if a new httpx/httpcore moves it, this fails loudly at start-up rather
     than fetching unpinned.
     """
-    transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False, verify=verify)
+    transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False, verify=tls(verify))
     _wrap_backend(transport, PinnedBackend)
     return transport
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 import subprocess
 import sys
@@ -240,3 +241,18 @@ def test_a_version_7_store_keeps_its_answers_and_keeps_failures_apart_from_them(
     store.cache_failure("cut", "fallback", "cut off", True)
     store.cache_answer("cut", '{"a": 2}', 5, 5)  # asked again later and answered: the answer replaces it
     assert store.cached_answer("cut") == '{"a": 2}' and store.cached_failure("cut", 3600) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is None,
+                    reason="numpy is not installed here, so there is nothing for the store to leave unloaded; the "
+                           "test venv has it (llama-cpp-python needs it)")
+def test_opening_the_store_loads_neither_numpy_nor_pandas_and_leaves_them_importable(tmp_path: Path) -> None:
+    """sqlite_utils imports them where installed; a briefd process needs neither (0.13 s of CPU for numpy at each
+    start). Hidden only while sqlite_utils loads: anything that imports numpy later gets it."""
+    code = ("import sys; from briefd.store import Store; import sqlite_utils.db as db; "
+            f"Store({str(tmp_path / 'briefd.db')!r}).close(); "
+            "print(sorted({'numpy', 'pandas'} & set(sys.modules)), db.np is None); "
+            "import numpy; print(numpy.__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "True", "numpy"]
