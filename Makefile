@@ -53,7 +53,8 @@ browser:
 # beside the tests (one core for 12 s); its verdict is said at the end and a type error fails the run.
 # The suite runs in TEST_PROCS processes (pytest-xdist; each lab draws its own ports), a test module whole in one
 # process (--dist loadfile: a module's costly module-scoped runs of the daemon are made once, and its timing-bound
-# tests never run beside each other), under coverage in every process (pytest-cov, [tool.coverage] in
+# tests never run beside each other; --no-loadscope-reorder keeps tests/conftest.run_order's order: the longest
+# module, real inference, first, then the modules with the most tests), under coverage in every process (pytest-cov, [tool.coverage] in
 # pyproject.toml); the total is printed, pass or fail. Three processes on two cores: a third of the suite waits
 # (a lock held past SQLite's timeout, API deadlines, servers starting). PYTHONDONTWRITEBYTECODE (set in this
 # machine's shells) is unset for the run: the ~600 Python processes the tests start each compiled briefd again.

@@ -186,6 +186,13 @@ def test_status_says_whether_a_daemon_runs_and_marks_briefs_left_running_by_a_de
     assert ws.report("orphan")["status"] == "done"
 
 
+# The test's WatchdogSec=: pings every 3 s, and systemd would kill at 6. With 2 s (pings every second) the daemon's
+# loop was late past it twice in about ten whole suites (2.96 and 3.2 s between pings, as a brief was claimed:
+# three test processes on two cores, the brief's page readers starting, SQLite's fsyncs on a disk the suite keeps
+# busy), a load the shipped unit's 120 s is made for.
+WATCHDOG_S = 6
+
+
 def test_the_daemon_speaks_systemds_notify_protocol(tmp_path: Path, search_lab) -> None:
     """READY=1 once serving, STATUS= with the queue, WATCHDOG=1 at half of WATCHDOG_USEC, STOPPING=1
     on SIGTERM: on a real abstract datagram socket, as systemd binds it."""
@@ -207,7 +214,7 @@ def test_the_daemon_speaks_systemds_notify_protocol(tmp_path: Path, search_lab) 
                 continue
             got.append((time.monotonic(), dict(line.split("=", 1) for line in data.splitlines())))
 
-    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(NOTIFY_SOCKET=name, WATCHDOG_USEC="2000000"),
+    daemon = subprocess.Popen([BRIEFD, "run"], env=ws.env(NOTIFY_SOCKET=name, WATCHDOG_USEC=str(WATCHDOG_S * 1_000_000)),
                               cwd=ws.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         receive_until(lambda: any("READY" in m for _, m in got), 60)
@@ -233,7 +240,9 @@ def test_the_daemon_speaks_systemds_notify_protocol(tmp_path: Path, search_lab) 
     pings = [at for at, m in got if m.get("WATCHDOG") == "1"]
     assert len(pings) >= 3, "pinged while it worked"
     gaps = [b - a for a, b in zip(pings, pings[1:])]
-    assert min(gaps) > 0.8 and max(gaps) < 1.9, f"every half of WATCHDOG_USEC (1 s), well inside 2 s: {gaps}"
+    half = WATCHDOG_S / 2
+    assert min(gaps) > 0.8 * half and max(gaps) < 0.95 * WATCHDOG_S, \
+        f"every half of WATCHDOG_USEC ({half:g} s), never past it ({WATCHDOG_S} s): {gaps}"
 
 
 def test_on_finish_runs_when_a_brief_ends_and_its_failure_fails_nothing(tmp_path: Path, workspace: Workspace) -> None:
