@@ -839,12 +839,6 @@ class _ServicesContext:
     async def __aexit__(self, *exc: object) -> None:
         await self.started.aclose()
 
-    @staticmethod
-    async def cancelled(task: "asyncio.Task[Any]") -> None:
-        """Cancel a task and wait until it has ended (its own error, if any, is not the closer's)."""
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
 
 def serve(settings: Settings, once: bool = False) -> int:
     return asyncio.run(Daemon(settings, once).serve())
