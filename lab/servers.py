@@ -447,12 +447,14 @@ def start_ollama(log_dir: Path, driver: str = "scripted", *, name: str = "ollama
 
 
 def start_openai_llama(log_dir: Path, *, name: str = "openai-llama", port: int | None = None,
-                       n_ctx: int = 2048, threads: int = 2, timeout: float = 180.0) -> tuple[Proc, str]:
+                       n_ctx: int = 2048, threads: int | None = None, timeout: float = 180.0) -> tuple[Proc, str]:
     """llama-cpp-python's OpenAI-compatible server with Gemma 3 270M (lab.openai_llama) on loopback, ready
-    (its model loaded); returns it and its base URL, with the /v1. `threads`: llama.cpp's CPU threads."""
+    (its model loaded); returns it and its base URL, with the /v1. `threads`: llama.cpp's CPU threads (None:
+    lab.openai_llama's own default)."""
     port = port or free_port()
+    more = ["--threads", str(threads)] if threads is not None else []
     proc = start_proc(name, [sys.executable, "-m", "lab.openai_llama", "--port", str(port), "--n-ctx", str(n_ctx),
-                             "--threads", str(threads)], log_dir)
+                             *more], log_dir)
     url = f"http://127.0.0.1:{port}/v1"
     return answering(proc, f"{url}/models", timeout), url
 
